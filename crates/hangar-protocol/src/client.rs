@@ -1,0 +1,379 @@
+//! The client side of the mailbox: the control plane (today the `hangar` CLI) writes commands
+//! and reads the driver's signed answers.
+//!
+//! Sending is two steps so the driver never reads half a file: the command is written (and
+//! fsynced) in `staging/`, then renamed into `in/`. When the turn has ended the driver has
+//! renamed `in/` away, so the rename fails with "no such file": that is reported as
+//! [`Outcome::Ended`] at once, with the command handed back, never as an I/O error.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::ack::{Ack, AckStatus};
+use crate::atomic;
+use crate::command::{Command, Kind};
+use crate::ctl::{self, ControlDir};
+use crate::key::RunKey;
+
+/// What can go wrong on the client side.
+#[derive(Debug, thiserror::Error)]
+pub enum MailboxError {
+    #[error("{0:?} is not a run id (1-64 characters of letters, digits, '-' and '_')")]
+    BadRunId(String),
+    #[error("no run {run} under {home} (is HANGAR_HOME right? `ls {home}/runs`)")]
+    NoSuchRun { run: String, home: String },
+    #[error("run {0} already exists")]
+    RunExists(String),
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+    #[error(
+        "no answer from the driver within {0:?}; the driver may have stopped (see `hangar log RUN`)"
+    )]
+    Timeout(Duration),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> MailboxError {
+    let what = what.into();
+    move |source| MailboxError::Io { what, source }
+}
+
+/// The answer to one command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// The driver carried it out.
+    Done,
+    /// The driver refused it; nothing was executed.
+    Refused(String),
+    /// The turn has ended before the command was passed on; here it is back, so the next turn
+    /// can start with it (S19).
+    Ended { handed_back: Command },
+}
+
+/// A command that landed in `in/`.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    pub name: String,
+    pub command: Command,
+}
+
+/// A run's mailbox, seen from the client.
+#[derive(Debug)]
+pub struct Mailbox {
+    run: String,
+    ctl: ControlDir,
+    client: PathBuf,
+    key: RunKey,
+}
+
+impl Mailbox {
+    /// Creates a new run's control folder with a fresh key: `key` (0400) in the control folder for
+    /// the driver, a copy (0600) in the client's folder for later commands.
+    pub fn create(home: &Path, run: &str) -> Result<Mailbox, MailboxError> {
+        if !ctl::valid_run_id(run) {
+            return Err(MailboxError::BadRunId(run.to_owned()));
+        }
+        let runs = home.join("runs");
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&runs)
+            .map_err(io_err(format!("create {}", runs.display())))?;
+        let ctl = ControlDir::for_run(home, run);
+        match fs::DirBuilder::new().mode(0o700).create(ctl.root()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(MailboxError::RunExists(run.to_owned()));
+            }
+            Err(e) => return Err(io_err(format!("create {}", ctl.root().display()))(e)),
+        }
+        for d in [ctl.staging(), ctl.inbox(), ctl.acks()] {
+            fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&d)
+                .map_err(io_err(format!("create {}", d.display())))?;
+        }
+        let client = ctl::client_dir(home, run);
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&client)
+            .map_err(io_err(format!("create {}", client.display())))?;
+        let key = RunKey::generate().map_err(io_err("make the run key"))?;
+        let text = key.to_file_text();
+        atomic::write_new(&client.join("key"), text.as_bytes(), 0o600)
+            .map_err(io_err("write the client's key"))?;
+        atomic::write_new(&client.join("seq"), b"0", 0o600)
+            .map_err(io_err("write the sequence file"))?;
+        atomic::write_via(
+            &ctl.staging().join(".key"),
+            &ctl.key(),
+            text.as_bytes(),
+            0o400,
+        )
+        .map_err(io_err("write the run key"))?;
+        Ok(Mailbox {
+            run: run.to_owned(),
+            ctl,
+            client,
+            key,
+        })
+    }
+
+    /// Opens an existing run's mailbox (a later `hangar steer`, `approve`, ...).
+    pub fn open(home: &Path, run: &str) -> Result<Mailbox, MailboxError> {
+        if !ctl::valid_run_id(run) {
+            return Err(MailboxError::BadRunId(run.to_owned()));
+        }
+        let client = ctl::client_dir(home, run);
+        let ctl = ControlDir::for_run(home, run);
+        if !client.join("key").exists() || !ctl.root().exists() {
+            return Err(MailboxError::NoSuchRun {
+                run: run.to_owned(),
+                home: home.display().to_string(),
+            });
+        }
+        let key =
+            RunKey::read_file(&client.join("key")).map_err(io_err("read the client's key"))?;
+        Ok(Mailbox {
+            run: run.to_owned(),
+            ctl,
+            client,
+            key,
+        })
+    }
+
+    pub fn run(&self) -> &str {
+        &self.run
+    }
+
+    pub fn ctl(&self) -> &ControlDir {
+        &self.ctl
+    }
+
+    pub fn key(&self) -> &RunKey {
+        &self.key
+    }
+
+    /// The next sequence number, allocated under an exclusive lock on `seq`, so concurrent
+    /// clients of one run never share one.
+    fn next_seq(&self) -> Result<u64, MailboxError> {
+        let path = self.client.join("seq");
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io_err("open the sequence file"))?;
+        f.lock().map_err(io_err("lock the sequence file"))?;
+        let mut s = String::new();
+        f.read_to_string(&mut s)
+            .map_err(io_err("read the sequence file"))?;
+        let next = s.trim().parse::<u64>().unwrap_or(0) + 1;
+        f.seek(SeekFrom::Start(0))
+            .map_err(io_err("rewind the sequence file"))?;
+        f.set_len(0).map_err(io_err("truncate the sequence file"))?;
+        f.write_all(next.to_string().as_bytes())
+            .map_err(io_err("write the sequence file"))?;
+        f.sync_data().map_err(io_err("sync the sequence file"))?;
+        Ok(next)
+    }
+
+    /// Seals and delivers a command. `Err(Ok(command))`-like cases are folded into
+    /// [`Delivery::TurnEnded`].
+    pub fn send(&self, kind: Kind, body: Value) -> Result<Delivery, MailboxError> {
+        let seq = self.next_seq()?;
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce)
+            .map_err(|e| io_err("OS random source")(io::Error::other(e.to_string())))?;
+        let command = Command::seal(&self.key, &self.run, seq, nonce, kind, body);
+        let name = format!("{seq:010}-{}.cmd", hex::encode(&nonce[..4]));
+        self.deliver_bytes(&name, &command.to_bytes())
+            .map(|landed| {
+                if landed {
+                    Delivery::Landed(Sent { name, command })
+                } else {
+                    Delivery::TurnEnded(command)
+                }
+            })
+    }
+
+    /// Stages `bytes` under `name` and renames them into `in/`. `Ok(false)` when `in/` is gone
+    /// (the turn has ended). Public so tests can deliver hostile files the same way.
+    pub fn deliver_bytes(&self, name: &str, bytes: &[u8]) -> Result<bool, MailboxError> {
+        let staged = self.ctl.staging().join(name);
+        atomic::write_new(&staged, bytes, 0o600)
+            .map_err(io_err(format!("stage {}", staged.display())))?;
+        match fs::rename(&staged, self.ctl.inbox().join(name)) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                let _ = fs::remove_file(&staged);
+                if e.kind() == io::ErrorKind::NotFound {
+                    Ok(false)
+                } else {
+                    Err(io_err("move the command into in/")(e))
+                }
+            }
+        }
+    }
+
+    /// Waits for the driver's signed answer to `sent`. Files that do not verify are ignored.
+    pub fn wait(&self, sent: &Sent, timeout: Duration) -> Result<Outcome, MailboxError> {
+        let path = self.ctl.ack_for(&sent.name);
+        let deadline = Instant::now() + timeout;
+        let mut pause = Duration::from_micros(50);
+        loop {
+            if let Ok(bytes) = fs::read(&path) {
+                let c = &sent.command;
+                if let Some(ack) =
+                    Ack::parse_verified(&bytes, &self.key, &self.run, &sent.name, c.seq, &c.nonce)
+                {
+                    return Ok(match ack.status {
+                        AckStatus::Done => Outcome::Done,
+                        AckStatus::Refused => Outcome::Refused(ack.reason),
+                        AckStatus::Ended => Outcome::Ended {
+                            handed_back: sent.command.clone(),
+                        },
+                    });
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(MailboxError::Timeout(timeout));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
+    }
+
+    /// Sends and waits.
+    pub fn request(
+        &self,
+        kind: Kind,
+        body: Value,
+        timeout: Duration,
+    ) -> Result<Outcome, MailboxError> {
+        match self.send(kind, body)? {
+            Delivery::Landed(sent) => self.wait(&sent, timeout),
+            Delivery::TurnEnded(command) => Ok(Outcome::Ended {
+                handed_back: command,
+            }),
+        }
+    }
+}
+
+/// Whether a command landed in `in/`.
+#[derive(Clone, Debug)]
+pub enum Delivery {
+    Landed(Sent),
+    /// `in/` was gone: the turn has ended. The command comes back to the caller.
+    TurnEnded(Command),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::body;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn create_lays_out_the_control_folder_with_private_modes() {
+        let home = tempfile::tempdir().unwrap();
+        let m = Mailbox::create(home.path(), "run-1").unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(m.ctl().root()), 0o700);
+        assert_eq!(mode(&m.ctl().key()), 0o400);
+        assert_eq!(
+            mode(&ctl::client_dir(home.path(), "run-1").join("key")),
+            0o600
+        );
+        assert_eq!(RunKey::read_file(&m.ctl().key()).unwrap(), *m.key());
+        assert!(matches!(
+            Mailbox::create(home.path(), "run-1"),
+            Err(MailboxError::RunExists(_))
+        ));
+        assert!(matches!(
+            Mailbox::create(home.path(), "../x"),
+            Err(MailboxError::BadRunId(_))
+        ));
+        assert_eq!(Mailbox::open(home.path(), "run-1").unwrap().key(), m.key());
+        assert!(matches!(
+            Mailbox::open(home.path(), "run-2"),
+            Err(MailboxError::NoSuchRun { .. })
+        ));
+    }
+
+    #[test]
+    fn sequence_numbers_increase_across_clients() {
+        let home = tempfile::tempdir().unwrap();
+        let a = Mailbox::create(home.path(), "r").unwrap();
+        let b = Mailbox::open(home.path(), "r").unwrap();
+        let mut seqs = vec![];
+        for m in [&a, &b, &a, &b] {
+            match m.send(Kind::Steer, body::text("x")).unwrap() {
+                Delivery::Landed(s) => seqs.push(s.command.seq),
+                Delivery::TurnEnded(_) => panic!("in/ is there"),
+            }
+        }
+        assert_eq!(seqs, vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_missing_inbox_means_the_turn_ended_and_hands_the_command_back() {
+        let home = tempfile::tempdir().unwrap();
+        let m = Mailbox::create(home.path(), "r").unwrap();
+        fs::rename(m.ctl().inbox(), m.ctl().ended_inbox(1)).unwrap();
+        let out = m
+            .request(Kind::Steer, body::text("late"), Duration::from_secs(1))
+            .unwrap();
+        match out {
+            Outcome::Ended { handed_back } => assert_eq!(handed_back.text(), Some("late")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            fs::read_dir(m.ctl().staging()).unwrap().count(),
+            0,
+            "staging is cleaned up"
+        );
+    }
+
+    #[test]
+    fn forged_acks_are_ignored_and_the_real_one_is_taken() {
+        let home = tempfile::tempdir().unwrap();
+        let m = Mailbox::create(home.path(), "r").unwrap();
+        let Delivery::Landed(sent) = m.send(Kind::Interrupt, body::empty()).unwrap() else {
+            panic!()
+        };
+        let c = &sent.command;
+        let forged = Ack::seal(
+            &RunKey::from_bytes([0; 32]),
+            "r",
+            &sent.name,
+            c.seq,
+            &c.nonce,
+            AckStatus::Done,
+            "",
+        );
+        fs::write(m.ctl().ack_for(&sent.name), forged.to_bytes()).unwrap();
+        assert!(matches!(
+            m.wait(&sent, Duration::from_millis(50)),
+            Err(MailboxError::Timeout(_))
+        ));
+        let real = Ack::seal(
+            m.key(),
+            "r",
+            &sent.name,
+            c.seq,
+            &c.nonce,
+            AckStatus::Refused,
+            "no",
+        );
+        fs::write(m.ctl().ack_for(&sent.name), real.to_bytes()).unwrap();
+        assert_eq!(
+            m.wait(&sent, Duration::from_millis(50)).unwrap(),
+            Outcome::Refused("no".into())
+        );
+    }
+}

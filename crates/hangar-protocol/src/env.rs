@@ -1,0 +1,73 @@
+//! Every environment variable hangar reads, in one place, and the allow-list of variables a
+//! harness may inherit.
+
+use std::path::PathBuf;
+
+/// hangar's home: `runs/` with each run's control folder lives here. Default `~/.hangar`.
+pub const HANGAR_HOME: &str = "HANGAR_HOME";
+/// Path of the Claude Code CLI to run (default: `claude` found by the caller).
+pub const HANGAR_CLAUDE_BIN: &str = "HANGAR_CLAUDE_BIN";
+/// Path of the driver executable (default: `hangar-driver` beside the `hangar` executable).
+pub const HANGAR_DRIVER_BIN: &str = "HANGAR_DRIVER_BIN";
+
+/// The variables a harness inherits from the driver's environment; nothing else passes. The
+/// driver then sets `HOME` (the agent's home under the uid split) and the quiet-mode variables
+/// in [`HARNESS_ENV_FIXED`]. No `HANGAR_*` variable is ever passed on.
+pub const HARNESS_ENV_ALLOW: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TZ",
+    "TMPDIR",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_MODEL",
+    "CLAUDE_CONFIG_DIR",
+    "CLAUDE_CODE_MAX_RETRIES",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "NODE_EXTRA_CA_CERTS",
+];
+
+/// Set for every harness: keep Claude Code from calling home (telemetry, update checks).
+pub const HARNESS_ENV_FIXED: &[(&str, &str)] = &[
+    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    ("DISABLE_TELEMETRY", "1"),
+    ("DISABLE_AUTOUPDATER", "1"),
+];
+
+/// Whether a variable may pass to the harness.
+pub fn harness_may_inherit(name: &str) -> bool {
+    HARNESS_ENV_ALLOW.contains(&name)
+}
+
+/// `$HANGAR_HOME`, else `$HOME/.hangar`, else `./.hangar`.
+pub fn hangar_home() -> PathBuf {
+    if let Some(h) = std::env::var_os(HANGAR_HOME).filter(|v| !v.is_empty()) {
+        return PathBuf::from(h);
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".hangar"),
+        None => PathBuf::from(".hangar"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_hangar_variable_is_allowed_through() {
+        assert!(HARNESS_ENV_ALLOW.iter().all(|v| !v.starts_with("HANGAR")));
+        assert!(harness_may_inherit("PATH"));
+        assert!(!harness_may_inherit("HANGAR_HOME"));
+        assert!(!harness_may_inherit("LD_PRELOAD"));
+    }
+}

@@ -1,0 +1,167 @@
+//! hangar's own lines in the run log.
+//!
+//! The run log is the harness's stdout, line for line and unchanged, with two additions:
+//!
+//! 1. Each Claude Code `result` line also carries [`PROCESS_USAGE_FIELD`]
+//!    (`"hangar_process_usage"`): the token totals of the harness process so far, summed over
+//!    the `usage` of every `result` it printed (`input_tokens`, `output_tokens`,
+//!    `cache_creation_input_tokens`, `cache_read_input_tokens`). `total_cost_usd` is already
+//!    cumulative; this makes the tokens so too. The field is appended as the line's last member;
+//!    every other byte of the line is as the harness wrote it.
+//! 2. hangar's own lines, one JSON object each, `"type":"hangar.<what>"`, documented on each
+//!    variant of [`HangarLine`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The member added to each `result` line (see the module docs).
+pub const PROCESS_USAGE_FIELD: &str = "hangar_process_usage";
+
+/// Token totals of one harness process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+    pub cache_read_input_tokens: u64,
+}
+
+impl ProcessUsage {
+    /// Adds one `result`'s `usage` object.
+    pub fn add(&mut self, usage: &Value) {
+        let get = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+        self.input_tokens += get("input_tokens");
+        self.output_tokens += get("output_tokens");
+        self.cache_creation_input_tokens += get("cache_creation_input_tokens");
+        self.cache_read_input_tokens += get("cache_read_input_tokens");
+    }
+}
+
+/// One line of hangar's own in the run log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum HangarLine {
+    /// The driver started the harness. `uid_split` says whether the harness runs as a uid of its
+    /// own (`agent_uid`) while the driver stays hangar's user.
+    #[serde(rename = "hangar.started")]
+    Started {
+        run: String,
+        harness: String,
+        policy: String,
+        driver_pid: u32,
+        harness_pid: u32,
+        uid_split: bool,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        agent_uid: Option<u32>,
+        driver_version: String,
+    },
+    /// A command passed every check and was carried out (`outcome: "done"`) or arrived after the
+    /// harness had gone and was answered `"ended"`.
+    #[serde(rename = "hangar.command")]
+    Command {
+        name: String,
+        seq: u64,
+        kind: String,
+        outcome: String,
+    },
+    /// A command was refused; nothing was executed. `code` is machine-readable (e.g. `bad_mac`,
+    /// `replay`, `nonce_reuse`, `wrong_run`, `unknown_kind`, `not_json`, `too_large`,
+    /// `unknown_request`, `already_answered`), `reason` says it in words.
+    #[serde(rename = "hangar.refused")]
+    Refused {
+        name: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        seq: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        kind: Option<String>,
+        code: String,
+        reason: String,
+    },
+    /// The harness asks whether a tool may run; a person answers with `approve` or `deny`.
+    #[serde(rename = "hangar.approval")]
+    Approval {
+        request_id: String,
+        tool_name: String,
+        input: Value,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        tool_use_id: Option<String>,
+    },
+    /// A permission request was answered. `decision` is `allow`, `deny` or `cancelled` (the
+    /// harness withdrew it, e.g. after an interrupt); `by` is `command` (with its `seq`) or
+    /// `policy` (e.g. `auto`).
+    #[serde(rename = "hangar.approval_answered")]
+    ApprovalAnswered {
+        request_id: String,
+        decision: String,
+        by: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        seq: Option<u64>,
+    },
+    /// The turn is over and the driver is exiting with `status` (0 success, 1 harness error or
+    /// harness gone without a result, 130 interrupted with no new message). `reason` is `result`
+    /// or `harness_exited`. `handed_back` lists the sequence numbers of the messages answered
+    /// `ended`, which the control plane starts the next turn with.
+    #[serde(rename = "hangar.turn_end")]
+    TurnEnd {
+        status: i32,
+        reason: String,
+        handed_back: Vec<u64>,
+    },
+    /// Something the person should know that does not stop the turn.
+    #[serde(rename = "hangar.warning")]
+    Warning { message: String },
+    /// Something that stops the turn.
+    #[serde(rename = "hangar.error")]
+    Error { message: String },
+}
+
+impl HangarLine {
+    /// The line as written to the run log (no trailing newline).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parses a run-log line that is one of hangar's; `None` for harness lines.
+    pub fn parse(line: &str) -> Option<HangarLine> {
+        if !line.contains("\"hangar.") {
+            return None;
+        }
+        serde_json::from_str(line).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lines_carry_their_type_tag_and_parse_back() {
+        let l = HangarLine::Approval {
+            request_id: "r1".into(),
+            tool_name: "Bash".into(),
+            input: json!({"command": "ls"}),
+            tool_use_id: Some("toolu_1".into()),
+        };
+        let s = l.to_json();
+        assert!(s.starts_with(r#"{"type":"hangar.approval","#), "{s}");
+        assert_eq!(HangarLine::parse(&s), Some(l));
+        assert_eq!(HangarLine::parse(r#"{"type":"result"}"#), None);
+    }
+
+    #[test]
+    fn usage_sums() {
+        let mut u = ProcessUsage::default();
+        u.add(&json!({"input_tokens": 11, "output_tokens": 7, "cache_read_input_tokens": 2}));
+        u.add(&json!({"input_tokens": 1, "output_tokens": 1}));
+        assert_eq!(
+            u,
+            ProcessUsage {
+                input_tokens: 12,
+                output_tokens: 8,
+                cache_creation_input_tokens: 0,
+                cache_read_input_tokens: 2
+            }
+        );
+    }
+}
