@@ -5,10 +5,31 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+/// Whether a write is fsynced before it becomes visible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync before the rename: for state that must survive a machine crash (keys, sequence).
+    Synced,
+    /// Visible-or-absent only: for commands and acks, which are useless after a machine crash
+    /// (the driver dies with it) and sit on the steering hot path.
+    Visible,
+}
+
 /// Writes `bytes` to `dest` through `tmp` (which must be on the same filesystem): the reader of
 /// `dest` sees either nothing or the whole file. `mode` is the new file's permission bits.
 pub fn write_via(tmp: &Path, dest: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    write_new(tmp, bytes, mode)?;
+    write_via_with(tmp, dest, bytes, mode, Durability::Synced)
+}
+
+/// [`write_via`] with an explicit [`Durability`].
+pub fn write_via_with(
+    tmp: &Path,
+    dest: &Path,
+    bytes: &[u8],
+    mode: u32,
+    durability: Durability,
+) -> io::Result<()> {
+    write_new_with(tmp, bytes, mode, durability)?;
     fs::rename(tmp, dest).inspect_err(|_| {
         let _ = fs::remove_file(tmp);
     })
@@ -16,13 +37,26 @@ pub fn write_via(tmp: &Path, dest: &Path, bytes: &[u8], mode: u32) -> io::Result
 
 /// Creates `path` (it must not exist) with `mode`, writes `bytes` and fsyncs it.
 pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    write_new_with(path, bytes, mode, Durability::Synced)
+}
+
+/// [`write_new`] with an explicit [`Durability`].
+pub fn write_new_with(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    durability: Durability,
+) -> io::Result<()> {
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(mode)
         .open(path)?;
     f.write_all(bytes)?;
-    f.sync_all()
+    match durability {
+        Durability::Synced => f.sync_all(),
+        Durability::Visible => Ok(()),
+    }
 }
 
 /// Writes `bytes` to `dest` atomically through a temp file beside it.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::ack::{Ack, AckStatus};
-use crate::atomic;
+use crate::atomic::{self, Durability};
 use crate::command::{Command, Kind};
 use crate::ctl::{self, ControlDir};
 use crate::key::RunKey;
@@ -159,8 +159,11 @@ impl Mailbox {
     }
 
     /// The next sequence number, allocated under an exclusive lock on `seq`, so concurrent
-    /// clients of one run never share one.
-    fn next_seq(&self) -> Result<u64, MailboxError> {
+    /// clients of one run never share one. The lock is held (by the returned file) until the
+    /// command has landed in `in/`, so commands land in sequence order and the driver never sees
+    /// a higher number before a lower one. The file is not fsynced: after a machine crash the
+    /// driver, and with it the run's sequence, is gone anyway.
+    fn next_seq(&self) -> Result<(u64, fs::File), MailboxError> {
         let path = self.client.join("seq");
         let mut f = OpenOptions::new()
             .read(true)
@@ -178,14 +181,13 @@ impl Mailbox {
         f.set_len(0).map_err(io_err("truncate the sequence file"))?;
         f.write_all(next.to_string().as_bytes())
             .map_err(io_err("write the sequence file"))?;
-        f.sync_data().map_err(io_err("sync the sequence file"))?;
-        Ok(next)
+        Ok((next, f))
     }
 
     /// Seals and delivers a command. `Err(Ok(command))`-like cases are folded into
     /// [`Delivery::TurnEnded`].
     pub fn send(&self, kind: Kind, body: Value) -> Result<Delivery, MailboxError> {
-        let seq = self.next_seq()?;
+        let (seq, _lock) = self.next_seq()?;
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce)
             .map_err(|e| io_err("OS random source")(io::Error::other(e.to_string())))?;
@@ -205,7 +207,7 @@ impl Mailbox {
     /// (the turn has ended). Public so tests can deliver hostile files the same way.
     pub fn deliver_bytes(&self, name: &str, bytes: &[u8]) -> Result<bool, MailboxError> {
         let staged = self.ctl.staging().join(name);
-        atomic::write_new(&staged, bytes, 0o600)
+        atomic::write_new_with(&staged, bytes, 0o600, Durability::Visible)
             .map_err(io_err(format!("stage {}", staged.display())))?;
         match fs::rename(&staged, self.ctl.inbox().join(name)) {
             Ok(()) => Ok(true),

@@ -1,0 +1,174 @@
+//! What `hangar run` shows while a turn runs: one short line per thing a person cares about
+//! (text, tool calls and results, approvals waiting, refusals, the result and its tokens).
+
+use std::io::Write;
+
+use hangar_protocol::runlog::{HangarLine, PROCESS_USAGE_FIELD};
+use serde_json::Value;
+
+/// Writes one line to stdout (and flushes, so progress shows as it happens).
+#[expect(clippy::print_stdout, reason = "the CLI's output")]
+pub fn say(line: &str) {
+    println!("{line}");
+    let _ = std::io::stdout().flush();
+}
+
+/// `s` cut to `max` characters, on one line.
+pub fn short(s: &str, max: usize) -> String {
+    let one: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if one.chars().count() <= max {
+        return one;
+    }
+    let mut cut: String = one.chars().take(max).collect();
+    cut.push('…');
+    cut
+}
+
+/// Turns run-log lines into progress lines.
+#[derive(Debug)]
+pub struct Printer {
+    run: String,
+    json: bool,
+}
+
+impl Printer {
+    pub fn new(run: &str, json: bool) -> Printer {
+        Printer {
+            run: run.to_owned(),
+            json,
+        }
+    }
+
+    pub fn line(&mut self, line: &str) {
+        if self.json {
+            say(line);
+            return;
+        }
+        for out in self.describe(line) {
+            say(&out);
+        }
+    }
+
+    fn describe(&self, line: &str) -> Vec<String> {
+        if let Some(h) = HangarLine::parse(line) {
+            return self.describe_hangar(h);
+        }
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            return Vec::new();
+        };
+        match v["type"].as_str() {
+            Some("assistant") => blocks(&v)
+                .filter_map(|b| match b["type"].as_str() {
+                    Some("text") => Some(format!(
+                        "assistant: {}",
+                        short(b["text"].as_str().unwrap_or_default(), 300)
+                    )),
+                    Some("tool_use") => Some(format!(
+                        "tool call: {} {}",
+                        b["name"].as_str().unwrap_or("?"),
+                        short(&b["input"].to_string(), 200)
+                    )),
+                    _ => None,
+                })
+                .collect(),
+            Some("user") => blocks(&v)
+                .filter(|b| b["type"] == "tool_result")
+                .map(|b| {
+                    let text = match &b["content"] {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    let err = if b["is_error"] == true {
+                        " (error)"
+                    } else {
+                        ""
+                    };
+                    format!("tool result{err}: {}", short(&text, 200))
+                })
+                .collect(),
+            Some("result") => {
+                let u = &v[PROCESS_USAGE_FIELD];
+                vec![
+                    format!(
+                        "result: {}{} {}",
+                        v["subtype"].as_str().unwrap_or("?"),
+                        if v["is_error"] == true {
+                            " (error)"
+                        } else {
+                            ""
+                        },
+                        short(v["result"].as_str().unwrap_or_default(), 300)
+                    ),
+                    format!(
+                        "tokens: input {} output {} (this process); cost ${}",
+                        u["input_tokens"].as_u64().unwrap_or(0),
+                        u["output_tokens"].as_u64().unwrap_or(0),
+                        v["total_cost_usd"].as_f64().unwrap_or(0.0)
+                    ),
+                ]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn describe_hangar(&self, h: HangarLine) -> Vec<String> {
+        let run = &self.run;
+        match h {
+            HangarLine::Approval {
+                request_id,
+                tool_name,
+                input,
+                ..
+            } => vec![format!(
+                "approval waiting: {request_id} {tool_name} {}\n  answer: hangar approve {run} {request_id} | hangar deny {run} {request_id} --reason TEXT",
+                short(&input.to_string(), 200)
+            )],
+            HangarLine::ApprovalAnswered {
+                request_id,
+                decision,
+                ..
+            } => vec![format!("approval {request_id}: {decision}")],
+            HangarLine::Refused { name, reason, .. } => {
+                vec![format!("command refused ({name}): {reason}")]
+            }
+            HangarLine::Command {
+                kind, outcome, seq, ..
+            } if kind != "prompt" || seq != 1 => vec![format!("{kind}: {outcome}")],
+            HangarLine::TurnEnd {
+                status,
+                handed_back,
+                ..
+            } if !handed_back.is_empty() => {
+                vec![format!(
+                    "turn ended: status {status}; messages not delivered (seq): {handed_back:?}"
+                )]
+            }
+            HangarLine::TurnEnd { status, .. } => vec![format!("turn ended: status {status}")],
+            HangarLine::Warning { message } => vec![format!("warning: {message}")],
+            HangarLine::Error { message } => vec![format!("error: {message}")],
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn blocks(v: &Value) -> impl Iterator<Item = &Value> {
+    v["message"]["content"].as_array().into_iter().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_names_tools_approvals_and_tokens() {
+        let p = Printer::new("run-1", false);
+        let tool = p.describe(r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"ls"}}]}}"#);
+        assert_eq!(tool, vec![r#"tool call: Bash {"command":"ls"}"#]);
+        let ap = p.describe(r#"{"type":"hangar.approval","request_id":"q1","tool_name":"Bash","input":{"command":"ls"}}"#);
+        assert!(ap[0].starts_with("approval waiting: q1 Bash"), "{ap:?}");
+        assert!(ap[0].contains("hangar approve run-1 q1"));
+        let r = p.describe(r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.1,"hangar_process_usage":{"input_tokens":11,"output_tokens":7}}"#);
+        assert_eq!(r[1], "tokens: input 11 output 7 (this process); cost $0.1");
+        assert_eq!(short("abcdef", 3), "abc…");
+    }
+}

@@ -1,0 +1,112 @@
+//! `hangar run`: one turn of an agent in a local folder, through the driver.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use clap::Args;
+use hangar_protocol::client::{Delivery, Mailbox};
+use hangar_protocol::command::body;
+use hangar_protocol::{ControlDir, Kind};
+
+use crate::exit::CliError;
+use crate::logs::Tail;
+use crate::{find, progress};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The folder the agent works in (default: the current folder).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// The coding agent.
+    #[arg(long, default_value = "claude", value_parser = ["claude"])]
+    harness: String,
+    /// `ask`: a person answers each permission request; `auto`: none are asked.
+    #[arg(long, default_value = "ask", value_parser = ["ask", "auto"])]
+    policy: String,
+    /// Print the run log's lines as written instead of progress.
+    #[arg(long)]
+    json: bool,
+    /// What the agent should do.
+    prompt: String,
+}
+
+fn new_run_id() -> Result<String, CliError> {
+    let mut b = [0u8; 6];
+    getrandom::fill(&mut b).map_err(|e| CliError::Failed(format!("OS random source: {e}")))?;
+    Ok(format!("run-{}", hex::encode(b)))
+}
+
+pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
+    let dir = match a.dir {
+        Some(d) => d,
+        None => {
+            std::env::current_dir().map_err(|e| CliError::Failed(format!("current folder: {e}")))?
+        }
+    };
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| CliError::Usage(format!("--dir {}: {e}", dir.display())))?;
+    if !dir.is_dir() {
+        return Err(CliError::Usage(format!(
+            "--dir {} is not a folder",
+            dir.display()
+        )));
+    }
+    let driver = find::driver()?;
+    let claude = find::claude()?;
+    let run = new_run_id()?;
+    let mailbox = Mailbox::create(home, &run)?;
+    // The prompt is the run's first command: it waits in in/ for the driver.
+    match mailbox.send(Kind::Prompt, body::text(&a.prompt))? {
+        Delivery::Landed(_) => {}
+        Delivery::TurnEnded(_) => {
+            return Err(CliError::Failed("the new run's in/ is missing".into()));
+        }
+    }
+    progress::say(&format!("run: {run}"));
+    let ctl: &ControlDir = mailbox.ctl();
+    let mut child = Command::new(&driver)
+        .arg("--ctl")
+        .arg(ctl.root())
+        .args([
+            "--run",
+            &run,
+            "--harness",
+            &a.harness,
+            "--policy",
+            &a.policy,
+        ])
+        .arg("--cwd")
+        .arg(&dir)
+        .arg("--claude-bin")
+        .arg(&claude)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| {
+            CliError::Failed(format!("cannot start the driver {}: {e}", driver.display()))
+        })?;
+    let mut tail = Tail::new(ctl.run_log());
+    let mut printer = progress::Printer::new(&run, a.json);
+    let status = loop {
+        let done = child
+            .try_wait()
+            .map_err(|e| CliError::Failed(format!("waiting for the driver: {e}")))?;
+        for line in tail.read_lines() {
+            printer.line(&line);
+        }
+        if let Some(st) = done {
+            for line in tail.read_lines() {
+                printer.line(&line);
+            }
+            break st;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = std::io::stdout().flush();
+    let code = status.code().unwrap_or(1);
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}

@@ -1,0 +1,265 @@
+//! What the fake model answers: a [`Script`] is a queue of [`Step`]s, one consumed per main model
+//! request (`POST /v1/messages` with `"stream": true`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::recorded::RecordedRequest;
+
+/// One content block of a scripted assistant reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    /// Assistant text, streamed as `text_delta`s.
+    Text(String),
+    /// A tool call, streamed as `input_json_delta`s; the fake gives it a unique id `toolu_hk_<n>`.
+    ToolUse {
+        /// Tool name as the CLI knows it: `Bash`, `Write`, `Edit`, `Read`, …
+        name: String,
+        /// Tool input, e.g. `{"command":"echo hi","description":"say hi"}` for `Bash`.
+        input: Value,
+    },
+}
+
+/// A check on the request that consumes a step. When it fails the fake records a line in
+/// `unexpected()` and still sends the step's reply.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expect {
+    /// The newest input (text of every message after the last assistant message, any role, not
+    /// counting tool results) contains this string.
+    UserTextContains(String),
+    /// The last `user` message carries at least one `tool_result` block.
+    AfterToolResult,
+}
+
+impl Expect {
+    /// `Ok(())` when `request` meets the expectation, else a sentence saying what was seen.
+    pub fn check(&self, request: &RecordedRequest) -> Result<(), String> {
+        match self {
+            Self::UserTextContains(needle) => {
+                let seen = request.newest_input_text();
+                if seen.contains(needle.as_str()) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "expected user text containing {needle:?}, newest input was {seen:?}"
+                    ))
+                }
+            }
+            Self::AfterToolResult => {
+                if request.last_user_has_tool_result() {
+                    Ok(())
+                } else {
+                    Err("expected a tool_result in the last user message, found none".to_owned())
+                }
+            }
+        }
+    }
+}
+
+/// The answer to one main model request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Content blocks, streamed in order. `stop_reason` is `tool_use` when any block is a tool call.
+    pub reply: Vec<Block>,
+    /// How many deltas each text block is split into (at least 1; tool inputs always get at
+    /// least 2).
+    pub chunks: usize,
+    /// Pause before every delta event, to make a stream last (interrupt or steer into it).
+    pub chunk_delay: Option<Duration>,
+    /// Pause before the response headers (a slow model).
+    pub delay: Option<Duration>,
+    /// Answer with this HTTP status and JSON body instead of a stream.
+    pub http_error: Option<(u16, Value)>,
+    /// Check the request; a miss is recorded in `unexpected()`.
+    pub expect: Option<Expect>,
+}
+
+impl Step {
+    /// A step replying with these blocks.
+    pub fn blocks(reply: Vec<Block>) -> Self {
+        Self {
+            reply,
+            chunks: 1,
+            chunk_delay: None,
+            delay: None,
+            http_error: None,
+            expect: None,
+        }
+    }
+
+    /// A plain text reply (`stop_reason: end_turn`).
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::blocks(vec![Block::Text(text.into())])
+    }
+
+    /// A single tool call (`stop_reason: tool_use`), e.g.
+    /// `Step::tool("Bash", json!({"command":"echo hi","description":"say hi"}))`.
+    pub fn tool(name: impl Into<String>, input: Value) -> Self {
+        Self::blocks(vec![Block::ToolUse {
+            name: name.into(),
+            input,
+        }])
+    }
+
+    /// A text reply streamed as `chunks` deltas with `delay` before each, so it lasts about
+    /// `chunks * delay`. The text is `"chunk0 chunk1 …"`.
+    pub fn slow_text(chunks: usize, delay: Duration) -> Self {
+        let chunks = chunks.max(1);
+        let text: Vec<String> = (0..chunks).map(|i| format!("chunk{i}")).collect();
+        Self::text(text.join(" ")).chunks(chunks).chunk_delay(delay)
+    }
+
+    /// An HTTP error in the Anthropic shape `{"type":"error","error":{"type":…,"message":…}}`;
+    /// the error type follows the status (400 `invalid_request_error`, 500 `api_error`, …).
+    pub fn error(status: u16, message: impl Into<String>) -> Self {
+        Self::http_error(status, error_body(status, &message.into()))
+    }
+
+    /// An HTTP error with this exact JSON body.
+    pub fn http_error(status: u16, body: Value) -> Self {
+        let mut step = Self::blocks(Vec::new());
+        step.http_error = Some((status, body));
+        step
+    }
+
+    /// Appends a text block.
+    #[must_use]
+    pub fn and_text(mut self, text: impl Into<String>) -> Self {
+        self.reply.push(Block::Text(text.into()));
+        self
+    }
+
+    /// Appends a tool call.
+    #[must_use]
+    pub fn and_tool(mut self, name: impl Into<String>, input: Value) -> Self {
+        self.reply.push(Block::ToolUse {
+            name: name.into(),
+            input,
+        });
+        self
+    }
+
+    /// Sets how many deltas each text block is split into.
+    #[must_use]
+    pub fn chunks(mut self, chunks: usize) -> Self {
+        self.chunks = chunks.max(1);
+        self
+    }
+
+    /// Sets the pause before every delta event.
+    #[must_use]
+    pub fn chunk_delay(mut self, delay: Duration) -> Self {
+        self.chunk_delay = Some(delay);
+        self
+    }
+
+    /// Sets the pause before the response headers.
+    #[must_use]
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// Sets the expectation checked against the request that consumes this step.
+    #[must_use]
+    pub fn expect(mut self, expect: Expect) -> Self {
+        self.expect = Some(expect);
+        self
+    }
+
+    /// Shorthand for `expect(Expect::UserTextContains(..))`.
+    #[must_use]
+    pub fn expect_user_text(self, needle: impl Into<String>) -> Self {
+        self.expect(Expect::UserTextContains(needle.into()))
+    }
+
+    /// Shorthand for `expect(Expect::AfterToolResult)`.
+    #[must_use]
+    pub fn expect_tool_result(self) -> Self {
+        self.expect(Expect::AfterToolResult)
+    }
+
+    /// True when any block is a tool call.
+    pub fn has_tool_use(&self) -> bool {
+        self.reply
+            .iter()
+            .any(|block| matches!(block, Block::ToolUse { .. }))
+    }
+}
+
+/// The Anthropic error `type` used for an HTTP status.
+pub fn error_type_for_status(status: u16) -> &'static str {
+    match status {
+        400 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    }
+}
+
+/// `{"type":"error","error":{"type":<for status>,"message":message}}`.
+pub fn error_body(status: u16, message: &str) -> Value {
+    json!({
+        "type": "error",
+        "error": {"type": error_type_for_status(status), "message": message},
+    })
+}
+
+/// The whole conversation plan: a global queue of steps, plus optional per-session queues keyed
+/// by the `X-Claude-Code-Session-Id` request header (used instead of the global queue for
+/// requests of that session).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Script {
+    /// Steps for any request whose session has no queue of its own.
+    pub steps: VecDeque<Step>,
+    /// Steps for one session each.
+    pub sessions: BTreeMap<String, VecDeque<Step>>,
+}
+
+impl Script {
+    /// A script with one global queue.
+    pub fn new(steps: impl IntoIterator<Item = Step>) -> Self {
+        Self {
+            steps: steps.into_iter().collect(),
+            sessions: BTreeMap::new(),
+        }
+    }
+
+    /// Adds (or replaces) the queue for one session id.
+    #[must_use]
+    pub fn session(mut self, session_id: impl Into<String>, steps: Vec<Step>) -> Self {
+        self.sessions
+            .insert(session_id.into(), steps.into_iter().collect());
+        self
+    }
+
+    /// Takes the next step for a request of this session (its own queue if it has one, else the
+    /// global queue). `None` when that queue is exhausted.
+    pub fn next_step(&mut self, session_id: Option<&str>) -> Option<Step> {
+        if let Some(id) = session_id
+            && let Some(queue) = self.sessions.get_mut(id)
+        {
+            return queue.pop_front();
+        }
+        self.steps.pop_front()
+    }
+
+    /// Steps not consumed yet, over all queues.
+    pub fn remaining(&self) -> usize {
+        self.steps.len() + self.sessions.values().map(VecDeque::len).sum::<usize>()
+    }
+}
+
+impl From<Vec<Step>> for Script {
+    fn from(steps: Vec<Step>) -> Self {
+        Self::new(steps)
+    }
+}
