@@ -99,8 +99,20 @@ pub fn spawn(s: &Settings) -> io::Result<(Harness, ChildStdout)> {
         .stdout
         .take()
         .ok_or_else(|| io::Error::other("harness stdout missing"))?;
+    widen_pipe(&stdout);
     let stdin = child.stdin.take();
     Ok((Harness { child, stdin }, stdout))
+}
+
+/// Asks for a 1 MiB pipe buffer on the harness's stdout, so a fast writer and the relay trade
+/// 1 MiB per wake-up instead of 64 KiB. Best effort: the default limit
+/// (`/proc/sys/fs/pipe-max-size`) allows it; on failure the pipe keeps its size.
+fn widen_pipe(stdout: &ChildStdout) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_SETPIPE_SZ on a pipe fd we own; it takes an integer and touches no memory.
+    unsafe {
+        libc::fcntl(stdout.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+    }
 }
 
 impl Harness {

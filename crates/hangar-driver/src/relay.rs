@@ -16,7 +16,8 @@ use serde_json::Value;
 use crate::runlog::RunLog;
 use crate::turn::Event;
 
-const CHUNK: usize = 128 * 1024;
+/// Bytes read at a time; the harness's stdout pipe is widened to match (see `harness::spawn`).
+const CHUNK: usize = 1024 * 1024;
 
 /// What the main loop needs to know from the harness's stream.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,29 +41,35 @@ pub enum HarnessEvent {
 }
 
 /// Copies `input` to the run log until EOF, sending events to `tx`.
+///
+/// The buffer is zeroed once and reused: `filled` bytes are pending, the partial line is moved to
+/// the front after each read, and the buffer only grows for a line longer than itself.
 pub fn relay(mut input: impl Read, log: &RunLog, tx: &Sender<Event>) -> io::Result<()> {
-    let mut buf: Vec<u8> = Vec::with_capacity(2 * CHUNK);
+    let mut buf: Vec<u8> = vec![0; 2 * CHUNK];
+    let mut filled = 0;
     let mut usage = ProcessUsage::default();
     let mut events = Vec::new();
     loop {
-        let start = buf.len();
-        buf.resize(start + CHUNK, 0);
-        let n = match input.read(&mut buf[start..]) {
+        if buf.len() - filled < CHUNK {
+            buf.resize(buf.len() * 2, 0);
+        }
+        let n = match input.read(&mut buf[filled..]) {
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                buf.truncate(start);
-                finish(&mut buf, log, tx);
+                finish(&buf[..filled], log, tx);
                 return Err(e);
             }
         };
-        buf.truncate(start + n);
         if n == 0 {
-            finish(&mut buf, log, tx);
+            finish(&buf[..filled], log, tx);
             return Ok(());
         }
-        let consumed = process(&buf, start, log, &mut usage, &mut events)?;
-        buf.drain(..consumed);
+        let start = filled;
+        filled += n;
+        let consumed = process(&buf[..filled], start, log, &mut usage, &mut events)?;
+        buf.copy_within(consumed..filled, 0);
+        filled -= consumed;
         for e in events.drain(..) {
             let _ = tx.send(Event::Harness(e));
         }
@@ -71,11 +78,11 @@ pub fn relay(mut input: impl Read, log: &RunLog, tx: &Sender<Event>) -> io::Resu
 
 /// Writes a last line without a newline (with one added, so the log stays line-based) and
 /// reports EOF.
-fn finish(buf: &mut Vec<u8>, log: &RunLog, tx: &Sender<Event>) {
-    if !buf.is_empty() {
-        buf.push(b'\n');
-        let _ = log.write_raw(buf);
-        buf.clear();
+fn finish(rest: &[u8], log: &RunLog, tx: &Sender<Event>) {
+    if !rest.is_empty() {
+        let mut line = rest.to_vec();
+        line.push(b'\n');
+        let _ = log.write_raw(&line);
     }
     let _ = tx.send(Event::Harness(HarnessEvent::Eof));
 }

@@ -346,6 +346,7 @@ impl Turn {
     /// code, `None` if a signal ended it.
     fn reap(&mut self) -> Option<i32> {
         let deadline = Instant::now() + Duration::from_secs(10);
+        let mut pause = Duration::from_millis(1);
         let mut termed = false;
         loop {
             match self.harness.child.try_wait() {
@@ -355,7 +356,9 @@ impl Turn {
                     return st.code();
                 }
                 Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
+                    // The harness usually exits right after its output ends: look again soon.
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
                 }
                 Ok(None) if !termed => {
                     self.harness.signal_group(libc::SIGTERM);

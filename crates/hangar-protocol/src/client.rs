@@ -225,8 +225,9 @@ impl Mailbox {
     /// Waits for the driver's signed answer to `sent`. Files that do not verify are ignored.
     pub fn wait(&self, sent: &Sent, timeout: Duration) -> Result<Outcome, MailboxError> {
         let path = self.ctl.ack_for(&sent.name);
-        let deadline = Instant::now() + timeout;
-        let mut pause = Duration::from_micros(50);
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let mut pause = FIRST_PAUSE;
         loop {
             if let Ok(bytes) = fs::read(&path) {
                 let c = &sent.command;
@@ -246,7 +247,7 @@ impl Mailbox {
                 return Err(MailboxError::Timeout(timeout));
             }
             std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(2));
+            pause = next_pause(pause, started.elapsed());
         }
     }
 
@@ -265,6 +266,21 @@ impl Mailbox {
         }
     }
 }
+
+/// The client's polling schedule for an ack: start at 50 us and double, at most 250 us while an
+/// answer is due (an idle driver answers in well under a millisecond), at most 5 ms once the
+/// driver is clearly busy (after 100 ms), so a long wait costs little CPU.
+pub fn next_pause(pause: Duration, waited: Duration) -> Duration {
+    let cap = if waited < Duration::from_millis(100) {
+        Duration::from_micros(250)
+    } else {
+        Duration::from_millis(5)
+    };
+    (pause * 2).min(cap)
+}
+
+/// The first pause of [`next_pause`]'s schedule.
+pub const FIRST_PAUSE: Duration = Duration::from_micros(50);
 
 /// Whether a command landed in `in/`.
 #[derive(Clone, Debug)]
