@@ -1,8 +1,10 @@
 //! `hangar run`: one turn of an agent in a local folder, through the driver.
 
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use clap::Args;
@@ -85,13 +87,32 @@ pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
+        // Its own process group: Ctrl-C reaches `hangar run`, which turns it into an interrupt.
+        .process_group(0)
         .spawn()
         .map_err(|e| {
             CliError::Failed(format!("cannot start the driver {}: {e}", driver.display()))
         })?;
     let mut tail = Tail::new(ctl.run_log());
     let mut printer = progress::Printer::new(&run, a.json);
+    catch_ctrl_c();
+    let mut interrupts_seen = 0;
     let status = loop {
+        let presses = CTRL_C.load(Ordering::Relaxed);
+        if presses > interrupts_seen {
+            interrupts_seen = presses;
+            if presses == 1 {
+                progress::say(
+                    "interrupting the turn (Ctrl-C again leaves it running in the background)",
+                );
+                crate::send::interrupt_quietly(&mailbox);
+            } else {
+                progress::say(&format!(
+                    "the turn goes on without this terminal: hangar log {run} --follow"
+                ));
+                return Ok(ExitCode::from(130));
+            }
+        }
         let done = child
             .try_wait()
             .map_err(|e| CliError::Failed(format!("waiting for the driver: {e}")))?;
@@ -109,4 +130,18 @@ pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
     let _ = std::io::stdout().flush();
     let code = status.code().unwrap_or(1);
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
+/// Ctrl-C presses seen by `hangar run`.
+static CTRL_C: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_ctrl_c(_: libc::c_int) {
+    CTRL_C.fetch_add(1, Ordering::Relaxed);
+}
+
+fn catch_ctrl_c() {
+    // SAFETY: the handler only touches an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_ctrl_c as *const () as libc::sighandler_t);
+    }
 }

@@ -65,3 +65,13 @@ pub fn deny(
 ) -> Result<ExitCode, CliError> {
     send(home, run, Kind::Deny, body::deny(request_id, reason))
 }
+
+/// `hangar run`'s Ctrl-C: send an interrupt and say what came of it, without failing the run.
+pub fn interrupt_quietly(mailbox: &Mailbox) {
+    match mailbox.request(Kind::Interrupt, body::empty(), ACK_TIMEOUT) {
+        Ok(Outcome::Done) => {}
+        Ok(Outcome::Refused(reason)) => progress::say(&format!("interrupt refused: {reason}")),
+        Ok(Outcome::Ended { .. }) => progress::say("the turn had already ended"),
+        Err(e) => progress::say(&format!("could not interrupt: {e}")),
+    }
+}

@@ -292,3 +292,38 @@ fn a_command_after_the_turn_ended_fails_at_once_and_comes_back() {
     }
     assert!(!rig.mailbox.ctl().inbox().exists(), "in/ was renamed away");
 }
+
+/// S18: a steer that lands as the turn ends (the `result` is written, the driver has not yet
+/// renamed `in/` away) is still carried out and continues the turn.
+#[test]
+fn a_steer_that_lands_as_the_turn_ends_continues_it() {
+    let mut rig = Rig::new(
+        Script::new([
+            Step::slow_text(3, Duration::from_millis(150)),
+            Step::text("continued"),
+        ]),
+        "say three words",
+    );
+    rig.start("ask");
+    rig.fake.wait_for_requests(1, LONG).unwrap();
+    let driver = rig.driver_pid() as i32;
+    // Hold the driver while the CLI finishes its answer and writes the result into the pipe.
+    unsafe { libc::kill(driver, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(2000));
+    let late = rig.send(Kind::Steer, body::text("STEER: and one more"));
+    unsafe { libc::kill(driver, libc::SIGCONT) };
+    assert_eq!(rig.mailbox.wait(&late, LONG).unwrap(), Outcome::Done);
+    assert_eq!(rig.wait_exit(LONG), 0);
+    let results = rig.lines_of("result");
+    assert_eq!(
+        results.len(),
+        2,
+        "the steer continued the turn:\n{}",
+        rig.log_text()
+    );
+    assert_eq!(results[1]["result"], "continued");
+    assert_eq!(
+        rig.fake.requests()[1].last_user_text().as_deref(),
+        Some("STEER: and one more")
+    );
+}

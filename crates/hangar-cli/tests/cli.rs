@@ -1,0 +1,254 @@
+//! The `hangar` command line end to end: the real driver, the real Claude Code, the scripted model.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use hangar_testkit::{FakeAnthropic, Script, Step, claude_bin, claude_env, workspace_root};
+use serde_json::{Value, json};
+
+fn driver_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("HANGAR_DRIVER_BIN").filter(|v| !v.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let p = workspace_root().join("target/debug/hangar-driver");
+    assert!(
+        p.exists(),
+        "no driver at {}: run scripts/test, or set HANGAR_DRIVER_BIN",
+        p.display()
+    );
+    p
+}
+
+struct Env {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+    fake: FakeAnthropic,
+}
+
+impl Env {
+    fn new(script: Script) -> Env {
+        Env {
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+            fake: FakeAnthropic::start(script).unwrap(),
+        }
+    }
+
+    fn hangar(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hangar"));
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("HANGAR_HOME", self.home.path().join("hangar"))
+            .env("HANGAR_DRIVER_BIN", driver_bin())
+            .env("HANGAR_CLAUDE_BIN", claude_bin().unwrap())
+            .envs(claude_env(
+                &self.fake.base_url(),
+                &self.home.path().join("claude-config"),
+            ));
+        c
+    }
+
+    fn cmd(&self, args: &[&str]) -> Output {
+        self.hangar().args(args).output().unwrap()
+    }
+
+    /// Starts `hangar run`, returns it, its run id, and a channel of its stdout lines.
+    fn run(&self, args: &[&str]) -> (Child, String, mpsc::Receiver<String>) {
+        let mut child = self
+            .hangar()
+            .arg("run")
+            .arg("--dir")
+            .arg(self.work.path())
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                if tx.send(line.unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        let first = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        let run = first
+            .strip_prefix("run: ")
+            .unwrap_or_else(|| panic!("first line {first:?}"))
+            .to_owned();
+        (child, run, rx)
+    }
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn wait(child: &mut Child) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code().unwrap_or(-1);
+        }
+        assert!(Instant::now() < deadline, "hangar run did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn bash(cmd: &str) -> Step {
+    Step::tool("Bash", json!({"command": cmd, "description": "run it"}))
+}
+
+#[test]
+fn run_approvals_approve_and_late_steer_through_the_cli() {
+    let env = Env::new(Script::new([
+        bash("echo hi > made.txt"),
+        Step::text("made it"),
+    ]));
+    let (mut child, run, lines) = env.run(&["make a file"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pending: Value = loop {
+        let out = env.cmd(&["approvals", &run, "--json"]);
+        assert!(out.status.success(), "{:?}", text(&out));
+        if let Some(line) = text(&out).0.lines().next() {
+            break serde_json::from_str(line).unwrap();
+        }
+        assert!(Instant::now() < deadline, "no approval listed");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(pending["tool_name"], "Bash");
+    assert_eq!(pending["input"]["command"], "echo hi > made.txt");
+    let id = pending["request_id"].as_str().unwrap();
+
+    let bogus = env.cmd(&["approve", &run, "no-such-request"]);
+    assert_eq!(bogus.status.code(), Some(1));
+    assert!(text(&bogus).1.contains("refused:"), "{:?}", text(&bogus));
+
+    let ok = env.cmd(&["approve", &run, id]);
+    assert_eq!(ok.status.code(), Some(0), "{:?}", text(&ok));
+    assert_eq!(text(&ok).0.trim(), "done");
+    let again = env.cmd(&["deny", &run, id, "--reason", "changed my mind"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again).1.contains("already answered"),
+        "{:?}",
+        text(&again)
+    );
+
+    assert_eq!(wait(&mut child), 0);
+    let shown: Vec<String> = lines.try_iter().collect();
+    let shown = shown.join("\n");
+    for want in [
+        "tool call: Bash",
+        "approval waiting: ",
+        "tool result: ",
+        "result: success made it",
+        "tokens: input 22 output 14",
+        "turn ended: status 0",
+    ] {
+        assert!(shown.contains(want), "missing {want:?} in:\n{shown}");
+    }
+    assert!(env.work.path().join("made.txt").exists());
+    assert_eq!(
+        text(&env.cmd(&["approvals", &run])).0.trim(),
+        "no permission requests are waiting"
+    );
+
+    let late = env.cmd(&["steer", &run, "one more thing"]);
+    assert_eq!(late.status.code(), Some(3));
+    let err = text(&late).1;
+    assert!(
+        err.contains("the turn has ended") && err.contains("one more thing"),
+        "{err}"
+    );
+
+    let log = text(&env.cmd(&["log", &run])).0;
+    assert!(
+        log.lines()
+            .any(|l| l.contains("\"type\":\"hangar.turn_end\"")),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("\"type\":\"result\"") && l.contains("hangar_process_usage"))
+    );
+}
+
+#[test]
+fn json_output_is_the_run_log_and_interrupt_exits_130() {
+    let env = Env::new(Script::new([Step::slow_text(
+        20,
+        Duration::from_millis(400),
+    )]));
+    let (mut child, run, lines) = env.run(&["--json", "--policy", "auto", "talk slowly"]);
+    env.fake
+        .wait_for_requests(1, Duration::from_secs(60))
+        .unwrap();
+    let out = env.cmd(&["interrupt", &run]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    assert_eq!(wait(&mut child), 130);
+    let shown: Vec<Value> = lines
+        .try_iter()
+        .map(|l| serde_json::from_str(&l).expect("--json prints JSON lines"))
+        .collect();
+    assert!(
+        shown
+            .iter()
+            .any(|v| v["type"] == "result" && v["terminal_reason"] == "aborted_streaming")
+    );
+    assert_eq!(shown.last().unwrap()["type"], "hangar.turn_end");
+}
+
+#[test]
+fn ctrl_c_on_hangar_run_interrupts_the_turn() {
+    let env = Env::new(Script::new([Step::slow_text(
+        20,
+        Duration::from_millis(400),
+    )]));
+    let (mut child, _run, lines) = env.run(&["--policy", "auto", "talk slowly"]);
+    env.fake
+        .wait_for_requests(1, Duration::from_secs(60))
+        .unwrap();
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(wait(&mut child), 130);
+    let shown: Vec<String> = lines.try_iter().collect();
+    assert!(
+        shown.iter().any(|l| l.starts_with("interrupting the turn")),
+        "{shown:?}"
+    );
+    assert!(
+        shown.iter().any(|l| l == "turn ended: status 130"),
+        "{shown:?}"
+    );
+}
+
+#[test]
+fn errors_say_what_to_do() {
+    let env = Env::new(Script::new([]));
+    let out = env.cmd(&["steer", "run-nope", "hi"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(text(&out).1.contains("no run run-nope"), "{:?}", text(&out));
+    let out = env.cmd(&["steer", "../etc", "hi"]);
+    assert!(text(&out).1.contains("is not a run id"), "{:?}", text(&out));
+    let out = env
+        .hangar()
+        .args(["run", "--dir", "/nonexistent/dir", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).1.contains("/nonexistent/dir"));
+}
