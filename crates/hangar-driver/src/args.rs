@@ -1,17 +1,22 @@
 //! The driver's command line, resolved into [`Settings`] before anything runs.
 //!
 //! ```text
-//! hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude] [--policy ask|auto]
-//!               [--claude-bin PATH] [--resume SESSION_ID] [--session-id UUID]
+//! hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude|codex] [--policy ask|auto]
+//!               [--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]...
+//!               [--resume ID | --fork ID [--fork-at TURN_ID]] [--session-id UUID]
+//!               [--model-timeout SECS]
+//!               [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]]
 //!               [--agent-uid UID --agent-gid GID --agent-home DIR]
 //!               [--raw -- CMD [ARG...]]
 //! ```
-//! `--raw` runs CMD as the harness with its argv unchanged, speaking Claude Code's stream-json
-//! (benchmarks and protocol tests use a stub harness this way). Hand-parsed: the driver keeps
-//! its dependencies to the protocol crate and libc.
+//! `--resume`/`--fork` take Claude Code's session id or Codex's thread id. `--raw` runs CMD as
+//! the harness with its argv unchanged, speaking Claude Code's stream-json (benchmarks and
+//! protocol tests use a stub harness this way). Hand-parsed: the driver keeps its dependencies
+//! to the protocol crate and libc.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// How permission requests are answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +36,22 @@ impl Policy {
     }
 }
 
+/// Which coding agent runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HarnessKind {
+    Claude,
+    Codex,
+}
+
+impl HarnessKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HarnessKind::Claude => "claude",
+            HarnessKind::Codex => "codex",
+        }
+    }
+}
+
 /// The uid the harness runs as, when it is not the driver's own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Agent {
@@ -39,30 +60,54 @@ pub struct Agent {
     pub home: PathBuf,
 }
 
+/// The job's check (S22).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verify {
+    pub command: String,
+    pub max_rounds: u32,
+    pub timeout: Duration,
+}
+
 /// Everything the driver needs to know, resolved from argv.
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub ctl: PathBuf,
     pub run: String,
     pub cwd: PathBuf,
+    pub harness: HarnessKind,
     pub policy: Policy,
     pub claude_bin: PathBuf,
+    pub codex_bin: PathBuf,
+    pub model: Option<String>,
+    pub codex_config: Vec<String>,
     pub resume: Option<String>,
+    pub fork: Option<String>,
+    pub fork_at: Option<String>,
     pub session_id: Option<String>,
+    pub model_timeout: Duration,
+    pub verify: Option<Verify>,
     pub agent: Option<Agent>,
     pub raw: Option<Vec<OsString>>,
 }
 
-pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude] [--policy ask|auto] \
-[--claude-bin PATH] [--resume SESSION_ID] [--session-id UUID] [--agent-uid UID --agent-gid GID --agent-home DIR] [--raw -- CMD ARGS...]";
+pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude|codex] [--policy ask|auto] \
+[--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]... \
+[--resume ID | --fork ID [--fork-at TURN_ID]] [--session-id UUID] [--model-timeout SECS] \
+[--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]] \
+[--agent-uid UID --agent-gid GID --agent-home DIR] [--raw -- CMD ARGS...]";
 
 /// Parses argv (without the program name).
 pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     let mut it = args.into_iter();
     let (mut ctl, mut run, mut cwd) = (None, None, None);
+    let mut harness = HarnessKind::Claude;
     let mut policy = Policy::Ask;
     let mut claude_bin = PathBuf::from("claude");
-    let (mut resume, mut session_id) = (None, None);
+    let mut codex_bin = PathBuf::from("codex");
+    let (mut model, mut codex_config) = (None, Vec::new());
+    let (mut resume, mut fork, mut fork_at, mut session_id) = (None, None, None, None);
+    let mut model_timeout = Duration::from_secs(300);
+    let (mut verify_cmd, mut max_rounds, mut verify_timeout) = (None, 3, Duration::from_secs(600));
     let (mut uid, mut gid, mut home) = (None, None, None);
     let mut raw = None;
     while let Some(a) = it.next() {
@@ -78,14 +123,13 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--ctl" => ctl = Some(PathBuf::from(value()?)),
-            "--run" => run = Some(value()?.to_string_lossy().into_owned()),
+            "--run" => run = Some(text(value()?)),
             "--cwd" => cwd = Some(PathBuf::from(value()?)),
             "--harness" => {
-                let h = value()?;
-                if h != "claude" {
-                    return Err(format!(
-                        "harness {h:?} is not supported by this driver (supported: claude)"
-                    ));
+                harness = match value()?.to_str() {
+                    Some("claude") => HarnessKind::Claude,
+                    Some("codex") => HarnessKind::Codex,
+                    other => return Err(format!("harness {other:?} is not one of claude, codex")),
                 }
             }
             "--policy" => {
@@ -96,8 +140,27 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
                 }
             }
             "--claude-bin" => claude_bin = PathBuf::from(value()?),
-            "--resume" => resume = Some(value()?.to_string_lossy().into_owned()),
-            "--session-id" => session_id = Some(value()?.to_string_lossy().into_owned()),
+            "--codex-bin" => codex_bin = PathBuf::from(value()?),
+            "--model" => model = Some(text(value()?)),
+            "--codex-config" => {
+                let kv = text(value()?);
+                if !kv.contains('=') {
+                    return Err(format!("--codex-config wants KEY=VALUE, not {kv:?}"));
+                }
+                codex_config.push(kv);
+            }
+            "--resume" => resume = Some(text(value()?)),
+            "--fork" => fork = Some(text(value()?)),
+            "--fork-at" => fork_at = Some(text(value()?)),
+            "--session-id" => session_id = Some(text(value()?)),
+            "--model-timeout" => {
+                model_timeout = Duration::from_secs(number(&flag, value()?)?.into())
+            }
+            "--verify" => verify_cmd = Some(text(value()?)),
+            "--max-verify-rounds" => max_rounds = number(&flag, value()?)?,
+            "--verify-timeout" => {
+                verify_timeout = Duration::from_secs(number(&flag, value()?)?.into())
+            }
             "--agent-uid" => uid = Some(number(&flag, value()?)?),
             "--agent-gid" => gid = Some(number(&flag, value()?)?),
             "--agent-home" => home = Some(PathBuf::from(value()?)),
@@ -110,6 +173,12 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         (None, None, None) => None,
         _ => return Err("--agent-uid, --agent-gid and --agent-home go together".into()),
     };
+    if resume.is_some() && fork.is_some() {
+        return Err("--resume and --fork exclude each other".into());
+    }
+    if fork_at.is_some() && (fork.is_none() || harness != HarnessKind::Codex) {
+        return Err("--fork-at needs --fork and --harness codex".into());
+    }
     let run = run.ok_or("--run is required")?;
     if !hangar_protocol::ctl::valid_run_id(&run) {
         return Err(format!("{run:?} is not a run id"));
@@ -118,13 +187,29 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         ctl: ctl.ok_or("--ctl is required")?,
         run,
         cwd: cwd.ok_or("--cwd is required")?,
+        harness,
         policy,
         claude_bin,
+        codex_bin,
+        model,
+        codex_config,
         resume,
+        fork,
+        fork_at,
         session_id,
+        model_timeout,
+        verify: verify_cmd.map(|command| Verify {
+            command,
+            max_rounds,
+            timeout: verify_timeout,
+        }),
         agent,
         raw,
     })
+}
+
+fn text(v: OsString) -> String {
+    v.to_string_lossy().into_owned()
 }
 
 fn number(flag: &str, v: OsString) -> Result<u32, String> {
@@ -177,6 +262,38 @@ mod tests {
     }
 
     #[test]
+    fn parses_codex_and_verify() {
+        let s = parse(os(&[
+            "--ctl",
+            "/c",
+            "--run",
+            "r1",
+            "--cwd",
+            "/w",
+            "--harness",
+            "codex",
+            "--codex-config",
+            "a.b=\"c\"",
+            "--codex-config",
+            "model=\"x\"",
+            "--fork",
+            "t1",
+            "--fork-at",
+            "turn1",
+            "--verify",
+            "make test",
+            "--max-verify-rounds",
+            "2",
+        ]))
+        .unwrap();
+        assert_eq!(s.harness, HarnessKind::Codex);
+        assert_eq!(s.codex_config, vec!["a.b=\"c\"", "model=\"x\""]);
+        assert_eq!(s.fork_at.as_deref(), Some("turn1"));
+        let v = s.verify.unwrap();
+        assert_eq!((v.command.as_str(), v.max_rounds), ("make test", 2));
+    }
+
+    #[test]
     fn refuses_what_it_cannot_do() {
         assert!(
             parse(os(&["--ctl", "/c", "--cwd", "/w"]))
@@ -212,7 +329,26 @@ mod tests {
                 "--cwd",
                 "/w",
                 "--harness",
-                "codex"
+                "gemini"
+            ]))
+            .is_err()
+        );
+        assert!(
+            parse(os(&[
+                "--ctl",
+                "/c",
+                "--run",
+                "r",
+                "--cwd",
+                "/w",
+                "--codex-config",
+                "nokey"
+            ]))
+            .is_err()
+        );
+        assert!(
+            parse(os(&[
+                "--ctl", "/c", "--run", "r", "--cwd", "/w", "--resume", "a", "--fork", "b"
             ]))
             .is_err()
         );

@@ -1,5 +1,5 @@
-//! Starting Claude Code and speaking to its stdin (stream-json user messages and control
-//! messages). What comes back on stdout is the relay's business.
+//! Starting a harness process and writing to its stdin. The adapters (`claude.rs`, `codex/`)
+//! decide the argv and what to write; the relay reads what comes back.
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -7,35 +7,9 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use hangar_protocol::env::{HARNESS_ENV_FIXED, harness_may_inherit};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::args::{Policy, Settings};
-
-/// The Claude Code argv for the settings (without the program).
-pub fn claude_args(s: &Settings) -> Vec<OsString> {
-    let mut a: Vec<OsString> = [
-        "-p",
-        "--input-format",
-        "stream-json",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]
-    .iter()
-    .map(OsString::from)
-    .collect();
-    match s.policy {
-        Policy::Ask => a.extend(["--permission-prompt-tool", "stdio"].map(OsString::from)),
-        Policy::Auto => a.push("--dangerously-skip-permissions".into()),
-    }
-    if let Some(r) = &s.resume {
-        a.extend([OsString::from("--resume"), r.into()]);
-    }
-    if let Some(id) = &s.session_id {
-        a.extend([OsString::from("--session-id"), id.into()]);
-    }
-    a
-}
 
 /// The harness's environment: the allow-listed variables of the driver's own, the fixed quiet
 /// ones, the agent's `HOME` under the uid split, and `IS_SANDBOX=1` under `auto` (Claude Code
@@ -67,14 +41,15 @@ pub struct Harness {
     pub stdin: Option<ChildStdin>,
 }
 
-/// Starts the harness in `s.cwd`, in a process group of its own, as the agent under the uid split.
-pub fn spawn(s: &Settings) -> io::Result<(Harness, ChildStdout)> {
-    let (program, args) = match &s.raw {
-        Some(argv) => (argv[0].clone(), argv[1..].to_vec()),
-        None => (s.claude_bin.clone().into_os_string(), claude_args(s)),
-    };
-    let mut cmd = Command::new(&program);
-    cmd.args(&args)
+/// Starts `program args` in `s.cwd`, in a process group of its own, as the agent under the uid
+/// split, with [`harness_env`].
+pub fn spawn(
+    program: &OsString,
+    args: &[OsString],
+    s: &Settings,
+) -> io::Result<(Harness, ChildStdout)> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .current_dir(&s.cwd)
         .env_clear()
         .envs(harness_env(s))
@@ -128,9 +103,15 @@ impl Harness {
         stdin.flush()
     }
 
-    /// Closes the harness's stdin: Claude Code finishes the running turn, then exits.
+    /// Closes the harness's stdin: Claude Code finishes the running turn, then exits; Codex's
+    /// app-server exits at once.
     pub fn close_input(&mut self) {
         self.stdin = None;
+    }
+
+    /// The harness's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Signals the harness's whole process group.
@@ -141,57 +122,5 @@ impl Harness {
                 libc::kill(-pid, sig);
             }
         }
-    }
-}
-
-/// A user message (`prompt` / `steer`). The `uuid` makes Claude Code report the message's
-/// lifecycle and list it in `user_message_uuids` of the `result` that covers it.
-pub fn user_message(text: &str, uuid: &str) -> Value {
-    json!({"type": "user", "message": {"role": "user", "content": text}, "parent_tool_use_id": null, "session_id": "", "uuid": uuid})
-}
-
-/// An `interrupt` control request.
-pub fn interrupt(request_id: &str) -> Value {
-    json!({"type": "control_request", "request_id": request_id, "request": {"subtype": "interrupt"}})
-}
-
-/// The answer to a `can_use_tool` request: allow (with the input to run) or deny (with a message
-/// the agent sees).
-pub fn permission_response(request_id: &str, allow: bool, input: &Value, message: &str) -> Value {
-    let response = if allow {
-        json!({"behavior": "allow", "updatedInput": input})
-    } else {
-        json!({"behavior": "deny", "message": message})
-    };
-    json!({"type": "control_response", "response": {"subtype": "success", "request_id": request_id, "response": response}})
-}
-
-/// A UUID-shaped id for a command, derived from its nonce (unique per run).
-pub fn message_uuid(nonce_hex: &str) -> String {
-    let h: String = nonce_hex
-        .chars()
-        .filter(char::is_ascii_hexdigit)
-        .chain(std::iter::repeat('0'))
-        .take(32)
-        .collect();
-    format!(
-        "{}-{}-4{}-8{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[13..16],
-        &h[17..20],
-        &h[20..32]
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uuid_shape() {
-        let u = message_uuid("00112233445566778899aabbccddeeff");
-        assert_eq!(u, "00112233-4455-4677-8899-aabbccddeeff");
-        assert_eq!(message_uuid("").len(), 36);
     }
 }

@@ -1,4 +1,4 @@
-//! `hangar-driver`: runs one turn of a harness inside the sandbox.
+//! `hangar-driver`: runs one turn of a harness (Claude Code or Codex) inside the sandbox.
 //!
 //! Order of start-up matters (S13, S15): the process makes itself non-dumpable first, then reads
 //! and deletes the run key, and only then starts the harness, with a clean environment (see
@@ -9,20 +9,28 @@
 //! finishing; 2 the driver could not start the turn (bad arguments, no key, no harness);
 //! 130 an interrupt ended the turn and no new message came after it.
 
+mod adapter;
 mod args;
+mod claude;
+mod codex;
 mod harness;
 mod inbox;
 mod relay;
 mod runlog;
 mod secure;
 mod turn;
+mod verify;
 
+use std::ffi::OsString;
 use std::sync::mpsc;
 
 use hangar_protocol::runlog::HangarLine;
 use hangar_protocol::{ControlDir, Verifier};
 
+use crate::adapter::Adapter;
+use crate::args::{HarnessKind, Settings};
 use crate::runlog::RunLog;
+use crate::turn::{Outcome, Turn};
 
 /// Exit status when the driver cannot start the turn.
 const EXIT_SETUP: i32 = 2;
@@ -44,6 +52,32 @@ fn main() {
     std::process::exit(code);
 }
 
+/// The harness's program, its arguments and its adapter.
+fn harness_for(
+    s: &Settings,
+    hook: Option<&verify::StopHook>,
+) -> (OsString, Vec<OsString>, Box<dyn Adapter>) {
+    if let Some(argv) = &s.raw {
+        return (
+            argv[0].clone(),
+            argv[1..].to_vec(),
+            Box::new(claude::Claude::default()),
+        );
+    }
+    match s.harness {
+        HarnessKind::Claude => (
+            s.claude_bin.clone().into_os_string(),
+            claude::args(s, hook.map(|h| h.settings.as_path())),
+            Box::new(claude::Claude::default()),
+        ),
+        HarnessKind::Codex => (
+            s.codex_bin.clone().into_os_string(),
+            codex::args(s),
+            Box::new(codex::Codex::new(s)),
+        ),
+    }
+}
+
 fn start() -> Result<i32, String> {
     secure::make_non_dumpable().map_err(|e| format!("cannot make the driver non-dumpable: {e}"))?;
     let s = args::parse(std::env::args_os().skip(1).collect())?;
@@ -60,7 +94,16 @@ fn start() -> Result<i32, String> {
     let inbox = inbox::Inbox::new(ctl, Verifier::new(&s.run, key));
     let (tx, rx) = mpsc::channel();
     inbox.start_doorbell(tx.clone());
-    let (harness, stdout) = match harness::spawn(&s) {
+    // Claude Code's check is a Stop hook in the turn's own settings file (see verify.rs).
+    let stop_hook = match (&s.verify, s.harness, &s.raw) {
+        (Some(v), HarnessKind::Claude, None) => Some(
+            verify::StopHook::write(&std::env::temp_dir(), &s.run, v)
+                .map_err(|e| format!("cannot write the job's Stop hook: {e}"))?,
+        ),
+        _ => None,
+    };
+    let (program, argv, adapter) = harness_for(&s, stop_hook.as_ref());
+    let (harness, stdout) = match harness::spawn(&program, &argv, &s) {
         Ok(h) => h,
         Err(e) => {
             log.hangar(&HangarLine::Error {
@@ -71,7 +114,12 @@ fn start() -> Result<i32, String> {
     };
     log.hangar(&HangarLine::Started {
         run: s.run.clone(),
-        harness: if s.raw.is_some() { "raw" } else { "claude" }.into(),
+        harness: if s.raw.is_some() {
+            "raw"
+        } else {
+            s.harness.as_str()
+        }
+        .into(),
         policy: s.policy.as_str().into(),
         driver_pid: std::process::id(),
         harness_pid: harness.child.id(),
@@ -80,10 +128,62 @@ fn start() -> Result<i32, String> {
         driver_version: env!("CARGO_PKG_VERSION").into(),
     });
     let relay_log = log.clone();
+    let codex = s.harness == HarnessKind::Codex && s.raw.is_none();
     std::thread::spawn(move || {
-        if let Err(e) = relay::relay(stdout, &relay_log, &tx) {
+        let r = if codex {
+            relay::relay_rpc(stdout, &relay_log, &tx)
+        } else {
+            relay::relay(stdout, &relay_log, &tx)
+        };
+        if let Err(e) = r {
             diag(&format!("reading the harness's output failed: {e}"));
         }
     });
-    Ok(turn::Turn::new(&s, log, inbox, harness).run(&rx))
+    let mut turn = Turn::new(s.policy, log, inbox, harness, adapter);
+    turn.verify_configured = s.verify.is_some() && s.raw.is_none();
+    turn.stop_hook = stop_hook.zip(s.verify.as_ref().map(|v| v.max_rounds));
+    if let Err(message) = turn.start() {
+        turn.log.hangar(&HangarLine::Error { message });
+        return Ok(turn.harness_gone(&rx));
+    }
+    let mut own = 0u32;
+    loop {
+        match turn.run_until_settled(&rx) {
+            Outcome::Gone => return Ok(turn.harness_gone(&rx)),
+            Outcome::Settled {
+                is_error,
+                interrupted,
+            } => {
+                // Codex's check runs here, between turns of the thread (S22).
+                if let (Some(v), HarnessKind::Codex, None, false, false) =
+                    (&s.verify, s.harness, &s.raw, is_error, interrupted)
+                {
+                    let run =
+                        verify::run_check(v, &s.cwd, s.agent.as_ref(), &harness::harness_env(&s));
+                    let rounds = turn.verify_rounds.unwrap_or(0);
+                    let outcome = if run.passed() {
+                        "passed"
+                    } else if rounds < v.max_rounds {
+                        "feedback"
+                    } else {
+                        "failed"
+                    };
+                    turn.record_check(outcome.into(), run.exit_code, run.ms, run.tail.clone());
+                    if outcome == "feedback" {
+                        own += 1;
+                        if turn.own_message(
+                            &verify::feedback(&v.command, &run),
+                            &format!("verify-{own}"),
+                        ) {
+                            continue;
+                        }
+                    }
+                }
+                if turn.close_and_drain() {
+                    continue;
+                }
+                return Ok(turn.finish(&rx));
+            }
+        }
+    }
 }

@@ -36,6 +36,10 @@ pub enum HarnessEvent {
     },
     /// The harness withdrew a permission request (e.g. after an interrupt).
     Cancel { request_id: String },
+    /// A Claude Code `system`/`hook_response` line of hangar's Stop hook (the job's check).
+    HookResponse(Value),
+    /// One JSON-RPC message from Codex's app-server (its adapter writes the run log).
+    Rpc(Value),
     /// stdout closed: the harness has exited or is about to.
     Eof,
 }
@@ -76,6 +80,36 @@ pub fn relay(mut input: impl Read, log: &RunLog, tx: &Sender<Event>) -> io::Resu
     }
 }
 
+/// Reads Codex's app-server output: one JSON-RPC message per line, each passed on as
+/// [`HarnessEvent::Rpc`]; the adapter translates them into run-log lines. A line that is not JSON
+/// is kept in the run log as a `hangar.warning`.
+pub fn relay_rpc(input: impl Read, log: &RunLog, tx: &Sender<Event>) -> io::Result<()> {
+    use std::io::BufRead;
+    let mut reader = io::BufReader::with_capacity(256 * 1024, input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            let _ = tx.send(Event::Harness(HarnessEvent::Eof));
+            return Ok(());
+        }
+        match serde_json::from_slice::<Value>(line.trim_ascii()) {
+            Ok(v) => {
+                if tx.send(Event::Harness(HarnessEvent::Rpc(v))).is_err() {
+                    return Ok(());
+                }
+            }
+            Err(_) if line.trim_ascii().is_empty() => {}
+            Err(_) => log.hangar(&hangar_protocol::runlog::HangarLine::Warning {
+                message: format!(
+                    "harness printed a line that is not JSON: {}",
+                    String::from_utf8_lossy(&line).trim_end()
+                ),
+            }),
+        }
+    }
+}
+
 /// Writes a last line without a newline (with one added, so the log stays line-based) and
 /// reports EOF.
 fn finish(rest: &[u8], log: &RunLog, tx: &Sender<Event>) {
@@ -111,6 +145,13 @@ fn process(
                     log.write_raw(&patched)?;
                     out_from = line_end + 1;
                     events.push(event);
+                }
+            }
+            Some(b"system") if memchr::memmem::find(line, b"hangar-verify: ").is_some() => {
+                if let Ok(v) = serde_json::from_slice::<Value>(line)
+                    && v.get("subtype").and_then(Value::as_str) == Some("hook_response")
+                {
+                    events.push(HarnessEvent::HookResponse(v));
                 }
             }
             Some(b"control_request") | Some(b"control_cancel_request") => {

@@ -40,6 +40,15 @@ impl RunLog {
         f.write_all(bytes)
     }
 
+    /// Appends one JSON value as a line (Codex's translated lines).
+    pub fn write_json(&self, v: &serde_json::Value) {
+        let mut s = v.to_string();
+        s.push('\n');
+        if let Err(e) = self.write_raw(s.as_bytes()) {
+            crate::diag(&format!("cannot write the run log: {e}"));
+        }
+    }
+
     /// Appends one of hangar's lines. A failure to write the run log is reported on stderr: the
     /// turn goes on (the harness's own output is what matters most).
     pub fn hangar(&self, line: &HangarLine) {

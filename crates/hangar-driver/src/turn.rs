@@ -1,22 +1,24 @@
-//! The main loop: one turn of the harness, steered by commands.
+//! The main loop: one turn of a harness, steered by commands.
 //!
-//! The turn is over when a `result` covers every message passed on (Claude Code lists them in
-//! `user_message_uuids`; a steer sent while the model streams is queued by the CLI and runs as a
-//! further `result`, which this loop waits for). Then `in/` is renamed away (S18): commands that
-//! landed before the rename are still carried out, and a message among them continues the turn
-//! (with a fresh `in/`). If the harness exits first (S19), no command is taken any more and each
-//! one not passed on is answered `ended`.
+//! The loop owns the mailbox, the policy and the record of permission requests (so an `approve`
+//! or `deny` is only taken for a request the harness asked and nobody answered, S16); the
+//! adapter speaks the harness's protocol. When the adapter says everything passed on is done
+//! ([`Signal::Settled`]), `in/` is renamed away (S18): commands that landed before the rename are
+//! still carried out, and a message among them continues the turn (with a fresh `in/`). If the
+//! harness exits first (S19), no command is taken any more and each one not passed on is
+//! answered `ended`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use hangar_protocol::runlog::HangarLine;
-use hangar_protocol::{AckStatus, Kind, Refusal};
+use hangar_protocol::{AckStatus, Command, Kind, Refusal, Verified};
 use serde_json::Value;
 
-use crate::args::{Policy, Settings};
-use crate::harness::{self, Harness};
+use crate::adapter::{Adapter, Answer, SendError, Signal};
+use crate::args::Policy;
+use crate::harness::Harness;
 use crate::inbox::{Inbox, Incoming};
 use crate::relay::HarnessEvent;
 use crate::runlog::RunLog;
@@ -38,76 +40,130 @@ pub const EXIT_HARNESS_ERROR: i32 = 1;
 /// How long the main loop sleeps between scans of `in/` when the doorbell is quiet.
 const RESCAN: Duration = Duration::from_millis(250);
 
-#[derive(Debug)]
-struct Pending {
-    input: Value,
+/// How the turn ended, for the caller (the verify loop decides on it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Settled; `is_error` as the harness said; `interrupted` when an interrupt came after the
+    /// last message.
+    Settled { is_error: bool, interrupted: bool },
+    /// The harness went away or failed.
+    Gone,
 }
 
 /// One turn's state.
-#[derive(Debug)]
 pub struct Turn {
     policy: Policy,
-    log: RunLog,
+    pub log: RunLog,
     inbox: Inbox,
-    harness: Harness,
-    pending: HashMap<String, Pending>,
+    pub harness: Harness,
+    pub adapter: Box<dyn Adapter>,
+    pending: HashMap<String, Value>,
     answered: HashSet<String>,
-    /// uuids of messages passed on that no `result` has covered yet.
-    outstanding: Vec<String>,
     /// An interrupt was sent after the last message.
     interrupted: bool,
-    last_result_error: Option<bool>,
+    last_error: bool,
     end_requested: bool,
+    failed: Option<String>,
     handed_back: Vec<u64>,
+    /// The job's check's final state (`passed`, `failed`, `not_run`) when there is a check.
+    pub verify_state: Option<String>,
+    /// Rounds of check feedback sent.
+    pub verify_rounds: Option<u32>,
+    /// Claude Code's Stop hook (the job's check), when the turn has one.
+    pub stop_hook: Option<(crate::verify::StopHook, u32)>,
+    /// The turn has a check (its final state is reported, `not_run` if it never ran).
+    pub verify_configured: bool,
+    checks_run: u32,
+}
+
+impl std::fmt::Debug for Turn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn")
+            .field("pending", &self.pending.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Turn {
-    pub fn new(s: &Settings, log: RunLog, inbox: Inbox, harness: Harness) -> Turn {
+    pub fn new(
+        policy: Policy,
+        log: RunLog,
+        inbox: Inbox,
+        harness: Harness,
+        adapter: Box<dyn Adapter>,
+    ) -> Turn {
         Turn {
-            policy: s.policy,
+            policy,
             log,
             inbox,
             harness,
+            adapter,
             pending: HashMap::new(),
             answered: HashSet::new(),
-            outstanding: Vec::new(),
             interrupted: false,
-            last_result_error: None,
+            last_error: false,
             end_requested: false,
+            failed: None,
             handed_back: Vec::new(),
+            verify_state: None,
+            verify_rounds: None,
+            stop_hook: None,
+            verify_configured: false,
+            checks_run: 0,
         }
     }
 
-    /// Runs until the turn is over; returns the exit status (S20).
-    pub fn run(mut self, rx: &Receiver<Event>) -> i32 {
+    /// Starts the adapter; a failure ends the turn before any command is taken.
+    pub fn start(&mut self) -> Result<(), String> {
+        self.adapter
+            .start(&mut self.harness, &self.log)
+            .map_err(|e| match e {
+                SendError::Gone => "the harness went away while starting".to_owned(),
+                SendError::Unsupported(m) => m,
+            })
+    }
+
+    /// Runs until everything passed on is done (or the harness is gone). Does not close `in/`:
+    /// the caller may still send a message of its own (the verify loop) before [`Turn::finish`].
+    pub fn run_until_settled(&mut self, rx: &Receiver<Event>) -> Outcome {
         loop {
             match rx.recv_timeout(RESCAN) {
                 Ok(Event::Wake) | Err(RecvTimeoutError::Timeout) => {
                     for c in self.inbox.take(&self.log) {
                         self.execute(c);
                     }
-                }
-                Ok(Event::Harness(HarnessEvent::Result { is_error, uuids })) => {
-                    self.last_result_error = Some(is_error);
-                    match uuids {
-                        Some(u) => self.outstanding.retain(|x| !u.contains(x)),
-                        None => self.outstanding.clear(),
-                    }
-                    if self.outstanding.is_empty()
-                        && let Some(status) = self.end_turn(rx)
-                    {
-                        return status;
+                    let signals = self.adapter.tick(&mut self.harness, &self.log);
+                    if let Some(o) = self.handle(signals) {
+                        return o;
                     }
                 }
-                Ok(Event::Harness(HarnessEvent::CanUseTool {
+                Ok(Event::Harness(HarnessEvent::Eof)) | Err(RecvTimeoutError::Disconnected) => {
+                    return Outcome::Gone;
+                }
+                Ok(Event::Harness(ev)) => {
+                    let signals = self.adapter.on_event(&mut self.harness, &self.log, ev);
+                    if let Some(o) = self.handle(signals) {
+                        return o;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Acts on the adapter's signals; `Some` when the turn has settled or failed.
+    fn handle(&mut self, signals: Vec<Signal>) -> Option<Outcome> {
+        let mut settled = None;
+        for s in signals {
+            match s {
+                Signal::Ask {
                     request_id,
                     tool_name,
                     input,
                     tool_use_id,
-                })) => {
+                } => {
                     self.on_permission_request(request_id, tool_name, input, tool_use_id);
                 }
-                Ok(Event::Harness(HarnessEvent::Cancel { request_id })) => {
+                Signal::Withdrawn { request_id } => {
                     if self.pending.remove(&request_id).is_some() {
                         self.answered.insert(request_id.clone());
                         self.log.hangar(&HangarLine::ApprovalAnswered {
@@ -118,11 +174,85 @@ impl Turn {
                         });
                     }
                 }
-                Ok(Event::Harness(HarnessEvent::Eof)) | Err(RecvTimeoutError::Disconnected) => {
-                    return self.harness_gone();
+                Signal::Settled { is_error } => {
+                    self.last_error = is_error;
+                    settled = Some(Outcome::Settled {
+                        is_error,
+                        interrupted: self.interrupted,
+                    });
+                }
+                Signal::Verified {
+                    outcome,
+                    exit_code,
+                    tail,
+                } => self.record_check(outcome, exit_code, 0, tail),
+                Signal::Failed { message } => {
+                    self.log.hangar(&HangarLine::Error {
+                        message: message.clone(),
+                    });
+                    self.failed = Some(message);
+                    return Some(Outcome::Gone);
                 }
             }
         }
+        settled
+    }
+
+    /// Records one run of the job's check: a `hangar.verify` line and the turn's check state;
+    /// a `feedback` round also lowers the rounds the Stop hook has left.
+    pub fn record_check(
+        &mut self,
+        outcome: String,
+        exit_code: Option<i32>,
+        ms: u64,
+        output_tail: String,
+    ) {
+        self.checks_run += 1;
+        let rounds = self.verify_rounds.get_or_insert(0);
+        if outcome == "feedback" {
+            *rounds += 1;
+        }
+        let rounds = *rounds;
+        if let Some((hook, max)) = &self.stop_hook {
+            hook.set_rounds_left(max.saturating_sub(rounds));
+        }
+        self.verify_state = Some(
+            if outcome == "passed" {
+                "passed"
+            } else if outcome == "feedback" {
+                "feedback"
+            } else {
+                "failed"
+            }
+            .into(),
+        );
+        self.log.hangar(&HangarLine::Verify {
+            round: self.checks_run,
+            exit_code,
+            ms,
+            outcome,
+            output_tail,
+        });
+    }
+
+    /// Settled: close `in/` and carry out what landed before; `true` if that continued the turn.
+    pub fn close_and_drain(&mut self) -> bool {
+        for late in self.inbox.close(&self.log) {
+            self.execute(late);
+        }
+        if self.adapter.busy() {
+            if !self.end_requested {
+                self.inbox.reopen();
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Passes a message of the driver's own (the verify loop's feedback) to the harness.
+    pub fn own_message(&mut self, text: &str, id: &str) -> bool {
+        self.interrupted = false;
+        self.adapter.message(&mut self.harness, text, id).is_ok()
     }
 
     fn on_permission_request(
@@ -140,14 +270,18 @@ impl Turn {
                     input: input.clone(),
                     tool_use_id,
                 });
-                self.pending.insert(request_id, Pending { input });
+                self.pending.insert(request_id, input);
             }
             Policy::Auto => {
-                // Claude Code asks nothing under --dangerously-skip-permissions; if it ever does,
-                // auto means allow.
-                let _ =
-                    self.harness
-                        .send(&harness::permission_response(&request_id, true, &input, ""));
+                // Neither harness asks under auto; if one ever does, auto means allow.
+                let allow = Answer {
+                    allow: true,
+                    updated_input: None,
+                    message: String::new(),
+                };
+                let _ = self
+                    .adapter
+                    .answer(&mut self.harness, &request_id, &input, &allow);
                 self.answered.insert(request_id.clone());
                 self.log.hangar(&HangarLine::ApprovalAnswered {
                     request_id,
@@ -162,28 +296,25 @@ impl Turn {
     /// Carries out one checked command and answers it.
     fn execute(&mut self, c: Incoming) {
         let Incoming { name, verified } = c;
-        let cmd = verified.command;
-        let kind = verified.kind;
+        let Verified { command: cmd, kind } = verified;
         let result: Result<(), Refusal> = match kind {
             Kind::Prompt | Kind::Steer => {
-                let uuid = harness::message_uuid(&cmd.nonce);
                 let text = cmd.text().unwrap_or_default();
-                match self.harness.send(&harness::user_message(text, &uuid)) {
+                match self.adapter.message(&mut self.harness, text, &cmd.nonce) {
                     Ok(()) => {
-                        self.outstanding.push(uuid);
                         self.interrupted = false;
                         Ok(())
                     }
-                    Err(_) => Err(Refusal::TurnEnded),
+                    Err(e) => Err(refusal_for(e)),
                 }
             }
-            Kind::Interrupt => {
-                let id = format!("hangar-interrupt-{}", cmd.seq);
-                self.harness
-                    .send(&harness::interrupt(&id))
-                    .map(|()| self.interrupted = true)
-                    .map_err(|_| Refusal::TurnEnded)
-            }
+            Kind::Interrupt => match self.adapter.interrupt(&mut self.harness, cmd.seq) {
+                Ok(()) => {
+                    self.interrupted = true;
+                    Ok(())
+                }
+                Err(e) => Err(refusal_for(e)),
+            },
             Kind::Approve | Kind::Deny => self.answer(&cmd, kind),
             Kind::End => {
                 self.end_requested = true;
@@ -207,7 +338,7 @@ impl Turn {
             Err(Refusal::TurnEnded) => {
                 let c = Incoming {
                     name,
-                    verified: hangar_protocol::Verified { command: cmd, kind },
+                    verified: Verified { command: cmd, kind },
                 };
                 self.answer_ended(&c);
             }
@@ -216,28 +347,28 @@ impl Turn {
     }
 
     /// `approve` / `deny`: only for a request this harness asked and nobody answered (S16).
-    fn answer(&mut self, cmd: &hangar_protocol::Command, kind: Kind) -> Result<(), Refusal> {
+    fn answer(&mut self, cmd: &Command, kind: Kind) -> Result<(), Refusal> {
         let id = cmd.request_id().unwrap_or_default().to_owned();
         if self.answered.contains(&id) {
             return Err(Refusal::AlreadyAnswered(id));
         }
-        let Some(p) = self.pending.get(&id) else {
+        let Some(input) = self.pending.get(&id).cloned() else {
             return Err(Refusal::UnknownRequest(id));
         };
         let allow = kind == Kind::Approve;
-        let input = cmd
-            .body
-            .get("updated_input")
-            .cloned()
-            .unwrap_or_else(|| p.input.clone());
-        let message = cmd
-            .body
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("The person denied this tool call.");
-        self.harness
-            .send(&harness::permission_response(&id, allow, &input, message))
-            .map_err(|_| Refusal::TurnEnded)?;
+        let answer = Answer {
+            allow,
+            updated_input: cmd.body.get("updated_input").cloned(),
+            message: cmd
+                .body
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("The person denied this tool call.")
+                .to_owned(),
+        };
+        self.adapter
+            .answer(&mut self.harness, &id, &input, &answer)
+            .map_err(refusal_for)?;
         self.pending.remove(&id);
         self.answered.insert(id.clone());
         self.log.hangar(&HangarLine::ApprovalAnswered {
@@ -264,21 +395,13 @@ impl Turn {
             .ack(&c.name, Some(cmd), AckStatus::Ended, "the turn has ended");
     }
 
-    /// The last `result` covered every message. Close `in/`; late commands are carried out, and a
-    /// late message continues the turn. `None` means the turn goes on.
-    fn end_turn(&mut self, rx: &Receiver<Event>) -> Option<i32> {
-        for late in self.inbox.close(&self.log) {
-            self.execute(late);
-        }
-        if !self.outstanding.is_empty() {
-            if !self.end_requested {
-                self.inbox.reopen();
-            }
-            return None;
-        }
+    /// The turn is over after it settled: close the harness's input, let the relay write the
+    /// last lines, reap the harness, write `hangar.turn_end`. Returns the exit status (S20).
+    pub fn finish(&mut self, rx: &Receiver<Event>) -> i32 {
+        self.settle_verify_state();
         let status = if self.interrupted {
             EXIT_INTERRUPTED
-        } else if self.last_result_error == Some(true) {
+        } else if self.last_error || self.verify_state.as_deref() == Some("failed") {
             EXIT_HARNESS_ERROR
         } else {
             0
@@ -290,25 +413,47 @@ impl Turn {
             status,
             reason: "result".into(),
             handed_back: self.handed_back.clone(),
+            verify: self.verify_state.clone(),
+            verify_rounds: self.verify_rounds,
         });
-        Some(status)
+        status
     }
 
-    /// The harness's output ended before the turn did (S19).
-    fn harness_gone(&mut self) -> i32 {
+    /// The harness's output ended, or the adapter failed, before the turn settled (S19).
+    /// A check still at `feedback` never got its last word (e.g. an interrupt came): `not_run`
+    /// if it never ran, else it stands as failed.
+    fn settle_verify_state(&mut self) {
+        if let Some((hook, _)) = &self.stop_hook {
+            hook.remove();
+        }
+        match self.verify_state.as_deref() {
+            Some("feedback") => self.verify_state = Some("failed".into()),
+            None if self.verify_configured => self.verify_state = Some("not_run".into()),
+            _ => {}
+        }
+    }
+
+    pub fn harness_gone(&mut self, rx: &Receiver<Event>) -> i32 {
+        self.settle_verify_state();
         for c in self.inbox.close(&self.log) {
             self.answer_ended(&c);
         }
         self.pending.clear();
+        if self.failed.is_some() {
+            self.harness.close_input();
+            self.drain_until_eof(rx);
+        }
         let code = self.reap();
-        let finished = self.outstanding.is_empty() && self.last_result_error.is_some();
-        let status = match (finished, self.last_result_error) {
-            (true, _) if self.interrupted => EXIT_INTERRUPTED,
-            (true, Some(false)) => 0,
-            _ if self.end_requested && self.outstanding.is_empty() && code == Some(0) => 0,
-            _ => EXIT_HARNESS_ERROR,
+        let status = if self.end_requested
+            && !self.adapter.busy()
+            && code == Some(0)
+            && self.failed.is_none()
+        {
+            0
+        } else {
+            EXIT_HARNESS_ERROR
         };
-        if status == EXIT_HARNESS_ERROR {
+        if status == EXIT_HARNESS_ERROR && self.failed.is_none() {
             let how = code.map_or_else(
                 || "was killed by a signal".to_owned(),
                 |c| format!("exited with status {c}"),
@@ -321,6 +466,8 @@ impl Turn {
             status,
             reason: "harness_exited".into(),
             handed_back: self.handed_back.clone(),
+            verify: self.verify_state.clone(),
+            verify_rounds: self.verify_rounds,
         });
         status
     }
@@ -336,7 +483,10 @@ impl Turn {
                         self.answer_ended(&c);
                     }
                 }
-                Ok(Event::Harness(_)) => {}
+                Ok(Event::Harness(ev)) => {
+                    // Codex's last notifications still become run-log lines.
+                    let _ = self.adapter.on_event(&mut self.harness, &self.log, ev);
+                }
             }
         }
         self.harness.signal_group(libc::SIGTERM);
@@ -372,5 +522,12 @@ impl Turn {
                 Err(_) => return None,
             }
         }
+    }
+}
+
+fn refusal_for(e: SendError) -> Refusal {
+    match e {
+        SendError::Gone => Refusal::TurnEnded,
+        SendError::Unsupported(why) => Refusal::Unsupported(why),
     }
 }

@@ -245,6 +245,8 @@ pub enum Refusal {
     AlreadyAnswered(String),
     #[error("the turn has ended")]
     TurnEnded,
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl Refusal {
@@ -265,6 +267,7 @@ impl Refusal {
             Refusal::UnknownRequest(_) => "unknown_request",
             Refusal::AlreadyAnswered(_) => "already_answered",
             Refusal::TurnEnded => "turn_ended",
+            Refusal::Unsupported(_) => "unsupported",
         }
     }
 }

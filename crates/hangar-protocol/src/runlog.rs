@@ -97,15 +97,33 @@ pub enum HangarLine {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         seq: Option<u64>,
     },
-    /// The turn is over and the driver is exiting with `status` (0 success, 1 harness error or
-    /// harness gone without a result, 130 interrupted with no new message). `reason` is `result`
-    /// or `harness_exited`. `handed_back` lists the sequence numbers of the messages answered
-    /// `ended`, which the control plane starts the next turn with.
+    /// The turn is over and the driver is exiting with `status` (0 success, 1 harness error,
+    /// harness gone without a result, or the job's check failed; 130 interrupted with no new
+    /// message). `reason` is `result` or `harness_exited`. `handed_back` lists the sequence
+    /// numbers of the messages answered `ended`, which the control plane starts the next turn
+    /// with. `verify` is the job's check's final state when the turn had one: `passed`,
+    /// `failed` (after `verify_rounds` rounds of feedback) or `not_run`.
     #[serde(rename = "hangar.turn_end")]
     TurnEnd {
         status: i32,
         reason: String,
         handed_back: Vec<u64>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        verify: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        verify_rounds: Option<u32>,
+    },
+    /// One run of the job's check (S22). `round` counts from 1; `outcome` is `passed`,
+    /// `feedback` (failed; the output went back to the agent as the next message) or `failed`
+    /// (failed with no rounds left); `output_tail` is the last few KiB of its output.
+    #[serde(rename = "hangar.verify")]
+    Verify {
+        round: u32,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        exit_code: Option<i32>,
+        ms: u64,
+        outcome: String,
+        output_tail: String,
     },
     /// Something the person should know that does not stop the turn.
     #[serde(rename = "hangar.warning")]

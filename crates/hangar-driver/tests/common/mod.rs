@@ -46,7 +46,13 @@ impl Rig {
         let work = tempfile::tempdir().unwrap();
         let user_home = tempfile::tempdir().unwrap();
         let fake = FakeAnthropic::start(script).unwrap();
-        let run = "run-test".to_owned();
+        // Unique per test: the Stop hook's folder is named after the run, in the shared /tmp.
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let run = format!(
+            "run-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
         let mailbox = Mailbox::create(home.path(), &run).unwrap();
         let rig = Rig {
             home,

@@ -1,0 +1,184 @@
+//! Claude Code in its structured mode: `claude -p --input-format stream-json --output-format
+//! stream-json --verbose`, user messages and control messages on stdin (see docs/protocol.md).
+//!
+//! The turn is settled when a `result` covers every message passed on: each message carries a
+//! `uuid`, and each `result` lists the messages it covered in `user_message_uuids` (a message sent
+//! while the model streams is queued by the CLI and covered by a later `result`).
+
+use std::ffi::OsString;
+
+use serde_json::{Value, json};
+
+use crate::adapter::{Adapter, Answer, SendError, Signal};
+use crate::args::{Policy, Settings};
+use crate::harness::Harness;
+use crate::relay::HarnessEvent;
+use crate::runlog::RunLog;
+
+/// The Claude Code argv for the settings (without the program). `settings` is the turn's own
+/// settings file (the job's Stop hook), loaded alone with `--setting-sources ''`.
+pub fn args(s: &Settings, settings: Option<&std::path::Path>) -> Vec<OsString> {
+    let mut a: Vec<OsString> = [
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    match s.policy {
+        Policy::Ask => a.extend(["--permission-prompt-tool", "stdio"].map(OsString::from)),
+        Policy::Auto => a.push("--dangerously-skip-permissions".into()),
+    }
+    if let Some(file) = settings {
+        a.extend([
+            OsString::from("--settings"),
+            file.into(),
+            "--setting-sources".into(),
+            "".into(),
+            "--include-hook-events".into(),
+        ]);
+    }
+    if let Some(m) = &s.model {
+        a.extend([OsString::from("--model"), m.into()]);
+    }
+    if let Some(r) = &s.resume {
+        a.extend([OsString::from("--resume"), r.into()]);
+    }
+    if let Some(r) = &s.fork {
+        a.extend([
+            OsString::from("--resume"),
+            r.into(),
+            OsString::from("--fork-session"),
+        ]);
+    }
+    if let Some(id) = &s.session_id {
+        a.extend([OsString::from("--session-id"), id.into()]);
+    }
+    a
+}
+
+/// Claude Code's side of the turn.
+#[derive(Debug, Default)]
+pub struct Claude {
+    /// uuids of messages passed on that no `result` has covered yet.
+    outstanding: Vec<String>,
+}
+
+impl Adapter for Claude {
+    fn start(&mut self, _h: &mut Harness, _log: &RunLog) -> Result<(), SendError> {
+        // Claude Code prints nothing before its first input; there is no handshake.
+        Ok(())
+    }
+
+    fn message(&mut self, h: &mut Harness, text: &str, id: &str) -> Result<(), SendError> {
+        let uuid = message_uuid(id);
+        h.send(&user_message(text, &uuid))
+            .map_err(|_| SendError::Gone)?;
+        self.outstanding.push(uuid);
+        Ok(())
+    }
+
+    fn interrupt(&mut self, h: &mut Harness, seq: u64) -> Result<(), SendError> {
+        let msg = json!({"type": "control_request", "request_id": format!("hangar-interrupt-{seq}"), "request": {"subtype": "interrupt"}});
+        h.send(&msg).map_err(|_| SendError::Gone)
+    }
+
+    fn answer(
+        &mut self,
+        h: &mut Harness,
+        request_id: &str,
+        original_input: &Value,
+        a: &Answer,
+    ) -> Result<(), SendError> {
+        let response = if a.allow {
+            json!({"behavior": "allow", "updatedInput": a.updated_input.as_ref().unwrap_or(original_input)})
+        } else {
+            json!({"behavior": "deny", "message": a.message})
+        };
+        let msg = json!({"type": "control_response", "response": {"subtype": "success", "request_id": request_id, "response": response}});
+        h.send(&msg).map_err(|_| SendError::Gone)
+    }
+
+    fn on_event(&mut self, _h: &mut Harness, _log: &RunLog, ev: HarnessEvent) -> Vec<Signal> {
+        match ev {
+            HarnessEvent::Result { is_error, uuids } => {
+                match uuids {
+                    Some(u) => self.outstanding.retain(|x| !u.contains(x)),
+                    None => self.outstanding.clear(),
+                }
+                if self.outstanding.is_empty() {
+                    vec![Signal::Settled { is_error }]
+                } else {
+                    Vec::new()
+                }
+            }
+            HarnessEvent::CanUseTool {
+                request_id,
+                tool_name,
+                input,
+                tool_use_id,
+            } => {
+                vec![Signal::Ask {
+                    request_id,
+                    tool_name,
+                    input,
+                    tool_use_id,
+                }]
+            }
+            HarnessEvent::Cancel { request_id } => vec![Signal::Withdrawn { request_id }],
+            HarnessEvent::HookResponse(v) => match crate::verify::parse_hook_response(&v) {
+                Some((outcome, exit_code, tail)) => vec![Signal::Verified {
+                    outcome,
+                    exit_code,
+                    tail,
+                }],
+                None => Vec::new(),
+            },
+            HarnessEvent::Rpc(_) | HarnessEvent::Eof => Vec::new(),
+        }
+    }
+
+    fn busy(&self) -> bool {
+        !self.outstanding.is_empty()
+    }
+}
+
+/// A user message (`prompt` / `steer`). The `uuid` makes Claude Code report the message's
+/// lifecycle and list it in `user_message_uuids` of the `result` that covers it.
+fn user_message(text: &str, uuid: &str) -> Value {
+    json!({"type": "user", "message": {"role": "user", "content": text}, "parent_tool_use_id": null, "session_id": "", "uuid": uuid})
+}
+
+/// A UUID-shaped id for a command, derived from its nonce (unique per run).
+pub fn message_uuid(nonce_hex: &str) -> String {
+    let h: String = nonce_hex
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .chain(std::iter::repeat('0'))
+        .take(32)
+        .collect();
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_shape() {
+        let u = message_uuid("00112233445566778899aabbccddeeff");
+        assert_eq!(u, "00112233-4455-4677-8899-aabbccddeeff");
+        assert_eq!(message_uuid("").len(), 36);
+    }
+}

@@ -1,0 +1,501 @@
+//! Codex through `codex app-server` (JSON-RPC over stdio, S8, S9).
+//!
+//! Start-up: `initialize` → `initialized` → `thread/start` (or `thread/resume`, `thread/fork`)
+//! with `approvalPolicy` `untrusted` (`never` under `auto`) and sandbox `danger-full-access`
+//! (hangar's sandbox is the boundary). Messages that arrive before the thread is ready wait in
+//! order. A message becomes `turn/start` when no turn runs and `turn/steer` (with the expected
+//! turn id) while one does; a steer that loses the race with the turn's end is sent again as
+//! `turn/start`. An interrupt is `turn/interrupt`.
+//!
+//! Codex 0.169 leaves a running command alive when a turn is interrupted. The driver stops it:
+//! when the interrupted turn completes, every command item still in progress has its process
+//! (the item's `processId`, checked to descend from the app-server) killed with its whole
+//! process tree. Closing the app-server's stdin at the turn's end kills what is left.
+//!
+//! Approval requests (`item/commandExecution/requestApproval`, `item/fileChange/requestApproval`)
+//! go through the same policy path as Claude Code's `can_use_tool`, as `codex-<id>` request ids.
+//! `approve` answers `accept`, `deny` answers `decline` and then sends the person's reason as a
+//! steer, so the agent sees why. A changed input is refused: Codex cannot run a command other
+//! than the one it asked for. Other server requests are answered with an error.
+//!
+//! Codex retries a model server that does not answer forever; the driver gives up after
+//! `--model-timeout` of nothing but retry errors, interrupts the turn and fails it.
+
+pub mod exec_json;
+mod procs;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use hangar_protocol::runlog::HangarLine;
+use serde_json::{Value, json};
+
+use crate::adapter::{Adapter, Answer, SendError, Signal};
+use crate::args::{Policy, Settings};
+use crate::harness::Harness;
+use crate::relay::HarnessEvent;
+use crate::runlog::RunLog;
+use exec_json::Translator;
+
+/// The `codex` argv (without the program). `--disable plugins` is always there: with plugins,
+/// Codex 0.169 looks up outside hosts at start.
+pub fn args(s: &Settings) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec!["app-server".into(), "--disable".into(), "plugins".into()];
+    for kv in &s.codex_config {
+        a.push("-c".into());
+        a.push(kv.into());
+    }
+    a
+}
+
+#[derive(Clone, Debug)]
+enum Call {
+    Initialize,
+    Thread,
+    TurnStart,
+    TurnSteer { text: String },
+    TurnInterrupt,
+}
+
+#[derive(Clone, Debug)]
+struct Approval {
+    rpc_id: Value,
+}
+
+/// Codex's side of the turn.
+#[derive(Debug)]
+pub struct Codex {
+    policy: Policy,
+    cwd: String,
+    model: Option<String>,
+    resume: Option<String>,
+    fork: Option<(String, Option<String>)>,
+    next_id: u64,
+    calls: HashMap<u64, Call>,
+    thread: Option<String>,
+    waiting: Vec<String>,
+    active_turn: Option<String>,
+    /// Messages sent (turn/start or turn/steer) whose reply has not come yet.
+    in_flight: usize,
+    approvals: HashMap<String, Approval>,
+    items: HashMap<String, Value>,
+    running: HashMap<String, u32>,
+    kill_running_at_turn_end: bool,
+    translator: Translator,
+    model_timeout: Duration,
+    retrying_since: Option<Instant>,
+    gave_up: bool,
+}
+
+impl Codex {
+    pub fn new(s: &Settings) -> Codex {
+        Codex {
+            policy: s.policy,
+            cwd: s.cwd.to_string_lossy().into_owned(),
+            model: s.model.clone(),
+            resume: s.resume.clone(),
+            fork: s.fork.clone().map(|f| (f, s.fork_at.clone())),
+            next_id: 1,
+            calls: HashMap::new(),
+            thread: None,
+            waiting: Vec::new(),
+            active_turn: None,
+            in_flight: 0,
+            approvals: HashMap::new(),
+            items: HashMap::new(),
+            running: HashMap::new(),
+            kill_running_at_turn_end: false,
+            translator: Translator::default(),
+            model_timeout: s.model_timeout,
+            retrying_since: None,
+            gave_up: false,
+        }
+    }
+
+    fn call(
+        &mut self,
+        h: &mut Harness,
+        method: &str,
+        params: Value,
+        kind: Call,
+    ) -> Result<(), SendError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        h.send(&json!({"id": id, "method": method, "params": params}))
+            .map_err(|_| SendError::Gone)?;
+        self.calls.insert(id, kind);
+        Ok(())
+    }
+
+    fn approval_policy(&self) -> &'static str {
+        match self.policy {
+            Policy::Ask => "untrusted",
+            Policy::Auto => "never",
+        }
+    }
+
+    fn start_thread(&mut self, h: &mut Harness) -> Result<(), SendError> {
+        let mut p = json!({"cwd": self.cwd, "approvalPolicy": self.approval_policy(), "sandbox": "danger-full-access"});
+        if let (Some(m), Some(o)) = (&self.model, p.as_object_mut()) {
+            o.insert("model".into(), json!(m));
+        }
+        let method = match (&self.resume, &self.fork) {
+            (Some(id), _) => {
+                p["threadId"] = json!(id);
+                "thread/resume"
+            }
+            (None, Some((id, at))) => {
+                p["threadId"] = json!(id);
+                if let Some(at) = at {
+                    p["lastTurnId"] = json!(at);
+                }
+                "thread/fork"
+            }
+            (None, None) => "thread/start",
+        };
+        self.call(h, method, p, Call::Thread)
+    }
+
+    fn send_text(&mut self, h: &mut Harness, text: &str) -> Result<(), SendError> {
+        let Some(thread) = self.thread.clone() else {
+            self.waiting.push(text.to_owned());
+            return Ok(());
+        };
+        let input = json!([{"type": "text", "text": text, "text_elements": []}]);
+        match self.active_turn.clone() {
+            Some(turn) => self.call(
+                h,
+                "turn/steer",
+                json!({"threadId": thread, "expectedTurnId": turn, "input": input}),
+                Call::TurnSteer {
+                    text: text.to_owned(),
+                },
+            )?,
+            None => self.call(
+                h,
+                "turn/start",
+                json!({"threadId": thread, "input": input}),
+                Call::TurnStart,
+            )?,
+        }
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    fn on_response(&mut self, h: &mut Harness, log: &RunLog, id: u64, msg: &Value) -> Vec<Signal> {
+        let Some(call) = self.calls.remove(&id) else {
+            return Vec::new();
+        };
+        let error = msg.get("error").map(|e| {
+            e.get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("error")
+                .to_owned()
+        });
+        let result = msg.get("result").cloned().unwrap_or(Value::Null);
+        match (call, error) {
+            (Call::Initialize, None) => {
+                let sent = h.send(&json!({"method": "initialized"})).is_ok()
+                    && self.start_thread(h).is_ok();
+                if sent {
+                    Vec::new()
+                } else {
+                    vec![Signal::Failed {
+                        message: "Codex went away during its handshake".into(),
+                    }]
+                }
+            }
+            (Call::Thread, None) => {
+                let Some(thread) = result
+                    .pointer("/thread/id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                else {
+                    return vec![Signal::Failed {
+                        message: "Codex started no thread".into(),
+                    }];
+                };
+                log.write_json(&Translator::thread_started(&thread));
+                self.thread = Some(thread);
+                for text in std::mem::take(&mut self.waiting) {
+                    if self.send_text(h, &text).is_err() {
+                        return vec![Signal::Failed {
+                            message: "Codex went away".into(),
+                        }];
+                    }
+                }
+                Vec::new()
+            }
+            (Call::Initialize | Call::Thread, Some(e)) => vec![Signal::Failed {
+                message: format!("Codex refused to start the thread: {e}"),
+            }],
+            (Call::TurnStart, None) => {
+                self.in_flight = self.in_flight.saturating_sub(1);
+                if let Some(turn) = result.pointer("/turn/id").and_then(Value::as_str) {
+                    self.active_turn = Some(turn.to_owned());
+                }
+                Vec::new()
+            }
+            (Call::TurnSteer { .. }, None) => {
+                self.in_flight = self.in_flight.saturating_sub(1);
+                Vec::new()
+            }
+            (Call::TurnSteer { text }, Some(_)) => {
+                // The turn ended between our look and Codex's: the message starts the next one.
+                self.in_flight = self.in_flight.saturating_sub(1);
+                self.active_turn = None;
+                match self.send_text(h, &text) {
+                    Ok(()) => Vec::new(),
+                    Err(_) => vec![Signal::Failed {
+                        message: "Codex went away".into(),
+                    }],
+                }
+            }
+            (Call::TurnStart, Some(e)) => {
+                self.in_flight = self.in_flight.saturating_sub(1);
+                vec![Signal::Failed {
+                    message: format!("Codex refused the turn: {e}"),
+                }]
+            }
+            (Call::TurnInterrupt, _) => Vec::new(),
+        }
+    }
+
+    fn on_server_request(
+        &mut self,
+        h: &mut Harness,
+        id: Value,
+        method: &str,
+        params: &Value,
+    ) -> Vec<Signal> {
+        let request_id = format!(
+            "codex-{}",
+            id.as_u64()
+                .map_or_else(|| id.to_string(), |n| n.to_string())
+        );
+        let (tool_name, input) = match method {
+            "item/commandExecution/requestApproval" => (
+                "commandExecution",
+                json!({"command": params.get("command").cloned().unwrap_or(Value::Null), "cwd": params.get("cwd").cloned().unwrap_or(Value::Null)}),
+            ),
+            "item/fileChange/requestApproval" => {
+                let item = params
+                    .get("itemId")
+                    .and_then(Value::as_str)
+                    .and_then(|i| self.items.get(i));
+                let changes = item
+                    .and_then(|i| i.get("changes"))
+                    .cloned()
+                    .unwrap_or(json!([]));
+                (
+                    "fileChange",
+                    json!({"changes": changes, "reason": params.get("reason").cloned().unwrap_or(Value::Null)}),
+                )
+            }
+            other => {
+                let _ = h.send(&json!({"id": id, "error": {"code": -32601, "message": format!("hangar does not answer {other}")}}));
+                return Vec::new();
+            }
+        };
+        self.approvals
+            .insert(request_id.clone(), Approval { rpc_id: id });
+        let tool_use_id = params
+            .get("itemId")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        vec![Signal::Ask {
+            request_id,
+            tool_name: tool_name.into(),
+            input,
+            tool_use_id,
+        }]
+    }
+
+    fn on_notification(
+        &mut self,
+        h: &mut Harness,
+        log: &RunLog,
+        method: &str,
+        params: &Value,
+    ) -> Vec<Signal> {
+        if method == "error" {
+            if params.get("willRetry").and_then(Value::as_bool) == Some(true) {
+                self.retrying_since.get_or_insert_with(Instant::now);
+            }
+        } else if method.starts_with("item/") || method.starts_with("turn/") {
+            self.retrying_since = None;
+        }
+        for line in self.translator.notification(method, params) {
+            log.write_json(&line);
+        }
+        let mut signals = Vec::new();
+        match method {
+            "item/started" | "item/completed" => {
+                if let Some(item) = params.get("item") {
+                    let id = item
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
+                    let in_progress = method == "item/started"
+                        || item.get("status").and_then(Value::as_str) == Some("inProgress");
+                    let pid = item.get("processId").and_then(|p| {
+                        p.as_str()
+                            .and_then(|s| s.parse().ok())
+                            .or_else(|| p.as_u64().and_then(|n| u32::try_from(n).ok()))
+                    });
+                    match (item.get("type").and_then(Value::as_str), pid) {
+                        (Some("commandExecution"), Some(pid)) if in_progress => {
+                            self.running.insert(id.clone(), pid);
+                        }
+                        _ if !in_progress => {
+                            self.running.remove(&id);
+                        }
+                        _ => {}
+                    }
+                    self.items.insert(id, item.clone());
+                }
+            }
+            "serverRequest/resolved" => {
+                let rid = params
+                    .get("requestId")
+                    .map(|v| v.as_u64().map_or_else(|| v.to_string(), |n| n.to_string()));
+                if let Some(rid) = rid {
+                    let request_id = format!("codex-{rid}");
+                    if self.approvals.remove(&request_id).is_some() {
+                        signals.push(Signal::Withdrawn { request_id });
+                    }
+                }
+            }
+            "turn/completed" => {
+                let status = params
+                    .pointer("/turn/status")
+                    .and_then(Value::as_str)
+                    .unwrap_or("completed");
+                let turn = params.pointer("/turn/id").and_then(Value::as_str);
+                if turn.is_none() || turn == self.active_turn.as_deref() {
+                    self.active_turn = None;
+                }
+                if status == "interrupted" || self.kill_running_at_turn_end {
+                    self.stop_running(h, log);
+                }
+                self.kill_running_at_turn_end = false;
+                if self.active_turn.is_none() && self.in_flight == 0 && self.waiting.is_empty() {
+                    let is_error = status == "failed" || self.gave_up;
+                    signals.push(Signal::Settled { is_error });
+                }
+            }
+            _ => {}
+        }
+        signals
+    }
+
+    /// Kills the commands an interrupted turn left running (see the module docs).
+    fn stop_running(&mut self, h: &Harness, log: &RunLog) {
+        for (item, pid) in std::mem::take(&mut self.running) {
+            if procs::descends_from(pid, h.pid()) {
+                let killed = procs::kill_tree(pid);
+                log.hangar(&HangarLine::Warning {
+                    message: format!("stopped {killed} process(es) of command {item} (pid {pid}) that the interrupted turn left running"),
+                });
+            }
+        }
+    }
+}
+
+impl Adapter for Codex {
+    fn start(&mut self, h: &mut Harness, _log: &RunLog) -> Result<(), SendError> {
+        let params = json!({"clientInfo": {"name": "hangar", "title": null, "version": env!("CARGO_PKG_VERSION")}});
+        self.call(h, "initialize", params, Call::Initialize)
+    }
+
+    fn message(&mut self, h: &mut Harness, text: &str, _id: &str) -> Result<(), SendError> {
+        self.send_text(h, text)
+    }
+
+    fn interrupt(&mut self, h: &mut Harness, _seq: u64) -> Result<(), SendError> {
+        let (Some(thread), Some(turn)) = (self.thread.clone(), self.active_turn.clone()) else {
+            // Nothing runs: nothing to stop.
+            return Ok(());
+        };
+        self.kill_running_at_turn_end = true;
+        self.call(
+            h,
+            "turn/interrupt",
+            json!({"threadId": thread, "turnId": turn}),
+            Call::TurnInterrupt,
+        )
+    }
+
+    fn answer(
+        &mut self,
+        h: &mut Harness,
+        request_id: &str,
+        _original: &Value,
+        a: &Answer,
+    ) -> Result<(), SendError> {
+        if a.allow && a.updated_input.is_some() {
+            return Err(SendError::Unsupported(
+                "Codex cannot run a changed command; deny it and steer the agent instead".into(),
+            ));
+        }
+        let Some(ap) = self.approvals.remove(request_id) else {
+            return Err(SendError::Gone);
+        };
+        let decision = if a.allow { "accept" } else { "decline" };
+        h.send(&json!({"id": ap.rpc_id, "result": {"decision": decision}}))
+            .map_err(|_| SendError::Gone)?;
+        if !a.allow && !a.message.is_empty() {
+            self.send_text(h, &format!("The person declined that: {}", a.message))?;
+        }
+        Ok(())
+    }
+
+    fn on_event(&mut self, h: &mut Harness, log: &RunLog, ev: HarnessEvent) -> Vec<Signal> {
+        let HarnessEvent::Rpc(msg) = ev else {
+            return Vec::new();
+        };
+        let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+        match (msg.get("id").cloned(), method) {
+            (Some(id), Some(m)) => {
+                self.on_server_request(h, id, &m, msg.get("params").unwrap_or(&Value::Null))
+            }
+            (Some(id), None) => match id.as_u64() {
+                Some(n) => self.on_response(h, log, n, &msg),
+                None => Vec::new(),
+            },
+            (None, Some(m)) => {
+                self.on_notification(h, log, &m, msg.get("params").unwrap_or(&Value::Null))
+            }
+            (None, None) => Vec::new(),
+        }
+    }
+
+    fn tick(&mut self, h: &mut Harness, log: &RunLog) -> Vec<Signal> {
+        let Some(since) = self.retrying_since else {
+            return Vec::new();
+        };
+        if self.gave_up || since.elapsed() < self.model_timeout {
+            return Vec::new();
+        }
+        self.gave_up = true;
+        self.retrying_since = None;
+        log.hangar(&HangarLine::Error {
+            message: format!(
+                "the model server has not answered for {} s; interrupting the turn",
+                self.model_timeout.as_secs()
+            ),
+        });
+        if self.interrupt(h, 0).is_err() || self.active_turn.is_none() {
+            return vec![Signal::Failed {
+                message: "the model server did not answer".into(),
+            }];
+        }
+        Vec::new()
+    }
+
+    fn busy(&self) -> bool {
+        self.active_turn.is_some() || self.in_flight > 0 || !self.waiting.is_empty()
+    }
+}
