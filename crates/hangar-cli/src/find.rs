@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use hangar_protocol::env::{HANGAR_CLAUDE_BIN, HANGAR_DRIVER_BIN};
+use hangar_protocol::env::{HANGAR_CLAUDE_BIN, HANGAR_CODEX_BIN, HANGAR_DRIVER_BIN};
 
 use crate::exit::CliError;
 
@@ -24,13 +24,22 @@ pub fn driver() -> Result<PathBuf, CliError> {
 
 /// Claude Code: `$HANGAR_CLAUDE_BIN`, else `claude` on PATH.
 pub fn claude() -> Result<PathBuf, CliError> {
-    if let Some(p) = std::env::var_os(HANGAR_CLAUDE_BIN).filter(|v| !v.is_empty()) {
+    tool("Claude Code", "claude", HANGAR_CLAUDE_BIN)
+}
+
+/// Codex: `$HANGAR_CODEX_BIN`, else `codex` on PATH.
+pub fn codex() -> Result<PathBuf, CliError> {
+    tool("Codex", "codex", HANGAR_CODEX_BIN)
+}
+
+fn tool(what: &str, name: &str, var: &str) -> Result<PathBuf, CliError> {
+    if let Some(p) = std::env::var_os(var).filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(p));
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).map(|d| d.join("claude")).find(|p| is_executable(p)).ok_or_else(|| {
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p)).ok_or_else(|| {
         CliError::Failed(format!(
-            "cannot find Claude Code: put `claude` on PATH or set {HANGAR_CLAUDE_BIN} (scripts/install-tools installs the pinned version)"
+            "cannot find {what}: put `{name}` on PATH or set {var} (scripts/install-tools installs the pinned version)"
         ))
     })
 }

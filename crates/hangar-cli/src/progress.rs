@@ -86,6 +86,30 @@ impl Printer {
                     format!("tool result{err}: {}", short(&text, 200))
                 })
                 .collect(),
+            Some("item.started") if v["item"]["type"] == "command_execution" => {
+                vec![format!(
+                    "tool call: command {}",
+                    short(v["item"]["command"].as_str().unwrap_or_default(), 200)
+                )]
+            }
+            Some("item.completed") => describe_codex_item(&v["item"]),
+            Some("turn.completed") => vec![
+                "result: completed".to_owned(),
+                format!(
+                    "tokens: input {} output {} (this turn; cached {})",
+                    v["usage"]["input_tokens"].as_u64().unwrap_or(0),
+                    v["usage"]["output_tokens"].as_u64().unwrap_or(0),
+                    v["usage"]["cached_input_tokens"].as_u64().unwrap_or(0)
+                ),
+            ],
+            Some("turn.failed") => vec![format!(
+                "result: failed {}",
+                short(v["error"]["message"].as_str().unwrap_or_default(), 300)
+            )],
+            Some("error") => vec![format!(
+                "model error: {}",
+                short(v["message"].as_str().unwrap_or_default(), 300)
+            )],
             Some("result") => {
                 let u = &v[PROCESS_USAGE_FIELD];
                 vec![
@@ -144,10 +168,51 @@ impl Printer {
                 )]
             }
             HangarLine::TurnEnd { status, .. } => vec![format!("turn ended: status {status}")],
+            HangarLine::Verify {
+                round,
+                outcome,
+                exit_code,
+                ..
+            } => {
+                vec![format!(
+                    "check round {round}: {outcome} (exit {})",
+                    exit_code.map_or("none".to_owned(), |c| c.to_string())
+                )]
+            }
             HangarLine::Warning { message } => vec![format!("warning: {message}")],
             HangarLine::Error { message } => vec![format!("error: {message}")],
             _ => Vec::new(),
         }
+    }
+}
+
+/// A Codex item (as `codex exec --json` shows it) when it completes.
+fn describe_codex_item(item: &Value) -> Vec<String> {
+    match item["type"].as_str() {
+        Some("agent_message") => vec![format!(
+            "assistant: {}",
+            short(item["text"].as_str().unwrap_or_default(), 300)
+        )],
+        Some("command_execution") => vec![format!(
+            "tool result ({}, exit {}): {}",
+            item["status"].as_str().unwrap_or("?"),
+            item["exit_code"],
+            short(item["aggregated_output"].as_str().unwrap_or_default(), 200)
+        )],
+        Some("file_change") => {
+            let paths: Vec<&str> = item["changes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["path"].as_str())
+                .collect();
+            vec![format!(
+                "file change ({}): {}",
+                item["status"].as_str().unwrap_or("?"),
+                paths.join(", ")
+            )]
+        }
+        _ => Vec::new(),
     }
 }
 

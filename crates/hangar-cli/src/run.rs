@@ -22,8 +22,25 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// The coding agent.
-    #[arg(long, default_value = "claude", value_parser = ["claude"])]
+    #[arg(long, default_value = "claude", value_parser = ["claude", "codex"])]
     harness: String,
+    /// The model the agent uses (passed to the harness).
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// A Codex configuration override, passed to Codex as its own `-c KEY=VALUE` (repeatable),
+    /// e.g. to name a model provider and its base_url.
+    #[arg(long = "codex-config", value_name = "KEY=VALUE")]
+    codex_config: Vec<String>,
+    /// The job's check: a shell command run in the folder when the agent is done; its failure
+    /// goes back to the agent.
+    #[arg(long, value_name = "CMD")]
+    verify: Option<String>,
+    /// How many times a failed check goes back to the agent.
+    #[arg(long, default_value_t = 3, requires = "verify")]
+    max_verify_rounds: u32,
+    /// Give up on a model server that has not answered for this long (Codex retries forever).
+    #[arg(long, value_name = "SECS")]
+    model_timeout: Option<u32>,
     /// `ask`: a person answers each permission request; `auto`: none are asked.
     #[arg(long, default_value = "ask", value_parser = ["ask", "auto"])]
     policy: String,
@@ -57,7 +74,15 @@ pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
         )));
     }
     let driver = find::driver()?;
-    let claude = find::claude()?;
+    let (bin_flag, bin) = match a.harness.as_str() {
+        "codex" => ("--codex-bin", find::codex()?),
+        _ => ("--claude-bin", find::claude()?),
+    };
+    if a.harness != "codex" && !a.codex_config.is_empty() {
+        return Err(CliError::Usage(
+            "--codex-config is for --harness codex".into(),
+        ));
+    }
     let run = new_run_id()?;
     let mailbox = Mailbox::create(home, &run)?;
     // The prompt is the run's first command: it waits in in/ for the driver.
@@ -69,8 +94,8 @@ pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
     }
     progress::say(&format!("run: {run}"));
     let ctl: &ControlDir = mailbox.ctl();
-    let mut child = Command::new(&driver)
-        .arg("--ctl")
+    let mut cmd = Command::new(&driver);
+    cmd.arg("--ctl")
         .arg(ctl.root())
         .args([
             "--run",
@@ -82,8 +107,26 @@ pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
         ])
         .arg("--cwd")
         .arg(&dir)
-        .arg("--claude-bin")
-        .arg(&claude)
+        .arg(bin_flag)
+        .arg(&bin);
+    if let Some(m) = &a.model {
+        cmd.args(["--model", m]);
+    }
+    for kv in &a.codex_config {
+        cmd.args(["--codex-config", kv]);
+    }
+    if let Some(v) = &a.verify {
+        cmd.args([
+            "--verify",
+            v,
+            "--max-verify-rounds",
+            &a.max_verify_rounds.to_string(),
+        ]);
+    }
+    if let Some(t) = a.model_timeout {
+        cmd.args(["--model-timeout", &t.to_string()]);
+    }
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 pub const HANGAR_HOME: &str = "HANGAR_HOME";
 /// Path of the Claude Code CLI to run (default: `claude` found by the caller).
 pub const HANGAR_CLAUDE_BIN: &str = "HANGAR_CLAUDE_BIN";
+/// Path of the Codex CLI to run (default: `codex` on PATH).
+pub const HANGAR_CODEX_BIN: &str = "HANGAR_CODEX_BIN";
 /// Path of the driver executable (default: `hangar-driver` beside the `hangar` executable).
 pub const HANGAR_DRIVER_BIN: &str = "HANGAR_DRIVER_BIN";
 
@@ -30,6 +32,9 @@ pub const HARNESS_ENV_ALLOW: &[&str] = &[
     "ANTHROPIC_MODEL",
     "CLAUDE_CONFIG_DIR",
     "CLAUDE_CODE_MAX_RETRIES",
+    "CODEX_HOME",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
     "HTTPS_PROXY",
     "HTTP_PROXY",
     "NO_PROXY",

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::TestkitError;
 use crate::script::{Block, Expect, Script, Step, error_body};
@@ -26,6 +26,9 @@ struct StepSpec {
     text: Option<String>,
     tool: Option<String>,
     input: Option<Value>,
+    exec: Option<ExecSpec>,
+    patch: Option<String>,
+    failed: Option<String>,
     slow_text: Option<SlowTextSpec>,
     error: Option<ErrorSpec>,
     blocks: Option<Vec<BlockSpec>>,
@@ -41,6 +44,30 @@ struct BlockSpec {
     text: Option<String>,
     tool: Option<String>,
     input: Option<Value>,
+    exec: Option<ExecSpec>,
+    patch: Option<String>,
+}
+
+/// `"exec": "cmd"` or `"exec": {"cmd": "…", …extra arguments}`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ExecSpec {
+    Cmd(String),
+    Full(Map<String, Value>),
+}
+
+impl ExecSpec {
+    fn into_block(self) -> Result<Block, String> {
+        match self {
+            Self::Cmd(cmd) => Ok(Block::exec(cmd)),
+            Self::Full(mut extra) => match extra.remove("cmd") {
+                Some(Value::String(cmd)) => Ok(Block::Exec { cmd, extra }),
+                _ => Err(
+                    "\"exec\" is a command string or an object with a string \"cmd\"".to_owned(),
+                ),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -95,15 +122,23 @@ fn convert_step(spec: StepSpec) -> Result<Step, String> {
     let forms = [
         spec.text.is_some(),
         spec.tool.is_some(),
+        spec.exec.is_some(),
+        spec.patch.is_some(),
         spec.slow_text.is_some(),
         spec.error.is_some(),
         spec.blocks.is_some(),
     ];
-    if forms.iter().filter(|present| **present).count() != 1 {
+    let form_count = forms.iter().filter(|present| **present).count();
+    // `failed` is a form of its own, or a modifier ending any streamed form with a failure.
+    if form_count > 1 || (form_count == 0 && spec.failed.is_none()) {
         return Err(
-            "a step needs exactly one of \"text\", \"tool\", \"slow_text\", \"error\", \"blocks\""
+            "a step needs exactly one of \"text\", \"tool\", \"exec\", \"patch\", \
+                    \"slow_text\", \"error\", \"blocks\", \"failed\""
                 .to_owned(),
         );
+    }
+    if spec.failed.is_some() && spec.error.is_some() {
+        return Err("\"failed\" ends a stream; it does not go with \"error\"".to_owned());
     }
     if spec.input.is_some() && spec.tool.is_none() {
         return Err("\"input\" belongs to a \"tool\" step".to_owned());
@@ -112,6 +147,10 @@ fn convert_step(spec: StepSpec) -> Result<Step, String> {
         Step::text(text)
     } else if let Some(name) = spec.tool {
         Step::tool(name, spec.input.unwrap_or_else(empty_object))
+    } else if let Some(exec) = spec.exec {
+        Step::blocks(vec![exec.into_block()?])
+    } else if let Some(patch) = spec.patch {
+        Step::patch(patch)
     } else if let Some(slow) = spec.slow_text {
         let base = Step::slow_text(slow.chunks, Duration::from_millis(slow.delay_ms));
         match slow.text {
@@ -140,8 +179,11 @@ fn convert_step(spec: StepSpec) -> Result<Step, String> {
             .collect::<Result<Vec<_>, _>>()?;
         Step::blocks(blocks)
     } else {
-        return Err("empty step".to_owned());
+        Step::blocks(Vec::new())
     };
+    if let Some(message) = spec.failed {
+        step = step.fail(message);
+    }
     if let Some(chunks) = spec.chunks {
         step = step.chunks(chunks);
     }
@@ -158,13 +200,19 @@ fn convert_step(spec: StepSpec) -> Result<Step, String> {
 }
 
 fn convert_block(spec: BlockSpec) -> Result<Block, String> {
-    match (spec.text, spec.tool, spec.input) {
-        (Some(text), None, None) => Ok(Block::Text(text)),
-        (None, Some(name), input) => Ok(Block::ToolUse {
+    match (spec.text, spec.tool, spec.input, spec.exec, spec.patch) {
+        (Some(text), None, None, None, None) => Ok(Block::Text(text)),
+        (None, Some(name), input, None, None) => Ok(Block::ToolUse {
             name,
             input: input.unwrap_or_else(empty_object),
         }),
-        _ => Err("a block is {\"text\":…} or {\"tool\":…,\"input\":{…}}".to_owned()),
+        (None, None, None, Some(exec), None) => exec.into_block(),
+        (None, None, None, None, Some(patch)) => Ok(Block::Patch(patch)),
+        _ => Err(
+            "a block is {\"text\":…}, {\"tool\":…,\"input\":{…}}, {\"exec\":…} or \
+                  {\"patch\":…}"
+                .to_owned(),
+        ),
     }
 }
 

@@ -1,26 +1,65 @@
 //! What the fake model answers: a [`Script`] is a queue of [`Step`]s, one consumed per main model
-//! request (`POST /v1/messages` with `"stream": true`).
+//! request (`POST /v1/messages` with `"stream": true` on [`crate::FakeAnthropic`],
+//! `POST /v1/responses` on [`crate::FakeOpenAi`]). One script type serves both fakes; each maps the
+//! blocks onto its own wire shapes (see [`Block`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::recorded::RecordedRequest;
 
-/// One content block of a scripted assistant reply.
+/// One content block (Anthropic) or output item (OpenAI Responses) of a scripted assistant reply.
+///
+/// | block | [`crate::FakeAnthropic`] | [`crate::FakeOpenAi`] |
+/// |---|---|---|
+/// | `Text` | `text` block | `message` item with one `output_text` part |
+/// | `ToolUse` | `tool_use` block (`toolu_hk_<n>`) | `function_call` with `arguments` = `input` as JSON text (`call_hk_<n>`) |
+/// | `Exec` | `tool_use` `Bash` with input `{"command": cmd, …extra}` | `function_call` `exec_command` with arguments `{"cmd": cmd, …extra}` |
+/// | `Patch` | not served: recorded in `unexpected()`, answered 400 | `custom_tool_call` `apply_patch` with the raw patch as `input` |
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
-    /// Assistant text, streamed as `text_delta`s.
+    /// Assistant text, streamed as `text_delta`s / `response.output_text.delta`s.
     Text(String),
-    /// A tool call, streamed as `input_json_delta`s; the fake gives it a unique id `toolu_hk_<n>`.
+    /// A tool call, streamed as `input_json_delta`s / `response.function_call_arguments.delta`s;
+    /// the fake gives it a unique id `toolu_hk_<n>` / `call_hk_<n>`.
     ToolUse {
-        /// Tool name as the CLI knows it: `Bash`, `Write`, `Edit`, `Read`, …
+        /// Tool name as the CLI knows it: `Bash`, `Write`, `Edit`, `Read`, … (Claude Code);
+        /// `exec_command`, `write_stdin`, … (Codex).
         name: String,
         /// Tool input, e.g. `{"command":"echo hi","description":"say hi"}` for `Bash`.
         input: Value,
     },
+    /// Run a shell command: Codex's `exec_command` function call (Claude Code's `Bash`).
+    Exec {
+        /// The command line (`cmd` for Codex, `command` for Claude Code).
+        cmd: String,
+        /// Further arguments merged into the call's JSON, e.g. `{"yield_time_ms": 1000}` or
+        /// `{"workdir": "sub"}` (`{"description": …}` for Claude Code). A `cmd` key here is
+        /// ignored.
+        extra: Map<String, Value>,
+    },
+    /// Edit files: Codex's freeform `apply_patch` custom tool call, `input` = this patch text
+    /// (`*** Begin Patch\n*** Add File: a.txt\n+hello\n*** End Patch`). Only the OpenAI fake
+    /// serves it.
+    Patch(String),
+}
+
+impl Block {
+    /// True for every kind of tool call (`ToolUse`, `Exec`, `Patch`).
+    pub fn is_tool_call(&self) -> bool {
+        !matches!(self, Self::Text(_))
+    }
+
+    /// An `Exec` block with no extra arguments.
+    pub fn exec(cmd: impl Into<String>) -> Self {
+        Self::Exec {
+            cmd: cmd.into(),
+            extra: Map::new(),
+        }
+    }
 }
 
 /// A check on the request that consumes a step. When it fails the fake records a line in
@@ -28,10 +67,13 @@ pub enum Block {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Expect {
-    /// The newest input (text of every message after the last assistant message, any role, not
-    /// counting tool results) contains this string.
+    /// The newest input contains this string: the text of every message after the last
+    /// assistant message (Anthropic) or after the last item the model produced (Responses), any
+    /// role, not counting tool results. See [`RecordedRequest::newest_input_text`].
     UserTextContains(String),
-    /// The last `user` message carries at least one `tool_result` block.
+    /// The request continues after a tool call: the last `user` message carries at least one
+    /// `tool_result` block (Anthropic), or a `function_call_output` / `custom_tool_call_output`
+    /// item follows the last item the model produced (OpenAI Responses).
     AfterToolResult,
 }
 
@@ -53,7 +95,10 @@ impl Expect {
                 if request.last_user_has_tool_result() {
                     Ok(())
                 } else {
-                    Err("expected a tool_result in the last user message, found none".to_owned())
+                    Err(
+                        "expected a tool_result / *_call_output after the last model output, found none"
+                            .to_owned(),
+                    )
                 }
             }
         }
@@ -65,6 +110,9 @@ impl Expect {
 pub struct Step {
     /// Content blocks, streamed in order. `stop_reason` is `tool_use` when any block is a tool call.
     pub reply: Vec<Block>,
+    /// End the stream with a failure after the blocks: `response.failed` with this
+    /// `error.message` (OpenAI), an SSE `error` event of type `api_error` (Anthropic).
+    pub fail: Option<String>,
     /// How many deltas each text block is split into (at least 1; tool inputs always get at
     /// least 2).
     pub chunks: usize,
@@ -83,6 +131,7 @@ impl Step {
     pub fn blocks(reply: Vec<Block>) -> Self {
         Self {
             reply,
+            fail: None,
             chunks: 1,
             chunk_delay: None,
             delay: None,
@@ -105,6 +154,36 @@ impl Step {
         }])
     }
 
+    /// A shell command: Codex `exec_command` `{"cmd": cmd}` (Claude Code `Bash`
+    /// `{"command": cmd}`).
+    pub fn exec(cmd: impl Into<String>) -> Self {
+        Self::blocks(vec![Block::exec(cmd)])
+    }
+
+    /// A shell command with extra arguments merged into the call, e.g.
+    /// `Step::exec_with("sleep 5", json!({"yield_time_ms": 30000}))`. Non-object `extra` is
+    /// ignored.
+    pub fn exec_with(cmd: impl Into<String>, extra: Value) -> Self {
+        Self::blocks(vec![Block::Exec {
+            cmd: cmd.into(),
+            extra: match extra {
+                Value::Object(map) => map,
+                _ => Map::new(),
+            },
+        }])
+    }
+
+    /// A Codex `apply_patch` custom tool call carrying this raw patch text (OpenAI fake only).
+    pub fn patch(patch: impl Into<String>) -> Self {
+        Self::blocks(vec![Block::Patch(patch.into())])
+    }
+
+    /// A stream that fails at once: `response.failed` with `error.message` = `message` (OpenAI),
+    /// an SSE `error` event (Anthropic). HTTP status stays 200.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::blocks(Vec::new()).fail(message)
+    }
+
     /// A text reply streamed as `chunks` deltas with `delay` before each, so it lasts about
     /// `chunks * delay`. The text is `"chunk0 chunk1 …"`.
     pub fn slow_text(chunks: usize, delay: Duration) -> Self {
@@ -115,6 +194,8 @@ impl Step {
 
     /// An HTTP error in the Anthropic shape `{"type":"error","error":{"type":…,"message":…}}`;
     /// the error type follows the status (400 `invalid_request_error`, 500 `api_error`, …).
+    /// [`crate::FakeOpenAi`] sends the same message in the OpenAI shape
+    /// `{"error":{"message":…,"type":…,"param":null,"code":null}}` instead.
     pub fn error(status: u16, message: impl Into<String>) -> Self {
         Self::http_error(status, error_body(status, &message.into()))
     }
@@ -140,6 +221,28 @@ impl Step {
             name: name.into(),
             input,
         });
+        self
+    }
+
+    /// Appends a shell command (see [`Step::exec`]).
+    #[must_use]
+    pub fn and_exec(mut self, cmd: impl Into<String>) -> Self {
+        self.reply.push(Block::exec(cmd));
+        self
+    }
+
+    /// Appends an `apply_patch` call (see [`Step::patch`]).
+    #[must_use]
+    pub fn and_patch(mut self, patch: impl Into<String>) -> Self {
+        self.reply.push(Block::Patch(patch.into()));
+        self
+    }
+
+    /// Ends the stream with a failure carrying `message` after the blocks: `response.failed`
+    /// (OpenAI), an SSE `error` event (Anthropic).
+    #[must_use]
+    pub fn fail(mut self, message: impl Into<String>) -> Self {
+        self.fail = Some(message.into());
         self
     }
 
@@ -183,11 +286,9 @@ impl Step {
         self.expect(Expect::AfterToolResult)
     }
 
-    /// True when any block is a tool call.
+    /// True when any block is a tool call (`ToolUse`, `Exec` or `Patch`).
     pub fn has_tool_use(&self) -> bool {
-        self.reply
-            .iter()
-            .any(|block| matches!(block, Block::ToolUse { .. }))
+        self.reply.iter().any(Block::is_tool_call)
     }
 }
 
@@ -213,9 +314,47 @@ pub fn error_body(status: u16, message: &str) -> Value {
     })
 }
 
+/// The OpenAI error `type` used for an HTTP status.
+pub fn openai_error_type_for_status(status: u16) -> &'static str {
+    match status {
+        400 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        500..=599 => "server_error",
+        _ => "invalid_request_error",
+    }
+}
+
+/// `{"error":{"message":message,"type":<for status>,"param":null,"code":null}}`, the OpenAI API
+/// error shape.
+pub fn openai_error_body(status: u16, message: &str) -> Value {
+    json!({
+        "error": {
+            "message": message,
+            "type": openai_error_type_for_status(status),
+            "param": null,
+            "code": null,
+        },
+    })
+}
+
+/// The body the OpenAI fake sends for a scripted HTTP error: a body in exactly the shape
+/// [`error_body`] builds (what [`Step::error`] and the scenario form `{"error":{"status",
+/// "message"}}` produce) is re-shaped with [`openai_error_body`]; any other body is sent as is.
+pub(crate) fn as_openai_error(status: u16, body: &Value) -> Value {
+    if let Some(message) = body.pointer("/error/message").and_then(Value::as_str)
+        && *body == error_body(status, message)
+    {
+        return openai_error_body(status, message);
+    }
+    body.clone()
+}
+
 /// The whole conversation plan: a global queue of steps, plus optional per-session queues keyed
-/// by the `X-Claude-Code-Session-Id` request header (used instead of the global queue for
-/// requests of that session).
+/// by the session header — `X-Claude-Code-Session-Id` (Claude Code) or `session-id` (Codex, the
+/// thread id) — used instead of the global queue for requests of that session.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Script {
     /// Steps for any request whose session has no queue of its own.

@@ -1,9 +1,10 @@
 //! Anthropic Messages wire shapes: the SSE event sequence for a scripted [`Step`] and the plain
-//! JSON message used for non-streaming requests.
+//! JSON message used for non-streaming requests. [`Frame`] and [`split_text`] are shared with the
+//! OpenAI Responses shapes in `responses.rs`.
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::script::{Block, Step};
 
@@ -85,25 +86,26 @@ pub(crate) fn stream_frames(
                 }
             }
             Block::ToolUse { name, input } => {
-                frames.push(event(
-                    None,
-                    &json!({"type": "content_block_start", "index": index,
-                            "content_block": {"type": "tool_use", "id": tool_id(),
-                                              "name": name, "input": {}}}),
-                ));
-                for piece in split_text(&input.to_string(), step.chunks.max(2)) {
-                    frames.push(event(
-                        step.chunk_delay,
-                        &json!({"type": "content_block_delta", "index": index,
-                                "delta": {"type": "input_json_delta", "partial_json": piece}}),
-                    ));
-                }
+                tool_frames(&mut frames, step, index, name, input, tool_id());
             }
+            Block::Exec { cmd, extra } => {
+                let input = call_arguments("command", cmd, extra);
+                tool_frames(&mut frames, step, index, "Bash", &input, tool_id());
+            }
+            // Refused by `anthropic::main_plan` before anything is streamed.
+            Block::Patch(_) => continue,
         }
         frames.push(event(
             None,
             &json!({"type": "content_block_stop", "index": index}),
         ));
+    }
+    if let Some(message) = &step.fail {
+        frames.push(event(
+            None,
+            &json!({"type": "error", "error": {"type": "api_error", "message": message}}),
+        ));
+        return frames;
     }
     let stop_reason = if step.has_tool_use() {
         "tool_use"
@@ -118,6 +120,41 @@ pub(crate) fn stream_frames(
     ));
     frames.push(event(None, &json!({"type": "message_stop"})));
     frames
+}
+
+fn tool_frames(
+    frames: &mut Vec<Frame>,
+    step: &Step,
+    index: usize,
+    name: &str,
+    input: &Value,
+    id: String,
+) {
+    frames.push(event(
+        None,
+        &json!({"type": "content_block_start", "index": index,
+                "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+    ));
+    for piece in split_text(&input.to_string(), step.chunks.max(2)) {
+        frames.push(event(
+            step.chunk_delay,
+            &json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": piece}}),
+        ));
+    }
+}
+
+/// The JSON arguments of a shell-command call: `{key: cmd}` followed by `extra` (whose own `key`
+/// entry, if any, is ignored).
+pub(crate) fn call_arguments(key: &str, cmd: &str, extra: &Map<String, Value>) -> Value {
+    let mut args = Map::new();
+    args.insert(key.to_owned(), Value::String(cmd.to_owned()));
+    for (name, value) in extra {
+        if name != key {
+            args.insert(name.clone(), value.clone());
+        }
+    }
+    Value::Object(args)
 }
 
 /// A complete non-streamed assistant message holding `text`.

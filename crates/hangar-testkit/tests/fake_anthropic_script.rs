@@ -154,3 +154,58 @@ fn blocks_keep_their_order_and_indices() {
         ]
     );
 }
+
+#[test]
+fn codex_blocks_map_onto_anthropic_shapes() {
+    let fake = start(vec![
+        Step::exec_with(
+            "echo hi",
+            json!({"description": "say hi", "command": "ignored"}),
+        ),
+        Step::text("partial").fail("overloaded mid-way"),
+        Step::patch("*** Begin Patch\n*** End Patch"),
+        Step::error(500, "boom"),
+    ]);
+    let mut client = Client::connect(&fake.base_url());
+    let events = sse_events(&client.post_json(MESSAGES, &main_request("x")).text());
+    let tool = events
+        .iter()
+        .find(|(_, d)| d["content_block"]["type"] == "tool_use")
+        .unwrap();
+    assert_eq!(tool.1["content_block"]["name"], "Bash");
+    let input: String = events
+        .iter()
+        .filter_map(|(_, d)| d["delta"]["partial_json"].as_str())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&input).unwrap(),
+        json!({"command": "echo hi", "description": "say hi"})
+    );
+    assert_eq!(events.last().unwrap().0, "message_stop");
+
+    // `fail` ends the stream with an `error` event instead of message_delta / message_stop.
+    let events = sse_events(&client.post_json(MESSAGES, &main_request("y")).text());
+    assert_eq!(text_of(&events), "partial");
+    let (name, data) = events.last().unwrap();
+    assert_eq!(name, "error");
+    assert_eq!(
+        data["error"],
+        json!({"type": "api_error", "message": "overloaded mid-way"})
+    );
+    assert!(!events.iter().any(|(n, _)| n == "message_stop"));
+
+    // A patch cannot be served by the Anthropic fake: refused and recorded.
+    let refused = client.post_json(MESSAGES, &main_request("z"));
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.header("x-should-retry"), Some("false"));
+    let unexpected = fake.unexpected();
+    assert_eq!(unexpected.len(), 1, "{unexpected:?}");
+    assert!(unexpected[0].contains("patch"), "{unexpected:?}");
+
+    // Errors keep the Anthropic shape here.
+    let error = client.post_json(MESSAGES, &main_request("w"));
+    assert_eq!(
+        error.json(),
+        json!({"type": "error", "error": {"type": "api_error", "message": "boom"}})
+    );
+}

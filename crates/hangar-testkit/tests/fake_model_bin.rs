@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Client, main_request, sse_events};
+use common::{Client, deltas_of, main_request, responses_request, sse_events};
 use serde_json::Value;
 
 #[test]
@@ -102,4 +102,107 @@ fn rejects_a_bad_script() {
     assert!(!output.status.success());
     assert!(output.stdout.is_empty());
     assert!(String::from_utf8_lossy(&output.stderr).contains("bogus"));
+}
+
+#[test]
+fn serves_a_scenario_as_openai_responses() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("codex.json");
+    std::fs::write(
+        &script,
+        r#"{"steps":[{"exec":"echo hi > made.txt"},{"text":"done","expect":"after_tool_result"}]}"#,
+    )
+    .unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hangar-fake-model"))
+        .args(["--api", "openai", "--script"])
+        .arg(&script)
+        .arg("--log")
+        .arg(&log)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let base = line
+        .strip_prefix("listening: ")
+        .unwrap()
+        .trim_end()
+        .to_owned();
+    let origin = base.strip_suffix("/v1").unwrap().to_owned();
+    assert!(origin.starts_with("http://127.0.0.1:"), "{line:?}");
+
+    let mut client = Client::connect(&origin);
+    let events = sse_events(
+        &client
+            .post_json("/v1/responses", &responses_request("go"))
+            .text(),
+    );
+    let done = events
+        .iter()
+        .find(|(n, d)| n == "response.output_item.done" && d["item"]["type"] == "function_call")
+        .unwrap();
+    assert_eq!(done.1["item"]["name"], "exec_command");
+    assert_eq!(done.1["item"]["call_id"], "call_hk_1");
+    // No tool output in this request: the expectation misses (recorded), the step is still sent.
+    let events = sse_events(
+        &client
+            .post_json("/v1/responses", &responses_request("again"))
+            .text(),
+    );
+    assert_eq!(deltas_of(&events, "response.output_text.delta"), "done");
+    client.send("GET", "/v1/models", &[], "");
+    assert_eq!(client.read_response().status, 404);
+
+    drop(child.stdin.take());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            child.kill().unwrap();
+            panic!("hangar-fake-model did not exit after stdin closed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(stderr.contains("3 requests (2 model)"), "{stderr}");
+    assert!(stderr.contains("2 unexpected"), "{stderr}");
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["path"], "/v1/responses");
+    assert_eq!(lines[0]["kind"], "main");
+    assert_eq!(lines[2]["kind"], "other");
+}
+
+#[test]
+fn rejects_an_unknown_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("s.json");
+    std::fs::write(&script, r#"{"steps":[]}"#).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_hangar-fake-model"))
+        .args(["--api", "gemini", "--script"])
+        .arg(&script)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("anthropic or openai"), "{stderr}");
 }

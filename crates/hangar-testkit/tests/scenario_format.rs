@@ -132,3 +132,93 @@ fn load_reads_a_file_and_names_it_in_errors() {
         TestkitError::Io { .. }
     ));
 }
+
+#[test]
+fn codex_step_forms_map_onto_steps() {
+    let script = Script::from_json_str(
+        r#"{
+          "steps": [
+            {"exec": "echo hi > made.txt"},
+            {"exec": {"cmd": "sleep 5; echo late", "yield_time_ms": 30000, "workdir": "sub"}},
+            {"patch": "*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** End Patch",
+             "expect": "after_tool_result"},
+            {"failed": "the model broke"},
+            {"text": "partial", "failed": "broke mid-way", "chunks": 2},
+            {"blocks": [{"text": "two calls"}, {"exec": "ls"}, {"exec": {"cmd": "pwd", "login": false}},
+                        {"patch": "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch"}]}
+          ],
+          "sessions": {"01a2299f-thread": [{"exec": "true"}]}
+        }"#,
+    )
+    .unwrap();
+    let steps: Vec<Step> = script.steps.iter().cloned().collect();
+    assert_eq!(steps[0], Step::exec("echo hi > made.txt"));
+    assert_eq!(
+        steps[1],
+        Step::exec_with(
+            "sleep 5; echo late",
+            json!({"yield_time_ms": 30000, "workdir": "sub"})
+        )
+    );
+    assert_eq!(
+        steps[2],
+        Step::patch("*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** End Patch")
+            .expect_tool_result()
+    );
+    assert_eq!(steps[3], Step::failed("the model broke"));
+    assert!(steps[3].reply.is_empty());
+    assert_eq!(
+        steps[4],
+        Step::text("partial").fail("broke mid-way").chunks(2)
+    );
+    let mut extra = serde_json::Map::new();
+    extra.insert("login".into(), json!(false));
+    assert_eq!(
+        steps[5].reply,
+        vec![
+            Block::Text("two calls".into()),
+            Block::exec("ls"),
+            Block::Exec {
+                cmd: "pwd".into(),
+                extra
+            },
+            Block::Patch("*** Begin Patch\n*** Delete File: a.txt\n*** End Patch".into()),
+        ]
+    );
+    assert!(steps[5].has_tool_use());
+    assert!(!steps[4].has_tool_use());
+    assert_eq!(
+        script.sessions["01a2299f-thread"].front(),
+        Some(&Step::exec("true"))
+    );
+}
+
+#[test]
+fn malformed_codex_steps_are_rejected() {
+    for (text, needle) in [
+        (r#"{"steps":[{"exec":"a","patch":"b"}]}"#, "exactly one"),
+        (r#"{"steps":[{"exec":{"yield_time_ms":1}}]}"#, "cmd"),
+        (r#"{"steps":[{"exec":{"cmd":5}}]}"#, "cmd"),
+        (r#"{"steps":[{"exec":"a","input":{}}]}"#, "input"),
+        (
+            r#"{"steps":[{"error":{"status":500},"failed":"x"}]}"#,
+            "failed",
+        ),
+        (
+            r#"{"steps":[{"failed":"x","text":"a","exec":"b"}]}"#,
+            "steps[0]",
+        ),
+        (
+            r#"{"steps":[{"blocks":[{"exec":"a","patch":"b"}]}]}"#,
+            "blocks[0]",
+        ),
+        (r#"{"steps":[{"blocks":[{"patch":1}]}]}"#, "invalid"),
+    ] {
+        let error = Script::from_json_str(text).unwrap_err();
+        assert!(
+            matches!(error, TestkitError::Scenario(_)),
+            "{text}: {error}"
+        );
+        assert!(error.to_string().contains(needle), "{text}: {error}");
+    }
+}

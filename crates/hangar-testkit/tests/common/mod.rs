@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use hangar_testkit::{FakeAnthropic, Script, Step};
+use hangar_testkit::{FakeAnthropic, FakeOpenAi, Script, Step};
 use serde_json::Value;
 
 /// One connection (keep-alive capable).
@@ -200,4 +200,42 @@ pub fn text_of(events: &[(String, Value)]) -> String {
         .iter()
         .filter_map(|(_, d)| d["delta"]["text"].as_str())
         .collect()
+}
+
+pub const RESPONSES: &str = "/v1/responses";
+
+pub fn start_openai(steps: Vec<Step>) -> FakeOpenAi {
+    FakeOpenAi::start(Script::new(steps)).unwrap()
+}
+
+/// A minimal Responses request body shaped like Codex's first request of a turn.
+pub fn responses_request(prompt: &str) -> Value {
+    serde_json::json!({
+        "model": "gpt-5.5",
+        "stream": true,
+        "store": false,
+        "tool_choice": "auto",
+        "input": [
+            {"type": "message", "role": "developer",
+             "content": [{"type": "input_text", "text": "You are Codex."}]},
+            {"type": "message", "role": "user",
+             "content": [{"type": "input_text", "text": "<environment_context>x</environment_context>"}]},
+            {"type": "message", "role": "user",
+             "content": [{"type": "input_text", "text": prompt}]}
+        ]
+    })
+}
+
+/// The concatenated `delta`s of all events named `kind`.
+pub fn deltas_of(events: &[(String, Value)], kind: &str) -> String {
+    events
+        .iter()
+        .filter(|(name, _)| name == kind)
+        .filter_map(|(_, d)| d["delta"].as_str())
+        .collect()
+}
+
+/// The event names in order.
+pub fn names_of(events: &[(String, Value)]) -> Vec<&str> {
+    events.iter().map(|(name, _)| name.as_str()).collect()
 }
