@@ -8,9 +8,12 @@
 //! `turn/start`. An interrupt is `turn/interrupt`.
 //!
 //! Codex 0.169 leaves a running command alive when a turn is interrupted. The driver stops it:
-//! when the interrupted turn completes, every command item still in progress has its process
-//! (the item's `processId`, checked to descend from the app-server) killed with its whole
-//! process tree. Closing the app-server's stdin at the turn's end kills what is left.
+//! when the interrupted turn completes with a command item still in progress, every process
+//! below the app-server (the app-server itself and its Node.js wrapper are spared) is killed
+//! (stopped first, then SIGKILL, so none forks away). The item's
+//! `processId` is unified exec's own id, not a pid, so the process tree is the handle; with
+//! plugins disabled and `danger-full-access` the app-server's only children are the commands it
+//! runs. Closing the app-server's stdin at the turn's end kills what is left.
 //!
 //! Approval requests (`item/commandExecution/requestApproval`, `item/fileChange/requestApproval`)
 //! go through the same policy path as Claude Code's `can_use_tool`, as `codex-<id>` request ids.
@@ -24,7 +27,7 @@
 pub mod exec_json;
 mod procs;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
@@ -80,7 +83,8 @@ pub struct Codex {
     in_flight: usize,
     approvals: HashMap<String, Approval>,
     items: HashMap<String, Value>,
-    running: HashMap<String, u32>,
+    /// Command items in progress.
+    running: HashSet<String>,
     kill_running_at_turn_end: bool,
     translator: Translator,
     model_timeout: Duration,
@@ -104,7 +108,7 @@ impl Codex {
             in_flight: 0,
             approvals: HashMap::new(),
             items: HashMap::new(),
-            running: HashMap::new(),
+            running: HashSet::new(),
             kill_running_at_turn_end: false,
             translator: Translator::default(),
             model_timeout: s.model_timeout,
@@ -340,14 +344,9 @@ impl Codex {
                         .to_owned();
                     let in_progress = method == "item/started"
                         || item.get("status").and_then(Value::as_str) == Some("inProgress");
-                    let pid = item.get("processId").and_then(|p| {
-                        p.as_str()
-                            .and_then(|s| s.parse().ok())
-                            .or_else(|| p.as_u64().and_then(|n| u32::try_from(n).ok()))
-                    });
-                    match (item.get("type").and_then(Value::as_str), pid) {
-                        (Some("commandExecution"), Some(pid)) if in_progress => {
-                            self.running.insert(id.clone(), pid);
+                    match item.get("type").and_then(Value::as_str) {
+                        Some("commandExecution") if in_progress => {
+                            self.running.insert(id.clone());
                         }
                         _ if !in_progress => {
                             self.running.remove(&id);
@@ -391,15 +390,24 @@ impl Codex {
         signals
     }
 
-    /// Kills the commands an interrupted turn left running (see the module docs).
+    /// Kills the commands an interrupted turn left running (see the module docs): every process
+    /// below the app-server (which is spared, with the npm package's Node.js wrapper, by its
+    /// `app-server` argument). The item's `processId` is unified exec's own id, not a pid; with
+    /// plugins disabled and `danger-full-access`, the app-server's only children are the
+    /// commands it runs.
     fn stop_running(&mut self, h: &Harness, log: &RunLog) {
-        for (item, pid) in std::mem::take(&mut self.running) {
-            if procs::descends_from(pid, h.pid()) {
-                let killed = procs::kill_tree(pid);
-                log.hangar(&HangarLine::Warning {
-                    message: format!("stopped {killed} process(es) of command {item} (pid {pid}) that the interrupted turn left running"),
-                });
-            }
+        let items: Vec<String> = std::mem::take(&mut self.running).into_iter().collect();
+        if items.is_empty() {
+            return;
+        }
+        let killed = procs::kill_descendants(h.pid(), |p| procs::has_arg(p, "app-server"));
+        if killed > 0 {
+            log.hangar(&HangarLine::Warning {
+                message: format!(
+                    "stopped {killed} process(es) of command(s) {} that the interrupted turn left running",
+                    items.join(", ")
+                ),
+            });
         }
     }
 }

@@ -26,40 +26,49 @@ fn parents() -> HashMap<u32, u32> {
     map
 }
 
-/// Whether `pid` is `ancestor` or one of its descendants.
-pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+/// SIGKILLs the descendants of `root`, sparing `root` and every process for which `spare` holds
+/// (their own descendants are still looked at); how many were signalled. The Codex npm package
+/// starts a Node.js wrapper that runs the native app-server, so the app-server is not `root`'s
+/// direct child: both are spared by their command line.
+pub fn kill_descendants(root: u32, spare: impl Fn(u32) -> bool) -> usize {
     let parents = parents();
-    let mut p = pid;
-    for _ in 0..4096 {
-        if p == ancestor {
-            return true;
+    let children = |p: u32| {
+        parents
+            .iter()
+            .filter(move |&(_, &pp)| pp == p)
+            .map(|(&c, _)| c)
+    };
+    let mut walk: Vec<u32> = children(root).collect();
+    let mut doomed = Vec::new();
+    while let Some(p) = walk.pop() {
+        if spare(p) {
+            walk.extend(children(p));
+            continue;
         }
-        match parents.get(&p) {
-            Some(&pp) if pp != 0 && pp != p => p = pp,
-            _ => return false,
+        // p and everything below it.
+        let mut tree = vec![p];
+        let mut i = 0;
+        while i < tree.len() {
+            let q = tree[i];
+            tree.extend(children(q));
+            i += 1;
         }
-    }
-    false
-}
-
-/// SIGKILLs `pid` and all its descendants; how many were signalled.
-pub fn kill_tree(pid: u32) -> usize {
-    let parents = parents();
-    let mut tree = vec![pid];
-    let mut i = 0;
-    while i < tree.len() {
-        let p = tree[i];
-        tree.extend(parents.iter().filter(|&(_, &pp)| pp == p).map(|(&c, _)| c));
-        i += 1;
+        doomed.extend(tree);
     }
     // Stop them all first so none forks away while the others die.
-    for &p in &tree {
+    for &p in &doomed {
         signal(p, libc::SIGSTOP);
     }
-    for &p in &tree {
+    for &p in &doomed {
         signal(p, libc::SIGKILL);
     }
-    tree.len()
+    doomed.len()
+}
+
+/// Whether the process's command line has `word` among its arguments.
+pub fn has_arg(pid: u32, word: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == word.as_bytes()))
 }
 
 fn signal(pid: u32, sig: i32) {
@@ -77,18 +86,28 @@ mod tests {
     use std::process::Command;
 
     #[test]
-    fn kills_a_tree_of_descendants() {
+    fn kills_the_descendants_and_spares_the_root() {
         let mut sh = Command::new("sh")
-            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .args(["-c", "sleep 30 & sleep 30 & wait; exit 0"])
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let me = std::process::id();
-        assert!(descends_from(sh.id(), me));
-        assert!(!descends_from(me, sh.id()));
-        let killed = kill_tree(sh.id());
-        assert_eq!(killed, 3, "the shell and its two sleeps");
+        let killed = kill_descendants(sh.id(), |_| false);
+        assert_eq!(killed, 2, "the two sleeps");
         let st = sh.wait().unwrap();
-        assert!(!st.success());
+        assert!(st.success(), "the shell itself lives on and exits normally");
+    }
+
+    #[test]
+    fn spared_processes_live_and_their_children_do_not() {
+        // outer sh -> inner sh (spared: it has the argument "keep-me") -> sleep
+        let mut sh = Command::new("sh")
+            .args(["-c", "sh -c 'sleep 30; exit 0' keep-me & wait; exit 0"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let killed = kill_descendants(sh.id(), |p| has_arg(p, "keep-me"));
+        assert_eq!(killed, 1, "only the sleep");
+        assert!(sh.wait().unwrap().success());
     }
 }

@@ -17,7 +17,10 @@ use std::time::{Duration, Instant};
 
 use hangar_protocol::client::{Delivery, Mailbox, Sent};
 use hangar_protocol::{Ack, Kind};
-use hangar_testkit::{FakeAnthropic, Script, claude_bin, claude_env};
+use hangar_testkit::{
+    FakeAnthropic, FakeOpenAi, RecordedRequest, Script, TestkitError, claude_bin, claude_env,
+    codex_bin, codex_env, codex_offline_args,
+};
 use serde_json::Value;
 
 pub const LONG: Duration = Duration::from_secs(60);
@@ -29,23 +32,67 @@ pub fn driver_bin() -> PathBuf {
     }
 }
 
+/// The scripted model behind the harness.
+pub enum Fake {
+    Anthropic(FakeAnthropic),
+    OpenAi(FakeOpenAi),
+}
+
+impl Fake {
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        match self {
+            Fake::Anthropic(f) => f.requests(),
+            Fake::OpenAi(f) => f.requests(),
+        }
+    }
+
+    pub fn wait_for_requests(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<Vec<RecordedRequest>, TestkitError> {
+        match self {
+            Fake::Anthropic(f) => f.wait_for_requests(n, timeout),
+            Fake::OpenAi(f) => f.wait_for_requests(n, timeout),
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        match self {
+            Fake::Anthropic(f) => f.base_url(),
+            Fake::OpenAi(f) => f.base_url(),
+        }
+    }
+}
+
 pub struct Rig {
     pub home: tempfile::TempDir,
     pub work: tempfile::TempDir,
     pub user_home: tempfile::TempDir,
-    pub fake: FakeAnthropic,
+    pub fake: Fake,
     pub mailbox: Mailbox,
     pub run: String,
     pub child: Option<Child>,
 }
 
 impl Rig {
-    /// A rig whose first command (the prompt) is already waiting in `in/`.
+    /// A Claude Code rig whose first command (the prompt) is already waiting in `in/`.
     pub fn new(script: Script, prompt: &str) -> Rig {
+        Rig::with_fake(
+            Fake::Anthropic(FakeAnthropic::start(script).unwrap()),
+            prompt,
+        )
+    }
+
+    /// A Codex rig (drive it with [`Rig::codex_command`]).
+    pub fn codex(script: Script, prompt: &str) -> Rig {
+        Rig::with_fake(Fake::OpenAi(FakeOpenAi::start(script).unwrap()), prompt)
+    }
+
+    fn with_fake(fake: Fake, prompt: &str) -> Rig {
         let home = tempfile::tempdir().unwrap();
         let work = tempfile::tempdir().unwrap();
         let user_home = tempfile::tempdir().unwrap();
-        let fake = FakeAnthropic::start(script).unwrap();
         // Unique per test: the Stop hook's folder is named after the run, in the shared /tmp.
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let run = format!(
@@ -65,6 +112,56 @@ impl Rig {
         };
         rig.send(Kind::Prompt, hangar_protocol::command::body::text(prompt));
         rig
+    }
+
+    /// A further run (turn) in the same home and folder, with its prompt waiting.
+    pub fn next_run(&mut self, prompt: &str) {
+        assert!(self.child.is_none(), "the previous run is still going");
+        self.run = format!("{}-next", self.run);
+        self.mailbox = Mailbox::create(self.home.path(), &self.run).unwrap();
+        self.send(Kind::Prompt, hangar_protocol::command::body::text(prompt));
+    }
+
+    pub fn codex_home(&self) -> PathBuf {
+        self.user_home.path().join(".codex-home")
+    }
+
+    /// The driver's command line for a Codex turn, offline against the fake.
+    pub fn codex_command(&self, policy: &str, extra: &[&str]) -> Command {
+        std::fs::create_dir_all(self.codex_home()).unwrap();
+        let mut c = Command::new(driver_bin());
+        c.arg("--ctl")
+            .arg(self.ctl())
+            .args(["--run", &self.run, "--harness", "codex", "--policy", policy])
+            .arg("--cwd")
+            .arg(self.work.path())
+            .arg("--codex-bin")
+            .arg(codex_bin().unwrap())
+            .args(["--model-timeout", "20"]);
+        let offline = codex_offline_args(&self.fake.base_url());
+        let mut it = offline.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "-c" => {
+                    c.arg("--codex-config").arg(it.next().unwrap());
+                }
+                // The driver always disables plugins itself.
+                "--disable" => {
+                    assert_eq!(it.next().map(String::as_str), Some("plugins"));
+                }
+                other => panic!("unexpected offline argument {other}"),
+            }
+        }
+        c.args(extra)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.user_home.path())
+            .env("HANGAR_SHOULD_NOT_PASS", "driver-only")
+            .envs(codex_env(&self.codex_home()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        c
     }
 
     pub fn ctl(&self) -> &Path {
