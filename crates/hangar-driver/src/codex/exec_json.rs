@@ -8,7 +8,7 @@
 //! | `turn/started` | `{"type":"turn.started"}` |
 //! | `item/started` (command) | `{"type":"item.started","item":{"id":"item_N","type":"command_execution",…,"status":"in_progress"}}` |
 //! | `item/completed` (agentMessage, reasoning, commandExecution, fileChange, …) | `{"type":"item.completed","item":{…}}` |
-//! | `turn/completed` `completed` | `{"type":"turn.completed","usage":{"input_tokens","cached_input_tokens","output_tokens"}}` plus `hangar_process_usage` |
+//! | `turn/completed` `completed` | `{"type":"turn.completed","usage":{"input_tokens","cached_input_tokens","cache_write_input_tokens","output_tokens","reasoning_output_tokens"}}` plus `hangar_process_usage` |
 //! | `turn/completed` `failed` | `{"type":"turn.failed","error":{"message":…}}` |
 //! | `turn/completed` `interrupted` | `{"type":"turn.failed","error":{"message":"the turn was interrupted"}}` |
 //! | `error` | `{"type":"error","message":…}` |
@@ -28,7 +28,9 @@ use serde_json::{Value, json};
 pub struct Tokens {
     pub input: u64,
     pub cached: u64,
+    pub cache_write: u64,
     pub output: u64,
+    pub reasoning: u64,
 }
 
 impl Tokens {
@@ -37,7 +39,9 @@ impl Tokens {
         Tokens {
             input: get("inputTokens"),
             cached: get("cachedInputTokens"),
+            cache_write: get("cacheWriteInputTokens"),
             output: get("outputTokens"),
+            reasoning: get("reasoningOutputTokens"),
         }
     }
 
@@ -45,7 +49,9 @@ impl Tokens {
         Tokens {
             input: self.input.saturating_sub(o.input),
             cached: self.cached.saturating_sub(o.cached),
+            cache_write: self.cache_write.saturating_sub(o.cache_write),
             output: self.output.saturating_sub(o.output),
+            reasoning: self.reasoning.saturating_sub(o.reasoning),
         }
     }
 }
@@ -132,6 +138,7 @@ impl Translator {
         self.process.input_tokens += usage.input;
         self.process.output_tokens += usage.output;
         self.process.cache_read_input_tokens += usage.cached;
+        self.process.cache_creation_input_tokens += usage.cache_write;
         match turn.get("status").and_then(Value::as_str) {
             Some("failed") => {
                 let message = turn
@@ -145,7 +152,12 @@ impl Translator {
             ],
             _ => {
                 let mut line = json!({"type": "turn.completed", "usage": {
-                    "input_tokens": usage.input, "cached_input_tokens": usage.cached, "output_tokens": usage.output}});
+                    "input_tokens": usage.input,
+                    "cached_input_tokens": usage.cached,
+                    "cache_write_input_tokens": usage.cache_write,
+                    "output_tokens": usage.output,
+                    "reasoning_output_tokens": usage.reasoning,
+                }});
                 if let (Some(obj), Ok(p)) =
                     (line.as_object_mut(), serde_json::to_value(self.process))
                 {
@@ -281,7 +293,7 @@ mod tests {
         );
         assert_eq!(
             lines[4]["usage"],
-            json!({"input_tokens": 100, "cached_input_tokens": 20, "output_tokens": 10})
+            json!({"input_tokens": 100, "cached_input_tokens": 20, "cache_write_input_tokens": 0, "output_tokens": 10, "reasoning_output_tokens": 0})
         );
         // The next turn's usage is its own.
         t.notification("turn/started", &json!({}));
@@ -289,7 +301,7 @@ mod tests {
         let l = t.notification("turn/completed", &json!({"turn": {"status": "completed"}}));
         assert_eq!(
             l[0]["usage"],
-            json!({"input_tokens": 50, "cached_input_tokens": 0, "output_tokens": 5})
+            json!({"input_tokens": 50, "cached_input_tokens": 0, "cache_write_input_tokens": 0, "output_tokens": 5, "reasoning_output_tokens": 0})
         );
         assert_eq!(l[0][PROCESS_USAGE_FIELD]["input_tokens"], 150);
     }
