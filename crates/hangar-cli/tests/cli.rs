@@ -252,3 +252,82 @@ fn errors_say_what_to_do() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).1.contains("/nonexistent/dir"));
 }
+
+#[test]
+fn codex_runs_through_the_same_commands() {
+    use hangar_testkit::{FakeOpenAi, codex_bin, codex_env, codex_offline_args};
+    let fake = FakeOpenAi::start(Script::new([
+        Step::exec("echo hi > made.txt"),
+        Step::text("made it"),
+    ]))
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let codex_home = home.path().join("codex-home");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let hangar = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hangar"));
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("HANGAR_HOME", home.path().join("hangar"))
+            .env("HANGAR_DRIVER_BIN", driver_bin())
+            .env("HANGAR_CODEX_BIN", codex_bin().unwrap())
+            .envs(codex_env(&codex_home))
+            .args(args);
+        c
+    };
+    let mut run_args = vec![
+        "run".to_owned(),
+        "--harness".into(),
+        "codex".into(),
+        "--dir".into(),
+        work.path().display().to_string(),
+    ];
+    let offline = codex_offline_args(&fake.base_url());
+    let mut it = offline.iter();
+    while let Some(a) = it.next() {
+        if a == "-c" {
+            run_args.extend(["--codex-config".to_owned(), it.next().unwrap().clone()]);
+        } else {
+            it.next(); // --disable plugins: the driver always adds it
+        }
+    }
+    run_args.push("make a file".into());
+    let refs: Vec<&str> = run_args.iter().map(String::as_str).collect();
+    let mut child = hangar(&refs).stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = out.next().unwrap().unwrap();
+    let run = first.strip_prefix("run: ").unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let o = hangar(&["approvals", &run, "--json"]).output().unwrap();
+        if let Some(line) = String::from_utf8_lossy(&o.stdout).lines().next() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["tool_name"], "commandExecution");
+            break v["request_id"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no approval listed");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        hangar(&["approve", &run, &id])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    assert_eq!(wait(&mut child), 0);
+    let shown: Vec<String> = out.map_while(Result::ok).collect();
+    let shown = shown.join("\n");
+    for want in [
+        "tool call: command",
+        "approval waiting: codex-",
+        "assistant: made it",
+        "result: completed",
+        "tokens: input",
+    ] {
+        assert!(shown.contains(want), "missing {want:?} in:\n{shown}");
+    }
+    assert!(work.path().join("made.txt").exists());
+}
