@@ -7,20 +7,17 @@
 
 mod common;
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt, chown};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{LONG, Rig};
+use common::{AGENT, LONG, Rig, assert_root, give_to_agent};
 use hangar_protocol::Kind;
 use hangar_protocol::client::{Delivery, Outcome};
 use hangar_protocol::command::body;
 use hangar_testkit::{Script, Step};
 use serde_json::json;
-
-const AGENT: u32 = 65534;
 
 fn bash(cmd: &str) -> Step {
     Step::tool("Bash", json!({"command": cmd, "description": "run it"}))
@@ -45,23 +42,6 @@ fn as_agent(script: &str) -> (bool, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success() && text.contains("OPENED"), text)
-}
-
-fn chown_tree(p: &Path) {
-    chown(p, Some(AGENT), Some(AGENT)).unwrap();
-    if p.is_dir() {
-        for e in std::fs::read_dir(p).unwrap() {
-            chown_tree(&e.unwrap().path());
-        }
-    }
-}
-
-fn assert_root() {
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "these tests check the uid split and need root (CI runs as root)"
-    );
 }
 
 #[test]
@@ -117,8 +97,7 @@ fn under_the_uid_split_the_agent_reaches_nothing_of_the_driver() {
         "make a file",
     );
     std::fs::create_dir_all(rig.config_dir()).unwrap();
-    chown_tree(rig.work.path());
-    chown_tree(rig.user_home.path());
+    give_to_agent(&[rig.work.path(), rig.user_home.path()]);
     let ctl = rig.ctl().to_owned();
     let key = rig.mailbox.ctl().key();
 
@@ -211,9 +190,7 @@ fn without_the_split_the_driver_is_still_non_dumpable() {
         "talk",
     );
     std::fs::create_dir_all(rig.config_dir()).unwrap();
-    for p in [rig.home.path(), rig.work.path(), rig.user_home.path()] {
-        chown_tree(p);
-    }
+    give_to_agent(&[rig.home.path(), rig.work.path(), rig.user_home.path()]);
     let mut cmd = rig.driver_command("auto", &[]);
     cmd.uid(AGENT).gid(AGENT);
     rig.start_with(cmd);

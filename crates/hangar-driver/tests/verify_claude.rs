@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::os::unix::fs::chown;
 use std::time::Duration;
 
-use common::{LONG, Rig};
+use common::{LONG, Rig, assert_root, give_to_agent};
 use hangar_protocol::Kind;
 use hangar_protocol::client::Outcome;
 use hangar_protocol::command::body;
@@ -114,23 +113,13 @@ fn no_check_after_an_interrupt_that_brought_no_message() {
 
 #[test]
 fn under_the_uid_split_the_check_runs_as_the_agent() {
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "needs root (CI runs as root)"
-    );
+    assert_root();
     let mut rig = Rig::new(
         Script::new([Step::text("done"), Step::text("ok")]),
         "do the job",
     );
     std::fs::create_dir_all(rig.config_dir()).unwrap();
-    for p in [
-        rig.work.path().to_owned(),
-        rig.user_home.path().to_owned(),
-        rig.config_dir(),
-    ] {
-        chown(&p, Some(65534), Some(65534)).unwrap();
-    }
+    give_to_agent(&[rig.work.path(), rig.user_home.path()]);
     let home = rig.user_home.path().to_str().unwrap().to_owned();
     let mut args = verify_args("echo CHECK-UID=$(id -u); exit 1", "1").to_vec();
     args.extend([

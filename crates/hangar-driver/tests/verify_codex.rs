@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::os::unix::fs::chown;
 use std::time::Duration;
 
-use common::{LONG, Rig};
+use common::{LONG, Rig, assert_root, give_to_agent};
 use hangar_protocol::Kind;
 use hangar_protocol::client::Outcome;
 use hangar_protocol::command::body;
@@ -99,11 +98,7 @@ fn no_check_after_an_interrupt_that_brought_no_message() {
 
 #[test]
 fn under_the_uid_split_the_check_runs_as_the_agent() {
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "needs root (CI runs as root)"
-    );
+    assert_root();
     let mut rig = Rig::codex(
         Script::new([Step::text("done"), Step::text("ok")]),
         "do the job",
@@ -125,12 +120,7 @@ fn under_the_uid_split_the_check_runs_as_the_agent() {
         ],
     );
     // codex_command made CODEX_HOME; the agent must own its folders.
-    for entry in walk(rig.user_home.path())
-        .into_iter()
-        .chain([rig.work.path().to_owned()])
-    {
-        chown(&entry, Some(65534), Some(65534)).unwrap();
-    }
+    give_to_agent(&[rig.user_home.path(), rig.work.path()]);
     cmd.env("HOME", rig.user_home.path());
     rig.start_with(cmd);
     assert_eq!(rig.wait_exit(LONG), 1, "log:\n{}", rig.log_text());
@@ -147,14 +137,4 @@ fn under_the_uid_split_the_check_runs_as_the_agent() {
             .unwrap()
             .contains("CHECK-UID=65534")
     );
-}
-
-fn walk(p: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = vec![p.to_owned()];
-    if p.is_dir() {
-        for e in std::fs::read_dir(p).unwrap() {
-            out.extend(walk(&e.unwrap().path()));
-        }
-    }
-    out
 }

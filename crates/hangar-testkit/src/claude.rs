@@ -23,23 +23,30 @@ pub fn workspace_root() -> PathBuf {
 /// `<workspace>/.tools/npm/node_modules/.bin/claude`. Errors (with install instructions) when the
 /// chosen path is not a file.
 pub fn claude_bin() -> Result<PathBuf, TestkitError> {
-    let path = match std::env::var_os(CLAUDE_BIN_ENV) {
+    pinned_tool(CLAUDE_BIN_ENV, "claude", "Claude Code", INSTALL_HINT)
+}
+
+/// A CLI installed by `scripts/install-tools`: `$<env_var>` if set, else
+/// `<workspace>/.tools/npm/node_modules/.bin/<name>`; an error with `hint` when it is not a file.
+pub(crate) fn pinned_tool(
+    env_var: &str,
+    name: &str,
+    what: &'static str,
+    hint: &'static str,
+) -> Result<PathBuf, TestkitError> {
+    let path = match std::env::var_os(env_var) {
         Some(value) if !value.is_empty() => PathBuf::from(value),
         _ => workspace_root()
             .join(".tools")
             .join("npm")
             .join("node_modules")
             .join(".bin")
-            .join("claude"),
+            .join(name),
     };
     if path.is_file() {
         Ok(path)
     } else {
-        Err(TestkitError::ToolNotFound {
-            what: "Claude Code",
-            path,
-            hint: INSTALL_HINT,
-        })
+        Err(TestkitError::ToolNotFound { what, path, hint })
     }
 }
 

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::claude::workspace_root;
 use crate::error::TestkitError;
 
 /// The Codex CLI version hangar is pinned to (installed by `scripts/install-tools`).
@@ -34,24 +33,7 @@ const INSTALL_HINT: &str = "run scripts/install-tools (installs the pinned Codex
 /// `<workspace>/.tools/npm/node_modules/.bin/codex`. Errors (with install instructions) when the
 /// chosen path is not a file.
 pub fn codex_bin() -> Result<PathBuf, TestkitError> {
-    let path = match std::env::var_os(CODEX_BIN_ENV) {
-        Some(value) if !value.is_empty() => PathBuf::from(value),
-        _ => workspace_root()
-            .join(".tools")
-            .join("npm")
-            .join("node_modules")
-            .join(".bin")
-            .join("codex"),
-    };
-    if path.is_file() {
-        Ok(path)
-    } else {
-        Err(TestkitError::ToolNotFound {
-            what: "Codex",
-            path,
-            hint: INSTALL_HINT,
-        })
-    }
+    crate::claude::pinned_tool(CODEX_BIN_ENV, "codex", "Codex", INSTALL_HINT)
 }
 
 /// A TOML string literal (`-c` values are parsed as TOML).

@@ -322,3 +322,27 @@ impl Drop for Rig {
         }
     }
 }
+
+/// The agent's uid and gid in the uid-split tests (`nobody`).
+pub const AGENT: u32 = 65534;
+
+/// Hands folders and everything in them to the agent's uid.
+pub fn give_to_agent(paths: &[&Path]) {
+    for p in paths {
+        std::os::unix::fs::chown(p, Some(AGENT), Some(AGENT)).unwrap();
+        if p.is_dir() {
+            for e in fs::read_dir(p).unwrap() {
+                give_to_agent(&[&e.unwrap().path()]);
+            }
+        }
+    }
+}
+
+/// Fails unless running as root (the uid-split tests need it; CI runs as root).
+pub fn assert_root() {
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test checks the uid split and needs root (CI runs as root)"
+    );
+}
