@@ -18,6 +18,7 @@ mod inbox;
 mod relay;
 mod runlog;
 mod secure;
+mod signals;
 mod turn;
 mod verify;
 
@@ -87,6 +88,7 @@ fn start() -> Result<i32, String> {
             return Err("the uid split (--agent-uid) needs the driver to start as root".into());
         }
     }
+    signals::install();
     let ctl = ControlDir::at(s.ctl.clone());
     let key = secure::take_key(&ctl.key())?;
     let log = RunLog::open(&ctl.run_log())

@@ -73,6 +73,8 @@ pub struct Turn {
     pub stop_hook: Option<(crate::verify::StopHook, u32)>,
     /// The turn has a check (its final state is reported, `not_run` if it never ran).
     pub verify_configured: bool,
+    /// SIGTERM/SIGHUP arrived and the harness was told to stop.
+    stopping: bool,
     checks_run: u32,
 }
 
@@ -109,6 +111,7 @@ impl Turn {
             verify_rounds: None,
             stop_hook: None,
             verify_configured: false,
+            stopping: false,
             checks_run: 0,
         }
     }
@@ -129,6 +132,7 @@ impl Turn {
         loop {
             match rx.recv_timeout(RESCAN) {
                 Ok(Event::Wake) | Err(RecvTimeoutError::Timeout) => {
+                    self.on_os_signals();
                     for c in self.inbox.take(&self.log) {
                         self.execute(c);
                     }
@@ -147,6 +151,27 @@ impl Turn {
                     }
                 }
             }
+        }
+    }
+
+    /// Ctrl-C in the turn's terminal (tmux) interrupts the turn, as `hangar run` does; SIGTERM or
+    /// SIGHUP (the sandbox stopping) stops the harness, and the turn ends as if it had exited.
+    fn on_os_signals(&mut self) {
+        let interrupts = crate::signals::take_interrupts();
+        if interrupts > 0 && self.adapter.interrupt(&mut self.harness, 0).is_ok() {
+            self.interrupted = true;
+            self.log.hangar(&HangarLine::Warning {
+                message: "interrupted from the terminal (Ctrl-C)".into(),
+            });
+        }
+        if crate::signals::stop_requested() && !self.stopping {
+            self.stopping = true;
+            self.log.hangar(&HangarLine::Warning {
+                message: "the driver was told to stop (SIGTERM/SIGHUP); stopping the harness"
+                    .into(),
+            });
+            self.harness.close_input();
+            self.harness.signal_group(libc::SIGTERM);
         }
     }
 

@@ -327,3 +327,49 @@ fn a_steer_that_lands_as_the_turn_ends_continues_it() {
         Some("STEER: and one more")
     );
 }
+
+/// Ctrl-C in the turn's terminal (tmux) reaches only the driver, which interrupts the turn.
+#[test]
+fn ctrl_c_to_the_driver_interrupts_the_turn() {
+    let mut rig = Rig::new(
+        Script::new([Step::slow_text(20, Duration::from_millis(400))]),
+        "talk",
+    );
+    rig.start("ask");
+    rig.fake.wait_for_requests(1, LONG).unwrap();
+    unsafe { libc::kill(rig.driver_pid() as i32, libc::SIGINT) };
+    assert_eq!(rig.wait_exit(LONG), 130);
+    assert_eq!(
+        rig.wait_type("result")["terminal_reason"],
+        "aborted_streaming"
+    );
+}
+
+/// SIGTERM (the sandbox stopping) stops the harness too: no orphan is left.
+#[test]
+fn sigterm_to_the_driver_stops_the_harness_and_leaves_no_orphan() {
+    let mut rig = Rig::new(
+        Script::new([Step::slow_text(40, Duration::from_millis(400))]),
+        "talk",
+    );
+    rig.start("ask");
+    rig.fake.wait_for_requests(1, LONG).unwrap();
+    let harness = rig.wait_type("hangar.started")["harness_pid"]
+        .as_i64()
+        .unwrap() as i32;
+    unsafe { libc::kill(rig.driver_pid() as i32, libc::SIGTERM) };
+    assert_eq!(rig.wait_exit(LONG), 1);
+    let end = rig.wait_type("hangar.turn_end");
+    assert_eq!(end["reason"], "harness_exited");
+    assert!(
+        rig.lines_of("hangar.warning")
+            .iter()
+            .any(|w| w["message"].as_str().unwrap().contains("SIGTERM"))
+    );
+    // The harness's process group is empty.
+    assert_eq!(
+        unsafe { libc::kill(-harness, 0) },
+        -1,
+        "the harness's group still has processes"
+    );
+}
