@@ -74,6 +74,38 @@ impl Mailbox {
     /// Creates a new run's control folder with a fresh key: `key` (0400) in the control folder for
     /// the driver, a copy (0600) in the client's folder for later commands.
     pub fn create(home: &Path, run: &str) -> Result<Mailbox, MailboxError> {
+        Mailbox::create_with(home, run, KeyCopy::File)
+    }
+
+    /// Like [`Mailbox::create`], but the client keeps no copy of the key on disk: the caller
+    /// keeps it (the control plane, encrypted in its vault) and reopens the mailbox with
+    /// [`Mailbox::open_with_key`].
+    pub fn create_keeping_key(home: &Path, run: &str) -> Result<Mailbox, MailboxError> {
+        Mailbox::create_with(home, run, KeyCopy::Caller)
+    }
+
+    /// Opens a run's mailbox with a key the caller kept.
+    pub fn open_with_key(home: &Path, run: &str, key: RunKey) -> Result<Mailbox, MailboxError> {
+        if !ctl::valid_run_id(run) {
+            return Err(MailboxError::BadRunId(run.to_owned()));
+        }
+        let client = ctl::client_dir(home, run);
+        let ctl = ControlDir::for_run(home, run);
+        if !client.join("seq").exists() || !ctl.root().exists() {
+            return Err(MailboxError::NoSuchRun {
+                run: run.to_owned(),
+                home: home.display().to_string(),
+            });
+        }
+        Ok(Mailbox {
+            run: run.to_owned(),
+            ctl,
+            client,
+            key,
+        })
+    }
+
+    fn create_with(home: &Path, run: &str, copy: KeyCopy) -> Result<Mailbox, MailboxError> {
         if !ctl::valid_run_id(run) {
             return Err(MailboxError::BadRunId(run.to_owned()));
         }
@@ -104,8 +136,10 @@ impl Mailbox {
             .map_err(io_err(format!("create {}", client.display())))?;
         let key = RunKey::generate().map_err(io_err("make the run key"))?;
         let text = key.to_file_text();
-        atomic::write_new(&client.join("key"), text.as_bytes(), 0o600)
-            .map_err(io_err("write the client's key"))?;
+        if copy == KeyCopy::File {
+            atomic::write_new(&client.join("key"), text.as_bytes(), 0o600)
+                .map_err(io_err("write the client's key"))?;
+        }
         atomic::write_new(&client.join("seq"), b"0", 0o600)
             .map_err(io_err("write the sequence file"))?;
         atomic::write_via(
@@ -282,6 +316,15 @@ pub fn next_pause(pause: Duration, waited: Duration) -> Duration {
 /// The first pause of [`next_pause`]'s schedule.
 pub const FIRST_PAUSE: Duration = Duration::from_micros(50);
 
+/// Where the client's copy of a new run's key goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeyCopy {
+    /// `<run>.client/key`, 0600.
+    File,
+    /// Nowhere on disk: the caller keeps it.
+    Caller,
+}
+
 /// Whether a command landed in `in/`.
 #[derive(Clone, Debug)]
 pub enum Delivery {
@@ -321,6 +364,24 @@ mod tests {
             Mailbox::open(home.path(), "run-2"),
             Err(MailboxError::NoSuchRun { .. })
         ));
+    }
+
+    #[test]
+    fn a_kept_key_is_never_on_the_clients_disk() {
+        let home = tempfile::tempdir().unwrap();
+        let m = Mailbox::create_keeping_key(home.path(), "r").unwrap();
+        assert!(!ctl::client_dir(home.path(), "r").join("key").exists());
+        assert!(matches!(
+            Mailbox::open(home.path(), "r"),
+            Err(MailboxError::NoSuchRun { .. })
+        ));
+        let again = Mailbox::open_with_key(home.path(), "r", m.key().clone()).unwrap();
+        assert_eq!(again.key(), m.key());
+        assert_eq!(
+            RunKey::read_file(&m.ctl().key()).unwrap(),
+            *m.key(),
+            "the driver's copy is there"
+        );
     }
 
     #[test]
