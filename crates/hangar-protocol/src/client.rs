@@ -62,7 +62,7 @@ pub struct Sent {
 }
 
 /// A run's mailbox, seen from the client.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Mailbox {
     run: String,
     ctl: ControlDir,

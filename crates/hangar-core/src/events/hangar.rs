@@ -1,0 +1,185 @@
+//! hangar's own `hangar.*` lines, read through `hangar_protocol::runlog::HangarLine` (the types
+//! the driver writes them with) plus `hangar.tree`, which this crate reads ahead of the driver.
+//! A known line whose fields do not fit is a warning; an unknown `hangar.*` type is ignored
+//! (a newer driver may write lines this reader does not know yet).
+
+use hangar_protocol::runlog::HangarLine;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::codex::approval_tool;
+use super::{EventKind, ParseContext, warning};
+
+/// `{"type":"hangar.tree","tool_use_id"|"phase":…,"tree":<sha>,"ms":…,"skipped"?,"trusted"?}`
+#[derive(Deserialize)]
+struct TreeLine {
+    #[serde(default)]
+    tool_use_id: Option<String>,
+    #[serde(default)]
+    phase: Option<String>,
+    tree: String,
+    ms: u64,
+    #[serde(default)]
+    skipped: Option<Value>,
+    #[serde(default)]
+    trusted: Option<bool>,
+}
+
+const KNOWN: &[&str] = &[
+    "hangar.started",
+    "hangar.command",
+    "hangar.refused",
+    "hangar.approval",
+    "hangar.approval_answered",
+    "hangar.turn_end",
+    "hangar.verify",
+    "hangar.warning",
+    "hangar.error",
+];
+
+pub(super) fn parse(ty: &str, v: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
+    if ty == "hangar.tree" {
+        return match TreeLine::deserialize(v) {
+            Ok(t) => vec![EventKind::Tree {
+                tool_use_id: t.tool_use_id,
+                phase: t.phase,
+                tree: t.tree,
+                ms: t.ms,
+                skipped: t.skipped.filter(|s| !s.is_null()),
+                trusted: ctx.trees_trusted() && t.trusted != Some(false),
+            }],
+            Err(e) => vec![malformed(ty, &e)],
+        };
+    }
+    if !KNOWN.contains(&ty) {
+        return Vec::new();
+    }
+    match HangarLine::deserialize(v) {
+        Ok(line) => vec![event(line, ctx)],
+        Err(e) => vec![malformed(ty, &e)],
+    }
+}
+
+fn malformed(ty: &str, e: &serde_json::Error) -> EventKind {
+    warning(format!("malformed {ty} line: {e}"))
+}
+
+fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
+    match line {
+        HangarLine::Started {
+            harness,
+            policy,
+            uid_split,
+            ..
+        } => {
+            // A new harness process: per-process state starts over.
+            ctx.harness = Some(harness.clone());
+            ctx.uid_split = Some(uid_split);
+            ctx.codex_open.clear();
+            ctx.codex_last_text.clear();
+            ctx.claude_cost = None;
+            EventKind::Started {
+                harness,
+                policy,
+                uid_split,
+            }
+        }
+        HangarLine::Command {
+            seq, kind, outcome, ..
+        } => EventKind::CommandAcked {
+            seq,
+            command: kind,
+            outcome,
+        },
+        HangarLine::Refused {
+            seq,
+            kind,
+            code,
+            reason,
+            ..
+        } => EventKind::CommandRefused {
+            seq,
+            command: kind,
+            code,
+            reason,
+        },
+        HangarLine::Approval {
+            request_id,
+            tool_name,
+            input,
+            tool_use_id,
+        } => {
+            let tool_use_id = resolve_tool_use_id(&tool_name, tool_use_id, ctx);
+            EventKind::ApprovalRequested {
+                request_id,
+                tool_name,
+                input,
+                tool_use_id,
+            }
+        }
+        HangarLine::ApprovalAnswered {
+            request_id,
+            decision,
+            by,
+            seq,
+        } => EventKind::ApprovalAnswered {
+            request_id,
+            decision,
+            by,
+            seq,
+        },
+        HangarLine::TurnEnd {
+            status,
+            reason,
+            handed_back,
+            verify,
+            verify_rounds,
+        } => EventKind::TurnEnd {
+            status,
+            reason,
+            verify,
+            verify_rounds,
+            handed_back,
+        },
+        HangarLine::Verify {
+            round,
+            exit_code,
+            ms,
+            outcome,
+            output_tail,
+        } => EventKind::Verify {
+            round,
+            exit_code,
+            outcome,
+            output_tail,
+            ms,
+        },
+        HangarLine::Warning { message } => EventKind::Warning { message },
+        HangarLine::Error { message } => EventKind::Error { message },
+    }
+}
+
+/// For Codex, the driver's approval line names the app-server's item id, which the exec lines
+/// do not show: pair the request with the first open item of that tool not yet asked about.
+/// Claude Code's `tool_use_id` is the `tool_use` block's id already.
+fn resolve_tool_use_id(
+    tool_name: &str,
+    given: Option<String>,
+    ctx: &mut ParseContext,
+) -> Option<String> {
+    if ctx.harness.as_deref() != Some("codex") {
+        return given;
+    }
+    let name = approval_tool(tool_name);
+    match ctx
+        .codex_open
+        .iter_mut()
+        .find(|o| !o.asked && o.name == name)
+    {
+        Some(open) => {
+            open.asked = true;
+            Some(open.id.clone())
+        }
+        None => given,
+    }
+}

@@ -1,0 +1,68 @@
+//! The one table from error kinds to HTTP statuses. Every error body is
+//! `{"error":{"code":"…","message":"…"}}` with a message a person can act on.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// What went wrong, in kinds that map to statuses.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No or a bad bearer token.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The token is good but may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    /// The request is malformed or names impossible things.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The state does not allow it now (e.g. the turn has ended).
+    #[error("{0}")]
+    Conflict(String),
+    /// The driver refused a command (its reason).
+    #[error("{0}")]
+    Refused(String),
+    /// Something on our side failed; the message says what.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// (status, code) for each kind: the one table.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            ApiError::Refused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "refused"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        if status.is_server_error() {
+            tracing::error!(%code, message = %self, "request failed");
+        }
+        let mut resp = (
+            status,
+            Json(json!({"error": {"code": code, "message": self.to_string()}})),
+        )
+            .into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        resp
+    }
+}

@@ -1,0 +1,296 @@
+//! Opening a [`Store`]: the URL, the connection pool of either backend, and the two macros the
+//! rest of the crate uses to run one SQL text on whichever backend is open.
+//!
+//! Every query is a plain SQL string with `$1`-style parameters, which both SQLite and
+//! PostgreSQL accept; the few places where the dialects differ branch on [`crate::Backend`].
+//! Write transactions on SQLite start with `BEGIN IMMEDIATE`, so a transaction that reads and
+//! then writes waits for the write lock (busy timeout) instead of failing midway.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::types::Json;
+
+use crate::error::StoreError;
+use crate::migrate::{self, Backend};
+use crate::vault::Vault;
+
+/// How long a SQLite writer waits for another one before giving up.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a caller waits for a pooled connection.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The open pool of one backend.
+#[derive(Clone)]
+pub(crate) enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// The control plane's store. Cheap to clone (the pool is shared); see the crate docs.
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) db: Db,
+    pub(crate) vault: Option<Arc<Vault>>,
+    url: String,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("url", &self.url)
+            .field("vault", &self.vault.is_some())
+            .finish()
+    }
+}
+
+/// Runs `$body` with `$pool` bound to the open backend's pool (a different type in each arm,
+/// so the body is compiled once per backend).
+macro_rules! on_db {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.db {
+            $crate::db::Db::Sqlite($pool) => $body,
+            $crate::db::Db::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Runs `$body` in a write transaction bound to `$tx` and commits it; an early return (`?`)
+/// drops the transaction, which rolls it back.
+macro_rules! in_tx {
+    ($store:expr, $tx:ident => $body:block) => {
+        match &$store.db {
+            $crate::db::Db::Sqlite(pool) => {
+                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let out = $body;
+                $tx.commit().await?;
+                out
+            }
+            $crate::db::Db::Postgres(pool) => {
+                let mut $tx = pool.begin().await?;
+                let out = $body;
+                $tx.commit().await?;
+                out
+            }
+        }
+    };
+}
+
+pub(crate) use {in_tx, on_db};
+
+impl Store {
+    /// Opens (and migrates) the database at `url`:
+    /// - `sqlite:///ABSOLUTE/PATH.db`: created (mode 0600) if missing; WAL, foreign keys on,
+    ///   a busy timeout of 30 s;
+    /// - `postgres://USER:PASSWORD@HOST:PORT/DB` (or `postgresql://`), with sqlx's URL
+    ///   parameters (e.g. `?options=-c%20search_path%3DSCHEMA` to use a schema).
+    ///
+    /// Fails with [`StoreError::TooNew`] if a newer hangar migrated the database.
+    pub async fn open(url: &str) -> Result<Store, StoreError> {
+        let shown = redact_url(url);
+        let db = if let Some(path) = url.strip_prefix("sqlite://") {
+            open_sqlite(path, &shown).await?
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let opts = PgConnectOptions::from_str(url).map_err(|e| StoreError::BadUrl {
+                url: shown.clone(),
+                why: e.to_string(),
+            })?;
+            let pool = PgPoolOptions::new()
+                .max_connections(8)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .connect_with(opts)
+                .await
+                .map_err(|source| StoreError::Open {
+                    url: shown.clone(),
+                    source,
+                })?;
+            Db::Postgres(pool)
+        } else {
+            return Err(StoreError::BadUrl {
+                url: shown,
+                why: "it must start with sqlite:// or postgres://".into(),
+            });
+        };
+        migrate::run(&db).await?;
+        Ok(Store {
+            db,
+            vault: None,
+            url: shown,
+        })
+    }
+
+    /// Which backend this store runs on.
+    pub fn backend(&self) -> Backend {
+        match self.db {
+            Db::Sqlite(_) => Backend::Sqlite,
+            Db::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// The URL it was opened with, password removed.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The schema version the database is at.
+    pub async fn schema_version(&self) -> Result<i64, StoreError> {
+        let v: Option<i64> = on_db!(self, pool => {
+            sqlx::query_scalar("SELECT MAX(version) FROM schema_version")
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(v.unwrap_or(0))
+    }
+
+    /// Closes the pool, waiting for connections in use to come back.
+    pub async fn close(&self) {
+        on_db!(self, pool => pool.close().await)
+    }
+}
+
+async fn open_sqlite(path: &str, shown: &str) -> Result<Db, StoreError> {
+    let bad = |why: &str| StoreError::BadUrl {
+        url: shown.to_owned(),
+        why: why.to_owned(),
+    };
+    if !path.starts_with('/') {
+        return Err(bad(
+            "the path must be absolute (three slashes: sqlite:///...)",
+        ));
+    }
+    if path.contains('?') {
+        return Err(bad("query parameters are not supported"));
+    }
+    let path = Path::new(path);
+    match path.parent() {
+        Some(dir) if dir.is_dir() => {}
+        _ => return Err(bad("its folder does not exist; create it first")),
+    }
+    create_private(path).map_err(|e| StoreError::Open {
+        url: shown.to_owned(),
+        source: sqlx::Error::Io(e),
+    })?;
+    let opts = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .foreign_keys(true)
+        .busy_timeout(SQLITE_BUSY_TIMEOUT);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect_with(opts)
+        .await
+        .map_err(|source| StoreError::Open {
+            url: shown.to_owned(),
+            source,
+        })?;
+    Ok(Db::Sqlite(pool))
+}
+
+/// Creates an empty database file readable by its owner only (SQLite gives its `-wal` and
+/// `-shm` files the same mode); an existing file is left as it is.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `url` with the password (between `:` and `@` after the scheme) replaced by `***`.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// Typed column access, implemented for both backends' rows so row-to-struct functions are
+/// written once.
+pub(crate) trait Cols {
+    fn text(&self, c: &str) -> Result<String, StoreError>;
+    fn opt_text(&self, c: &str) -> Result<Option<String>, StoreError>;
+    fn int(&self, c: &str) -> Result<i64, StoreError>;
+    fn opt_int(&self, c: &str) -> Result<Option<i64>, StoreError>;
+    fn opt_float(&self, c: &str) -> Result<Option<f64>, StoreError>;
+    fn flag(&self, c: &str) -> Result<bool, StoreError>;
+    fn json(&self, c: &str) -> Result<Value, StoreError>;
+    fn opt_json(&self, c: &str) -> Result<Option<Value>, StoreError>;
+}
+
+macro_rules! impl_cols {
+    ($row:ty) => {
+        impl Cols for $row {
+            fn text(&self, c: &str) -> Result<String, StoreError> {
+                Ok(self.try_get(c)?)
+            }
+            fn opt_text(&self, c: &str) -> Result<Option<String>, StoreError> {
+                Ok(self.try_get(c)?)
+            }
+            fn int(&self, c: &str) -> Result<i64, StoreError> {
+                Ok(self.try_get(c)?)
+            }
+            fn opt_int(&self, c: &str) -> Result<Option<i64>, StoreError> {
+                Ok(self.try_get(c)?)
+            }
+            fn opt_float(&self, c: &str) -> Result<Option<f64>, StoreError> {
+                Ok(self.try_get(c)?)
+            }
+            fn flag(&self, c: &str) -> Result<bool, StoreError> {
+                Ok(self.try_get(c)?)
+            }
+            fn json(&self, c: &str) -> Result<Value, StoreError> {
+                let Json(v): Json<Value> = self.try_get(c)?;
+                Ok(v)
+            }
+            fn opt_json(&self, c: &str) -> Result<Option<Value>, StoreError> {
+                let v: Option<Json<Value>> = self.try_get(c)?;
+                Ok(v.map(|Json(v)| v))
+            }
+        }
+    };
+}
+
+impl_cols!(SqliteRow);
+impl_cols!(PgRow);
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(
+            redact_url("postgres://hangar:s3cret@127.0.0.1:5433/db?x=1"),
+            "postgres://hangar:***@127.0.0.1:5433/db?x=1"
+        );
+        assert_eq!(redact_url("postgres://h@host/db"), "postgres://h@host/db");
+        assert_eq!(redact_url("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
+    }
+}

@@ -1,0 +1,227 @@
+//! Events: what the run watchers turn run-log lines into, and what the API pages through (SSE).
+//!
+//! [`Store::commit_events`] is the exactly-once step: in one transaction it moves a run's log
+//! cursor from where the watcher read it to where it stopped, and inserts the events of those
+//! bytes. If the cursor is no longer where the watcher read it, another watcher (or replica)
+//! committed them first: nothing is written and [`StoreError::CursorMoved`] says so.
+//!
+//! Event ids grow in commit order, so a reader that has seen id N never later finds a new
+//! event below N: SQLite has one writer at a time; on PostgreSQL every event insert holds a
+//! transaction-level advisory lock (per schema) until its commit, so ids are handed out in
+//! the order transactions commit.
+//!
+//! PostgreSQL's jsonb cannot hold U+0000, so the NUL character in any JSON string is stored as
+//! U+FFFD on both backends (one behaviour whatever the backend).
+//!
+//! Non-goals: parsing run logs, notifying listeners (poll `events_after`, or LISTEN later).
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+use sqlx::types::Json;
+
+use crate::db::{Cols, in_tx, on_db};
+use crate::error::StoreError;
+use crate::migrate::Backend;
+use crate::model::*;
+use crate::{Store, now_ms};
+
+/// The most events one `events_after` call returns.
+pub const MAX_PAGE: i64 = 1000;
+
+const ORDER_LOCK: &str = "SELECT pg_advisory_xact_lock(4243, hashtext(current_schema()))";
+const INSERT: &str = "INSERT INTO events (session_id, run_id, kind, payload, created_at) \
+                      VALUES ($1, $2, $3, $4, $5) RETURNING id";
+
+/// `v` with every NUL character (in strings and keys) replaced by U+FFFD.
+pub(crate) fn storable(v: &Value) -> Cow<'_, Value> {
+    fn has_nul(v: &Value) -> bool {
+        match v {
+            Value::String(s) => s.contains('\0'),
+            Value::Array(a) => a.iter().any(has_nul),
+            Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+            _ => false,
+        }
+    }
+    fn clean(v: &Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(s.replace('\0', "\u{FFFD}")),
+            Value::Array(a) => Value::Array(a.iter().map(clean).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, v)| (k.replace('\0', "\u{FFFD}"), clean(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    if has_nul(v) {
+        Cow::Owned(clean(v))
+    } else {
+        Cow::Borrowed(v)
+    }
+}
+
+fn event_from(r: &impl Cols) -> Result<Event, StoreError> {
+    Ok(Event {
+        id: r.int("id")?,
+        session_id: r.text("session_id")?,
+        run_id: r.opt_text("run_id")?,
+        kind: r.text("kind")?,
+        payload: r.json("payload")?,
+        created_at: r.int("created_at")?,
+    })
+}
+
+impl Store {
+    /// In one transaction: checks that run `run_id`'s log cursor is `expected_cursor`, sets it
+    /// to `new_cursor`, and stores `events` (in order) under the run's session. Returns the
+    /// events' ids. If the cursor moved, nothing is written ([`StoreError::CursorMoved`]).
+    pub async fn commit_events(
+        &self,
+        run_id: &str,
+        expected_cursor: i64,
+        new_cursor: i64,
+        events: &[NewEvent],
+    ) -> Result<Vec<i64>, StoreError> {
+        self.commit_events_with_state(run_id, expected_cursor, new_cursor, events, None)
+            .await
+    }
+
+    /// [`Store::commit_events`], also storing the watcher's parser `state` at `new_cursor` in the
+    /// same transaction (so a restarted watcher resumes the parse exactly where the cursor is).
+    pub async fn commit_events_with_state(
+        &self,
+        run_id: &str,
+        expected_cursor: i64,
+        new_cursor: i64,
+        events: &[NewEvent],
+        state: Option<&Value>,
+    ) -> Result<Vec<i64>, StoreError> {
+        if new_cursor < expected_cursor {
+            return Err(StoreError::Invalid(format!(
+                "run {run_id}: the log cursor only moves forward ({expected_cursor} -> {new_cursor})"
+            )));
+        }
+        let postgres = self.backend() == Backend::Postgres;
+        let now = now_ms();
+        let ids = in_tx!(self, tx => {
+            // The row's write lock makes a concurrent committer wait, then find the cursor moved.
+            let turn: Option<String> = sqlx::query_scalar(
+                "UPDATE runs SET log_cursor = $3, watch_state = COALESCE($4, watch_state) \
+                 WHERE id = $1 AND log_cursor = $2 RETURNING turn_id",
+            )
+            .bind(run_id)
+            .bind(expected_cursor)
+            .bind(new_cursor)
+            .bind(state.map(|s| Json(s.clone())))
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(turn) = turn else {
+                let found: Option<i64> =
+                    sqlx::query_scalar("SELECT log_cursor FROM runs WHERE id = $1")
+                        .bind(run_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                return Err(match found {
+                    None => StoreError::NotFound { what: "run", key: run_id.to_owned() },
+                    Some(found) => StoreError::CursorMoved {
+                        run: run_id.to_owned(),
+                        expected: expected_cursor,
+                        found,
+                    },
+                });
+            };
+            let session: String = sqlx::query_scalar("SELECT session_id FROM turns WHERE id = $1")
+                .bind(&turn)
+                .fetch_one(&mut *tx)
+                .await?;
+            if postgres && !events.is_empty() {
+                sqlx::query(ORDER_LOCK).execute(&mut *tx).await?;
+            }
+            let mut ids = Vec::with_capacity(events.len());
+            for e in events {
+                let id: i64 = sqlx::query_scalar(INSERT)
+                    .bind(&session)
+                    .bind(run_id)
+                    .bind(&e.kind)
+                    .bind(Json(storable(&e.payload)))
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                ids.push(id);
+            }
+            ids
+        });
+        Ok(ids)
+    }
+
+    /// Stores one event that no run log produced (e.g. `turn.queued`), optionally tied to a run.
+    pub async fn append_event(
+        &self,
+        session_id: &str,
+        run_id: Option<&str>,
+        event: &NewEvent,
+    ) -> Result<i64, StoreError> {
+        let postgres = self.backend() == Backend::Postgres;
+        let id = in_tx!(self, tx => {
+            if postgres {
+                sqlx::query(ORDER_LOCK).execute(&mut *tx).await?;
+            }
+            let id: i64 = sqlx::query_scalar(INSERT)
+                .bind(session_id)
+                .bind(run_id)
+                .bind(&event.kind)
+                .bind(Json(storable(&event.payload)))
+                .bind(now_ms())
+                .fetch_one(&mut *tx)
+                .await?;
+            id
+        });
+        Ok(id)
+    }
+
+    /// Up to `limit` (1 to [`MAX_PAGE`]) events of `scope` with ids above `after_id`, oldest
+    /// first. Start with `after_id = 0`; go on from the last id returned.
+    pub async fn events_after(
+        &self,
+        scope: EventScope<'_>,
+        after_id: i64,
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let limit = limit.clamp(1, MAX_PAGE);
+        let (sql, key) = match scope {
+            EventScope::Session(s) => (
+                "SELECT id, session_id, run_id, kind, payload, created_at FROM events \
+                 WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+                s,
+            ),
+            EventScope::Run(r) => (
+                "SELECT id, session_id, run_id, kind, payload, created_at FROM events \
+                 WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+                r,
+            ),
+        };
+        on_db!(self, pool => {
+            let q = sqlx::query(sql).bind(key).bind(after_id).bind(limit);
+            q.fetch_all(pool).await?.iter().map(event_from).collect()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn nul_characters_become_replacement_characters() {
+        let v = json!({"a\u{0}": ["x\u{0}y", 1, {"b": "ok"}]});
+        assert_eq!(
+            storable(&v).into_owned(),
+            json!({"a\u{FFFD}": ["x\u{FFFD}y", 1, {"b": "ok"}]})
+        );
+        let clean = json!({"a": "b"});
+        assert!(matches!(storable(&clean), Cow::Borrowed(_)));
+    }
+}

@@ -1,0 +1,192 @@
+//! Schema migrations: versioned SQL files in `migrations/{sqlite,postgres}/NNNN_name.sql`,
+//! embedded at compile time, applied in order by [`crate::Store::open`] inside one
+//! transaction and recorded (version, name, SHA-256 of the SQL, time) in `schema_version`.
+//!
+//! Concurrent openers (several replicas starting at once) serialize: SQLite on its write lock
+//! (`BEGIN IMMEDIATE`), PostgreSQL on a transaction-level advisory lock keyed by the current
+//! schema. A database at a version newer than this build knows is refused
+//! ([`StoreError::TooNew`]); one whose applied migration differs from this build's copy is
+//! refused too ([`StoreError::MigrationChanged`]), since a released migration must never change.
+//!
+//! Non-goals: no down-migrations (restore a backup instead), no migrations written in Rust.
+
+use sha2::{Digest, Sha256};
+use sqlx::Row;
+
+use crate::db::Db;
+use crate::error::StoreError;
+
+/// The two database backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A SQLite file.
+    Sqlite,
+    /// A PostgreSQL database.
+    Postgres,
+}
+
+/// One schema version: the same change written once per backend.
+#[derive(Debug)]
+pub(crate) struct Migration {
+    pub(crate) version: i64,
+    pub(crate) name: &'static str,
+    pub(crate) sqlite: &'static str,
+    pub(crate) postgres: &'static str,
+}
+
+/// Every migration, oldest first. Adding one: write both files with the next number and add
+/// the line here (a test checks the folders and this list agree).
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
+    postgres: include_str!("../migrations/postgres/0001_init.sql"),
+}];
+
+/// The newest schema version this build knows.
+pub const KNOWN_SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;
+
+const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (
+    version BIGINT PRIMARY KEY,
+    name TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    applied_at BIGINT NOT NULL
+)";
+
+impl Migration {
+    fn sql(&self, backend: Backend) -> &'static str {
+        match backend {
+            Backend::Sqlite => self.sqlite,
+            Backend::Postgres => self.postgres,
+        }
+    }
+
+    fn checksum(&self, backend: Backend) -> String {
+        hex::encode(Sha256::digest(self.sql(backend).as_bytes()))
+    }
+}
+
+/// What the database says was applied: (version, name, checksum).
+type Applied = Vec<(i64, String, String)>;
+
+/// Decides what to apply, given what was applied. Errors leave the database untouched.
+fn plan(applied: &Applied, backend: Backend) -> Result<Vec<&'static Migration>, StoreError> {
+    let found = applied.iter().map(|a| a.0).max().unwrap_or(0);
+    if found > KNOWN_SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            found,
+            known: KNOWN_SCHEMA_VERSION,
+        });
+    }
+    for (version, _, checksum) in applied {
+        if let Some(m) = MIGRATIONS.iter().find(|m| m.version == *version)
+            && m.checksum(backend) != *checksum
+        {
+            return Err(StoreError::MigrationChanged {
+                version: m.version,
+                name: m.name.to_owned(),
+            });
+        }
+    }
+    Ok(MIGRATIONS.iter().filter(|m| m.version > found).collect())
+}
+
+/// The body of the migration transaction, the same text for both backends' `$tx`.
+macro_rules! migrate_in {
+    ($tx:ident, $backend:expr) => {{
+        sqlx::raw_sql(CREATE_VERSION_TABLE)
+            .execute(&mut *$tx)
+            .await?;
+        let rows = sqlx::query("SELECT version, name, checksum FROM schema_version")
+            .fetch_all(&mut *$tx)
+            .await?;
+        let mut applied: Applied = Vec::with_capacity(rows.len());
+        for r in &rows {
+            applied.push((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?));
+        }
+        for m in plan(&applied, $backend)? {
+            sqlx::raw_sql(m.sql($backend))
+                .execute(&mut *$tx)
+                .await
+                .map_err(|source| StoreError::Migration {
+                    version: m.version,
+                    name: m.name.to_owned(),
+                    source,
+                })?;
+            sqlx::query(
+                "INSERT INTO schema_version (version, name, checksum, applied_at) \
+                 VALUES ($1, $2, $3, $4)",
+            )
+            .bind(m.version)
+            .bind(m.name)
+            .bind(m.checksum($backend))
+            .bind(crate::now_ms())
+            .execute(&mut *$tx)
+            .await?;
+        }
+    }};
+}
+
+/// Brings the database up to [`KNOWN_SCHEMA_VERSION`] in one transaction.
+pub(crate) async fn run(db: &Db) -> Result<(), StoreError> {
+    match db {
+        Db::Sqlite(pool) => {
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+            migrate_in!(tx, Backend::Sqlite);
+            tx.commit().await?;
+        }
+        Db::Postgres(pool) => {
+            let mut tx = pool.begin().await?;
+            sqlx::query("SELECT pg_advisory_xact_lock(4242, hashtext(current_schema()))")
+                .execute(&mut *tx)
+                .await?;
+            migrate_in!(tx, Backend::Postgres);
+            tx.commit().await?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_folders_and_the_list_agree() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        for backend in ["sqlite", "postgres"] {
+            let mut files: Vec<String> = std::fs::read_dir(root.join(backend))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            files.sort();
+            let listed: Vec<String> = MIGRATIONS
+                .iter()
+                .map(|m| format!("{:04}_{}.sql", m.version, m.name))
+                .collect();
+            assert_eq!(files, listed, "{backend}");
+        }
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "versions are 1, 2, 3, ...");
+        }
+    }
+
+    #[test]
+    fn newer_and_changed_databases_are_refused() {
+        let ok = vec![(
+            1,
+            "init".to_owned(),
+            MIGRATIONS[0].checksum(Backend::Sqlite),
+        )];
+        assert!(plan(&ok, Backend::Sqlite).unwrap().is_empty());
+        assert_eq!(plan(&Vec::new(), Backend::Postgres).unwrap().len(), 1);
+        let newer = vec![(KNOWN_SCHEMA_VERSION + 1, "x".to_owned(), String::new())];
+        let err = plan(&newer, Backend::Sqlite).unwrap_err();
+        assert!(err.to_string().contains("upgrade hangar"), "{err}");
+        let changed = vec![(1, "init".to_owned(), "00".to_owned())];
+        assert!(matches!(
+            plan(&changed, Backend::Sqlite),
+            Err(StoreError::MigrationChanged { version: 1, .. })
+        ));
+    }
+}

@@ -1,0 +1,351 @@
+//! The entities the store keeps, as plain Rust values: what the methods of [`crate::Store`]
+//! take and return. Timestamps are milliseconds since the Unix epoch; JSON is
+//! [`serde_json::Value`] (TEXT in SQLite, jsonb in PostgreSQL).
+//!
+//! Non-goals: no behaviour beyond parsing the closed sets of words the database stores.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::Value;
+
+use crate::error::StoreError;
+
+/// A closed set of words stored as TEXT, with `as_str`, `Display` and `FromStr`.
+macro_rules! text_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vm])* $variant),+ }
+
+        impl $name {
+            /// The word stored in the database.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = StoreError;
+            fn from_str(s: &str) -> Result<Self, StoreError> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(StoreError::Corrupt {
+                        what: stringify!($name),
+                        why: format!("unknown value {other:?}"),
+                    }),
+                }
+            }
+        }
+    };
+}
+
+text_enum!(
+    /// The agent a session runs.
+    Harness { Claude = "claude", Codex = "codex" }
+);
+text_enum!(
+    /// How tool calls are governed.
+    Policy { Auto = "auto", Ask = "ask", Governed = "governed" }
+);
+text_enum!(
+    /// Where a turn is.
+    TurnState { Queued = "queued", Running = "running", Ended = "ended", Refused = "refused" }
+);
+text_enum!(
+    /// Whether a run's driver may still write to its log.
+    RunState { Live = "live", Ended = "ended" }
+);
+text_enum!(
+    /// The driver's signed answer to a command.
+    AckStatus { Done = "done", Refused = "refused", Ended = "ended" }
+);
+text_enum!(
+    /// A person's answer to a permission request.
+    Decision { Allow = "allow", Deny = "deny" }
+);
+
+/// A named environment: what a sandbox is made from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Environment {
+    /// Unique name.
+    pub name: String,
+    /// Its specification (free-form JSON owned by the control plane).
+    pub spec: Value,
+    /// When it was created.
+    pub created_at: i64,
+}
+
+/// A place where agents work (a local folder for now).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    /// Its id.
+    pub id: String,
+    /// The environment's name.
+    pub environment: String,
+    /// What kind of place (`local` for now).
+    pub kind: String,
+    /// The folder the agent works in.
+    pub workdir: String,
+    /// The email of the person it belongs to.
+    pub person: String,
+    /// When it was created.
+    pub created_at: i64,
+}
+
+/// What [`crate::Store::create_sandbox`] takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSandbox {
+    /// Its id (see [`crate::new_id`]).
+    pub id: String,
+    /// An existing environment's name.
+    pub environment: String,
+    /// What kind of place.
+    pub kind: String,
+    /// The folder.
+    pub workdir: String,
+    /// The owner's email.
+    pub person: String,
+}
+
+/// A conversation with one harness in one sandbox: a sequence of turns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// Its id.
+    pub id: String,
+    /// The sandbox it runs in.
+    pub sandbox_id: String,
+    /// The agent.
+    pub harness: Harness,
+    /// The policy for tool calls.
+    pub policy: Policy,
+    /// The harness's own session (Claude Code) or thread (Codex) id, once known.
+    pub harness_session_id: Option<String>,
+    /// How its turns run (model, codex config, verify, ...): the control plane's JSON object.
+    pub options: Value,
+    /// How many turns it has had.
+    pub turn_count: i64,
+    /// When it was created.
+    pub created_at: i64,
+}
+
+/// Token totals of a turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Input tokens.
+    pub input: i64,
+    /// Output tokens.
+    pub output: i64,
+    /// Cached input tokens.
+    pub cached: i64,
+}
+
+/// One prompt and everything the agent did with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    /// Its id.
+    pub id: String,
+    /// Its session.
+    pub session_id: String,
+    /// 0 for the session's first turn, then 1, 2, ...
+    pub index: i64,
+    /// The run that executes it, once started.
+    pub run_id: Option<String>,
+    /// Where it is.
+    pub state: TurnState,
+    /// Its exit status once ended (0 success, 1 failed, 130 interrupted, ...).
+    pub status: Option<i64>,
+    /// Why it was refused or how it ended, in words.
+    pub reason: Option<String>,
+    /// The prompt.
+    pub prompt: String,
+    /// What the turn changed (JSON owned by the control plane).
+    pub manifest: Option<Value>,
+    /// The job's check: its state in words.
+    pub verify_state: Option<String>,
+    /// Token totals.
+    pub usage: Usage,
+    /// Its cost in US dollars, when known.
+    pub cost_usd: Option<f64>,
+    /// When it was queued.
+    pub created_at: i64,
+    /// When it started running.
+    pub started_at: Option<i64>,
+    /// When it ended or was refused.
+    pub ended_at: Option<i64>,
+}
+
+/// A change of a turn's state (see [`crate::Store::update_turn_state`]); each `Some` field is
+/// written, each `None` field is left as it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnUpdate {
+    /// The new state.
+    pub state: TurnState,
+    /// Exit status.
+    pub status: Option<i64>,
+    /// Reason in words.
+    pub reason: Option<String>,
+    /// Manifest.
+    pub manifest: Option<Value>,
+    /// The check's state.
+    pub verify_state: Option<String>,
+    /// Token totals (replace the stored ones).
+    pub usage: Option<Usage>,
+    /// Cost.
+    pub cost_usd: Option<f64>,
+}
+
+impl TurnUpdate {
+    /// A change of state only.
+    pub fn to(state: TurnState) -> TurnUpdate {
+        TurnUpdate {
+            state,
+            status: None,
+            reason: None,
+            manifest: None,
+            verify_state: None,
+            usage: None,
+            cost_usd: None,
+        }
+    }
+}
+
+/// One driver process executing one turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// Its id (also its control folder's name).
+    pub id: String,
+    /// The turn it executes.
+    pub turn_id: String,
+    /// Its control folder.
+    pub ctl_path: String,
+    /// How far the watcher has read its log: a byte offset.
+    pub log_cursor: i64,
+    /// The watcher's parser state at `log_cursor` (committed with it), if any.
+    pub watch_state: Option<Value>,
+    /// Live or ended.
+    pub state: RunState,
+    /// The driver's process id, when known.
+    pub driver_pid: Option<i64>,
+    /// Whether the vault still holds its key (false once destroyed).
+    pub has_key: bool,
+    /// When it was created.
+    pub created_at: i64,
+    /// When it ended.
+    pub ended_at: Option<i64>,
+}
+
+/// What [`crate::Store::create_run`] takes (the run key is passed beside it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRun {
+    /// Its id.
+    pub id: String,
+    /// A queued turn.
+    pub turn_id: String,
+    /// Its control folder.
+    pub ctl_path: String,
+    /// The driver's process id, when known.
+    pub driver_pid: Option<i64>,
+}
+
+/// A signed command sent to a run, and the driver's answer once it came.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Command {
+    /// The run.
+    pub run_id: String,
+    /// The command's sequence number in the run.
+    pub seq: i64,
+    /// `prompt`, `steer`, `interrupt`, `approve`, `deny`, `end`.
+    pub kind: String,
+    /// The command's body.
+    pub body: Value,
+    /// Who sent it (email, or `hangar` for the control plane itself).
+    pub sent_by: String,
+    /// When it was sent.
+    pub sent_at: i64,
+    /// The driver's answer.
+    pub ack: Option<AckStatus>,
+    /// The answer's reason, if any.
+    pub ack_reason: Option<String>,
+    /// When the answer came.
+    pub acked_at: Option<i64>,
+}
+
+/// A permission request of a run, and its answer once given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approval {
+    /// The run.
+    pub run_id: String,
+    /// The harness's request id.
+    pub request_id: String,
+    /// The tool asking.
+    pub tool_name: String,
+    /// The tool's input.
+    pub input: Value,
+    /// When it was asked.
+    pub requested_at: i64,
+    /// The answer.
+    pub decision: Option<Decision>,
+    /// Who answered.
+    pub answered_by: Option<String>,
+    /// The reason given with a deny, or a note.
+    pub note: Option<String>,
+    /// When it was answered.
+    pub answered_at: Option<i64>,
+}
+
+/// An event to store (see [`crate::Store::commit_events`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// What happened (`assistant`, `tool_use`, `result`, ...).
+    pub kind: String,
+    /// Its data.
+    pub payload: Value,
+}
+
+/// A stored event. Ids grow in commit order, so `id` is a cursor for paging and SSE.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Global, increasing id.
+    pub id: i64,
+    /// The session it belongs to.
+    pub session_id: String,
+    /// The run that produced it, if any.
+    pub run_id: Option<String>,
+    /// What happened.
+    pub kind: String,
+    /// Its data.
+    pub payload: Value,
+    /// When it was stored.
+    pub created_at: i64,
+}
+
+/// Whose events [`crate::Store::events_after`] pages through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventScope<'a> {
+    /// All events of a session, across its runs.
+    Session(&'a str),
+    /// The events of one run.
+    Run(&'a str),
+}
+
+/// An API token's record (never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiToken {
+    /// Its id (shown in lists, used to revoke).
+    pub id: String,
+    /// The person it authenticates.
+    pub person: String,
+    /// SHA-256 of the token, hex.
+    pub token_hash: String,
+    /// When it was made.
+    pub created_at: i64,
+    /// When it was revoked.
+    pub revoked_at: Option<i64>,
+}

@@ -1,0 +1,124 @@
+//! Runs: one driver process executing one turn. Created with its key sealed by the vault; the
+//! run watchers find the live ones, with their log cursors, after a restart.
+//!
+//! Non-goals: starting or watching drivers (the control plane does), moving the cursor outside
+//! [`Store::commit_events`].
+
+use crate::db::{Cols, in_tx, on_db};
+use crate::error::StoreError;
+use crate::model::*;
+use crate::secrets::RUN_KEY;
+use crate::vault::Secret;
+use crate::{Store, now_ms};
+
+const RUN_COLS: &str = "id, turn_id, ctl_path, log_cursor, watch_state, state, driver_pid, \
+     run_key IS NOT NULL AS has_key, created_at, ended_at";
+
+fn run_from(r: &impl Cols) -> Result<Run, StoreError> {
+    Ok(Run {
+        id: r.text("id")?,
+        turn_id: r.text("turn_id")?,
+        ctl_path: r.text("ctl_path")?,
+        log_cursor: r.int("log_cursor")?,
+        watch_state: r.opt_json("watch_state")?,
+        state: r.text("state")?.parse()?,
+        driver_pid: r.opt_int("driver_pid")?,
+        has_key: r.flag("has_key")?,
+        created_at: r.int("created_at")?,
+        ended_at: r.opt_int("ended_at")?,
+    })
+}
+
+fn no_run(id: &str) -> StoreError {
+    StoreError::NotFound {
+        what: "run",
+        key: id.to_owned(),
+    }
+}
+
+impl Store {
+    /// Creates a live run for a turn that has none yet, with its key sealed by the vault, and
+    /// links the turn to it, in one transaction.
+    pub async fn create_run(&self, run: &NewRun, run_key: &Secret) -> Result<Run, StoreError> {
+        let sealed = self.vault()?.seal(RUN_KEY, &run.id, run_key.expose())?;
+        in_tx!(self, tx => {
+            sqlx::query(
+                "INSERT INTO runs (id, turn_id, ctl_path, run_key, state, driver_pid, created_at) \
+                 VALUES ($1, $2, $3, $4, 'live', $5, $6)",
+            )
+            .bind(&run.id)
+            .bind(&run.turn_id)
+            .bind(&run.ctl_path)
+            .bind(&sealed)
+            .bind(run.driver_pid)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+            let linked = sqlx::query("UPDATE turns SET run_id = $1 WHERE id = $2 AND run_id IS NULL")
+                .bind(&run.id)
+                .bind(&run.turn_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if linked == 0 {
+                return Err(StoreError::Conflict(format!(
+                    "turn {} already has a run",
+                    run.turn_id
+                )));
+            }
+        });
+        self.run(&run.id).await
+    }
+
+    /// The run `id`.
+    pub async fn run(&self, id: &str) -> Result<Run, StoreError> {
+        let sql = format!("SELECT {RUN_COLS} FROM runs WHERE id = $1");
+        on_db!(self, pool => {
+            let q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id);
+            q.fetch_optional(pool).await?.as_ref().map(run_from).transpose()?
+        })
+        .ok_or_else(|| no_run(id))
+    }
+
+    /// The live runs, oldest first, with their cursors: what the watchers re-attach to.
+    pub async fn live_runs(&self) -> Result<Vec<Run>, StoreError> {
+        let sql =
+            format!("SELECT {RUN_COLS} FROM runs WHERE state = 'live' ORDER BY created_at, id");
+        on_db!(self, pool => {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(pool).await?;
+            rows.iter().map(run_from).collect()
+        })
+    }
+
+    /// Records the driver's process id.
+    pub async fn set_driver_pid(&self, run_id: &str, pid: i64) -> Result<(), StoreError> {
+        let n = on_db!(self, pool => {
+            sqlx::query("UPDATE runs SET driver_pid = $2 WHERE id = $1")
+                .bind(run_id)
+                .bind(pid)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        if n == 0 {
+            return Err(no_run(run_id));
+        }
+        Ok(())
+    }
+
+    /// Marks a run ended; true if it was live.
+    pub async fn end_run(&self, run_id: &str) -> Result<bool, StoreError> {
+        let n = on_db!(self, pool => {
+            sqlx::query("UPDATE runs SET state = 'ended', ended_at = $2 WHERE id = $1 AND state = 'live'")
+                .bind(run_id)
+                .bind(now_ms())
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        if n == 0 {
+            self.run(run_id).await?;
+        }
+        Ok(n > 0)
+    }
+}

@@ -1,0 +1,285 @@
+//! Round trips of environments, sandboxes, sessions, turns, runs, commands and approvals.
+
+use hangar_store::*;
+use serde_json::json;
+
+use crate::common::*;
+
+crate::common::suite!(
+    environments_sandboxes_sessions_round_trip,
+    turns_are_numbered_and_move_through_states,
+    runs_commands_and_acks,
+    approvals_pending_and_answered_once,
+);
+
+async fn environments_sandboxes_sessions_round_trip(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open().await;
+    let (session, _) = seed(&store).await;
+    let env = store.environment("default").await.unwrap();
+    assert_eq!(env.spec, json!({"image": "local"}));
+    assert_eq!(store.environments().await.unwrap(), vec![env]);
+    let dup = store.create_environment("default", &json!({})).await;
+    assert!(matches!(dup, Err(StoreError::Conflict(_))), "{dup:?}");
+
+    let sb = store.sandbox("sb-1").await.unwrap();
+    assert_eq!(
+        (sb.workdir.as_str(), sb.person.as_str()),
+        ("/work/repo", "ada@example.com")
+    );
+    assert_eq!(
+        store
+            .sandboxes(Some("ada@example.com"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .sandboxes(Some("bob@example.com"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let orphan = store
+        .create_sandbox(&NewSandbox {
+            id: "sb-2".into(),
+            environment: "missing".into(),
+            kind: "local".into(),
+            workdir: "/x".into(),
+            person: "ada@example.com".into(),
+        })
+        .await;
+    assert!(matches!(orphan, Err(StoreError::Conflict(_))), "{orphan:?}");
+
+    assert_eq!(session.harness, Harness::Claude);
+    assert_eq!(session.policy, Policy::Ask);
+    assert_eq!(session.harness_session_id, None);
+    store
+        .set_harness_session_id("ses-1", "claude-abc")
+        .await
+        .unwrap();
+    let s = store.session("ses-1").await.unwrap();
+    assert_eq!(s.harness_session_id.as_deref(), Some("claude-abc"));
+    assert_eq!(s.turn_count, 1);
+    assert_eq!(s.options, json!({}), "options start empty");
+    let opts = json!({"model": "m", "codex_config": ["a=1"], "verify": "make test"});
+    store.set_session_options("ses-1", &opts).await.unwrap();
+    assert_eq!(store.session("ses-1").await.unwrap().options, opts);
+    store
+        .create_session("ses-2", "sb-1", Harness::Codex, Policy::Governed)
+        .await
+        .unwrap();
+    let all = store.sessions(Some("sb-1")).await.unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[1].harness, Harness::Codex);
+    assert!(matches!(
+        store.session("nope").await,
+        Err(StoreError::NotFound {
+            what: "session",
+            ..
+        })
+    ));
+    db.cleanup().await;
+}
+
+async fn turns_are_numbered_and_move_through_states(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open().await;
+    let (_, first) = seed(&store).await;
+    assert_eq!((first.index, first.state), (0, TurnState::Queued));
+    // Concurrent turns in one session get distinct, consecutive indexes.
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            s.create_turn(&format!("turn-c{i}"), "ses-1", "p")
+                .await
+                .unwrap()
+                .index
+        }));
+    }
+    let mut idx = Vec::new();
+    for t in tasks {
+        idx.push(t.await.unwrap());
+    }
+    idx.sort();
+    assert_eq!(idx, vec![1, 2, 3, 4, 5, 6]);
+
+    let t = store
+        .update_turn_state("turn-1", &TurnUpdate::to(TurnState::Running))
+        .await
+        .unwrap();
+    assert!(t.started_at.is_some() && t.ended_at.is_none());
+    let mut end = TurnUpdate::to(TurnState::Ended);
+    end.status = Some(0);
+    end.manifest = Some(json!({"files": ["a.rs"]}));
+    end.verify_state = Some("passed".into());
+    end.usage = Some(Usage {
+        input: 10,
+        output: 20,
+        cached: 5,
+    });
+    end.cost_usd = Some(0.25);
+    let t = store.update_turn_state("turn-1", &end).await.unwrap();
+    assert_eq!(t.state, TurnState::Ended);
+    assert_eq!(t.status, Some(0));
+    assert_eq!(t.manifest, Some(json!({"files": ["a.rs"]})));
+    assert_eq!(
+        t.usage,
+        Usage {
+            input: 10,
+            output: 20,
+            cached: 5
+        }
+    );
+    assert_eq!(t.cost_usd, Some(0.25));
+    assert!(t.ended_at.is_some());
+    let again = store
+        .update_turn_state("turn-1", &TurnUpdate::to(TurnState::Running))
+        .await;
+    assert!(
+        matches!(again, Err(StoreError::BadTransition { .. })),
+        "{again:?}"
+    );
+
+    let mut refuse = TurnUpdate::to(TurnState::Refused);
+    refuse.reason = Some("policy: no network".into());
+    let r = store.update_turn_state("turn-c0", &refuse).await.unwrap();
+    assert_eq!(r.reason.as_deref(), Some("policy: no network"));
+    let turns = store.turns("ses-1").await.unwrap();
+    assert_eq!(turns.len(), 7);
+    assert!(turns.windows(2).all(|w| w[0].index < w[1].index));
+    db.cleanup().await;
+}
+
+async fn runs_commands_and_acks(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    let run = seed_run(&store, &turn.id, "run-1").await;
+    assert_eq!(
+        (run.state, run.log_cursor, run.has_key),
+        (RunState::Live, 0, true)
+    );
+    assert_eq!(
+        store.turn("turn-1").await.unwrap().run_id.as_deref(),
+        Some("run-1")
+    );
+    let second = NewRun {
+        id: "run-2".into(),
+        turn_id: turn.id.clone(),
+        ctl_path: "/x".into(),
+        driver_pid: None,
+    };
+    let dup = store.create_run(&second, &secret(b"k")).await;
+    assert!(matches!(dup, Err(StoreError::Conflict(_))), "{dup:?}");
+    assert!(matches!(
+        store.run("run-2").await,
+        Err(StoreError::NotFound { .. })
+    ));
+
+    store.set_driver_pid("run-1", 4242).await.unwrap();
+    let live = store.live_runs().await.unwrap();
+    assert_eq!(live.len(), 1);
+    assert_eq!(
+        (live[0].id.as_str(), live[0].driver_pid),
+        ("run-1", Some(4242))
+    );
+
+    let c = store
+        .record_command(
+            "run-1",
+            1,
+            "steer",
+            &json!({"text": "also docs"}),
+            "ada@example.com",
+        )
+        .await
+        .unwrap();
+    assert_eq!((c.ack, c.acked_at), (None, None));
+    assert!(
+        store
+            .record_ack("run-1", 1, AckStatus::Done, None)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .record_ack("run-1", 1, AckStatus::Refused, Some("late"))
+            .await
+            .unwrap()
+    );
+    store
+        .record_command("run-1", 2, "interrupt", &json!({}), "hangar")
+        .await
+        .unwrap();
+    store
+        .record_ack("run-1", 2, AckStatus::Ended, Some("the turn has ended"))
+        .await
+        .unwrap();
+    let cmds = store.commands("run-1").await.unwrap();
+    assert_eq!(cmds.len(), 2);
+    assert_eq!(cmds[0].ack, Some(AckStatus::Done));
+    assert_eq!(cmds[0].body, json!({"text": "also docs"}));
+    assert_eq!(cmds[1].ack_reason.as_deref(), Some("the turn has ended"));
+    assert!(matches!(
+        store.record_ack("run-1", 9, AckStatus::Done, None).await,
+        Err(StoreError::NotFound { .. })
+    ));
+
+    assert!(store.end_run("run-1").await.unwrap());
+    assert!(!store.end_run("run-1").await.unwrap());
+    assert!(store.live_runs().await.unwrap().is_empty());
+    db.cleanup().await;
+}
+
+async fn approvals_pending_and_answered_once(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    let input = json!({"command": "rm -rf build", "nul": "a\u{0}b"});
+    assert!(
+        store
+            .upsert_approval_requested("run-1", "req-1", "Bash", &input)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .upsert_approval_requested("run-1", "req-1", "Bash", &input)
+            .await
+            .unwrap()
+    );
+    store
+        .upsert_approval_requested("run-1", "req-2", "Edit", &json!({"file": "a"}))
+        .await
+        .unwrap();
+    let pending = store.pending_approvals("run-1").await.unwrap();
+    assert_eq!(pending.len(), 2);
+    assert_eq!(pending[0].input["nul"], json!("a\u{FFFD}b"));
+    let a = store
+        .answer_approval(
+            "run-1",
+            "req-1",
+            Decision::Deny,
+            "ada@example.com",
+            Some("too broad"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.decision, Some(Decision::Deny));
+    assert_eq!(a.answered_by.as_deref(), Some("ada@example.com"));
+    let twice = store
+        .answer_approval("run-1", "req-1", Decision::Allow, "bob@example.com", None)
+        .await
+        .unwrap_err();
+    assert!(twice.to_string().contains("ada@example.com"), "{twice}");
+    let pending = store.pending_approvals("run-1").await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].request_id, "req-2");
+    assert_eq!(store.approvals("run-1", false).await.unwrap().len(), 2);
+    db.cleanup().await;
+}

@@ -1,0 +1,189 @@
+//! Events: exactly-once commits against the run's log cursor, and paging.
+
+use hangar_store::*;
+use serde_json::json;
+
+use crate::common::*;
+
+crate::common::suite!(
+    the_watch_state_is_committed_with_its_cursor,
+    commit_events_is_exactly_once,
+    concurrent_committers_one_wins,
+    events_page_by_session_and_run,
+);
+
+async fn the_watch_state_is_committed_with_its_cursor(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    assert_eq!(store.run("run-1").await.unwrap().watch_state, None);
+    let state = json!({"offset": 120, "harness": "codex", "items": {"call_1": "item_0"}});
+    store
+        .commit_events_with_state("run-1", 0, 120, &[ev("assistant", 1)], Some(&state))
+        .await
+        .unwrap();
+    let run = store.run("run-1").await.unwrap();
+    assert_eq!(
+        (run.log_cursor, run.watch_state),
+        (120, Some(state.clone()))
+    );
+    // A losing committer writes no state either.
+    let other = json!({"offset": 999});
+    assert!(
+        store
+            .commit_events_with_state("run-1", 0, 130, &[], Some(&other))
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        store.run("run-1").await.unwrap().watch_state,
+        Some(state.clone())
+    );
+    // Without a state, the last one stays.
+    store.commit_events("run-1", 120, 121, &[]).await.unwrap();
+    assert_eq!(store.run("run-1").await.unwrap().watch_state, Some(state));
+}
+
+async fn commit_events_is_exactly_once(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    let ids = store
+        .commit_events("run-1", 0, 120, &[ev("assistant", 1), ev("tool_use", 2)])
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 2);
+    assert!(ids[0] < ids[1]);
+    // The same slice again (a watcher that did not see its own commit): nothing written.
+    let again = store
+        .commit_events("run-1", 0, 120, &[ev("assistant", 1), ev("tool_use", 2)])
+        .await
+        .unwrap_err();
+    match again {
+        StoreError::CursorMoved {
+            expected, found, ..
+        } => assert_eq!((expected, found), (0, 120)),
+        other => panic!("expected CursorMoved, got {other:?}"),
+    }
+    assert_eq!(store.run("run-1").await.unwrap().log_cursor, 120);
+    // A slice with no events (blank lines) still moves the cursor.
+    assert!(
+        store
+            .commit_events("run-1", 120, 121, &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store
+        .commit_events("run-1", 121, 200, &[ev("result", 3)])
+        .await
+        .unwrap();
+    let all = store
+        .events_after(EventScope::Run("run-1"), 0, 100)
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = all.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["assistant", "tool_use", "result"]);
+    assert_eq!(all[0].session_id, "ses-1");
+    assert_eq!(all[2].payload, json!({"n": 3, "text": "line 3"}));
+    // After a restart the watcher finds the cursor with the live run.
+    store.close().await;
+    let reopened = db.open_with_vault().await;
+    assert_eq!(reopened.live_runs().await.unwrap()[0].log_cursor, 200);
+    assert!(matches!(
+        reopened.commit_events("run-9", 0, 1, &[]).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        reopened.commit_events("run-1", 200, 100, &[]).await,
+        Err(StoreError::Invalid(_))
+    ));
+    db.cleanup().await;
+}
+
+async fn concurrent_committers_one_wins(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let a = db.open_with_vault().await;
+    let (_, turn) = seed(&a).await;
+    seed_run(&a, &turn.id, "run-1").await;
+    // A second store on the same database: another replica.
+    let b = db.open_with_vault().await;
+    let mut cursor = 0;
+    for round in 0..10 {
+        let next = cursor + 10;
+        let evs = vec![ev("line", round), ev("line", round)];
+        let (ra, rb) = tokio::join!(
+            a.commit_events("run-1", cursor, next, &evs),
+            b.commit_events("run-1", cursor, next, &evs)
+        );
+        let wins = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
+        assert_eq!(wins, 1, "round {round}: {ra:?} {rb:?}");
+        for r in [ra, rb] {
+            if let Err(e) = r {
+                assert!(matches!(e, StoreError::CursorMoved { .. }), "{e:?}");
+            }
+        }
+        cursor = next;
+    }
+    let all = a
+        .events_after(EventScope::Run("run-1"), 0, 1000)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 20, "each slice's events exactly once");
+    assert_eq!(a.run("run-1").await.unwrap().log_cursor, 100);
+    db.cleanup().await;
+}
+
+async fn events_page_by_session_and_run(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    let evs: Vec<NewEvent> = (0..25).map(|n| ev("line", n)).collect();
+    store.commit_events("run-1", 0, 25, &evs).await.unwrap();
+    let t2 = store.create_turn("turn-2", "ses-1", "more").await.unwrap();
+    seed_run(&store, &t2.id, "run-2").await;
+    store.commit_events("run-2", 0, 5, &evs[..5]).await.unwrap();
+    let queued = store
+        .append_event("ses-1", None, &ev("turn.queued", 99))
+        .await
+        .unwrap();
+
+    let mut seen = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store
+            .events_after(EventScope::Run("run-1"), after, 10)
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.len() <= 10);
+        after = page.last().unwrap().id;
+        seen.extend(page);
+    }
+    assert_eq!(seen.len(), 25);
+    assert!(seen.windows(2).all(|w| w[0].id < w[1].id));
+    let ns: Vec<i64> = seen
+        .iter()
+        .map(|e| e.payload["n"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ns, (0..25).collect::<Vec<_>>());
+
+    let session = store
+        .events_after(EventScope::Session("ses-1"), 0, 1000)
+        .await
+        .unwrap();
+    assert_eq!(session.len(), 31);
+    assert_eq!(session.last().unwrap().id, queued);
+    assert_eq!(session.last().unwrap().run_id, None);
+    let tail = store
+        .events_after(EventScope::Session("ses-1"), session[29].id, 1000)
+        .await
+        .unwrap();
+    assert_eq!(tail.len(), 1);
+    db.cleanup().await;
+}

@@ -1,0 +1,148 @@
+//! The vault through the store: run keys and credentials, the key check, moved ciphertexts.
+
+use hangar_store::*;
+
+use crate::common::*;
+
+crate::common::suite!(
+    secrets_round_trip_and_never_reach_the_database,
+    a_wrong_master_key_is_refused,
+    a_moved_ciphertext_does_not_open,
+);
+
+async fn secrets_round_trip_and_never_reach_the_database(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    let run_key: Vec<u8> = (0u8..32)
+        .map(|i| i.wrapping_mul(37).wrapping_add(11))
+        .collect();
+    let run = NewRun {
+        id: "run-1".into(),
+        turn_id: turn.id.clone(),
+        ctl_path: "/h/runs/run-1.ctl".into(),
+        driver_pid: Some(77),
+    };
+    store.create_run(&run, &secret(&run_key)).await.unwrap();
+    let credential = "ghp_TopSecretCredentialValue42";
+    store
+        .set_credential("GITHUB_TOKEN", &Secret::from(credential))
+        .await
+        .unwrap();
+    store
+        .set_credential("OTHER", &Secret::from("x"))
+        .await
+        .unwrap();
+    assert_eq!(store.run_key("run-1").await.unwrap().expose(), &run_key[..]);
+    assert_eq!(
+        store.credential("GITHUB_TOKEN").await.unwrap().expose(),
+        credential.as_bytes()
+    );
+    assert_eq!(
+        store.credential_names().await.unwrap(),
+        ["GITHUB_TOKEN", "OTHER"]
+    );
+    assert!(
+        store
+            .set_credential("bad name", &Secret::from("x"))
+            .await
+            .is_err()
+    );
+
+    let dump = db.dump().await;
+    let key_hex = std::fs::read_to_string(db.key_path()).unwrap();
+    let key_raw = hex::decode(key_hex.trim()).unwrap();
+    assert!(contains(&dump, b"GITHUB_TOKEN"), "the dump holds the names");
+    for (what, needle) in [
+        ("credential", credential.as_bytes().to_vec()),
+        ("run key", run_key.clone()),
+        ("run key hex", hex::encode(&run_key).into_bytes()),
+        ("master key", key_raw.clone()),
+        ("master key hex", key_hex.trim().as_bytes().to_vec()),
+    ] {
+        assert!(!contains(&dump, &needle), "the database holds the {what}");
+    }
+
+    assert!(store.destroy_run_key("run-1").await.unwrap());
+    assert!(!store.run("run-1").await.unwrap().has_key);
+    assert!(matches!(
+        store.run_key("run-1").await,
+        Err(StoreError::NotFound { .. })
+    ));
+    store.put_run_key("run-1", &secret(b"fresh")).await.unwrap();
+    assert_eq!(store.run_key("run-1").await.unwrap().expose(), b"fresh");
+    assert!(store.remove_credential("OTHER").await.unwrap());
+    assert!(!store.remove_credential("OTHER").await.unwrap());
+    assert!(matches!(
+        store.credential("OTHER").await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let plain = db.open().await;
+    assert!(matches!(
+        plain.credential("GITHUB_TOKEN").await,
+        Err(StoreError::NoVault)
+    ));
+    db.cleanup().await;
+}
+
+async fn a_wrong_master_key_is_refused(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    db.open_with_vault().await;
+    let other = db.dir.path().join("other.key");
+    let wrong = Vault::open_or_create(&other).unwrap();
+    let err = db.open().await.with_vault(wrong).await.unwrap_err();
+    match &err {
+        StoreError::Vault(VaultError::WrongMasterKey { key_file }) => assert_eq!(key_file, &other),
+        e => panic!("expected WrongMasterKey, got {e:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains(&other.display().to_string()), "{msg}");
+    assert!(msg.contains("HANGAR_MASTER_KEY_FILE"), "{msg}");
+    // The right key still works.
+    db.open_with_vault().await;
+    db.cleanup().await;
+}
+
+async fn a_moved_ciphertext_does_not_open(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    let t2 = store.create_turn("turn-2", "ses-1", "p").await.unwrap();
+    seed_run(&store, &t2.id, "run-2").await;
+    store
+        .put_run_key("run-2", &secret(b"key two"))
+        .await
+        .unwrap();
+    store
+        .set_credential("A", &Secret::from("value a"))
+        .await
+        .unwrap();
+    store
+        .set_credential("B", &Secret::from("value b"))
+        .await
+        .unwrap();
+    db.exec(
+        "UPDATE runs SET run_key = (SELECT run_key FROM runs WHERE id = 'run-1') \
+         WHERE id = 'run-2'",
+    )
+    .await;
+    db.exec(
+        "UPDATE credentials SET sealed = (SELECT sealed FROM credentials WHERE name = 'A') \
+         WHERE name = 'B'",
+    )
+    .await;
+    let err = store.run_key("run-2").await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::Vault(VaultError::CannotOpen { .. })),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("does not open"), "{err}");
+    assert!(matches!(
+        store.credential("B").await,
+        Err(StoreError::Vault(VaultError::CannotOpen { .. }))
+    ));
+    assert_eq!(store.run_key("run-1").await.unwrap().expose(), &[7u8; 32]);
+    assert_eq!(store.credential("A").await.unwrap().expose(), b"value a");
+    db.cleanup().await;
+}
