@@ -1,0 +1,22 @@
+//! What the control plane's callers see go wrong.
+
+use hangar_protocol::client::MailboxError;
+use hangar_store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Mailbox(#[from] MailboxError),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("cannot start the driver: {0}")]
+    Launch(String),
+    #[error("{0}")]
+    Internal(String),
+}

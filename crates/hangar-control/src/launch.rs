@@ -1,0 +1,196 @@
+//! Starting the driver for a turn, and the turn's manifest (H4).
+//!
+//! The driver is started in a process group of its own with its stdout discarded and its stderr
+//! in `<ctl>/driver.stderr`; a thread reaps it. Nothing ties it to the control plane's process:
+//! when the control plane stops (even `kill -9`), the driver and the harness go on, and the
+//! restarted control plane re-attaches to the run log.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use hangar_core::{Manifest, file_digest};
+use hangar_protocol::env::{HARNESS_ENV_ALLOW, HARNESS_ENV_FIXED};
+use hangar_store::{Harness, Policy};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ControlError;
+
+/// Where hangar's home and the executables a turn needs are.
+#[derive(Clone, Debug)]
+pub struct Tools {
+    pub home: PathBuf,
+    pub driver: PathBuf,
+    pub claude: PathBuf,
+    pub codex: PathBuf,
+    /// Variables set for the driver on top of the control plane's own environment (the driver
+    /// passes only its allow-list on to the harness).
+    pub env: Vec<(String, String)>,
+}
+
+/// How a session's turns run; kept on the session, so every turn runs the same way.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Codex `-c KEY=VALUE` overrides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codex_config: Vec<String>,
+    /// The job's check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_verify_rounds: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_timeout: Option<u32>,
+}
+
+/// Everything one launch needs.
+#[derive(Clone, Debug)]
+pub struct Launch<'a> {
+    pub run_id: &'a str,
+    pub ctl: &'a Path,
+    pub workdir: &'a Path,
+    pub harness: Harness,
+    pub policy: Policy,
+    pub resume: Option<&'a str>,
+    pub options: &'a TurnOptions,
+}
+
+/// The driver's argv (without the program).
+pub fn driver_args(tools: &Tools, l: &Launch<'_>) -> Result<Vec<OsString>, ControlError> {
+    let policy = match l.policy {
+        Policy::Ask => "ask",
+        Policy::Auto => "auto",
+        Policy::Governed => {
+            return Err(ControlError::BadRequest(
+                "policy governed needs Tower, which this hangar does not talk to yet; use ask or auto".into(),
+            ));
+        }
+    };
+    let mut a: Vec<OsString> = vec![
+        "--ctl".into(),
+        l.ctl.into(),
+        "--run".into(),
+        l.run_id.into(),
+    ];
+    a.extend(["--cwd".into(), l.workdir.into()]);
+    a.extend([
+        "--harness".into(),
+        l.harness.as_str().into(),
+        "--policy".into(),
+        policy.into(),
+    ]);
+    match l.harness {
+        Harness::Claude => a.extend(["--claude-bin".into(), tools.claude.clone().into_os_string()]),
+        Harness::Codex => a.extend(["--codex-bin".into(), tools.codex.clone().into_os_string()]),
+    }
+    if let Some(m) = &l.options.model {
+        a.extend(["--model".into(), m.into()]);
+    }
+    for kv in &l.options.codex_config {
+        a.extend(["--codex-config".into(), kv.into()]);
+    }
+    if let Some(r) = l.resume {
+        a.extend(["--resume".into(), r.into()]);
+    }
+    if let Some(v) = &l.options.verify {
+        a.extend(["--verify".into(), v.into()]);
+        if let Some(n) = l.options.max_verify_rounds {
+            a.extend(["--max-verify-rounds".into(), n.to_string().into()]);
+        }
+    }
+    if let Some(t) = l.options.model_timeout {
+        a.extend(["--model-timeout".into(), t.to_string().into()]);
+    }
+    Ok(a)
+}
+
+/// Starts the driver detached; its pid.
+pub fn spawn_driver(tools: &Tools, args: &[OsString], ctl: &Path) -> Result<u32, ControlError> {
+    let stderr = File::create(ctl.join("driver.stderr")).map_err(|e| {
+        ControlError::Launch(format!(
+            "cannot create {}: {e}",
+            ctl.join("driver.stderr").display()
+        ))
+    })?;
+    let mut child = Command::new(&tools.driver)
+        .args(args)
+        .envs(tools.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr))
+        .process_group(0)
+        .spawn()
+        .map_err(|e| {
+            ControlError::Launch(format!(
+                "{}: {e} (set HANGAR_DRIVER_BIN)",
+                tools.driver.display()
+            ))
+        })?;
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(pid)
+}
+
+/// The harness's version, read from its npm package (no process is started: Codex must never
+/// run without its offline settings).
+pub fn harness_version(bin: &Path) -> String {
+    static CACHE: Mutex<Option<HashMap<PathBuf, String>>> = Mutex::new(None);
+    let Ok(mut cache) = CACHE.lock() else {
+        return "unknown".into();
+    };
+    let map = cache.get_or_insert_with(HashMap::new);
+    map.entry(bin.to_owned())
+        .or_insert_with(|| version_from_package(bin).unwrap_or_else(|| "unknown".into()))
+        .clone()
+}
+
+fn version_from_package(bin: &Path) -> Option<String> {
+    let real = bin.canonicalize().ok()?;
+    real.ancestors().skip(1).take(6).find_map(|dir| {
+        let text = std::fs::read_to_string(dir.join("package.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        v.get("version")?.as_str().map(str::to_owned)
+    })
+}
+
+/// The turn's manifest: harness and version, the driver's argv, the names (never the values) of
+/// the variables passed to the harness, the policies, and the driver's digest, sealed with its
+/// `harness_digest`.
+pub fn manifest(tools: &Tools, l: &Launch<'_>, args: &[OsString]) -> Manifest {
+    let bin = match l.harness {
+        Harness::Claude => &tools.claude,
+        Harness::Codex => &tools.codex,
+    };
+    let mut env_names: Vec<String> = HARNESS_ENV_ALLOW
+        .iter()
+        .filter(|n| std::env::var_os(n).is_some())
+        .map(|n| (*n).to_owned())
+        .collect();
+    env_names.extend(HARNESS_ENV_FIXED.iter().map(|(n, _)| (*n).to_owned()));
+    if l.policy == Policy::Auto {
+        env_names.push("IS_SANDBOX".into());
+    }
+    let policy = l.policy.as_str().to_owned();
+    Manifest {
+        harness: l.harness.as_str().into(),
+        harness_version: harness_version(bin),
+        argv: std::iter::once(tools.driver.display().to_string())
+            .chain(args.iter().map(|a| a.to_string_lossy().into_owned()))
+            .collect(),
+        env_names,
+        policy_requested: policy.clone(),
+        policy_effective: policy,
+        hooks: Vec::new(),
+        driver_digest: file_digest(&tools.driver).unwrap_or_else(|_| "unreadable".into()),
+        harness_digest: String::new(),
+    }
+    .sealed()
+}

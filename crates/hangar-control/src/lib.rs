@@ -1,0 +1,23 @@
+//! The control plane: sessions, turns and runs on top of the store, the driver and the run log.
+//!
+//! * [`ControlPlane::start_session`] makes a sandbox (a local folder for now), a session and its
+//!   first turn; each turn is one run of the driver, started detached so a restart of the control
+//!   plane never touches it. The run key lives only in the vault (and, until the driver takes it,
+//!   in the run's control folder).
+//! * A watcher per live run reads the run log from the saved cursor, turns complete lines into
+//!   events and commits events, cursor and parser state in one transaction (S21); after a restart
+//!   [`ControlPlane::reattach`] resumes every live run from where its cursor is.
+//! * Commands (`steer`, `interrupt`, `approve`, `deny`) go through the signed mailbox, recorded
+//!   and audited with the person who sent them. A message that finds the turn ended starts the
+//!   next turn (S19), as do messages the driver handed back.
+//!
+//! Non-goals: no HTTP (the server crate), no sandbox providers yet (local folders only).
+
+mod error;
+mod launch;
+mod plane;
+mod watch;
+
+pub use error::ControlError;
+pub use launch::{Tools, TurnOptions};
+pub use plane::{ControlPlane, Reply, SessionRequest, Started};

@@ -1,0 +1,511 @@
+//! The control plane's operations: sessions, turns, commands, approvals.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hangar_protocol::client::{Delivery, Mailbox, Outcome};
+use hangar_protocol::command::body;
+use hangar_protocol::{Kind, RunKey};
+use hangar_store::{
+    AckStatus, Decision, Harness, NewRun, NewSandbox, Policy, Run, Secret, Session, Store,
+    StoreError, Turn, TurnState, TurnUpdate, new_id,
+};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::error::ControlError;
+use crate::launch::{self, Launch, Tools, TurnOptions};
+
+/// How long a command waits for the driver's signed answer.
+const ACK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A request to start a session.
+#[derive(Clone, Debug)]
+pub struct SessionRequest {
+    pub dir: PathBuf,
+    pub harness: Harness,
+    pub policy: Policy,
+    pub prompt: String,
+    pub person: String,
+    pub options: TurnOptions,
+}
+
+/// What starting a session or a turn made.
+#[derive(Clone, Debug)]
+pub struct Started {
+    pub session: Session,
+    pub turn: Turn,
+    pub run: Run,
+}
+
+/// What became of a command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// The driver carried it out.
+    Done { run: String, seq: u64 },
+    /// The driver refused it (its reason).
+    Refused { run: String, reason: String },
+    /// The turn had ended; the message started the next turn.
+    NextTurn { turn: String, run: String },
+    /// The turn had ended; the command (not a message) had nothing left to act on.
+    Ended { run: String },
+}
+
+/// The control plane.
+#[derive(Debug)]
+pub struct ControlPlane {
+    pub(crate) store: Store,
+    pub(crate) tools: Tools,
+    pub(crate) poll: Duration,
+    newest: watch::Sender<i64>,
+    watching: Mutex<HashSet<String>>,
+}
+
+impl ControlPlane {
+    /// A control plane over `store` (which must have its vault attached).
+    pub fn new(store: Store, tools: Tools) -> Arc<ControlPlane> {
+        let (newest, _) = watch::channel(0);
+        Arc::new(ControlPlane {
+            store,
+            tools,
+            poll: Duration::from_millis(100),
+            newest,
+            watching: Mutex::new(HashSet::new()),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// A receiver that changes whenever events are stored (its value: the newest event id).
+    pub fn subscribe(&self) -> watch::Receiver<i64> {
+        self.newest.subscribe()
+    }
+
+    pub(crate) fn events_stored(&self, newest: i64) {
+        self.newest.send_modify(|v| *v = (*v).max(newest));
+    }
+
+    /// Starts a watcher for every live run (after a restart). Returns how many.
+    pub async fn reattach(self: &Arc<Self>) -> Result<usize, ControlError> {
+        let runs = self.store.live_runs().await?;
+        let n = runs.len();
+        for run in runs {
+            self.watch(run);
+        }
+        Ok(n)
+    }
+
+    /// Starts watching a run unless a watcher already does.
+    pub(crate) fn watch(self: &Arc<Self>, run: Run) {
+        let fresh = self
+            .watching
+            .lock()
+            .map(|mut w| w.insert(run.id.clone()))
+            .unwrap_or(false);
+        if fresh {
+            let me = Arc::clone(self);
+            tokio::spawn(async move {
+                let id = run.id.clone();
+                crate::watch::run_watcher(Arc::clone(&me), run).await;
+                if let Ok(mut w) = me.watching.lock() {
+                    w.remove(&id);
+                }
+            });
+        }
+    }
+
+    /// A new session in a local folder, and its first turn.
+    pub async fn start_session(
+        self: &Arc<Self>,
+        req: SessionRequest,
+    ) -> Result<Started, ControlError> {
+        let dir = req
+            .dir
+            .canonicalize()
+            .map_err(|e| ControlError::BadRequest(format!("{}: {e}", req.dir.display())))?;
+        if !dir.is_dir() {
+            return Err(ControlError::BadRequest(format!(
+                "{} is not a folder",
+                dir.display()
+            )));
+        }
+        if req.prompt.trim().is_empty() {
+            return Err(ControlError::BadRequest("the prompt is empty".into()));
+        }
+        // The embedded default: local folders, no sandbox provider yet.
+        match self
+            .store
+            .create_environment("local", &json!({"provider": "local"}))
+            .await
+        {
+            Ok(()) | Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let sandbox = self
+            .store
+            .create_sandbox(&NewSandbox {
+                id: new_id("sb")?,
+                environment: "local".into(),
+                kind: "local".into(),
+                workdir: dir.display().to_string(),
+                person: req.person.clone(),
+            })
+            .await?;
+        let session = self
+            .store
+            .create_session(&new_id("ses")?, &sandbox.id, req.harness, req.policy)
+            .await?;
+        let options = serde_json::to_value(&req.options)
+            .map_err(|e| ControlError::Internal(e.to_string()))?;
+        self.store
+            .set_session_options(&session.id, &options)
+            .await?;
+        self.store.audit().append(&req.person, "session.started", &json!({"session": session.id, "dir": sandbox.workdir, "harness": req.harness.as_str(), "policy": req.policy.as_str()})).await?;
+        self.start_turn(&session.id, &[req.prompt], &req.person)
+            .await
+    }
+
+    /// Starts the next turn of a session with these messages.
+    pub async fn start_turn(
+        self: &Arc<Self>,
+        session_id: &str,
+        messages: &[String],
+        person: &str,
+    ) -> Result<Started, ControlError> {
+        let session = self.store.session(session_id).await?;
+        let sandbox = self.store.sandbox(&session.sandbox_id).await?;
+        let options: TurnOptions =
+            serde_json::from_value(session.options.clone()).unwrap_or_default();
+        let prompt = messages.join("\n\n");
+        let turn = self
+            .store
+            .create_turn(&new_id("turn")?, &session.id, &prompt)
+            .await?;
+        let run_id = new_id("run")?;
+        let home = self.tools.home.clone();
+        let rid = run_id.clone();
+        let mailbox = blocking(move || Mailbox::create_keeping_key(&home, &rid)).await??;
+        let ctl = mailbox.ctl().root().to_owned();
+        let key = Secret::new(mailbox.key().expose().to_vec());
+        let run = self
+            .store
+            .create_run(
+                &NewRun {
+                    id: run_id.clone(),
+                    turn_id: turn.id.clone(),
+                    ctl_path: ctl.display().to_string(),
+                    driver_pid: None,
+                },
+                &key,
+            )
+            .await?;
+        self.store
+            .audit()
+            .append(
+                person,
+                "run.key_made",
+                &json!({"run": run_id, "turn": turn.id}),
+            )
+            .await?;
+        for text in messages {
+            self.deliver(
+                &mailbox,
+                &run_id,
+                Kind::Prompt,
+                body::text(text),
+                person,
+                false,
+            )
+            .await?;
+        }
+        let workdir = PathBuf::from(&sandbox.workdir);
+        let l = Launch {
+            run_id: &run_id,
+            ctl: &ctl,
+            workdir: &workdir,
+            harness: session.harness,
+            policy: session.policy,
+            resume: session.harness_session_id.as_deref(),
+            options: &options,
+        };
+        let args = match launch::driver_args(&self.tools, &l) {
+            Ok(a) => a,
+            Err(e) => {
+                self.refuse_turn(&turn, &run_id, person, &e.to_string())
+                    .await?;
+                return Err(e);
+            }
+        };
+        let manifest = launch::manifest(&self.tools, &l, &args);
+        let pid = match launch::spawn_driver(&self.tools, &args, &ctl) {
+            Ok(pid) => pid,
+            Err(e) => {
+                self.refuse_turn(&turn, &run_id, person, &e.to_string())
+                    .await?;
+                return Err(e);
+            }
+        };
+        self.store.set_driver_pid(&run_id, i64::from(pid)).await?;
+        let mut update = TurnUpdate::to(TurnState::Running);
+        update.manifest = serde_json::to_value(&manifest).ok();
+        let turn = self.store.update_turn_state(&turn.id, &update).await?;
+        let run = self.store.run(&run.id).await?;
+        self.watch(run.clone());
+        Ok(Started {
+            session: self.store.session(&session.id).await?,
+            turn,
+            run,
+        })
+    }
+
+    async fn refuse_turn(
+        &self,
+        turn: &Turn,
+        run_id: &str,
+        person: &str,
+        why: &str,
+    ) -> Result<(), ControlError> {
+        let mut u = TurnUpdate::to(TurnState::Refused);
+        u.reason = Some(why.to_owned());
+        self.store.update_turn_state(&turn.id, &u).await?;
+        self.store.end_run(run_id).await?;
+        self.store.destroy_run_key(run_id).await?;
+        self.store
+            .audit()
+            .append(
+                person,
+                "turn.refused",
+                &json!({"turn": turn.id, "why": why}),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The mailbox of a live run, with its key from the vault.
+    async fn mailbox(&self, run_id: &str) -> Result<Mailbox, ControlError> {
+        let key = self.store.run_key(run_id).await?;
+        let bytes: [u8; 32] = key.expose().try_into().map_err(|_| {
+            ControlError::Internal(format!("run {run_id}: the vault's key is not 32 bytes"))
+        })?;
+        let (home, rid) = (self.tools.home.clone(), run_id.to_owned());
+        Ok(
+            blocking(move || Mailbox::open_with_key(&home, &rid, RunKey::from_bytes(bytes)))
+                .await??,
+        )
+    }
+
+    /// Sends one command, recording and auditing it; with `wait`, waits for the signed ack.
+    async fn deliver(
+        &self,
+        mailbox: &Mailbox,
+        run_id: &str,
+        kind: Kind,
+        b: Value,
+        person: &str,
+        wait: bool,
+    ) -> Result<Outcome, ControlError> {
+        let (m, b2) = (mailbox.clone(), b.clone());
+        let delivery = blocking(move || m.send(kind, b2)).await??;
+        let sent = match delivery {
+            Delivery::Landed(sent) => sent,
+            Delivery::TurnEnded(command) => {
+                return Ok(Outcome::Ended {
+                    handed_back: command,
+                });
+            }
+        };
+        let seq = i64::try_from(sent.command.seq).unwrap_or(i64::MAX);
+        self.store
+            .record_command(run_id, seq, kind.as_str(), &b, person)
+            .await?;
+        self.store
+            .audit()
+            .append(
+                person,
+                "command.sent",
+                &json!({"run": run_id, "seq": seq, "kind": kind.as_str()}),
+            )
+            .await?;
+        if !wait {
+            return Ok(Outcome::Done);
+        }
+        let m = mailbox.clone();
+        let outcome = blocking(move || m.wait(&sent, ACK_TIMEOUT)).await??;
+        let (status, reason) = match &outcome {
+            Outcome::Done => (AckStatus::Done, None),
+            Outcome::Refused(r) => (AckStatus::Refused, Some(r.clone())),
+            Outcome::Ended { .. } => (AckStatus::Ended, Some("the turn has ended".to_owned())),
+        };
+        self.store
+            .record_ack(run_id, seq, status, reason.as_deref())
+            .await?;
+        self.store
+            .audit()
+            .append(
+                person,
+                "command.acked",
+                &json!({"run": run_id, "seq": seq, "status": status.as_str(), "reason": reason}),
+            )
+            .await?;
+        Ok(outcome)
+    }
+
+    /// The session's current run, if its turn is still running.
+    async fn live_run_of(&self, session_id: &str) -> Result<Option<Run>, ControlError> {
+        let turns = self.store.turns(session_id).await?;
+        let Some(last) = turns.last() else {
+            return Ok(None);
+        };
+        match (&last.run_id, last.state) {
+            (Some(run), TurnState::Running | TurnState::Queued) => {
+                let run = self.store.run(run).await?;
+                Ok(Some(run).filter(|r| r.state == hangar_store::RunState::Live))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A message for a session: a steer into the running turn, or the next turn (S19).
+    pub async fn send(
+        self: &Arc<Self>,
+        session_id: &str,
+        text: &str,
+        person: &str,
+    ) -> Result<Reply, ControlError> {
+        if let Some(run) = self.live_run_of(session_id).await? {
+            match self
+                .command(&run.id, Kind::Steer, body::text(text), person)
+                .await?
+            {
+                Reply::Ended { .. } => {}
+                other => return Ok(other),
+            }
+        }
+        let started = self
+            .start_turn(session_id, &[text.to_owned()], person)
+            .await?;
+        Ok(Reply::NextTurn {
+            turn: started.turn.id,
+            run: started.run.id,
+        })
+    }
+
+    /// A steer into a run; if its turn has ended, it starts the next turn of the session.
+    pub async fn steer(
+        self: &Arc<Self>,
+        run_id: &str,
+        text: &str,
+        person: &str,
+    ) -> Result<Reply, ControlError> {
+        match self
+            .command(run_id, Kind::Steer, body::text(text), person)
+            .await?
+        {
+            Reply::Ended { .. } => {
+                let run = self.store.run(run_id).await?;
+                let turn = self.store.turn(&run.turn_id).await?;
+                let started = self
+                    .start_turn(&turn.session_id, &[text.to_owned()], person)
+                    .await?;
+                Ok(Reply::NextTurn {
+                    turn: started.turn.id,
+                    run: started.run.id,
+                })
+            }
+            other => Ok(other),
+        }
+    }
+
+    pub async fn interrupt(
+        self: &Arc<Self>,
+        run_id: &str,
+        person: &str,
+    ) -> Result<Reply, ControlError> {
+        self.command(run_id, Kind::Interrupt, body::empty(), person)
+            .await
+    }
+
+    /// Answers a pending permission request, recording who answered.
+    pub async fn answer(
+        self: &Arc<Self>,
+        run_id: &str,
+        request_id: &str,
+        allow: bool,
+        reason: Option<&str>,
+        input: Option<Value>,
+        person: &str,
+    ) -> Result<Reply, ControlError> {
+        let (kind, b) = if allow {
+            (Kind::Approve, body::approve(request_id, input))
+        } else {
+            (Kind::Deny, body::deny(request_id, reason))
+        };
+        let reply = self.command(run_id, kind, b, person).await?;
+        if let Reply::Done { .. } = reply {
+            let decision = if allow {
+                Decision::Allow
+            } else {
+                Decision::Deny
+            };
+            match self
+                .store
+                .answer_approval(run_id, request_id, decision, person, reason)
+                .await
+            {
+                Ok(_)
+                | Err(StoreError::AlreadyAnswered { .. })
+                | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+            self.store.audit().append(person, "approval.answered", &json!({"run": run_id, "request_id": request_id, "decision": decision.as_str()})).await?;
+        }
+        Ok(reply)
+    }
+
+    async fn command(
+        &self,
+        run_id: &str,
+        kind: Kind,
+        b: Value,
+        person: &str,
+    ) -> Result<Reply, ControlError> {
+        let run = self.store.run(run_id).await?;
+        if run.state != hangar_store::RunState::Live || !run.has_key {
+            return Ok(Reply::Ended {
+                run: run_id.to_owned(),
+            });
+        }
+        let mailbox = self.mailbox(run_id).await?;
+        Ok(
+            match self
+                .deliver(&mailbox, run_id, kind, b, person, true)
+                .await?
+            {
+                Outcome::Done => Reply::Done {
+                    run: run_id.to_owned(),
+                    seq: 0,
+                },
+                Outcome::Refused(reason) => Reply::Refused {
+                    run: run_id.to_owned(),
+                    reason,
+                },
+                Outcome::Ended { .. } => Reply::Ended {
+                    run: run_id.to_owned(),
+                },
+            },
+        )
+    }
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ControlError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ControlError::Internal(format!("a blocking task failed: {e}")))
+}

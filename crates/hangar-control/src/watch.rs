@@ -1,0 +1,307 @@
+//! The run watcher (S21): reads a live run's log from its saved cursor, commits each slice's
+//! events, the new cursor and the parser state in one transaction, and acts on what happened
+//! (approvals asked, the harness's session id, the turn's end). A restarted control plane resumes
+//! from the stored cursor and state, so every line becomes events exactly once.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hangar_core::{EventKind, ParseContext, ProgressEvent, ingest};
+use hangar_store::{Decision, NewEvent, Run, StoreError, TurnState, TurnUpdate, Usage};
+use serde_json::json;
+
+use crate::plane::ControlPlane;
+
+/// Usage summed over a turn's events.
+#[derive(Debug, Default)]
+struct Totals {
+    usage: Usage,
+    cost: Option<f64>,
+}
+
+pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
+    let log = PathBuf::from(&run.ctl_path).join("run.log");
+    let mut cursor = u64::try_from(run.log_cursor).unwrap_or(0);
+    let mut ctx: ParseContext = run
+        .watch_state
+        .clone()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_else(|| ParseContext::at(cursor));
+    let mut totals = Totals::default();
+    loop {
+        let (path, c, cx) = (log.clone(), cursor, ctx.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            let mut cx = cx;
+            ingest(&path, c, &mut cx).map(|b| (b, cx))
+        })
+        .await;
+        let (batch, new_ctx) = match read {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => {
+                tracing::warn!(run = %run.id, error = %e, "cannot read the run log");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            Err(_) => return,
+        };
+        if batch.new_cursor != cursor {
+            let events: Vec<NewEvent> = batch.events.iter().map(stored).collect();
+            let state = serde_json::to_value(&new_ctx).ok();
+            let commit = plane
+                .store
+                .commit_events_with_state(
+                    &run.id,
+                    cursor as i64,
+                    batch.new_cursor as i64,
+                    &events,
+                    state.as_ref(),
+                )
+                .await;
+            match commit {
+                Ok(ids) => {
+                    cursor = batch.new_cursor;
+                    ctx = new_ctx;
+                    if let Some(newest) = ids.last() {
+                        plane.events_stored(*newest);
+                    }
+                    if act(&plane, &run, &batch.events, &mut totals).await {
+                        return;
+                    }
+                    continue;
+                }
+                Err(StoreError::CursorMoved { .. }) => {
+                    // Another watcher (a replica) got there first: resume from what it stored.
+                    match plane.store.run(&run.id).await {
+                        Ok(r) if r.state == hangar_store::RunState::Live => {
+                            cursor = u64::try_from(r.log_cursor).unwrap_or(cursor);
+                            ctx = r
+                                .watch_state
+                                .and_then(|v| serde_json::from_value(v).ok())
+                                .unwrap_or_else(|| ParseContext::at(cursor));
+                        }
+                        _ => return,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(run = %run.id, error = %e, "cannot store the run's events; retrying")
+                }
+            }
+        }
+        if !driver_alive(&run, &plane).await {
+            // The driver is gone and the log said nothing more: end the turn as the log left it.
+            let leftovers = tokio::task::spawn_blocking({
+                let (path, c) = (log.clone(), cursor);
+                move || {
+                    std::fs::metadata(&path)
+                        .map(|m| m.len() > c)
+                        .unwrap_or(false)
+                }
+            })
+            .await
+            .unwrap_or(false);
+            if !leftovers {
+                end_turn(
+                    &plane,
+                    &run,
+                    -1,
+                    "the driver stopped without ending the turn",
+                    None,
+                    &[],
+                    &totals,
+                )
+                .await;
+                return;
+            }
+        }
+        tokio::time::sleep(plane.poll).await;
+    }
+}
+
+/// An event as the store keeps it: its kind, and its whole JSON (offset included).
+fn stored(e: &ProgressEvent) -> NewEvent {
+    let payload = serde_json::to_value(e).unwrap_or_else(|_| json!({}));
+    let kind = payload
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or("unknown")
+        .to_owned();
+    NewEvent { kind, payload }
+}
+
+async fn driver_alive(run: &Run, plane: &ControlPlane) -> bool {
+    let pid = match plane.store.run(&run.id).await {
+        Ok(r) => r.driver_pid,
+        Err(_) => run.driver_pid,
+    };
+    match pid.and_then(|p| i32::try_from(p).ok()) {
+        // /proc/<pid> exists while the process (or its zombie) does.
+        Some(p) => std::path::Path::new(&format!("/proc/{p}")).exists() && !is_zombie(p),
+        None => true,
+    }
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Acts on a committed slice; `true` when the turn is over.
+async fn act(
+    plane: &Arc<ControlPlane>,
+    run: &Run,
+    events: &[ProgressEvent],
+    totals: &mut Totals,
+) -> bool {
+    let store = &plane.store;
+    let session = match store.turn(&run.turn_id).await {
+        Ok(t) => t.session_id,
+        Err(_) => return false,
+    };
+    for e in events {
+        let r = match &e.kind {
+            EventKind::Session { harness_session_id } => {
+                store
+                    .set_harness_session_id(&session, harness_session_id)
+                    .await
+            }
+            EventKind::ApprovalRequested {
+                request_id,
+                tool_name,
+                input,
+                ..
+            } => store
+                .upsert_approval_requested(&run.id, request_id, tool_name, input)
+                .await
+                .map(|_| ()),
+            EventKind::ApprovalAnswered {
+                request_id,
+                decision,
+                by,
+                ..
+            } if by != "command" => {
+                // Answered without a person (the policy, or the harness withdrew it).
+                let d = if decision == "allow" {
+                    Decision::Allow
+                } else {
+                    Decision::Deny
+                };
+                match store
+                    .answer_approval(&run.id, request_id, d, by, Some(decision))
+                    .await
+                {
+                    Ok(_)
+                    | Err(StoreError::AlreadyAnswered { .. })
+                    | Err(StoreError::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            EventKind::Usage {
+                input_tokens,
+                output_tokens,
+                cached_input_tokens,
+                cost_usd,
+            } => {
+                totals.usage.input += i64::try_from(*input_tokens).unwrap_or(0);
+                totals.usage.output += i64::try_from(*output_tokens).unwrap_or(0);
+                totals.usage.cached += i64::try_from(*cached_input_tokens).unwrap_or(0);
+                if let Some(c) = cost_usd {
+                    totals.cost = Some(totals.cost.unwrap_or(0.0) + c);
+                }
+                Ok(())
+            }
+            EventKind::TurnEnd {
+                status,
+                verify,
+                handed_back,
+                reason,
+                ..
+            } => {
+                end_turn(
+                    plane,
+                    run,
+                    *status,
+                    reason,
+                    verify.clone(),
+                    handed_back,
+                    totals,
+                )
+                .await;
+                return true;
+            }
+            _ => Ok(()),
+        };
+        if let Err(err) = r {
+            tracing::warn!(run = %run.id, error = %err, "cannot record an event's effect");
+        }
+    }
+    false
+}
+
+/// The turn is over: record its end, destroy the run key, and start the next turn with any
+/// messages the driver handed back (S19).
+async fn end_turn(
+    plane: &Arc<ControlPlane>,
+    run: &Run,
+    status: i32,
+    reason: &str,
+    verify: Option<String>,
+    handed_back: &[u64],
+    totals: &Totals,
+) {
+    let store = &plane.store;
+    let mut u = TurnUpdate::to(TurnState::Ended);
+    u.status = Some(i64::from(status));
+    u.reason = Some(reason.to_owned());
+    u.verify_state = verify;
+    u.usage = Some(totals.usage);
+    u.cost_usd = totals.cost;
+    if let Err(e) = store.update_turn_state(&run.turn_id, &u).await {
+        tracing::warn!(run = %run.id, error = %e, "cannot record the turn's end");
+    }
+    let _ = store.end_run(&run.id).await;
+    if matches!(store.destroy_run_key(&run.id).await, Ok(true)) {
+        let _ = store
+            .audit()
+            .append("hangar", "run.key_destroyed", &json!({"run": run.id}))
+            .await;
+    }
+    if handed_back.is_empty() {
+        return;
+    }
+    let mut texts = Vec::new();
+    let mut person = "hangar".to_owned();
+    for seq in handed_back {
+        if let Ok(c) = store
+            .command(&run.id, i64::try_from(*seq).unwrap_or(i64::MAX))
+            .await
+            && let Some(t) = c.body.get("text").and_then(|t| t.as_str())
+        {
+            texts.push(t.to_owned());
+            person = c.sent_by.clone();
+        }
+    }
+    if texts.is_empty() {
+        return;
+    }
+    let session = match store.turn(&run.turn_id).await {
+        Ok(t) => t.session_id,
+        Err(_) => return,
+    };
+    let _ = store
+        .audit()
+        .append(
+            &person,
+            "turn.handed_back",
+            &json!({"run": run.id, "messages": texts.len()}),
+        )
+        .await;
+    if let Err(e) = plane.start_turn(&session, &texts, &person).await {
+        tracing::warn!(run = %run.id, error = %e, "cannot start the next turn with the handed-back messages");
+    }
+}

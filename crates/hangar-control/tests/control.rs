@@ -1,0 +1,290 @@
+//! The control plane end to end: the real driver and the real Claude Code against the scripted
+//! model, the store on SQLite: approvals answered through the control plane, events stored
+//! exactly once (equal to a rebuild from the log), a restart mid-turn, and the next turn.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hangar_control::{ControlPlane, Reply, SessionRequest, Tools, TurnOptions};
+use hangar_store::{EventScope, Harness, Policy, Store, TurnState, Vault};
+use hangar_testkit::{FakeAnthropic, Script, Step, claude_bin, claude_env, workspace_root};
+use serde_json::{Value, json};
+
+struct Env {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+    fake: FakeAnthropic,
+}
+
+impl Env {
+    fn new(script: Script) -> Env {
+        Env {
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+            fake: FakeAnthropic::start(script).unwrap(),
+        }
+    }
+
+    fn tools(&self) -> Tools {
+        let driver = std::env::var_os("HANGAR_DRIVER_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target/debug/hangar-driver"));
+        assert!(
+            driver.exists(),
+            "no driver at {}: cargo build -p hangar-driver, or set HANGAR_DRIVER_BIN",
+            driver.display()
+        );
+        let config = self.home.path().join("claude-config");
+        std::fs::create_dir_all(&config).unwrap();
+        Tools {
+            home: self.home.path().join("hangar"),
+            driver,
+            claude: claude_bin().unwrap(),
+            codex: PathBuf::from("codex"),
+            env: claude_env(&self.fake.base_url(), &config),
+        }
+    }
+
+    async fn plane(&self) -> Arc<ControlPlane> {
+        let db = self.home.path().join("hangar.db");
+        let store = Store::open(&format!("sqlite://{}", db.display()))
+            .await
+            .unwrap();
+        let vault = Vault::open_or_create(&self.home.path().join("master.key")).unwrap();
+        ControlPlane::new(store.with_vault(vault).await.unwrap(), self.tools())
+    }
+
+    fn request(&self, policy: Policy, prompt: &str) -> SessionRequest {
+        SessionRequest {
+            dir: self.work.path().to_owned(),
+            harness: Harness::Claude,
+            policy,
+            prompt: prompt.into(),
+            person: "ada@example.com".into(),
+            options: TurnOptions::default(),
+        }
+    }
+}
+
+async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn wait_turn_ended(plane: &ControlPlane, turn: &str) -> hangar_store::Turn {
+    until("the turn to end", async || {
+        let t = plane.store().turn(turn).await.unwrap();
+        (t.state == TurnState::Ended).then_some(t)
+    })
+    .await
+}
+
+/// The stored events of a run equal a rebuild from its log: nothing lost, nothing twice.
+async fn assert_events_equal_rebuild(plane: &ControlPlane, run: &str) {
+    let r = plane.store().run(run).await.unwrap();
+    let rebuilt: Vec<Value> = hangar_core::rebuild(&PathBuf::from(&r.ctl_path).join("run.log"))
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let stored: Vec<Value> = plane
+        .store()
+        .events_after(EventScope::Run(run), 0, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.payload)
+        .collect();
+    assert_eq!(
+        stored, rebuilt,
+        "stored events differ from a rebuild of the log"
+    );
+    assert!(!stored.is_empty());
+}
+
+fn bash(cmd: &str) -> Step {
+    Step::tool("Bash", json!({"command": cmd, "description": "run it"}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_answered_through_the_control_plane_runs_the_tool() {
+    let env = Env::new(Script::new([
+        bash("echo hi > made.txt"),
+        Step::text("made it"),
+    ]));
+    let plane = env.plane().await;
+    let started = plane
+        .start_session(env.request(Policy::Ask, "make a file"))
+        .await
+        .unwrap();
+    let run = started.run.id.clone();
+    let pending = until("a pending approval", async || {
+        let p = plane.store().pending_approvals(&run).await.unwrap();
+        p.into_iter().next()
+    })
+    .await;
+    assert_eq!(pending.tool_name, "Bash");
+    let reply = plane
+        .answer(
+            &run,
+            &pending.request_id,
+            true,
+            None,
+            None,
+            "ada@example.com",
+        )
+        .await
+        .unwrap();
+    assert!(matches!(reply, Reply::Done { .. }), "{reply:?}");
+    let turn = wait_turn_ended(&plane, &started.turn.id).await;
+    assert_eq!(turn.status, Some(0));
+    assert!(env.work.path().join("made.txt").exists());
+    assert_eq!(
+        (turn.usage.input, turn.usage.output),
+        (22, 14),
+        "two model calls of 11 in / 7 out"
+    );
+    let answered = plane
+        .store()
+        .approval(&run, &pending.request_id)
+        .await
+        .unwrap();
+    assert_eq!(answered.answered_by.as_deref(), Some("ada@example.com"));
+    assert!(
+        plane
+            .store()
+            .pending_approvals(&run)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The manifest is sealed; the run key is gone; the audit chain holds.
+    let manifest: hangar_core::Manifest = serde_json::from_value(turn.manifest.unwrap()).unwrap();
+    assert!(manifest.digest_matches());
+    assert_eq!(
+        manifest.harness_version,
+        hangar_testkit::CLAUDE_CODE_VERSION
+    );
+    assert!(manifest.env_names.iter().all(|n| !n.starts_with("HANGAR")));
+    until("the run key to be destroyed", async || {
+        (!plane.store().run(&run).await.unwrap().has_key).then_some(())
+    })
+    .await;
+    assert!(plane.store().audit().verify().await.unwrap() >= 5);
+    assert_events_equal_rebuild(&plane, &run).await;
+    // The harness's session id is kept for the next turn.
+    assert!(
+        plane
+            .store()
+            .session(&started.session.id)
+            .await
+            .unwrap()
+            .harness_session_id
+            .is_some()
+    );
+}
+
+/// S21: the control plane stops mid-turn (its tasks die with its runtime); the driver never
+/// notices; a new control plane on the same database re-attaches from the saved cursor, the
+/// pending approval is still there and answerable, and no event is lost or stored twice.
+#[test]
+fn a_restarted_control_plane_reattaches_and_the_approval_is_still_answerable() {
+    let env = Env::new(Script::new([
+        bash("echo hi > made.txt"),
+        Step::text("made it"),
+    ]));
+    let (run, turn) = {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let ids = rt.block_on(async {
+            let plane = env.plane().await;
+            let s = plane
+                .start_session(env.request(Policy::Ask, "make a file"))
+                .await
+                .unwrap();
+            until("a pending approval", async || {
+                plane
+                    .store()
+                    .pending_approvals(&s.run.id)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .next()
+            })
+            .await;
+            (s.run.id, s.turn.id)
+        });
+        rt.shutdown_background();
+        ids
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let plane = env.plane().await;
+        assert_eq!(plane.reattach().await.unwrap(), 1);
+        let pending = plane.store().pending_approvals(&run).await.unwrap();
+        assert_eq!(pending.len(), 1, "still pending after the restart");
+        let reply = plane
+            .answer(
+                &run,
+                &pending[0].request_id,
+                true,
+                None,
+                None,
+                "ada@example.com",
+            )
+            .await
+            .unwrap();
+        assert!(matches!(reply, Reply::Done { .. }), "{reply:?}");
+        let t = wait_turn_ended(&plane, &turn).await;
+        assert_eq!(t.status, Some(0));
+        assert!(env.work.path().join("made.txt").exists());
+        assert_events_equal_rebuild(&plane, &run).await;
+    });
+}
+
+/// S19 and the next turn: a message for a session whose turn has ended starts the next turn,
+/// which resumes the harness's conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_after_the_turn_ended_starts_the_next_turn_in_the_same_conversation() {
+    let env = Env::new(Script::new([
+        Step::text("first answer"),
+        Step::text("second answer"),
+    ]));
+    let plane = env.plane().await;
+    let started = plane
+        .start_session(env.request(Policy::Auto, "FIRST-PROMPT"))
+        .await
+        .unwrap();
+    wait_turn_ended(&plane, &started.turn.id).await;
+    let reply = plane
+        .send(&started.session.id, "SECOND-PROMPT", "ada@example.com")
+        .await
+        .unwrap();
+    let Reply::NextTurn { turn, .. } = reply else {
+        panic!("{reply:?}")
+    };
+    let second = wait_turn_ended(&plane, &turn).await;
+    assert_eq!((second.index, second.status), (1, Some(0)));
+    let reqs = env.fake.requests();
+    assert_eq!(reqs.len(), 2);
+    let text = reqs[1].all_text();
+    assert!(
+        text.contains("FIRST-PROMPT")
+            && text.contains("first answer")
+            && text.contains("SECOND-PROMPT"),
+        "resumed"
+    );
+    let turns = plane.store().turns(&started.session.id).await.unwrap();
+    assert_eq!(turns.len(), 2);
+}
