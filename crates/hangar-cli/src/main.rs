@@ -7,6 +7,7 @@ mod logs;
 mod progress;
 mod run;
 mod send;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,11 +52,42 @@ enum Cmd {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// The control plane: store, vault, audit log, run watchers and the HTTP API.
+    Serve {
+        /// Where to listen.
+        #[arg(long, default_value = "127.0.0.1:7700")]
+        listen: std::net::SocketAddr,
+    },
+    /// API tokens.
+    Token {
+        #[command(subcommand)]
+        action: TokenCmd,
+    },
+    /// Credentials in the vault: `set NAME` (value from stdin), `list`, `rm NAME`.
+    Credential {
+        /// set | list | rm
+        action: String,
+        name: Option<String>,
+    },
+    /// The audit log: `verify` checks its hash chain.
+    Audit {
+        /// verify
+        action: String,
+    },
     /// Print a run's log; with --follow, keep printing until the turn ends.
     Log {
         run: String,
         #[arg(long, short)]
         follow: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCmd {
+    /// Make a token for a person; it is printed once, and only its hash is kept.
+    Create {
+        #[arg(long)]
+        person: String,
     },
 }
 
@@ -78,6 +110,15 @@ fn main() -> ExitCode {
             reason,
         } => send::deny(&home, &run, &request_id, reason.as_deref()),
         Cmd::Log { run, follow } => logs::log(&home, &run, follow),
+        Cmd::Serve { listen } => serve::serve(&home, listen),
+        Cmd::Token {
+            action: TokenCmd::Create { person },
+        } => serve::token_create(&home, &person),
+        Cmd::Credential { action, name } => serve::credential(&home, &action, name.as_deref()),
+        Cmd::Audit { action } if action == "verify" => serve::audit_verify(&home),
+        Cmd::Audit { action } => Err(exit::CliError::Usage(format!(
+            "unknown audit action {action:?}: use `hangar audit verify`"
+        ))),
     };
     match result {
         Ok(code) => code,

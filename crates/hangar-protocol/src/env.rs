@@ -9,6 +9,15 @@ pub const HANGAR_HOME: &str = "HANGAR_HOME";
 pub const HANGAR_CLAUDE_BIN: &str = "HANGAR_CLAUDE_BIN";
 /// Path of the Codex CLI to run (default: `codex` on PATH).
 pub const HANGAR_CODEX_BIN: &str = "HANGAR_CODEX_BIN";
+/// Where clients find `hangar serve` (default `http://127.0.0.1:7700`).
+pub const HANGAR_URL: &str = "HANGAR_URL";
+/// The bearer token clients send to `hangar serve`.
+pub const HANGAR_TOKEN: &str = "HANGAR_TOKEN";
+/// The control plane's database (default: SQLite in `$HANGAR_HOME/hangar.db`); `postgres://…`
+/// for PostgreSQL.
+pub const HANGAR_DATABASE_URL: &str = "HANGAR_DATABASE_URL";
+/// The vault's master key file (default `$HANGAR_HOME/master.key`).
+pub const HANGAR_MASTER_KEY_FILE: &str = "HANGAR_MASTER_KEY_FILE";
 /// Path of the driver executable (default: `hangar-driver` beside the `hangar` executable).
 pub const HANGAR_DRIVER_BIN: &str = "HANGAR_DRIVER_BIN";
 

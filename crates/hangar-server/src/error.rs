@@ -66,3 +66,31 @@ impl IntoResponse for ApiError {
         resp
     }
 }
+
+impl From<hangar_store::StoreError> for ApiError {
+    fn from(e: hangar_store::StoreError) -> ApiError {
+        use hangar_store::StoreError as S;
+        match e {
+            S::NotFound { .. } => ApiError::NotFound(e.to_string()),
+            S::Conflict(_)
+            | S::AlreadyAnswered { .. }
+            | S::BadTransition { .. }
+            | S::CursorMoved { .. } => ApiError::Conflict(e.to_string()),
+            S::Invalid(_) => ApiError::BadRequest(e.to_string()),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<hangar_control::ControlError> for ApiError {
+    fn from(e: hangar_control::ControlError) -> ApiError {
+        use hangar_control::ControlError as C;
+        match e {
+            C::Store(s) => s.into(),
+            C::BadRequest(m) => ApiError::BadRequest(m),
+            C::NotFound(m) => ApiError::NotFound(m),
+            C::Conflict(m) => ApiError::Conflict(m),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}

@@ -1,12 +1,38 @@
 //! `hangar serve`'s HTTP side: routing, JSON errors, bearer-token authentication and live event
 //! streams (Server-Sent Events that resume from `Last-Event-ID`).
 //!
-//! Non-goals: no business rules here (they live in the control plane's library); this crate
-//! turns HTTP into calls on a [`Backend`] and results into JSON.
+//! Non-goals: no business rules here (they live in `hangar-control`); this crate turns HTTP into
+//! calls on the control plane and results into JSON.
 
 pub mod auth;
 pub mod error;
+mod routes;
 pub mod sse;
+mod views;
 
-pub use auth::{Backend, Person};
+pub use auth::Authed;
 pub use error::ApiError;
+pub use routes::router;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hangar_control::ControlPlane;
+
+/// Serves the API on `listener` until `shutdown` resolves, then finishes the requests in flight.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    plane: Arc<ControlPlane>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(plane))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Binds `addr`, with a message that says what to do when it is taken.
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        format!("cannot listen on {addr}: {e} (is another hangar serve running? pick another address with --listen)")
+    })
+}

@@ -32,6 +32,39 @@ pub trait EventSource: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<StreamEvent>, String>> + Send;
 }
 
+/// The store's events of one run or one session.
+#[derive(Debug)]
+pub struct StoreEvents {
+    pub plane: std::sync::Arc<hangar_control::ControlPlane>,
+    pub run: Option<String>,
+    pub session: Option<String>,
+}
+
+impl EventSource for StoreEvents {
+    async fn after(&self, cursor: i64, limit: usize) -> Result<Vec<StreamEvent>, String> {
+        let scope = match (&self.run, &self.session) {
+            (Some(r), _) => hangar_store::EventScope::Run(r),
+            (None, Some(s)) => hangar_store::EventScope::Session(s),
+            (None, None) => return Ok(Vec::new()),
+        };
+        let limit = i64::try_from(limit).unwrap_or(500);
+        let events = self
+            .plane
+            .store()
+            .events_after(scope, cursor, limit)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(events
+            .into_iter()
+            .map(|e| StreamEvent {
+                id: e.id,
+                kind: e.kind,
+                data: e.payload,
+            })
+            .collect())
+    }
+}
+
 /// The cursor a client asks to resume from: `Last-Event-ID`, else `?after=`, else 0.
 pub fn resume_cursor(headers: &HeaderMap, after: Option<i64>) -> i64 {
     headers

@@ -1,0 +1,201 @@
+//! `hangar serve`, and the commands that work on the control plane's database directly
+//! (`token create`, `credential`, `audit verify`): the settings they share, resolved once.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use hangar_control::{ControlPlane, Tools};
+use hangar_protocol::env::{HANGAR_DATABASE_URL, HANGAR_MASTER_KEY_FILE};
+use hangar_store::{Store, Vault};
+
+use crate::exit::CliError;
+use crate::{find, progress};
+
+/// Where the control plane keeps its state.
+#[derive(Debug)]
+pub struct Plane {
+    pub database: String,
+    pub master_key: PathBuf,
+}
+
+impl Plane {
+    pub fn from_env(home: &Path) -> Plane {
+        let database = std::env::var(HANGAR_DATABASE_URL)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| format!("sqlite://{}", home.join("hangar.db").display()));
+        let master_key = std::env::var_os(HANGAR_MASTER_KEY_FILE)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join("master.key"));
+        Plane {
+            database,
+            master_key,
+        }
+    }
+
+    /// The store with its vault (the master key is made on first start).
+    pub async fn open(&self, home: &Path) -> Result<Store, CliError> {
+        std::fs::create_dir_all(home)
+            .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", home.display())))?;
+        let store = Store::open(&self.database)
+            .await
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        let vault =
+            Vault::open_or_create(&self.master_key).map_err(|e| CliError::Failed(e.to_string()))?;
+        store
+            .with_vault(vault)
+            .await
+            .map_err(|e| CliError::Failed(e.to_string()))
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))
+}
+
+/// The executables a turn needs; a missing harness is only an error when a turn needs it.
+pub fn tools(home: &Path) -> Result<Tools, CliError> {
+    Ok(Tools {
+        home: home.to_owned(),
+        driver: find::driver()?,
+        claude: find::claude().unwrap_or_else(|_| PathBuf::from("claude")),
+        codex: find::codex().unwrap_or_else(|_| PathBuf::from("codex")),
+        env: Vec::new(),
+    })
+}
+
+/// `hangar serve [--listen ADDR]`.
+pub fn serve(home: &Path, listen: SocketAddr) -> Result<ExitCode, CliError> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HANGAR_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let plane_settings = Plane::from_env(home);
+    let tools = tools(home)?;
+    runtime()?.block_on(async move {
+        let store = plane_settings.open(home).await?;
+        let plane = ControlPlane::new(store, tools);
+        let n = plane.reattach().await.map_err(|e| CliError::Failed(e.to_string()))?;
+        let listener = hangar_server::bind(listen).await.map_err(CliError::Failed)?;
+        let addr = listener.local_addr().map_err(|e| CliError::Failed(e.to_string()))?;
+        tracing::info!(%addr, database = %plane_settings.database, reattached = n, "hangar serve is up");
+        progress::say(&format!("listening: http://{addr}"));
+        hangar_server::serve(listener, Arc::clone(&plane), shutdown_signal())
+            .await
+            .map_err(|e| CliError::Failed(format!("the server stopped: {e}")))?;
+        tracing::info!("hangar serve stopped; running turns go on and are re-attached at the next start");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = term => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// `hangar token create --person EMAIL`: prints the token (only its hash is stored).
+pub fn token_create(home: &Path, person: &str) -> Result<ExitCode, CliError> {
+    if !person.contains('@') {
+        return Err(CliError::Usage(format!(
+            "{person:?} is not an email address"
+        )));
+    }
+    let settings = Plane::from_env(home);
+    runtime()?.block_on(async {
+        let store = settings.open(home).await?;
+        let t = store
+            .create_token(person)
+            .await
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        store
+            .audit()
+            .append(person, "token.created", &serde_json::json!({"id": t.id}))
+            .await
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        progress::say(&t.token);
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `hangar credential set NAME` (value from stdin), `list`, `rm NAME`.
+pub fn credential(home: &Path, action: &str, name: Option<&str>) -> Result<ExitCode, CliError> {
+    let settings = Plane::from_env(home);
+    runtime()?.block_on(async {
+        let store = settings.open(home).await?;
+        let fail = |e: hangar_store::StoreError| CliError::Failed(e.to_string());
+        match (action, name) {
+            ("set", Some(n)) => {
+                let mut value = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
+                    .map_err(|e| CliError::Failed(format!("reading the value from stdin: {e}")))?;
+                let value = value.trim_end_matches('\n');
+                store
+                    .set_credential(n, &hangar_store::Secret::new(value.as_bytes().to_vec()))
+                    .await
+                    .map_err(fail)?;
+                store
+                    .audit()
+                    .append("cli", "credential.set", &serde_json::json!({"name": n}))
+                    .await
+                    .map_err(fail)?;
+                progress::say(&format!("credential {n} set"));
+            }
+            ("list", None) => {
+                for n in store.credential_names().await.map_err(fail)? {
+                    progress::say(&n);
+                }
+            }
+            ("rm", Some(n)) => {
+                if !store.remove_credential(n).await.map_err(fail)? {
+                    return Err(CliError::Failed(format!("no credential {n:?}")));
+                }
+                store
+                    .audit()
+                    .append("cli", "credential.removed", &serde_json::json!({"name": n}))
+                    .await
+                    .map_err(fail)?;
+                progress::say(&format!("credential {n} removed"));
+            }
+            _ => {
+                return Err(CliError::Usage(
+                    "use: hangar credential set NAME | list | rm NAME".into(),
+                ));
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `hangar audit verify`.
+pub fn audit_verify(home: &Path) -> Result<ExitCode, CliError> {
+    let settings = Plane::from_env(home);
+    runtime()?.block_on(async {
+        let store = settings.open(home).await?;
+        match store.audit().verify().await {
+            Ok(n) => {
+                progress::say(&format!("audit log intact: {n} records"));
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => Err(CliError::Failed(format!("audit log broken: {e}"))),
+        }
+    })
+}

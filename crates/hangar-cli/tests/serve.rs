@@ -1,0 +1,378 @@
+//! `hangar serve` end to end: tokens, the API, SSE resume, and `kill -9` of the server at points
+//! of a real Claude Code turn (an approval pending; a steer just answered while the model
+//! streams): the restarted server re-attaches, the turn completes, and the stored events equal a
+//! rebuild from the run log (no loss, no duplicates).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hangar_testkit::{FakeAnthropic, Script, Step, claude_bin, claude_env, workspace_root};
+use serde_json::{Value, json};
+
+fn driver_bin() -> PathBuf {
+    std::env::var_os("HANGAR_DRIVER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/debug/hangar-driver"))
+}
+
+struct Server {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+    fake: FakeAnthropic,
+    child: Option<Child>,
+    url: String,
+    token: String,
+}
+
+impl Server {
+    fn new(script: Script) -> Server {
+        let home = tempfile::tempdir().unwrap();
+        let mut s = Server {
+            work: tempfile::tempdir().unwrap(),
+            fake: FakeAnthropic::start(script).unwrap(),
+            home,
+            child: None,
+            url: String::new(),
+            token: String::new(),
+        };
+        let out = s
+            .hangar()
+            .args(["token", "create", "--person", "ada@example.com"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        s.token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        s.start();
+        s
+    }
+
+    fn hangar(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hangar"));
+        let config = self.home.path().join("claude-config");
+        std::fs::create_dir_all(&config).unwrap();
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("HANGAR_HOME", self.home.path().join("hangar"))
+            .env("HANGAR_DRIVER_BIN", driver_bin())
+            .env("HANGAR_CLAUDE_BIN", claude_bin().unwrap())
+            .envs(claude_env(&self.fake.base_url(), &config));
+        c
+    }
+
+    fn start(&mut self) {
+        let mut child = self
+            .hangar()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        self.url = line
+            .trim()
+            .strip_prefix("listening: ")
+            .unwrap_or_else(|| panic!("{line:?}"))
+            .to_owned();
+        self.child = Some(child);
+    }
+
+    fn kill9(&mut self) {
+        let mut c = self.child.take().unwrap();
+        unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+        let _ = c.wait();
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let client = reqwest::Client::new();
+        let mut req = client
+            .request(method.parse().unwrap(), format!("{}{path}", self.url))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn until<T>(&self, what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(v) = f().await {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn turn_ended(&self, turn: &str) -> Value {
+        self.until("the turn to end", async || {
+            let (_, t) = self.call("GET", &format!("/v1/turns/{turn}"), None).await;
+            (t["state"] == "ended").then_some(t)
+        })
+        .await
+    }
+
+    /// Every stored event of the run, paged through the API.
+    async fn events(&self, run: &str) -> Vec<Value> {
+        let mut all = Vec::new();
+        let mut after = 0;
+        loop {
+            let (_, page) = self
+                .call(
+                    "GET",
+                    &format!("/v1/runs/{run}/events?after={after}&limit=100"),
+                    None,
+                )
+                .await;
+            let events = page["events"].as_array().unwrap().clone();
+            let Some(last) = events.last() else { break };
+            after = last["id"].as_i64().unwrap();
+            all.extend(events.into_iter().map(|e| e["payload"].clone()));
+        }
+        all
+    }
+
+    async fn assert_events_equal_rebuild(&self, run: &str) {
+        let log = self
+            .home
+            .path()
+            .join("hangar")
+            .join("runs")
+            .join(format!("{run}.ctl"))
+            .join("run.log");
+        let rebuilt: Vec<Value> = hangar_core_rebuild(&log);
+        let stored = self.events(run).await;
+        assert!(!stored.is_empty());
+        assert_eq!(
+            stored, rebuilt,
+            "stored events differ from a rebuild of the log"
+        );
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The run log rebuilt from offset 0 with the parser the server uses, as JSON.
+fn hangar_core_rebuild(log: &std::path::Path) -> Vec<Value> {
+    hangar_core::rebuild(log)
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect()
+}
+
+fn bash(cmd: &str) -> Step {
+    Step::tool("Bash", json!({"command": cmd, "description": "run it"}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_refuses_requests_without_a_valid_token() {
+    let s = Server::new(Script::new([]));
+    let client = reqwest::Client::new();
+    let r = client
+        .get(format!("{}/v1/sessions", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unauthenticated");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("hangar token create")
+    );
+    let r = client
+        .get(format!("{}/v1/sessions", s.url))
+        .bearer_auth("hgr_forged")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let (status, body) = s.call("GET", "/v1/sessions", None).await;
+    assert_eq!((status, body), (200, json!({"sessions": []})));
+    let h = client
+        .get(format!("{}/v1/health", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(h.status().as_u16(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_with_an_approval_pending_then_restart_and_answer() {
+    let mut s = Server::new(Script::new([
+        bash("echo hi > made.txt"),
+        Step::text("made it"),
+    ]));
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"dir": s.work.path(), "policy": "ask", "prompt": "make a file"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    s.until("an approval", async || {
+        let (_, a) = s
+            .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+            .await;
+        a["approvals"].as_array().filter(|v| !v.is_empty()).cloned()
+    })
+    .await;
+    s.kill9();
+    s.start();
+    let (_, a) = s
+        .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+        .await;
+    let pending = a["approvals"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "still pending after kill -9: {a}");
+    let request = pending[0]["request_id"].as_str().unwrap();
+    let (status, r) = s
+        .call(
+            "POST",
+            &format!("/v1/runs/{run}/approvals/{request}"),
+            Some(json!({"decision": "allow"})),
+        )
+        .await;
+    assert_eq!((status, r["outcome"].as_str()), (200, Some("done")), "{r}");
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], 0);
+    assert!(s.work.path().join("made.txt").exists(), "the tool ran");
+    s.assert_events_equal_rebuild(&run).await;
+    let (_, v) = s.call("GET", "/v1/audit/verify", None).await;
+    assert_eq!(v["ok"], true, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_streaming_with_a_steer_in_flight() {
+    let mut s = Server::new(Script::new([
+        Step::slow_text(8, Duration::from_millis(300)),
+        Step::text("after the steer"),
+    ]));
+    let (_, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"dir": s.work.path(), "policy": "auto", "prompt": "talk"})),
+        )
+        .await;
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    s.fake
+        .wait_for_requests(1, Duration::from_secs(60))
+        .unwrap();
+    let (status, r) = s
+        .call(
+            "POST",
+            &format!("/v1/runs/{run}/steer"),
+            Some(json!({"text": "STEER: and then"})),
+        )
+        .await;
+    assert_eq!((status, r["outcome"].as_str()), (200, Some("done")), "{r}");
+    s.kill9();
+    s.start();
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], 0);
+    let reqs = s.fake.requests();
+    assert_eq!(reqs[1].last_user_text().as_deref(), Some("STEER: and then"));
+    s.assert_events_equal_rebuild(&run).await;
+    let results = s
+        .events(&run)
+        .await
+        .into_iter()
+        .filter(|e| e["kind"] == "result")
+        .count();
+    assert_eq!(results, 2, "both answers, each once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_resumes_from_last_event_id_without_gaps_or_repeats() {
+    let s = Server::new(Script::new([
+        bash("echo a"),
+        bash("echo b"),
+        Step::text("done"),
+    ]));
+    let (_, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"dir": s.work.path(), "policy": "auto", "prompt": "go"})),
+        )
+        .await;
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    let all: Vec<i64> = {
+        let (_, page) = s
+            .call("GET", &format!("/v1/runs/{run}/events?limit=1000"), None)
+            .await;
+        page["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_i64().unwrap())
+            .collect()
+    };
+    assert!(all.len() > 6);
+    // Read the stream from a cursor in the middle, then resume from the last id seen.
+    let read = async |last: Option<i64>, n: usize| -> Vec<i64> {
+        let client = reqwest::Client::new();
+        let mut req = client
+            .get(format!("{}/v1/runs/{run}/events/stream", s.url))
+            .bearer_auth(&s.token);
+        if let Some(l) = last {
+            req = req.header("Last-Event-ID", l.to_string());
+        }
+        let mut resp = req.send().await.unwrap();
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        let mut ids = Vec::new();
+        let mut buf = String::new();
+        while ids.len() < n {
+            let chunk = tokio::time::timeout(Duration::from_secs(10), resp.chunk())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buf.find("\n\n") {
+                let frame: String = buf.drain(..end + 2).collect();
+                if let Some(id) = frame.lines().find_map(|l| l.strip_prefix("id: ")) {
+                    ids.push(id.trim().parse().unwrap());
+                }
+            }
+        }
+        ids.truncate(n);
+        ids
+    };
+    let first = read(Some(all[1]), 3).await;
+    assert_eq!(first, all[2..5]);
+    let rest = read(Some(*first.last().unwrap()), all.len() - 5).await;
+    assert_eq!(rest, all[5..], "resumed with no gap and no repeat");
+}

@@ -1,0 +1,359 @@
+//! The HTTP API under `/v1/`. Every route but `/v1/health` needs a bearer token.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use hangar_control::{ControlPlane, Reply, SessionRequest, TurnOptions};
+use hangar_store::{EventScope, Harness, Policy, Secret};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::auth::Authed;
+use crate::error::ApiError;
+use crate::sse::{self, StoreEvents};
+use crate::views;
+
+type S = State<Arc<ControlPlane>>;
+type ApiResult = Result<axum::response::Response, ApiError>;
+
+pub fn router(plane: Arc<ControlPlane>) -> Router {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/sessions", get(list_sessions).post(start_session))
+        .route("/v1/sessions/{id}", get(get_session))
+        .route("/v1/sessions/{id}/messages", post(send_message))
+        .route("/v1/sessions/{id}/transcript", get(transcript))
+        .route("/v1/sessions/{id}/events", get(session_events))
+        .route("/v1/sessions/{id}/events/stream", get(session_stream))
+        .route("/v1/turns/{id}", get(get_turn))
+        .route("/v1/runs/{id}", get(get_run))
+        .route("/v1/runs/{id}/steer", post(steer))
+        .route("/v1/runs/{id}/interrupt", post(interrupt))
+        .route("/v1/runs/{id}/approvals", get(approvals))
+        .route("/v1/runs/{id}/approvals/{request_id}", post(answer))
+        .route("/v1/runs/{id}/events", get(run_events))
+        .route("/v1/runs/{id}/events/stream", get(run_stream))
+        .route("/v1/credentials", get(list_credentials))
+        .route(
+            "/v1/credentials/{name}",
+            post(set_credential).delete(remove_credential),
+        )
+        .route("/v1/audit", get(audit))
+        .route("/v1/audit/verify", get(audit_verify))
+        .with_state(plane)
+}
+
+fn ok(v: Value) -> ApiResult {
+    Ok(Json(v).into_response())
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}))
+}
+
+#[derive(Deserialize)]
+struct StartSession {
+    dir: PathBuf,
+    #[serde(default = "default_harness")]
+    harness: String,
+    #[serde(default = "default_policy")]
+    policy: String,
+    prompt: String,
+    #[serde(default)]
+    options: TurnOptions,
+}
+
+fn default_harness() -> String {
+    "claude".into()
+}
+fn default_policy() -> String {
+    "ask".into()
+}
+
+async fn start_session(State(plane): S, who: Authed, Json(b): Json<StartSession>) -> ApiResult {
+    let harness: Harness = b.harness.parse().map_err(|_| {
+        ApiError::BadRequest(format!("harness {:?} is not claude or codex", b.harness))
+    })?;
+    let policy: Policy = b.policy.parse().map_err(|_| {
+        ApiError::BadRequest(format!(
+            "policy {:?} is not ask, auto or governed",
+            b.policy
+        ))
+    })?;
+    let req = SessionRequest {
+        dir: b.dir,
+        harness,
+        policy,
+        prompt: b.prompt,
+        person: who.email,
+        options: b.options,
+    };
+    let s = plane.start_session(req).await?;
+    Ok((StatusCode::CREATED, Json(json!({"session": views::session(&s.session), "turn": views::turn(&s.turn), "run": views::run(&s.run)}))).into_response())
+}
+
+async fn list_sessions(State(plane): S, _who: Authed) -> ApiResult {
+    let all = plane.store().sessions(None).await?;
+    ok(json!({"sessions": all.iter().map(views::session).collect::<Vec<_>>()}))
+}
+
+async fn get_session(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+    let s = plane.store().session(&id).await?;
+    let turns = plane.store().turns(&id).await?;
+    ok(
+        json!({"session": views::session(&s), "turns": turns.iter().map(views::turn).collect::<Vec<_>>()}),
+    )
+}
+
+#[derive(Deserialize)]
+struct Text {
+    text: String,
+}
+
+fn reply(r: Reply) -> ApiResult {
+    match r {
+        Reply::Done { run, .. } => ok(json!({"outcome": "done", "run": run})),
+        Reply::NextTurn { turn, run } => {
+            ok(json!({"outcome": "next_turn", "turn": turn, "run": run}))
+        }
+        Reply::Refused { reason, .. } => Err(ApiError::Refused(format!("refused: {reason}"))),
+        Reply::Ended { run } => Err(ApiError::Conflict(format!(
+            "the turn has ended (run {run})"
+        ))),
+    }
+}
+
+async fn send_message(
+    State(plane): S,
+    who: Authed,
+    Path(id): Path<String>,
+    Json(b): Json<Text>,
+) -> ApiResult {
+    reply(plane.send(&id, &b.text, &who.email).await?)
+}
+
+async fn steer(
+    State(plane): S,
+    who: Authed,
+    Path(id): Path<String>,
+    Json(b): Json<Text>,
+) -> ApiResult {
+    reply(plane.steer(&id, &b.text, &who.email).await?)
+}
+
+async fn interrupt(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
+    reply(plane.interrupt(&id, &who.email).await?)
+}
+
+async fn transcript(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+    let mut events = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = plane
+            .store()
+            .events_after(EventScope::Session(&id), after, hangar_store::MAX_PAGE)
+            .await?;
+        let Some(last) = page.last() else { break };
+        after = last.id;
+        events.extend(
+            page.into_iter().filter_map(|e| {
+                serde_json::from_value::<hangar_core::ProgressEvent>(e.payload).ok()
+            }),
+        );
+    }
+    let conv = hangar_core::conversation(&events);
+    ok(json!({"session": id, "entries": conv}))
+}
+
+async fn get_turn(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+    ok(views::turn(&plane.store().turn(&id).await?))
+}
+
+async fn get_run(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+    ok(views::run(&plane.store().run(&id).await?))
+}
+
+async fn approvals(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+    let pending = plane.store().pending_approvals(&id).await?;
+    ok(json!({"approvals": pending.iter().map(views::approval).collect::<Vec<_>>()}))
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    decision: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    input: Option<Value>,
+}
+
+async fn answer(
+    State(plane): S,
+    who: Authed,
+    Path((id, request_id)): Path<(String, String)>,
+    Json(b): Json<Answer>,
+) -> ApiResult {
+    let allow = match b.decision.as_str() {
+        "allow" | "approve" => true,
+        "deny" => false,
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "decision {other:?} is not allow or deny"
+            )));
+        }
+    };
+    reply(
+        plane
+            .answer(
+                &id,
+                &request_id,
+                allow,
+                b.reason.as_deref(),
+                b.input,
+                &who.email,
+            )
+            .await?,
+    )
+}
+
+#[derive(Deserialize)]
+struct Page {
+    #[serde(default)]
+    after: Option<i64>,
+    #[serde(default)]
+    limit: Option<i64>,
+}
+
+async fn events_page(plane: &ControlPlane, scope: EventScope<'_>, p: &Page) -> ApiResult {
+    let events = plane
+        .store()
+        .events_after(scope, p.after.unwrap_or(0), p.limit.unwrap_or(500))
+        .await?;
+    let next = events.last().map(|e| e.id);
+    ok(json!({"events": events.iter().map(views::event).collect::<Vec<_>>(), "next_after": next}))
+}
+
+async fn run_events(
+    State(plane): S,
+    _who: Authed,
+    Path(id): Path<String>,
+    Query(p): Query<Page>,
+) -> ApiResult {
+    plane.store().run(&id).await?;
+    events_page(&plane, EventScope::Run(&id), &p).await
+}
+
+async fn session_events(
+    State(plane): S,
+    _who: Authed,
+    Path(id): Path<String>,
+    Query(p): Query<Page>,
+) -> ApiResult {
+    plane.store().session(&id).await?;
+    events_page(&plane, EventScope::Session(&id), &p).await
+}
+
+async fn run_stream(
+    State(plane): S,
+    _who: Authed,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(p): Query<Page>,
+) -> ApiResult {
+    plane.store().run(&id).await?;
+    let source = StoreEvents {
+        plane: Arc::clone(&plane),
+        run: Some(id),
+        session: None,
+    };
+    Ok(sse::stream(
+        source,
+        sse::resume_cursor(&headers, p.after),
+        plane.subscribe(),
+    )
+    .into_response())
+}
+
+async fn session_stream(
+    State(plane): S,
+    _who: Authed,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(p): Query<Page>,
+) -> ApiResult {
+    plane.store().session(&id).await?;
+    let source = StoreEvents {
+        plane: Arc::clone(&plane),
+        run: None,
+        session: Some(id),
+    };
+    Ok(sse::stream(
+        source,
+        sse::resume_cursor(&headers, p.after),
+        plane.subscribe(),
+    )
+    .into_response())
+}
+
+async fn list_credentials(State(plane): S, _who: Authed) -> ApiResult {
+    ok(json!({"credentials": plane.store().credential_names().await?}))
+}
+
+async fn set_credential(
+    State(plane): S,
+    who: Authed,
+    Path(name): Path<String>,
+    Json(b): Json<Value>,
+) -> ApiResult {
+    let value = b
+        .get("value")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::BadRequest("send {\"value\": \"...\"}".into()))?;
+    plane
+        .store()
+        .set_credential(&name, &Secret::new(value.as_bytes().to_vec()))
+        .await?;
+    plane
+        .store()
+        .audit()
+        .append(&who.email, "credential.set", &json!({"name": name}))
+        .await?;
+    ok(json!({"name": name}))
+}
+
+async fn remove_credential(State(plane): S, who: Authed, Path(name): Path<String>) -> ApiResult {
+    if !plane.store().remove_credential(&name).await? {
+        return Err(ApiError::NotFound(format!("no credential {name:?}")));
+    }
+    plane
+        .store()
+        .audit()
+        .append(&who.email, "credential.removed", &json!({"name": name}))
+        .await?;
+    ok(json!({"removed": name}))
+}
+
+async fn audit(State(plane): S, _who: Authed, Query(p): Query<Page>) -> ApiResult {
+    let records = plane
+        .store()
+        .audit()
+        .records(p.after.unwrap_or(0), p.limit.unwrap_or(500))
+        .await?;
+    let rows: Vec<Value> = records
+        .iter()
+        .map(|r| json!({"seq": r.seq, "at": r.at, "actor": r.actor, "action": r.action, "detail": r.detail, "hash": r.hash}))
+        .collect();
+    ok(json!({"records": rows}))
+}
+
+async fn audit_verify(State(plane): S, _who: Authed) -> ApiResult {
+    match plane.store().audit().verify().await {
+        Ok(n) => ok(json!({"ok": true, "records": n})),
+        Err(e) => ok(json!({"ok": false, "error": e.to_string()})),
+    }
+}
