@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-use hangar_protocol::client::MailboxError;
-
 /// Exit codes of the `hangar` command (besides a turn's own status from `hangar run`).
 pub mod code {
     /// The command was refused by the driver.
@@ -12,7 +10,7 @@ pub mod code {
     pub const USAGE: u8 = 2;
     /// The turn has ended; the command was not carried out (and was handed back).
     pub const ENDED: u8 = 3;
-    /// No answer, no such run, or an I/O failure.
+    /// No answer, no such run, no server, or an I/O failure.
     pub const FAILED: u8 = 4;
 }
 
@@ -23,8 +21,6 @@ pub enum CliError {
     Refused(String),
     #[error("the turn has ended{0}")]
     Ended(String),
-    #[error(transparent)]
-    Mailbox(#[from] MailboxError),
     #[error("{0}")]
     Usage(String),
     #[error("{0}")]
@@ -37,7 +33,7 @@ impl CliError {
             CliError::Refused(_) => code::REFUSED,
             CliError::Usage(_) => code::USAGE,
             CliError::Ended(_) => code::ENDED,
-            CliError::Mailbox(_) | CliError::Failed(_) => code::FAILED,
+            CliError::Failed(_) => code::FAILED,
         })
     }
 }

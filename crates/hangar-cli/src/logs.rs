@@ -1,4 +1,6 @@
-//! Reading a run's log: `hangar log`, `hangar approvals`, and the tail behind `hangar run`.
+//! Reading a run's log: `hangar log` and `hangar approvals`, through the server when one
+//! answers at `HANGAR_URL`, else from the run's files under `$HANGAR_HOME` (the log is the
+//! truth; with no server running, nothing keeps the store's copy of it current).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -11,8 +13,10 @@ use hangar_protocol::ctl::{self, ControlDir};
 use hangar_protocol::runlog::HangarLine;
 use serde_json::{Value, json};
 
+use crate::api::{self, Api, ApiError, seg};
 use crate::exit::CliError;
-use crate::progress;
+use crate::follow::{LogFollower, POLL, Polled};
+use crate::{progress, serve};
 
 /// Follows a growing file by byte offset, yielding complete lines only.
 #[derive(Debug)]
@@ -58,21 +62,86 @@ impl Tail {
 }
 
 fn run_log(home: &Path, run: &str) -> Result<PathBuf, CliError> {
-    if !ctl::valid_run_id(run) {
-        return Err(CliError::Usage(format!("{run:?} is not a run id")));
-    }
     let path = ControlDir::for_run(home, run).run_log();
     if !ControlDir::for_run(home, run).root().exists() {
         return Err(CliError::Failed(format!(
-            "no run {run} under {} (is HANGAR_HOME right?)",
-            home.display()
+            "no run {run} under {} (and no hangar server answers at {}; is HANGAR_HOME or HANGAR_URL right?)",
+            home.display(),
+            api::url_from_env()
         )));
     }
     Ok(path)
 }
 
-/// `hangar log RUN [--follow]`.
+fn check_run_id(run: &str) -> Result<(), CliError> {
+    if ctl::valid_run_id(run) {
+        Ok(())
+    } else {
+        Err(CliError::Usage(format!("{run:?} is not a run id")))
+    }
+}
+
+/// Whether the run log at `path` holds the turn's end.
+pub fn log_has_ended(path: &Path) -> bool {
+    Tail::new(path.to_owned())
+        .read_lines()
+        .iter()
+        .any(|l| matches!(HangarLine::parse(l), Some(HangarLine::TurnEnd { .. })))
+}
+
+/// The server at `HANGAR_URL`, if one answers; `None` when nothing listens there.
+async fn server(home: &Path) -> Result<Option<Api>, CliError> {
+    let api = Api::from_env(home)?;
+    match api.health().await {
+        Ok(()) => Ok(Some(api)),
+        Err(ApiError::NoServer(_)) => Ok(None),
+        Err(e) => Err(e.into_cli()),
+    }
+}
+
+/// `hangar log RUN [--follow]`: through the server when one answers (following it through a
+/// restart), else from the run log file itself.
 pub fn log(home: &Path, run: &str, follow: bool) -> Result<ExitCode, CliError> {
+    check_run_id(run)?;
+    let rt = serve::runtime()?;
+    let result = rt.block_on(async {
+        match server(home).await? {
+            Some(api) => log_from_server(api, run, follow).await,
+            None => log_from_file(home, run, follow).await,
+        }
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+async fn log_from_server(api: Api, run: &str, follow: bool) -> Result<ExitCode, CliError> {
+    let mut f = LogFollower::new(api, run);
+    loop {
+        match f.poll().await? {
+            Polled::Lines(lines) => {
+                let quiet = lines.is_empty();
+                for line in &lines {
+                    progress::say(line);
+                }
+                if f.turn_over() || (!follow && quiet) {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                if quiet {
+                    tokio::time::sleep(POLL).await;
+                }
+            }
+            Polled::Lost(_) if !follow => {
+                return Err(CliError::Failed(format!(
+                    "lost the server at {} while reading the log",
+                    f.api.base()
+                )));
+            }
+            Polled::Lost(_) => tokio::time::sleep(f.backoff()).await,
+        }
+    }
+}
+
+async fn log_from_file(home: &Path, run: &str, follow: bool) -> Result<ExitCode, CliError> {
     let mut tail = Tail::new(run_log(home, run)?);
     loop {
         let mut ended = false;
@@ -83,7 +152,7 @@ pub fn log(home: &Path, run: &str, follow: bool) -> Result<ExitCode, CliError> {
         if !follow || ended {
             return Ok(ExitCode::SUCCESS);
         }
-        std::thread::sleep(Duration::from_millis(100));
+        tokio::time::sleep(POLL).await;
     }
 }
 
@@ -111,10 +180,45 @@ pub fn pending_approvals(lines: &[String]) -> Vec<Value> {
     pending.into_values().map(|(_, v)| v).collect()
 }
 
-/// `hangar approvals RUN [--json]`.
+/// The pending requests as the server keeps them (none once the run has ended).
+async fn approvals_from_server(api: &Api, run: &str) -> Result<Vec<Value>, CliError> {
+    let not_found = |e: ApiError| match e.status() {
+        Some(404) => CliError::Failed(format!("no run {run} at {}", api.base())),
+        _ => e.into_cli(),
+    };
+    let r = api
+        .get(&format!("/v1/runs/{}", seg(run)))
+        .await
+        .map_err(not_found)?;
+    if r["state"] != "live" {
+        return Ok(Vec::new());
+    }
+    let a = api
+        .get(&format!("/v1/runs/{}/approvals", seg(run)))
+        .await
+        .map_err(not_found)?;
+    Ok(a["approvals"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| json!({"request_id": p["request_id"], "tool_name": p["tool_name"], "input": p["input"]}))
+        .collect())
+}
+
+/// `hangar approvals RUN [--json]`: from the server when one answers, else from the run log.
 pub fn approvals(home: &Path, run: &str, json_out: bool) -> Result<ExitCode, CliError> {
-    let lines = Tail::new(run_log(home, run)?).read_lines();
-    let pending = pending_approvals(&lines);
+    check_run_id(run)?;
+    let rt = serve::runtime()?;
+    let pending = rt.block_on(async {
+        match server(home).await? {
+            Some(api) => approvals_from_server(&api, run).await,
+            None => Ok(pending_approvals(
+                &Tail::new(run_log(home, run)?).read_lines(),
+            )),
+        }
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    let pending = pending?;
     for p in &pending {
         if json_out {
             progress::say(&p.to_string());

@@ -1,13 +1,19 @@
-//! `hangar`: the command line. Thin: every rule lives in `hangar-protocol` (and, later, the
-//! control plane's library); this crate parses arguments, calls it, and presents the result.
+//! `hangar`: the command line. Thin: a client of the control plane's HTTP API (`HANGAR_URL`,
+//! `HANGAR_TOKEN`) for everything that involves a run; every rule lives in the control plane,
+//! the server and `hangar-protocol`. This crate parses arguments, calls the API (or serves it
+//! in-process when no server answers; see `local`), and presents the result.
 
+mod api;
 mod exit;
 mod find;
+mod follow;
+mod local;
 mod logs;
 mod progress;
 mod run;
 mod send;
 mod serve;
+mod sessions;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +32,33 @@ struct Cli {
 enum Cmd {
     /// Run one turn of an agent in a folder, showing progress; exits with the turn's status.
     Run(run::RunArgs),
-    /// Send a message into a running turn.
+    /// Sessions: `start` one (its first turn starts at once).
+    Session {
+        #[command(subcommand)]
+        action: SessionCmd,
+    },
+    /// A message for a session: steers its running turn, or starts its next turn.
+    Send { session: String, text: String },
+    /// List the sessions.
+    Sessions {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Turns: `show TURN` prints the turn (state, status, usage, manifest) as JSON.
+    Turn {
+        #[command(subcommand)]
+        action: TurnCmd,
+    },
+    /// A session's conversation, one line per entry.
+    Transcript {
+        session: String,
+        /// One JSON object per entry.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send a message into a running turn (an ended turn is reported, not continued: use
+    /// `hangar send SESSION TEXT` for the next turn).
     Steer { run: String, text: String },
     /// Interrupt a running turn.
     Interrupt { run: String },
@@ -69,17 +101,33 @@ enum Cmd {
         action: String,
         name: Option<String>,
     },
-    /// The audit log: `verify` checks its hash chain.
+    /// The audit log: its records, oldest first; `verify` checks its hash chain.
     Audit {
         /// verify
-        action: String,
+        action: Option<String>,
+        /// One JSON object per record.
+        #[arg(long)]
+        json: bool,
     },
-    /// Print a run's log; with --follow, keep printing until the turn ends.
+    /// Print a run's log; with --follow, keep printing until the turn ends (through a restart
+    /// of the server).
     Log {
         run: String,
         #[arg(long, short)]
         follow: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionCmd {
+    /// Start a session in a folder; prints `session:`, `turn:` and `run:` lines.
+    Start(run::TurnArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum TurnCmd {
+    /// The turn as JSON, with its manifest.
+    Show { turn: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -96,6 +144,15 @@ fn main() -> ExitCode {
     let home: PathBuf = hangar_protocol::env::hangar_home();
     let result = match cli.command {
         Cmd::Run(a) => run::run(&home, a),
+        Cmd::Session {
+            action: SessionCmd::Start(a),
+        } => sessions::start(&home, &a),
+        Cmd::Send { session, text } => sessions::send(&home, &session, &text),
+        Cmd::Sessions { json } => sessions::list(&home, json),
+        Cmd::Turn {
+            action: TurnCmd::Show { turn },
+        } => sessions::turn_show(&home, &turn),
+        Cmd::Transcript { session, json } => sessions::transcript(&home, &session, json),
         Cmd::Steer { run, text } => send::steer(&home, &run, &text),
         Cmd::Interrupt { run } => send::interrupt(&home, &run),
         Cmd::Approvals { run, json } => logs::approvals(&home, &run, json),
@@ -115,9 +172,16 @@ fn main() -> ExitCode {
             action: TokenCmd::Create { person },
         } => serve::token_create(&home, &person),
         Cmd::Credential { action, name } => serve::credential(&home, &action, name.as_deref()),
-        Cmd::Audit { action } if action == "verify" => serve::audit_verify(&home),
-        Cmd::Audit { action } => Err(exit::CliError::Usage(format!(
-            "unknown audit action {action:?}: use `hangar audit verify`"
+        Cmd::Audit { action: None, json } => sessions::audit(&home, json),
+        Cmd::Audit {
+            action: Some(action),
+            ..
+        } if action == "verify" => serve::audit_verify(&home),
+        Cmd::Audit {
+            action: Some(action),
+            ..
+        } => Err(exit::CliError::Usage(format!(
+            "unknown audit action {action:?}: use `hangar audit` or `hangar audit verify`"
         ))),
     };
     match result {

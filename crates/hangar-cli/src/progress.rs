@@ -13,6 +13,12 @@ pub fn say(line: &str) {
     let _ = std::io::stdout().flush();
 }
 
+/// Writes one line about the CLI itself (not the run) to stderr, so stdout stays the run's.
+#[expect(clippy::print_stderr, reason = "the CLI's notes")]
+pub fn note(line: &str) {
+    eprintln!("hangar: {line}");
+}
+
 /// `s` cut to `max` characters, on one line.
 pub fn short(s: &str, max: usize) -> String {
     let one: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();

@@ -1,23 +1,25 @@
-//! `hangar run`: one turn of an agent in a local folder, through the driver.
+//! `hangar run`: one turn of an agent in a local folder, through the control plane's API — the
+//! server at `HANGAR_URL`, or, when none answers, one this process serves for the turn's
+//! duration — with progress from the run's log as it is written.
 
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use clap::Args;
-use hangar_protocol::client::{Delivery, Mailbox};
-use hangar_protocol::command::body;
-use hangar_protocol::{ControlDir, Kind};
+use serde_json::{Value, json};
 
+use crate::api::{Api, ApiError, seg};
 use crate::exit::CliError;
-use crate::logs::Tail;
-use crate::{find, progress};
+use crate::follow::{LogFollower, POLL, Polled};
+use crate::local::{Local, Mode, NoLocal};
+use crate::{api, progress, serve};
 
+/// How a turn runs (`hangar run`, `hangar session start`).
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct TurnArgs {
     /// The folder the agent works in (default: the current folder).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
@@ -44,103 +46,130 @@ pub struct RunArgs {
     /// `ask`: a person answers each permission request; `auto`: none are asked.
     #[arg(long, default_value = "ask", value_parser = ["ask", "auto"])]
     policy: String,
-    /// Print the run log's lines as written instead of progress.
-    #[arg(long)]
-    json: bool,
     /// What the agent should do.
     prompt: String,
 }
 
-fn new_run_id() -> Result<String, CliError> {
-    let mut b = [0u8; 6];
-    getrandom::fill(&mut b).map_err(|e| CliError::Failed(format!("OS random source: {e}")))?;
-    Ok(format!("run-{}", hex::encode(b)))
+impl TurnArgs {
+    /// The body of `POST /v1/sessions`, after the checks that need no server.
+    pub fn session_body(&self) -> Result<Value, CliError> {
+        let dir = match &self.dir {
+            Some(d) => d.clone(),
+            None => std::env::current_dir()
+                .map_err(|e| CliError::Failed(format!("current folder: {e}")))?,
+        };
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| CliError::Usage(format!("--dir {}: {e}", dir.display())))?;
+        if !dir.is_dir() {
+            return Err(CliError::Usage(format!(
+                "--dir {} is not a folder",
+                dir.display()
+            )));
+        }
+        if self.harness != "codex" && !self.codex_config.is_empty() {
+            return Err(CliError::Usage(
+                "--codex-config is for --harness codex".into(),
+            ));
+        }
+        let mut options = json!({});
+        if let Some(m) = &self.model {
+            options["model"] = json!(m);
+        }
+        if !self.codex_config.is_empty() {
+            options["codex_config"] = json!(self.codex_config);
+        }
+        if let Some(v) = &self.verify {
+            options["verify"] = json!(v);
+            options["max_verify_rounds"] = json!(self.max_verify_rounds);
+        }
+        if let Some(t) = self.model_timeout {
+            options["model_timeout"] = json!(t);
+        }
+        Ok(json!({
+            "dir": dir, "harness": self.harness, "policy": self.policy,
+            "prompt": self.prompt, "options": options,
+        }))
+    }
 }
 
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    turn: TurnArgs,
+    /// Print the run log's lines as written instead of progress.
+    #[arg(long)]
+    json: bool,
+}
+
+/// How long the server may stay away before `hangar run` serves its run itself.
+const TAKEOVER_AFTER: Duration = Duration::from_secs(5);
+
 pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
-    let dir = match a.dir {
-        Some(d) => d,
-        None => {
-            std::env::current_dir().map_err(|e| CliError::Failed(format!("current folder: {e}")))?
+    let body = a.turn.session_body()?;
+    let rt = serve::runtime()?;
+    let result = rt.block_on(async {
+        let api = Api::from_env(home)?;
+        let mut local = match api.health().await {
+            Ok(()) => None,
+            Err(ApiError::NoServer(_)) => {
+                let prefer = api::listen_addr(api.base());
+                match Local::start(home, Mode::Embedded { prefer }).await {
+                    Ok(l) => Some(l),
+                    Err(NoLocal::Failed(e)) => return Err(e),
+                    Err(NoLocal::Nothing(m)) => return Err(CliError::Failed(m)),
+                }
+            }
+            Err(e) => return Err(e.into_cli()),
+        };
+        let api = match &local {
+            Some(l) => l.api()?,
+            None => api,
+        };
+        let r = drive(home, &api, &mut local, &body, a.json).await;
+        if let Some(l) = local {
+            l.stop().await;
         }
-    };
-    let dir = dir
-        .canonicalize()
-        .map_err(|e| CliError::Usage(format!("--dir {}: {e}", dir.display())))?;
-    if !dir.is_dir() {
-        return Err(CliError::Usage(format!(
-            "--dir {} is not a folder",
-            dir.display()
-        )));
-    }
-    let driver = find::driver()?;
-    let (bin_flag, bin) = match a.harness.as_str() {
-        "codex" => ("--codex-bin", find::codex()?),
-        _ => ("--claude-bin", find::claude()?),
-    };
-    if a.harness != "codex" && !a.codex_config.is_empty() {
-        return Err(CliError::Usage(
-            "--codex-config is for --harness codex".into(),
+        r
+    });
+    let _ = std::io::stdout().flush();
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+/// Starts the session and follows its first turn to its end; the turn's status.
+async fn drive(
+    home: &Path,
+    api: &Api,
+    local: &mut Option<Local>,
+    body: &Value,
+    json_out: bool,
+) -> Result<ExitCode, CliError> {
+    let started = api.post("/v1/sessions", body).await.map_err(|e| match e {
+        ApiError::Status { status: 404, .. } => CliError::Failed(format!(
+            "{} does not serve /v1/sessions: is HANGAR_URL a hangar server?",
+            api.base()
+        )),
+        e => e.into_cli(),
+    })?;
+    let id = |v: &Value| v["id"].as_str().unwrap_or_default().to_owned();
+    let (run, turn, session) = (
+        id(&started["run"]),
+        id(&started["turn"]),
+        id(&started["session"]),
+    );
+    progress::say(&format!("run: {run}"));
+    if !json_out {
+        progress::say(&format!(
+            "session: {session} (the next turn: hangar send {session} TEXT)"
         ));
     }
-    let run = new_run_id()?;
-    let mailbox = Mailbox::create(home, &run)?;
-    // The prompt is the run's first command: it waits in in/ for the driver.
-    match mailbox.send(Kind::Prompt, body::text(&a.prompt))? {
-        Delivery::Landed(_) => {}
-        Delivery::TurnEnded(_) => {
-            return Err(CliError::Failed("the new run's in/ is missing".into()));
-        }
-    }
-    progress::say(&format!("run: {run}"));
-    let ctl: &ControlDir = mailbox.ctl();
-    let mut cmd = Command::new(&driver);
-    cmd.arg("--ctl")
-        .arg(ctl.root())
-        .args([
-            "--run",
-            &run,
-            "--harness",
-            &a.harness,
-            "--policy",
-            &a.policy,
-        ])
-        .arg("--cwd")
-        .arg(&dir)
-        .arg(bin_flag)
-        .arg(&bin);
-    if let Some(m) = &a.model {
-        cmd.args(["--model", m]);
-    }
-    for kv in &a.codex_config {
-        cmd.args(["--codex-config", kv]);
-    }
-    if let Some(v) = &a.verify {
-        cmd.args([
-            "--verify",
-            v,
-            "--max-verify-rounds",
-            &a.max_verify_rounds.to_string(),
-        ]);
-    }
-    if let Some(t) = a.model_timeout {
-        cmd.args(["--model-timeout", &t.to_string()]);
-    }
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        // Its own process group: Ctrl-C reaches `hangar run`, which turns it into an interrupt.
-        .process_group(0)
-        .spawn()
-        .map_err(|e| {
-            CliError::Failed(format!("cannot start the driver {}: {e}", driver.display()))
-        })?;
-    let mut tail = Tail::new(ctl.run_log());
-    let mut printer = progress::Printer::new(&run, a.json);
     catch_ctrl_c();
+    let mut printer = progress::Printer::new(&run, json_out);
+    let mut follower = LogFollower::new(api.clone(), &run);
     let mut interrupts_seen = 0;
-    let status = loop {
+    let mut takeover_tried: Option<std::time::Instant> = None;
+    while !follower.ended {
         let presses = CTRL_C.load(Ordering::Relaxed);
         if presses > interrupts_seen {
             interrupts_seen = presses;
@@ -148,7 +177,8 @@ pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
                 progress::say(
                     "interrupting the turn (Ctrl-C again leaves it running in the background)",
                 );
-                crate::send::interrupt_quietly(&mailbox);
+                let (api, run) = (follower.api.clone(), run.clone());
+                tokio::spawn(async move { interrupt_quietly(&api, &run).await });
             } else {
                 progress::say(&format!(
                     "the turn goes on without this terminal: hangar log {run} --follow"
@@ -156,23 +186,106 @@ pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
                 return Ok(ExitCode::from(130));
             }
         }
-        let done = child
-            .try_wait()
-            .map_err(|e| CliError::Failed(format!("waiting for the driver: {e}")))?;
-        for line in tail.read_lines() {
-            printer.line(&line);
-        }
-        if let Some(st) = done {
-            for line in tail.read_lines() {
-                printer.line(&line);
+        match follower.poll().await? {
+            Polled::Lines(lines) => {
+                let quiet = lines.is_empty();
+                for line in lines {
+                    printer.line(&line);
+                }
+                if quiet && !follower.ended {
+                    tokio::time::sleep(POLL).await;
+                }
             }
-            break st;
+            Polled::Lost(for_how_long) => {
+                if local.is_none()
+                    && for_how_long >= TAKEOVER_AFTER
+                    && takeover_tried.is_none_or(|t| t.elapsed() > Duration::from_secs(30))
+                {
+                    takeover_tried = Some(std::time::Instant::now());
+                    let mode = Mode::Takeover { run: run.clone() };
+                    if let Ok(l) = Local::start(home, mode).await {
+                        progress::note(&format!(
+                            "the server stays away; serving this run from here ({}) until it ends",
+                            l.url
+                        ));
+                        follower.switch(l.api()?);
+                        *local = Some(l);
+                        continue;
+                    }
+                }
+                tokio::time::sleep(follower.backoff()).await;
+            }
         }
-        std::thread::sleep(Duration::from_millis(50));
+    }
+    let api = follower.api.clone();
+    let t = until_ok(&api, &format!("/v1/turns/{}", seg(&turn))).await?;
+    if !follower.handed_back.is_empty() {
+        next_turn_note(&api, &session, &turn, local.is_some()).await;
+    }
+    let code = match (t["state"].as_str(), t["status"].as_i64()) {
+        (Some("ended"), Some(s)) => u8::try_from(s).unwrap_or(1),
+        _ => 1,
     };
-    let _ = std::io::stdout().flush();
-    let code = status.code().unwrap_or(1);
-    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+    Ok(ExitCode::from(code))
+}
+
+/// A GET that waits out a server that is away.
+async fn until_ok(api: &Api, path: &str) -> Result<Value, CliError> {
+    let mut wait = Duration::from_millis(250);
+    loop {
+        match api.get(path).await {
+            Ok(v) => return Ok(v),
+            Err(e) if e.transient() => {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e.into_cli()),
+        }
+    }
+}
+
+/// Messages the driver handed back start the session's next turn: say which, once it is there.
+async fn next_turn_note(api: &Api, session: &str, turn: &str, serving_here: bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if let Ok(s) = api.get(&format!("/v1/sessions/{}", seg(session))).await {
+            let turns = s["turns"].as_array().cloned().unwrap_or_default();
+            let after = turns
+                .iter()
+                .skip_while(|t| t["id"] != turn)
+                .nth(1)
+                .filter(|t| t["state"] != "queued");
+            if let Some(next) = after {
+                let run = next["run_id"].as_str().unwrap_or("?");
+                let where_ = if serving_here {
+                    "; it goes on when this command ends, and the next server (`hangar serve`) records it"
+                } else {
+                    ""
+                };
+                progress::note(&format!(
+                    "the messages the turn did not take started the next turn {} (run {run}): hangar log {run} --follow{where_}",
+                    next["id"].as_str().unwrap_or("?")
+                ));
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `hangar run`'s Ctrl-C: send an interrupt and say what came of it, without failing the run.
+async fn interrupt_quietly(api: &Api, run: &str) {
+    match api
+        .post(&format!("/v1/runs/{}/interrupt", seg(run)), &json!({}))
+        .await
+    {
+        Ok(_) => {}
+        Err(e) => match e.into_cli() {
+            CliError::Refused(reason) => progress::say(&format!("interrupt refused: {reason}")),
+            CliError::Ended(_) => progress::say("the turn had already ended"),
+            e => progress::say(&format!("could not interrupt: {e}")),
+        },
+    }
 }
 
 /// Ctrl-C presses seen by `hangar run`.

@@ -1,44 +1,132 @@
-//! Commands that send: `steer`, `interrupt`, `approve`, `deny`. Each exits 0 only when the
-//! driver's signed ack says `done`.
+//! Commands that send to a run through the API: `steer`, `interrupt`, `approve`, `deny`. Each
+//! exits 0 only when the driver's signed ack says `done` (the server waits for it); `refused: …`
+//! exits 1; a turn that has ended exits 3, with the message handed back.
+//!
+//! With no server at `HANGAR_URL`, the command serves the API in-process for its own duration
+//! over `$HANGAR_HOME`'s store and vault (the run's key is only there), so it works whether or
+//! not a server runs.
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use hangar_protocol::Kind;
-use hangar_protocol::client::{Mailbox, Outcome};
-use hangar_protocol::command::body;
-use serde_json::Value;
+use hangar_protocol::ctl::{self, ControlDir};
+use serde_json::{Value, json};
 
+use crate::api::{Api, ApiError, seg};
 use crate::exit::CliError;
-use crate::progress;
+use crate::local::{self, Conn};
+use crate::{logs, progress, serve};
 
-/// How long to wait for the driver's answer.
-const ACK_TIMEOUT: Duration = Duration::from_secs(30);
+/// What to do when the turn has ended: the words after "the turn has ended".
+fn ended_words(text: Option<&str>, session: Option<&str>) -> String {
+    match text {
+        Some(text) => format!(
+            "; this message was not delivered (start the next turn with it: hangar send {} TEXT): {text}",
+            session.unwrap_or("SESSION")
+        ),
+        None => String::new(),
+    }
+}
 
-fn send(home: &Path, run: &str, kind: Kind, b: Value) -> Result<ExitCode, CliError> {
-    let mailbox = Mailbox::open(home, run)?;
-    match mailbox.request(kind, b, ACK_TIMEOUT)? {
-        Outcome::Done => {
-            progress::say("done");
-            Ok(ExitCode::SUCCESS)
-        }
-        Outcome::Refused(reason) => Err(CliError::Refused(reason)),
-        Outcome::Ended { handed_back } => Err(CliError::Ended(match handed_back.text() {
-            Some(text) => {
-                format!("; this message was not delivered (start the next turn with it): {text}")
+/// The session a run belongs to, if the API says.
+async fn session_of(api: &Api, run: &str) -> Option<String> {
+    let r = api.get(&format!("/v1/runs/{}", seg(run))).await.ok()?;
+    let turn = r["turn_id"].as_str()?;
+    let t = api.get(&format!("/v1/turns/{}", seg(turn))).await.ok()?;
+    t["session_id"].as_str().map(str::to_owned)
+}
+
+/// Sends to `/v1/runs/{run}/{what}` and turns the answer into an exit code.
+fn send(
+    home: &Path,
+    run: &str,
+    what: &str,
+    body: Value,
+    text: Option<&str>,
+) -> Result<ExitCode, CliError> {
+    if !ctl::valid_run_id(run) {
+        return Err(CliError::Usage(format!("{run:?} is not a run id")));
+    }
+    let rt = serve::runtime()?;
+    let result = rt.block_on(async {
+        let Some(conn) = local::connect(home).await? else {
+            return Err(CliError::Failed(format!(
+                "no run {run}: {}",
+                local::nothing_here(home)
+            )));
+        };
+        let r = send_on(&conn, home, run, what, &body, text).await;
+        conn.close().await;
+        r
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
+}
+
+async fn send_on(
+    conn: &Conn,
+    home: &Path,
+    run: &str,
+    what: &str,
+    body: &Value,
+    text: Option<&str>,
+) -> Result<ExitCode, CliError> {
+    // Served in-process, nothing watches the run log: a turn that ended while no server ran is
+    // still "live" in the store. The log says it has ended; believe it (a steer must not start
+    // the next turn here).
+    if conn.local.is_some() && logs::log_has_ended(&ControlDir::for_run(home, run).run_log()) {
+        let session = session_of(&conn.api, run).await;
+        return Err(CliError::Ended(ended_words(text, session.as_deref())));
+    }
+    let path = format!("/v1/runs/{}/{what}", seg(run));
+    match conn.api.post(&path, body).await {
+        Ok(v) => match v["outcome"].as_str() {
+            Some("next_turn") => {
+                // The turn ended between the check and the steer: the control plane started the
+                // session's next turn with the message.
+                progress::say(&format!(
+                    "the turn had ended; your message started the next turn {} (run {})",
+                    v["turn"].as_str().unwrap_or("?"),
+                    v["run"].as_str().unwrap_or("?")
+                ));
+                Ok(ExitCode::SUCCESS)
             }
-            None => String::new(),
-        })),
+            _ => {
+                progress::say("done");
+                Ok(ExitCode::SUCCESS)
+            }
+        },
+        Err(ApiError::Status { status: 404, .. }) => Err(CliError::Failed(format!(
+            "no run {run} at {} (is HANGAR_URL or HANGAR_HOME right?)",
+            if conn.local.is_some() {
+                home.display().to_string()
+            } else {
+                conn.api.base().to_owned()
+            }
+        ))),
+        Err(e) => Err(match e.into_cli() {
+            CliError::Ended(_) => {
+                let session = session_of(&conn.api, run).await;
+                CliError::Ended(ended_words(text, session.as_deref()))
+            }
+            other => other,
+        }),
     }
 }
 
 pub fn steer(home: &Path, run: &str, text: &str) -> Result<ExitCode, CliError> {
-    send(home, run, Kind::Steer, body::text(text))
+    // `next_turn=false`: an ended turn is reported, not continued (`hangar send` continues).
+    send(
+        home,
+        run,
+        "steer?next_turn=false",
+        json!({"text": text}),
+        Some(text),
+    )
 }
 
 pub fn interrupt(home: &Path, run: &str) -> Result<ExitCode, CliError> {
-    send(home, run, Kind::Interrupt, body::empty())
+    send(home, run, "interrupt", json!({}), None)
 }
 
 pub fn approve(
@@ -47,14 +135,20 @@ pub fn approve(
     request_id: &str,
     input: Option<&str>,
 ) -> Result<ExitCode, CliError> {
-    let updated = match input {
-        None => None,
-        Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(v @ Value::Object(_)) => Some(v),
+    let mut body = json!({"decision": "allow"});
+    if let Some(text) = input {
+        match serde_json::from_str::<Value>(text) {
+            Ok(v @ Value::Object(_)) => body["input"] = v,
             _ => return Err(CliError::Usage("--input must be a JSON object".into())),
-        },
-    };
-    send(home, run, Kind::Approve, body::approve(request_id, updated))
+        }
+    }
+    send(
+        home,
+        run,
+        &format!("approvals/{}", seg(request_id)),
+        body,
+        None,
+    )
 }
 
 pub fn deny(
@@ -63,15 +157,15 @@ pub fn deny(
     request_id: &str,
     reason: Option<&str>,
 ) -> Result<ExitCode, CliError> {
-    send(home, run, Kind::Deny, body::deny(request_id, reason))
-}
-
-/// `hangar run`'s Ctrl-C: send an interrupt and say what came of it, without failing the run.
-pub fn interrupt_quietly(mailbox: &Mailbox) {
-    match mailbox.request(Kind::Interrupt, body::empty(), ACK_TIMEOUT) {
-        Ok(Outcome::Done) => {}
-        Ok(Outcome::Refused(reason)) => progress::say(&format!("interrupt refused: {reason}")),
-        Ok(Outcome::Ended { .. }) => progress::say("the turn had already ended"),
-        Err(e) => progress::say(&format!("could not interrupt: {e}")),
+    let mut body = json!({"decision": "deny"});
+    if let Some(r) = reason {
+        body["reason"] = json!(r);
     }
+    send(
+        home,
+        run,
+        &format!("approvals/{}", seg(request_id)),
+        body,
+        None,
+    )
 }

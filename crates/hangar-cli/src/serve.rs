@@ -52,7 +52,7 @@ impl Plane {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -83,6 +83,8 @@ pub fn serve(home: &Path, listen: SocketAddr) -> Result<ExitCode, CliError> {
     let tools = tools(home)?;
     runtime()?.block_on(async move {
         let store = plane_settings.open(home).await?;
+        // The local user's token, so the CLI on this machine reaches this server as they are.
+        crate::local::ensure_local_token(&store, home).await?;
         let plane = ControlPlane::new(store, tools);
         let n = plane.reattach().await.map_err(|e| CliError::Failed(e.to_string()))?;
         let listener = hangar_server::bind(listen).await.map_err(CliError::Failed)?;
@@ -185,7 +187,7 @@ pub fn credential(home: &Path, action: &str, name: Option<&str>) -> Result<ExitC
     })
 }
 
-/// `hangar audit verify`.
+/// `hangar audit verify` (on the database directly, with or without a server).
 pub fn audit_verify(home: &Path) -> Result<ExitCode, CliError> {
     let settings = Plane::from_env(home);
     runtime()?.block_on(async {

@@ -28,10 +28,18 @@ fn driver_bin() -> PathBuf {
     p
 }
 
+/// A `HANGAR_URL` where nothing listens yet, so each test's `hangar run` serves its own (tests
+/// run in parallel; they must not find each other's servers at the default address).
+fn free_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", l.local_addr().unwrap())
+}
+
 struct Env {
     home: tempfile::TempDir,
     work: tempfile::TempDir,
     fake: FakeAnthropic,
+    url: String,
 }
 
 impl Env {
@@ -40,6 +48,7 @@ impl Env {
             home: tempfile::tempdir().unwrap(),
             work: tempfile::tempdir().unwrap(),
             fake: FakeAnthropic::start(script).unwrap(),
+            url: free_url(),
         }
     }
 
@@ -49,6 +58,7 @@ impl Env {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.home.path())
             .env("HANGAR_HOME", self.home.path().join("hangar"))
+            .env("HANGAR_URL", &self.url)
             .env("HANGAR_DRIVER_BIN", driver_bin())
             .env("HANGAR_CLAUDE_BIN", claude_bin().unwrap())
             .envs(claude_env(
@@ -265,12 +275,14 @@ fn codex_runs_through_the_same_commands() {
     let work = tempfile::tempdir().unwrap();
     let codex_home = home.path().join("codex-home");
     std::fs::create_dir_all(&codex_home).unwrap();
+    let url = free_url();
     let hangar = |args: &[&str]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_hangar"));
         c.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", home.path())
             .env("HANGAR_HOME", home.path().join("hangar"))
+            .env("HANGAR_URL", &url)
             .env("HANGAR_DRIVER_BIN", driver_bin())
             .env("HANGAR_CODEX_BIN", codex_bin().unwrap())
             .envs(codex_env(&codex_home))

@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod error;
 mod routes;
+mod runlog;
 pub mod sse;
 mod views;
 

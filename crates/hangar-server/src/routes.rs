@@ -38,6 +38,7 @@ pub fn router(plane: Arc<ControlPlane>) -> Router {
         .route("/v1/runs/{id}/approvals/{request_id}", post(answer))
         .route("/v1/runs/{id}/events", get(run_events))
         .route("/v1/runs/{id}/events/stream", get(run_stream))
+        .route("/v1/runs/{id}/log", get(crate::runlog::run_log))
         .route("/v1/credentials", get(list_credentials))
         .route(
             "/v1/credentials/{name}",
@@ -137,12 +138,31 @@ async fn send_message(
     reply(plane.send(&id, &b.text, &who.email).await?)
 }
 
+#[derive(Deserialize)]
+struct SteerQuery {
+    /// `false`: a steer to an ended turn is answered "the turn has ended" (409) instead of
+    /// starting the next turn (what `hangar steer RUN` wants; `hangar send SESSION` starts it).
+    #[serde(default = "yes")]
+    next_turn: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
 async fn steer(
     State(plane): S,
     who: Authed,
     Path(id): Path<String>,
+    Query(q): Query<SteerQuery>,
     Json(b): Json<Text>,
 ) -> ApiResult {
+    if !q.next_turn {
+        let run = plane.store().run(&id).await?;
+        if run.state != hangar_store::RunState::Live || !run.has_key {
+            return reply(Reply::Ended { run: id });
+        }
+    }
     reply(plane.steer(&id, &b.text, &who.email).await?)
 }
 

@@ -1,0 +1,328 @@
+//! The client side of the HTTP API (`hangar serve`, or a server the CLI runs in-process): where
+//! it is (`HANGAR_URL`, default `http://127.0.0.1:7700`), the token (`HANGAR_TOKEN`, else the
+//! local user's token in `$HANGAR_HOME/token`), and its answers sorted into what the CLI does
+//! about them (retry, serve locally, or show the person why).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::time::Duration;
+
+use hangar_protocol::env::{HANGAR_TOKEN, HANGAR_URL};
+use serde_json::Value;
+
+use crate::exit::CliError;
+
+/// Where clients look for the server when `HANGAR_URL` is not set.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:7700";
+
+/// The file under `$HANGAR_HOME` that holds the local user's token (0600).
+pub const TOKEN_FILE: &str = "token";
+
+/// A client of one server.
+#[derive(Clone, Debug)]
+pub struct Api {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+/// What went wrong talking to the server.
+#[derive(Debug)]
+pub enum ApiError {
+    /// Nothing listens there (the connection was refused, or could not be made): worth
+    /// retrying, or serving the API locally.
+    NoServer(String),
+    /// The connection broke or the answer did not come in time: worth retrying.
+    Unreachable(String),
+    /// The server answered with an error (its JSON error body, or the status alone).
+    Status { status: u16, message: String },
+    /// A request that can never work (a bad URL, a body that is not JSON).
+    Other(String),
+}
+
+impl ApiError {
+    /// Whether waiting and asking again may help (a server restarting, a proxy in front of one).
+    pub fn transient(&self) -> bool {
+        match self {
+            ApiError::NoServer(_) | ApiError::Unreachable(_) => true,
+            ApiError::Status { status, .. } => matches!(status, 502..=504),
+            ApiError::Other(_) => false,
+        }
+    }
+
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ApiError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The error as the person sees it, by the one table: 400 → usage (exit 2), 409 "the turn
+    /// has ended" → ended (exit 3), 422 → refused (exit 1), anything else → failed (exit 4).
+    pub fn into_cli(self) -> CliError {
+        match self {
+            ApiError::NoServer(m) | ApiError::Unreachable(m) | ApiError::Other(m) => {
+                CliError::Failed(m)
+            }
+            ApiError::Status {
+                status, message, ..
+            } => match status {
+                400 => CliError::Usage(message),
+                401 => CliError::Failed(format!(
+                    "{message} (the token is HANGAR_TOKEN, else $HANGAR_HOME/{TOKEN_FILE})"
+                )),
+                409 if message.starts_with("the turn has ended") => CliError::Ended(String::new()),
+                422 => CliError::Refused(
+                    message
+                        .strip_prefix("refused: ")
+                        .unwrap_or(&message)
+                        .to_owned(),
+                ),
+                _ => CliError::Failed(message),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiError::NoServer(m) | ApiError::Unreachable(m) | ApiError::Other(m) => f.write_str(m),
+            ApiError::Status {
+                status, message, ..
+            } => write!(f, "{message} (HTTP {status})"),
+        }
+    }
+}
+
+/// `HANGAR_URL`, else the default, without a trailing slash.
+pub fn url_from_env() -> String {
+    std::env::var(HANGAR_URL)
+        .ok()
+        .map(|u| u.trim().trim_end_matches('/').to_owned())
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| DEFAULT_URL.to_owned())
+}
+
+/// `HANGAR_TOKEN`, else the local user's token file, else none.
+pub fn token_from_env(home: &Path) -> Option<String> {
+    std::env::var(HANGAR_TOKEN)
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string(home.join(TOKEN_FILE))
+                .ok()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+        })
+}
+
+/// The address a server for `url` would listen on, when it is a plain `http://` URL of this
+/// machine's.
+pub fn listen_addr(url: &str) -> Option<SocketAddr> {
+    let rest = url.strip_prefix("http://")?;
+    let authority = rest.split('/').next()?;
+    let with_port = if authority.rsplit_once(':').is_some_and(|(h, p)| {
+        !h.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':')
+    }) {
+        authority.to_owned()
+    } else {
+        format!("{authority}:80")
+    };
+    with_port
+        .to_socket_addrs()
+        .ok()?
+        .find(|a| a.ip().is_loopback())
+}
+
+fn is_loopback_url(url: &str) -> bool {
+    listen_addr(url).is_some()
+}
+
+/// The error's text with its causes (reqwest's own says little: "error sending request").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+impl Api {
+    pub fn new(base: &str, token: Option<String>) -> Result<Api, CliError> {
+        let mut b = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            // A command waits for the driver's signed answer (up to 30 s) before the server
+            // answers.
+            .timeout(Duration::from_secs(90));
+        if is_loopback_url(base) {
+            b = b.no_proxy();
+        }
+        let http = b
+            .build()
+            .map_err(|e| CliError::Failed(format!("cannot make an HTTP client: {}", chain(&e))))?;
+        Ok(Api {
+            base: base.trim_end_matches('/').to_owned(),
+            token,
+            http,
+        })
+    }
+
+    /// The server named by `HANGAR_URL`, with the token from the environment.
+    pub fn from_env(home: &Path) -> Result<Api, CliError> {
+        Api::new(&url_from_env(), token_from_env(home))
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn sort(&self, e: reqwest::Error) -> ApiError {
+        if e.is_builder() {
+            return ApiError::Other(format!("bad server URL {}: {}", self.base, chain(&e)));
+        }
+        if e.is_connect() {
+            // The innermost cause says it: "Connection refused (os error 111)".
+            let mut inner: &dyn std::error::Error = &e;
+            while let Some(c) = inner.source() {
+                inner = c;
+            }
+            return ApiError::NoServer(format!(
+                "no hangar server answers at {} ({inner})",
+                self.base
+            ));
+        }
+        ApiError::Unreachable(format!(
+            "the hangar server at {} did not answer: {}",
+            self.base,
+            chain(&e)
+        ))
+    }
+
+    async fn answer(&self, resp: reqwest::Response) -> Result<Value, ApiError> {
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| self.sort(e))?;
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(body);
+        }
+        let err = &body["error"];
+        Err(ApiError::Status {
+            status: status.as_u16(),
+            message: err["message"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("the server at {} answered {status}", self.base)),
+        })
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let r = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
+    }
+
+    /// `GET /v1/health` (no token needed): is a hangar server there?
+    pub async fn health(&self) -> Result<(), ApiError> {
+        let resp = self
+            .http
+            .get(format!("{}/v1/health", self.base))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|e| self.sort(e))?;
+        let v = self.answer(resp).await?;
+        if v["ok"] == true {
+            Ok(())
+        } else {
+            Err(ApiError::Other(format!(
+                "{} answers, but not as a hangar server (is HANGAR_URL right?)",
+                self.base
+            )))
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Value, ApiError> {
+        let resp = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .map_err(|e| self.sort(e))?;
+        self.answer(resp).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Result<Value, ApiError> {
+        let resp = self
+            .request(reqwest::Method::POST, path)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| self.sort(e))?;
+        self.answer(resp).await
+    }
+}
+
+/// A path segment as the URL needs it (ids are plain, but a person may type anything).
+pub fn seg(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_of_local_urls_only() {
+        assert_eq!(
+            listen_addr("http://127.0.0.1:7700"),
+            Some("127.0.0.1:7700".parse().unwrap())
+        );
+        assert_eq!(
+            listen_addr("http://127.0.0.1:7701/"),
+            Some("127.0.0.1:7701".parse().unwrap())
+        );
+        assert_eq!(
+            listen_addr("http://[::1]:7700"),
+            Some("[::1]:7700".parse().unwrap())
+        );
+        assert_eq!(listen_addr("https://127.0.0.1:7700"), None);
+        assert_eq!(listen_addr("http://192.0.2.1:7700"), None);
+    }
+
+    #[test]
+    fn errors_follow_the_exit_table() {
+        let st = |status, message: &str| ApiError::Status {
+            status,
+            message: message.into(),
+        };
+        assert!(matches!(st(400, "x").into_cli(), CliError::Usage(_)));
+        assert!(matches!(
+            st(409, "the turn has ended (run r)").into_cli(),
+            CliError::Ended(_)
+        ));
+        match st(422, "refused: no such request").into_cli() {
+            CliError::Refused(r) => assert_eq!(r, "no such request"),
+            other => panic!("{other:?}"),
+        }
+        assert!(st(503, "x").transient());
+        assert!(!st(404, "x").transient());
+        assert_eq!(seg("a b/c"), "a%20b%2Fc");
+    }
+}

@@ -1,0 +1,263 @@
+//! The API served from inside the CLI when no server answers at `HANGAR_URL`, over the same
+//! store and vault `hangar serve` uses (`$HANGAR_HOME`), and the local user's token.
+//!
+//! * [`Mode::Embedded`]: `hangar run` with no server — a whole server for the run's duration,
+//!   on `HANGAR_URL`'s address when it is free (so `hangar steer` from another terminal reaches
+//!   it), else on a free port; it re-attaches to every live run like `hangar serve` does.
+//! * [`Mode::Takeover`]: `hangar run` whose server went away and stayed away — the same on a free
+//!   port (never `HANGAR_URL`'s, which a restarting `hangar serve` wants back), only when this
+//!   machine's store holds the run.
+//! * [`Mode::OneShot`]: a single command (`steer`, `approve`, `turn show`, …) with no server — the
+//!   API on a free port for that command, with no run watchers (it ends in a moment), only when
+//!   a store exists (a command never makes one).
+//!
+//! Turns run detached either way: when the CLI's server stops, they go on, and the next server
+//! (`hangar serve`, or another `hangar run`) re-attaches to them from their saved cursors.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hangar_control::{ControlPlane, Tools};
+use hangar_store::Store;
+use serde_json::json;
+
+use crate::api::{Api, TOKEN_FILE};
+use crate::exit::CliError;
+use crate::find;
+use crate::serve::{Plane, tools};
+
+/// Which kind of in-process server.
+#[derive(Clone, Debug)]
+pub enum Mode {
+    Embedded { prefer: Option<SocketAddr> },
+    Takeover { run: String },
+    OneShot,
+}
+
+/// A server running inside this process.
+#[derive(Debug)]
+pub struct Local {
+    pub url: String,
+    pub token: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Why no in-process server was started.
+#[derive(Debug)]
+pub enum NoLocal {
+    /// `$HANGAR_HOME` holds no store (or not this run): there is nothing to serve.
+    Nothing(String),
+    Failed(CliError),
+}
+
+impl From<CliError> for NoLocal {
+    fn from(e: CliError) -> NoLocal {
+        NoLocal::Failed(e)
+    }
+}
+
+/// The SQLite file behind a `sqlite://` URL.
+fn sqlite_file(url: &str) -> Option<PathBuf> {
+    let rest = url.strip_prefix("sqlite://")?;
+    let path = rest.split('?').next().unwrap_or(rest);
+    Some(PathBuf::from(path))
+}
+
+/// The local user, as the audit log names them: `$USER@localhost`.
+pub fn local_person() -> String {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()))
+        // SAFETY: getuid has no preconditions and cannot fail.
+        .unwrap_or_else(|| format!("uid{}", unsafe { libc::getuid() }));
+    format!("{}@localhost", user.trim())
+}
+
+/// The local user's token from `$HANGAR_HOME/token` if the store knows it; else a new one,
+/// written there (0600). Only a process that can open the store (and so read the master key
+/// beside it) gets one.
+pub async fn ensure_local_token(store: &Store, home: &Path) -> Result<String, CliError> {
+    let path = home.join(TOKEN_FILE);
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        let t = t.trim();
+        if !t.is_empty()
+            && let Ok(Some(_)) = store.authenticate(t).await
+        {
+            return Ok(t.to_owned());
+        }
+    }
+    let person = local_person();
+    let fail = |e: hangar_store::StoreError| CliError::Failed(e.to_string());
+    let made = store.create_token(&person).await.map_err(fail)?;
+    store
+        .audit()
+        .append(
+            &person,
+            "token.created",
+            &json!({"id": made.id, "for": "the local user", "file": path.display().to_string()}),
+        )
+        .await
+        .map_err(fail)?;
+    write_private(&path, &made.token)?;
+    Ok(made.token)
+}
+
+/// Writes `text` to `path`, readable by its owner only, replacing it atomically.
+fn write_private(path: &Path, text: &str) -> Result<(), CliError> {
+    let mut rnd = [0u8; 6];
+    getrandom::fill(&mut rnd).map_err(|e| CliError::Failed(format!("OS random source: {e}")))?;
+    let tmp = path.with_extension(format!("tmp-{}", hex::encode(rnd)));
+    let fail =
+        |e: std::io::Error| CliError::Failed(format!("cannot write {}: {e}", path.display()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(fail)?;
+    let written = f
+        .write_all(format!("{text}\n").as_bytes())
+        .and_then(|()| f.sync_all());
+    drop(f);
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(e));
+    }
+    Ok(())
+}
+
+/// The tools for a server that only answers commands: a missing driver matters only if a turn
+/// must start, and then the control plane says so.
+fn lenient_tools(home: &Path) -> Tools {
+    Tools {
+        home: home.to_owned(),
+        driver: find::driver().unwrap_or_else(|_| PathBuf::from("hangar-driver")),
+        claude: find::claude().unwrap_or_else(|_| PathBuf::from("claude")),
+        codex: find::codex().unwrap_or_else(|_| PathBuf::from("codex")),
+        env: Vec::new(),
+    }
+}
+
+impl Local {
+    /// Starts the API in this process (on the current tokio runtime).
+    pub async fn start(home: &Path, mode: Mode) -> Result<Local, NoLocal> {
+        let settings = Plane::from_env(home);
+        if !matches!(mode, Mode::Embedded { .. })
+            && let Some(db) = sqlite_file(&settings.database)
+            && !db.exists()
+        {
+            return Err(NoLocal::Nothing(format!(
+                "{} holds no hangar store",
+                home.display()
+            )));
+        }
+        let tools = match mode {
+            Mode::Embedded { .. } => tools(home)?,
+            _ => lenient_tools(home),
+        };
+        let store = settings.open(home).await?;
+        if let Mode::Takeover { run } = &mode
+            && store.run(run).await.is_err()
+        {
+            return Err(NoLocal::Nothing(format!(
+                "the store in {} does not hold run {run}",
+                home.display()
+            )));
+        }
+        let token = ensure_local_token(&store, home).await?;
+        let plane = ControlPlane::new(store, tools);
+        if !matches!(mode, Mode::OneShot) {
+            plane
+                .reattach()
+                .await
+                .map_err(|e| CliError::Failed(e.to_string()))?;
+        }
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        let listener = match mode {
+            Mode::Embedded { prefer: Some(addr) } => match hangar_server::bind(addr).await {
+                Ok(l) => l,
+                Err(_) => hangar_server::bind(any).await.map_err(CliError::Failed)?,
+            },
+            _ => hangar_server::bind(any).await.map_err(CliError::Failed)?,
+        };
+        let addr = listener
+            .local_addr()
+            .map_err(|e| CliError::Failed(format!("the local server's address: {e}")))?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(hangar_server::serve(listener, Arc::clone(&plane), async {
+            let _ = stopped.await;
+        }));
+        Ok(Local {
+            url: format!("http://{addr}"),
+            token,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    /// A client of this server.
+    pub fn api(&self) -> Result<Api, CliError> {
+        Api::new(&self.url, Some(self.token.clone()))
+    }
+
+    /// Stops serving: requests in flight get a moment to finish (a client's open event stream
+    /// does not hold it up).
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if tokio::time::timeout(Duration::from_secs(2), &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+        }
+    }
+}
+
+/// A client for one command, and the in-process server behind it if there is one.
+#[derive(Debug)]
+pub struct Conn {
+    pub api: Api,
+    pub local: Option<Local>,
+}
+
+impl Conn {
+    pub async fn close(self) {
+        if let Some(l) = self.local {
+            l.stop().await;
+        }
+    }
+}
+
+/// Reaches the API for one command: the server at `HANGAR_URL`, else (nothing listens there)
+/// the API served in-process over `$HANGAR_HOME`'s store. `Ok(None)`: no server and no store.
+pub async fn connect(home: &Path) -> Result<Option<Conn>, CliError> {
+    let api = Api::from_env(home)?;
+    match api.health().await {
+        Ok(()) => Ok(Some(Conn { api, local: None })),
+        Err(crate::api::ApiError::NoServer(_)) => match Local::start(home, Mode::OneShot).await {
+            Ok(l) => Ok(Some(Conn {
+                api: l.api()?,
+                local: Some(l),
+            })),
+            Err(NoLocal::Nothing(_)) => Ok(None),
+            Err(NoLocal::Failed(e)) => Err(e),
+        },
+        Err(e) => Err(e.into_cli()),
+    }
+}
+
+/// The words for "no server and nothing here".
+pub fn nothing_here(home: &Path) -> String {
+    format!(
+        "no hangar server answers at {} and {} holds no store (is HANGAR_URL or HANGAR_HOME right?)",
+        crate::api::url_from_env(),
+        home.display()
+    )
+}

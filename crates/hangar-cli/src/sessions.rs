@@ -1,0 +1,360 @@
+//! Sessions through the API: `session start`, `send`, `sessions`, `turn show`, `transcript`,
+//! `audit` (the list).
+//!
+//! `session start` and `send` start turns, which a server must watch: they need one at
+//! `HANGAR_URL` (`hangar serve`; `hangar run` brings its own for its turn). The others only read
+//! what is stored, so with no server they read `$HANGAR_HOME`'s store in-process (as of the last
+//! time a server watched its runs).
+
+use std::future::Future;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::api::{Api, ApiError, seg};
+use crate::exit::CliError;
+use crate::local::{self, Conn};
+use crate::run::TurnArgs;
+use crate::{progress, serve};
+
+/// Runs `f` on a runtime with a client: the server's, or one served in-process if `read_only`.
+fn with_api<F, Fut>(home: &Path, read_only: bool, f: F) -> Result<ExitCode, CliError>
+where
+    F: FnOnce(Api) -> Fut,
+    Fut: Future<Output = Result<ExitCode, CliError>>,
+{
+    let rt = serve::runtime()?;
+    let result = rt.block_on(async {
+        let conn = if read_only {
+            local::connect(home)
+                .await?
+                .ok_or_else(|| CliError::Failed(local::nothing_here(home)))?
+        } else {
+            let api = Api::from_env(home)?;
+            match api.health().await {
+                Ok(()) => Conn { api, local: None },
+                Err(ApiError::NoServer(why)) => {
+                    return Err(CliError::Failed(format!(
+                        "{why}: start one (`hangar serve`), or use `hangar run`, which serves for its own turn"
+                    )));
+                }
+                Err(e) => return Err(e.into_cli()),
+            }
+        };
+        let r = f(conn.api.clone()).await;
+        conn.close().await;
+        r
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+/// `404` as "no such THING".
+fn not_found(what: &'static str, id: &str) -> impl FnOnce(ApiError) -> CliError {
+    let id = id.to_owned();
+    move |e| match e.status() {
+        Some(404) => CliError::Failed(format!("no {what} {id}")),
+        _ => e.into_cli(),
+    }
+}
+
+/// `hangar session start [--dir D] [--harness H] [--policy P] … PROMPT`.
+pub fn start(home: &Path, a: &TurnArgs) -> Result<ExitCode, CliError> {
+    let body = a.session_body()?;
+    with_api(home, false, |api| async move {
+        let s = api
+            .post("/v1/sessions", &body)
+            .await
+            .map_err(|e| e.into_cli())?;
+        for (label, key) in [("session", "session"), ("turn", "turn"), ("run", "run")] {
+            progress::say(&format!(
+                "{label}: {}",
+                s[key]["id"].as_str().unwrap_or("?")
+            ));
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `hangar send SESSION TEXT`: steers the running turn, or starts the next one.
+pub fn send(home: &Path, session: &str, text: &str) -> Result<ExitCode, CliError> {
+    let body = json!({"text": text});
+    with_api(home, false, |api| async move {
+        let r = api
+            .post(&format!("/v1/sessions/{}/messages", seg(session)), &body)
+            .await
+            .map_err(not_found("session", session))?;
+        match r["outcome"].as_str() {
+            Some("next_turn") => {
+                progress::say(&format!("turn: {}", r["turn"].as_str().unwrap_or("?")));
+                progress::say(&format!("run: {}", r["run"].as_str().unwrap_or("?")));
+            }
+            _ => progress::say(&format!(
+                "done: steered the running turn (run {})",
+                r["run"].as_str().unwrap_or("?")
+            )),
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `hangar sessions [--json]`.
+pub fn list(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
+    with_api(home, true, |api| async move {
+        let r = api.get("/v1/sessions").await.map_err(|e| e.into_cli())?;
+        let all = r["sessions"].as_array().cloned().unwrap_or_default();
+        for s in &all {
+            if json_out {
+                progress::say(&s.to_string());
+            } else {
+                progress::say(&format!(
+                    "{}  {}  {}  turns {}  {}",
+                    s["id"].as_str().unwrap_or("?"),
+                    s["harness"].as_str().unwrap_or("?"),
+                    s["policy"].as_str().unwrap_or("?"),
+                    s["turn_count"],
+                    time(&s["created_at"])
+                ));
+            }
+        }
+        if all.is_empty() && !json_out {
+            progress::say("no sessions");
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `hangar turn show TURN`: the turn as JSON, with its manifest.
+pub fn turn_show(home: &Path, turn: &str) -> Result<ExitCode, CliError> {
+    with_api(home, true, |api| async move {
+        let t = api
+            .get(&format!("/v1/turns/{}", seg(turn)))
+            .await
+            .map_err(not_found("turn", turn))?;
+        let pretty = serde_json::to_string_pretty(&t)
+            .map_err(|e| CliError::Failed(format!("cannot show the turn: {e}")))?;
+        progress::say(&pretty);
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `hangar transcript SESSION [--json]`: the conversation, one line per entry.
+pub fn transcript(home: &Path, session: &str, json_out: bool) -> Result<ExitCode, CliError> {
+    with_api(home, true, |api| async move {
+        let s = api
+            .get(&format!("/v1/sessions/{}", seg(session)))
+            .await
+            .map_err(not_found("session", session))?;
+        let t = api
+            .get(&format!("/v1/sessions/{}/transcript", seg(session)))
+            .await
+            .map_err(not_found("session", session))?;
+        let entries = t["entries"].as_array().cloned().unwrap_or_default();
+        let prompts: Vec<String> = s["turns"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| t["prompt"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if json_out {
+            for e in &entries {
+                progress::say(&e.to_string());
+            }
+        } else {
+            for line in render(&entries, &prompts) {
+                progress::say(&line);
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `text` on one line.
+fn flat(text: &str) -> String {
+    text.split('\n')
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join(" ⏎ ")
+}
+
+/// The conversation's entries as lines. The run log does not hold what a person sent, only that
+/// it went in: a turn's first prompt is the turn's prompt (`prompts`, in turn order); other
+/// messages show as their command and number.
+fn render(entries: &[Value], prompts: &[String]) -> Vec<String> {
+    let mut turn = 0usize;
+    let mut out = Vec::new();
+    for e in entries {
+        let line = match e["kind"].as_str().unwrap_or_default() {
+            "sent" if e["command"] == "prompt" && e["seq"] == 1 => {
+                let p = prompts.get(turn).map_or("(prompt)", String::as_str);
+                turn += 1;
+                format!("you: {}", flat(p))
+            }
+            "sent" => format!(
+                "you: ({} #{})",
+                e["command"].as_str().unwrap_or("?"),
+                e["seq"]
+            ),
+            "user" => format!("user: {}", flat(e["text"].as_str().unwrap_or_default())),
+            "assistant" => format!(
+                "assistant: {}",
+                flat(e["text"].as_str().unwrap_or_default())
+            ),
+            "tool" => {
+                let mut l = format!(
+                    "tool: {} {}",
+                    e["name"].as_str().unwrap_or("?"),
+                    progress::short(&e["input"].to_string(), 300)
+                );
+                if let Some(d) = e["approval"]["decision"].as_str() {
+                    l.push_str(&format!(
+                        " [{d} by {}]",
+                        e["approval"]["by"].as_str().unwrap_or("?")
+                    ));
+                } else if e["approval"].is_object() {
+                    l.push_str(" [waiting for approval]");
+                }
+                if e["result"].is_object() {
+                    l.push_str(&result(&e["result"]));
+                }
+                l
+            }
+            "approval" => format!(
+                "approval: {} {} [{}]",
+                e["tool_name"].as_str().unwrap_or("?"),
+                progress::short(&e["input"].to_string(), 300),
+                e["approval"]["decision"].as_str().unwrap_or("waiting")
+            ),
+            "tool_result" => format!("tool result:{}", result(&e["result"])),
+            "verify" => format!(
+                "check round {}: {} (exit {})",
+                e["round"],
+                e["outcome"].as_str().unwrap_or("?"),
+                e["exit_code"]
+                    .as_i64()
+                    .map_or("none".to_owned(), |c| c.to_string())
+            ),
+            "failed" => format!(
+                "failed ({}): {}",
+                e["status"].as_str().unwrap_or("?"),
+                flat(e["text"].as_str().unwrap_or_default())
+            ),
+            "error" => format!("error: {}", flat(e["message"].as_str().unwrap_or_default())),
+            _ => e.to_string(),
+        };
+        out.push(line);
+    }
+    out
+}
+
+fn result(r: &Value) -> String {
+    format!(
+        " → {}{}",
+        if r["is_error"] == true {
+            "(error) "
+        } else {
+            ""
+        },
+        progress::short(r["output"].as_str().unwrap_or_default(), 300)
+    )
+}
+
+/// `hangar audit [--json]`: every record of the audit log, oldest first.
+pub fn audit(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
+    with_api(home, true, |api| async move {
+        let mut after = 0i64;
+        loop {
+            let page = api
+                .get(&format!("/v1/audit?after={after}&limit=500"))
+                .await
+                .map_err(|e| e.into_cli())?;
+            let records = page["records"].as_array().cloned().unwrap_or_default();
+            let Some(last) = records.last() else { break };
+            let next = last["seq"].as_i64().unwrap_or(after);
+            for r in &records {
+                if json_out {
+                    progress::say(&r.to_string());
+                } else {
+                    progress::say(&format!(
+                        "{}  {}  {}  {}  {}",
+                        r["seq"],
+                        time(&r["at"]),
+                        r["actor"].as_str().unwrap_or("?"),
+                        r["action"].as_str().unwrap_or("?"),
+                        match &r["detail"] {
+                            Value::String(d) => d.clone(),
+                            d => d.to_string(),
+                        }
+                    ));
+                }
+            }
+            if next <= after {
+                break;
+            }
+            after = next;
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+fn time(ms: &Value) -> String {
+    let Some(ms) = ms.as_i64() else {
+        return ms.to_string();
+    };
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_utc() {
+        assert_eq!(time(&json!(0)), "1970-01-01T00:00:00Z");
+        assert_eq!(time(&json!(1_709_210_096_000i64)), "2024-02-29T12:34:56Z");
+    }
+
+    #[test]
+    fn a_transcript_is_one_line_per_entry() {
+        let entries = vec![
+            json!({"kind": "sent", "seq": 1, "command": "prompt"}),
+            json!({"kind": "tool", "tool_use_id": "t1", "name": "Bash", "input": {"command": "ls"},
+                   "approval": {"request_id": "q", "decision": "allow", "by": "command"},
+                   "result": {"output": "a\nb", "is_error": false}}),
+            json!({"kind": "assistant", "text": "two\nlines"}),
+            json!({"kind": "sent", "seq": 2, "command": "steer"}),
+            json!({"kind": "sent", "seq": 1, "command": "prompt"}),
+        ];
+        let lines = render(&entries, &["make it".into(), "again".into()]);
+        assert_eq!(
+            lines,
+            vec![
+                "you: make it",
+                r#"tool: Bash {"command":"ls"} [allow by command] → a b"#,
+                "assistant: two ⏎ lines",
+                "you: (steer #2)",
+                "you: again",
+            ]
+        );
+    }
+}

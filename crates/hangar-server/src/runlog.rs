@@ -1,0 +1,144 @@
+//! `GET /v1/runs/{id}/log?offset=N`: a run's log as the driver wrote it, complete lines only,
+//! from a byte offset — what `hangar run` and `hangar log --follow` show, and resume from after
+//! a restart of the server (the offset is the client's, so nothing is shown twice or skipped).
+//! Read-only: the file is the run log the watchers read too.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::response::{IntoResponse, Response};
+use hangar_control::ControlPlane;
+use hangar_store::RunState;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::Authed;
+use crate::error::ApiError;
+
+/// How many bytes one answer reads at most (a longer line is read whole anyway).
+const DEFAULT_MAX: u64 = 1 << 20;
+
+#[derive(Deserialize)]
+pub(crate) struct LogQuery {
+    #[serde(default)]
+    offset: u64,
+    #[serde(default)]
+    max: Option<u64>,
+}
+
+/// `{lines, next_offset, ended}`: the complete lines from `offset`, where the next read starts,
+/// and whether the run had ended before this read and every complete line is in this answer.
+pub(crate) async fn run_log(
+    State(plane): State<Arc<ControlPlane>>,
+    _who: Authed,
+    UrlPath(id): UrlPath<String>,
+    Query(q): Query<LogQuery>,
+) -> Result<Response, ApiError> {
+    let run = plane.store().run(&id).await?;
+    let ended = run.state != RunState::Live;
+    let path = PathBuf::from(&run.ctl_path).join("run.log");
+    let max = q.max.unwrap_or(DEFAULT_MAX).clamp(4096, 16 << 20);
+    let offset = q.offset;
+    let read = tokio::task::spawn_blocking(move || complete_lines(&path, offset, max))
+        .await
+        .map_err(|e| ApiError::Internal(format!("reading the run log: {e}")))?
+        .map_err(|e| ApiError::Internal(format!("reading the run log of {id}: {e}")))?;
+    Ok(Json(json!({
+        "lines": read.lines,
+        "next_offset": read.next_offset,
+        "ended": ended && read.at_end,
+    }))
+    .into_response())
+}
+
+/// What one read of the log found.
+#[derive(Debug, PartialEq)]
+pub(crate) struct LogRead {
+    pub lines: Vec<String>,
+    pub next_offset: u64,
+    /// No complete line is left after `next_offset`.
+    pub at_end: bool,
+}
+
+/// The complete lines of `path` from byte `offset`, reading about `max` bytes (more when one
+/// line is longer). A missing file has no lines yet.
+pub(crate) fn complete_lines(path: &Path, offset: u64, max: u64) -> std::io::Result<LogRead> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(LogRead {
+                lines: Vec::new(),
+                next_offset: offset,
+                at_end: true,
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    f.seek(SeekFrom::Start(offset))?;
+    let mut buf = Vec::new();
+    let mut at_end = false;
+    loop {
+        let before = buf.len();
+        let got = (&mut f).take(max).read_to_end(&mut buf)?;
+        if (got as u64) < max {
+            at_end = true;
+        }
+        if at_end || buf[before..].contains(&b'\n') {
+            break;
+        }
+    }
+    let whole = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    // Whatever follows the last newline is a partial line; with more unread bytes after the
+    // buffer there may be complete lines left.
+    let lines = String::from_utf8_lossy(&buf[..whole])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    Ok(LogRead {
+        lines,
+        next_offset: offset + whole as u64,
+        at_end,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn complete_lines_only_from_the_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run.log");
+        std::fs::write(&p, "one\ntwo\nthr").unwrap();
+        let r = complete_lines(&p, 0, 4096).unwrap();
+        assert_eq!(r.lines, vec!["one", "two"]);
+        assert_eq!(r.next_offset, 8);
+        assert!(r.at_end);
+        let r = complete_lines(&p, 4, 4096).unwrap();
+        assert_eq!(r.lines, vec!["two"]);
+        std::fs::write(&p, "one\ntwo\nthree\n").unwrap();
+        let r = complete_lines(&p, 8, 4096).unwrap();
+        assert_eq!((r.lines, r.next_offset), (vec!["three".to_owned()], 14));
+        let r = complete_lines(&dir.path().join("none"), 3, 4096).unwrap();
+        assert_eq!((r.lines.len(), r.next_offset), (0, 3));
+    }
+
+    #[test]
+    fn a_line_longer_than_max_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run.log");
+        let long = "x".repeat(10_000);
+        std::fs::write(&p, format!("{long}\nnext\n")).unwrap();
+        let r = complete_lines(&p, 0, 4096).unwrap();
+        assert_eq!(r.lines, vec![long.clone(), "next".to_owned()]);
+        assert_eq!(r.next_offset as usize, long.len() + 6);
+        let r2 = complete_lines(&p, 0, 1 << 20).unwrap();
+        assert_eq!(r2.lines, r.lines);
+        assert!(r2.at_end);
+    }
+}
