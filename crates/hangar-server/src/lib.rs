@@ -4,6 +4,7 @@
 //! Non-goals: no business rules here (they live in `hangar-control`); this crate turns HTTP into
 //! calls on the control plane and results into JSON.
 
+pub mod api_doc;
 pub mod auth;
 pub mod error;
 mod routes;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, delete, get, post};
 use axum::{Json, Router};
 use hangar_control::{ControlPlane, Reply, SessionRequest, TurnOptions};
 use hangar_store::{EventScope, Harness, Policy, Secret};
@@ -21,31 +21,54 @@ use crate::views;
 type S = State<Arc<ControlPlane>>;
 type ApiResult = Result<axum::response::Response, ApiError>;
 
-pub fn router(plane: Arc<ControlPlane>) -> Router {
-    Router::new()
-        .route("/v1/health", get(health))
-        .route("/v1/sessions", get(list_sessions).post(start_session))
-        .route("/v1/sessions/{id}", get(get_session))
-        .route("/v1/sessions/{id}/messages", post(send_message))
-        .route("/v1/sessions/{id}/transcript", get(transcript))
-        .route("/v1/sessions/{id}/events", get(session_events))
-        .route("/v1/sessions/{id}/events/stream", get(session_stream))
-        .route("/v1/turns/{id}", get(get_turn))
-        .route("/v1/runs/{id}", get(get_run))
-        .route("/v1/runs/{id}/steer", post(steer))
-        .route("/v1/runs/{id}/interrupt", post(interrupt))
-        .route("/v1/runs/{id}/approvals", get(approvals))
-        .route("/v1/runs/{id}/approvals/{request_id}", post(answer))
-        .route("/v1/runs/{id}/events", get(run_events))
-        .route("/v1/runs/{id}/events/stream", get(run_stream))
-        .route("/v1/runs/{id}/log", get(crate::runlog::run_log))
-        .route("/v1/credentials", get(list_credentials))
-        .route(
+/// Every route: (method, path, handler). The router is built from this list, and a test checks
+/// that it is exactly the list the OpenAPI document (`api_doc.rs`) describes.
+pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<ControlPlane>>)> {
+    vec![
+        ("GET", "/v1/health", get(health)),
+        ("GET", "/v1/sessions", get(list_sessions)),
+        ("POST", "/v1/sessions", post(start_session)),
+        ("GET", "/v1/sessions/{id}", get(get_session)),
+        ("POST", "/v1/sessions/{id}/messages", post(send_message)),
+        ("GET", "/v1/sessions/{id}/transcript", get(transcript)),
+        ("GET", "/v1/sessions/{id}/events", get(session_events)),
+        (
+            "GET",
+            "/v1/sessions/{id}/events/stream",
+            get(session_stream),
+        ),
+        ("GET", "/v1/turns/{id}", get(get_turn)),
+        ("GET", "/v1/runs/{id}", get(get_run)),
+        ("POST", "/v1/runs/{id}/steer", post(steer)),
+        ("POST", "/v1/runs/{id}/interrupt", post(interrupt)),
+        ("GET", "/v1/runs/{id}/approvals", get(approvals)),
+        ("POST", "/v1/runs/{id}/approvals/{request_id}", post(answer)),
+        ("GET", "/v1/runs/{id}/events", get(run_events)),
+        ("GET", "/v1/runs/{id}/events/stream", get(run_stream)),
+        ("GET", "/v1/runs/{id}/log", get(crate::runlog::run_log)),
+        ("GET", "/v1/credentials", get(list_credentials)),
+        ("POST", "/v1/credentials/{name}", post(set_credential)),
+        (
+            "DELETE",
             "/v1/credentials/{name}",
-            post(set_credential).delete(remove_credential),
-        )
-        .route("/v1/audit", get(audit))
-        .route("/v1/audit/verify", get(audit_verify))
+            delete(remove_credential),
+        ),
+        ("GET", "/v1/audit", get(audit)),
+        ("GET", "/v1/audit/verify", get(audit_verify)),
+    ]
+}
+
+pub fn router(plane: Arc<ControlPlane>) -> Router {
+    let mut by_path: Vec<(&'static str, MethodRouter<Arc<ControlPlane>>)> = Vec::new();
+    for (_, path, handler) in routes() {
+        match by_path.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, existing)) => *existing = std::mem::take(existing).merge(handler),
+            None => by_path.push((path, handler)),
+        }
+    }
+    by_path
+        .into_iter()
+        .fold(Router::new(), |r, (path, handler)| r.route(path, handler))
         .with_state(plane)
 }
 

@@ -1,0 +1,417 @@
+//! The OpenAPI document of the API, generated from the endpoint table below. A test checks that
+//! the table lists exactly the routes the router serves (`routes::routes`) and that
+//! `docs/openapi.json` in the repository is what this module generates (regenerate it with
+//! `HANGAR_WRITE_OPENAPI=1 cargo test -p hangar-server openapi`).
+
+use serde_json::{Map, Value, json};
+
+/// One documented endpoint.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub summary: &'static str,
+    /// JSON Schema of the request body, if it takes one.
+    pub request: Option<fn() -> Value>,
+    /// JSON Schema of the success response (`text/event-stream` when `stream`).
+    pub response: fn() -> Value,
+    pub stream: bool,
+    /// Success status.
+    pub status: u16,
+}
+
+fn obj(props: Value, required: &[&str]) -> Value {
+    json!({"type": "object", "properties": props, "required": required})
+}
+fn any_obj() -> Value {
+    json!({"type": "object"})
+}
+fn string() -> Value {
+    json!({"type": "string"})
+}
+fn session() -> Value {
+    json!({"$ref": "#/components/schemas/Session"})
+}
+fn turn() -> Value {
+    json!({"$ref": "#/components/schemas/Turn"})
+}
+fn run() -> Value {
+    json!({"$ref": "#/components/schemas/Run"})
+}
+fn health() -> Value {
+    obj(
+        json!({"ok": {"type": "boolean"}, "version": string()}),
+        &["ok", "version"],
+    )
+}
+fn start_session_req() -> Value {
+    obj(
+        json!({"dir": string(), "harness": {"enum": ["claude", "codex"]}, "policy": {"enum": ["ask", "auto", "governed"]},
+               "prompt": string(), "options": {"$ref": "#/components/schemas/TurnOptions"}}),
+        &["dir", "prompt"],
+    )
+}
+fn started() -> Value {
+    obj(
+        json!({"session": session(), "turn": turn(), "run": run()}),
+        &["session", "turn", "run"],
+    )
+}
+fn sessions() -> Value {
+    obj(
+        json!({"sessions": {"type": "array", "items": session()}}),
+        &["sessions"],
+    )
+}
+fn session_with_turns() -> Value {
+    obj(
+        json!({"session": session(), "turns": {"type": "array", "items": turn()}}),
+        &["session", "turns"],
+    )
+}
+fn text_req() -> Value {
+    obj(json!({"text": string()}), &["text"])
+}
+fn reply() -> Value {
+    obj(
+        json!({"outcome": {"enum": ["done", "next_turn"]}, "run": string(), "turn": string()}),
+        &["outcome"],
+    )
+}
+fn transcript() -> Value {
+    obj(
+        json!({"session": string(), "entries": {"type": "array", "items": any_obj()}}),
+        &["session", "entries"],
+    )
+}
+fn approvals() -> Value {
+    obj(
+        json!({"approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Approval"}}}),
+        &["approvals"],
+    )
+}
+fn answer_req() -> Value {
+    obj(
+        json!({"decision": {"enum": ["allow", "deny"]}, "reason": string(), "input": any_obj()}),
+        &["decision"],
+    )
+}
+fn events() -> Value {
+    obj(
+        json!({"events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}}, "next_after": {"type": ["integer", "null"]}}),
+        &["events"],
+    )
+}
+fn stream() -> Value {
+    json!({"type": "string", "description": "Server-Sent Events: `id` is the event id (resume with Last-Event-ID), `event` its kind, `data` its JSON payload"})
+}
+fn log() -> Value {
+    obj(
+        json!({"lines": {"type": "array", "items": string()}, "next_offset": {"type": "integer"}, "ended": {"type": "boolean"}}),
+        &["lines", "next_offset"],
+    )
+}
+fn names() -> Value {
+    obj(
+        json!({"credentials": {"type": "array", "items": string()}}),
+        &["credentials"],
+    )
+}
+fn value_req() -> Value {
+    obj(json!({"value": string()}), &["value"])
+}
+fn audit() -> Value {
+    obj(
+        json!({"records": {"type": "array", "items": any_obj()}}),
+        &["records"],
+    )
+}
+fn verify() -> Value {
+    obj(
+        json!({"ok": {"type": "boolean"}, "records": {"type": "integer"}, "error": string()}),
+        &["ok"],
+    )
+}
+
+/// The documented endpoints.
+pub fn endpoints() -> Vec<Endpoint> {
+    let e = |method, path, summary, request, response, status| Endpoint {
+        method,
+        path,
+        summary,
+        request,
+        response,
+        stream: false,
+        status,
+    };
+    let mut list = vec![
+        e(
+            "GET",
+            "/v1/health",
+            "Whether the server is up (no token needed)",
+            None,
+            health,
+            200,
+        ),
+        e("GET", "/v1/sessions", "All sessions", None, sessions, 200),
+        e(
+            "POST",
+            "/v1/sessions",
+            "Start a session in a folder, with its first turn",
+            Some(start_session_req as fn() -> Value),
+            started,
+            201,
+        ),
+        e(
+            "GET",
+            "/v1/sessions/{id}",
+            "A session and its turns",
+            None,
+            session_with_turns,
+            200,
+        ),
+        e(
+            "POST",
+            "/v1/sessions/{id}/messages",
+            "A message: steers the running turn, or starts the next one",
+            Some(text_req),
+            reply,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/sessions/{id}/transcript",
+            "The session's conversation",
+            None,
+            transcript,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/sessions/{id}/events",
+            "The session's events after a cursor (`after`, `limit`)",
+            None,
+            events,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/turns/{id}",
+            "A turn, with its manifest",
+            None,
+            turn,
+            200,
+        ),
+        e("GET", "/v1/runs/{id}", "A run", None, run, 200),
+        e(
+            "POST",
+            "/v1/runs/{id}/steer",
+            "A steer into the run (`next_turn=false`: 409 if the turn has ended)",
+            Some(text_req),
+            reply,
+            200,
+        ),
+        e(
+            "POST",
+            "/v1/runs/{id}/interrupt",
+            "Interrupt the run's turn",
+            None,
+            reply,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/runs/{id}/approvals",
+            "Permission requests waiting for an answer",
+            None,
+            approvals,
+            200,
+        ),
+        e(
+            "POST",
+            "/v1/runs/{id}/approvals/{request_id}",
+            "Answer a permission request",
+            Some(answer_req),
+            reply,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/runs/{id}/events",
+            "The run's events after a cursor (`after`, `limit`)",
+            None,
+            events,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/runs/{id}/log",
+            "Complete run-log lines from a byte offset (`offset`, `max`)",
+            None,
+            log,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/credentials",
+            "Credential names (never values)",
+            None,
+            names,
+            200,
+        ),
+        e(
+            "POST",
+            "/v1/credentials/{name}",
+            "Set a credential (sealed in the vault)",
+            Some(value_req),
+            any_obj,
+            200,
+        ),
+        e(
+            "DELETE",
+            "/v1/credentials/{name}",
+            "Remove a credential",
+            None,
+            any_obj,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/audit",
+            "Audit records after a sequence number (`after`, `limit`)",
+            None,
+            audit,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/audit/verify",
+            "Check the audit log's hash chain",
+            None,
+            verify,
+            200,
+        ),
+    ];
+    for path in [
+        "/v1/sessions/{id}/events/stream",
+        "/v1/runs/{id}/events/stream",
+    ] {
+        list.push(Endpoint {
+            method: "GET",
+            path,
+            summary: "Live events (SSE), resuming from Last-Event-ID",
+            request: None,
+            response: stream,
+            stream: true,
+            status: 200,
+        });
+    }
+    list
+}
+
+fn components() -> Value {
+    json!({
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "a token from `hangar token create --person EMAIL`"}},
+        "schemas": {
+            "Error": obj(json!({"error": obj(json!({"code": string(), "message": string()}), &["code", "message"])}), &["error"]),
+            "TurnOptions": obj(json!({"model": string(), "codex_config": {"type": "array", "items": string()}, "verify": string(),
+                                      "max_verify_rounds": {"type": "integer"}, "model_timeout": {"type": "integer"}}), &[]),
+            "Session": obj(json!({"id": string(), "sandbox_id": string(), "harness": string(), "policy": string(),
+                                  "harness_session_id": {"type": ["string", "null"]}, "options": any_obj(), "turn_count": {"type": "integer"}, "created_at": {"type": "integer"}}),
+                           &["id", "harness", "policy"]),
+            "Turn": obj(json!({"id": string(), "session_id": string(), "index": {"type": "integer"}, "run_id": {"type": ["string", "null"]},
+                               "state": {"enum": ["queued", "running", "ended", "refused"]}, "status": {"type": ["integer", "null"]},
+                               "prompt": string(), "manifest": {"type": ["object", "null"]}, "verify_state": {"type": ["string", "null"]},
+                               "usage": any_obj(), "cost_usd": {"type": ["number", "null"]}}),
+                        &["id", "session_id", "state"]),
+            "Run": obj(json!({"id": string(), "turn_id": string(), "state": {"enum": ["live", "ended"]}, "log_cursor": {"type": "integer"},
+                              "driver_pid": {"type": ["integer", "null"]}, "has_key": {"type": "boolean"}}),
+                       &["id", "turn_id", "state"]),
+            "Approval": obj(json!({"run_id": string(), "request_id": string(), "tool_name": string(), "input": any_obj(),
+                                   "decision": {"type": ["string", "null"]}, "answered_by": {"type": ["string", "null"]}}),
+                            &["run_id", "request_id", "tool_name", "input"]),
+            "Event": obj(json!({"id": {"type": "integer"}, "session_id": string(), "run_id": {"type": ["string", "null"]}, "kind": string(), "payload": any_obj()}),
+                         &["id", "kind", "payload"]),
+        }
+    })
+}
+
+/// The OpenAPI 3.1 document.
+pub fn openapi() -> Value {
+    let mut paths = Map::new();
+    for e in endpoints() {
+        let params: Vec<Value> = e
+            .path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": string()}))
+            .collect();
+        let media = if e.stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        let mut op = json!({
+            "summary": e.summary,
+            "responses": {
+                e.status.to_string(): {"description": "success", "content": {media: {"schema": (e.response)()}}},
+                "default": {"description": "an error a person can act on", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+            },
+        });
+        if e.path != "/v1/health" {
+            op["security"] = json!([{"bearer": []}]);
+        }
+        if !params.is_empty() {
+            op["parameters"] = Value::Array(params);
+        }
+        if let Some(req) = e.request {
+            op["requestBody"] =
+                json!({"required": true, "content": {"application/json": {"schema": req()}}});
+        }
+        let entry = paths.entry(e.path.to_owned()).or_insert_with(|| json!({}));
+        entry[e.method.to_lowercase()] = op;
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "hangar", "version": env!("CARGO_PKG_VERSION"), "description": "hangar serve's HTTP API. Every route but /v1/health needs `Authorization: Bearer <token>`. Errors are `{\"error\":{\"code\",\"message\"}}`."},
+        "paths": Value::Object(paths),
+        "components": components(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn the_document_lists_exactly_the_routes_served() {
+        let served: BTreeSet<(String, String)> = crate::routes::routes()
+            .into_iter()
+            .map(|(m, p, _)| (m.to_owned(), p.to_owned()))
+            .collect();
+        let documented: BTreeSet<(String, String)> = endpoints()
+            .into_iter()
+            .map(|e| (e.method.to_owned(), e.path.to_owned()))
+            .collect();
+        assert_eq!(
+            served, documented,
+            "a route is served but not documented, or the other way round"
+        );
+    }
+
+    #[test]
+    fn openapi_file_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+        let mut generated = serde_json::to_string_pretty(&openapi()).unwrap();
+        generated.push('\n');
+        if std::env::var_os("HANGAR_WRITE_OPENAPI").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "docs/openapi.json is out of date with the code: run `HANGAR_WRITE_OPENAPI=1 cargo test -p hangar-server openapi` and commit it"
+        );
+    }
+}
