@@ -50,6 +50,13 @@ enum Cmd {
         #[command(subcommand)]
         action: TurnCmd,
     },
+    /// Events: `check RUN` rebuilds the run's events from its log and compares them with the
+    /// stored ones.
+    Events {
+        /// check
+        action: String,
+        run: String,
+    },
     /// A session's conversation, one line per entry.
     Transcript {
         session: String,
@@ -153,6 +160,10 @@ fn main() -> ExitCode {
             action: TurnCmd::Show { turn },
         } => sessions::turn_show(&home, &turn),
         Cmd::Transcript { session, json } => sessions::transcript(&home, &session, json),
+        Cmd::Events { action, run } if action == "check" => serve::events_check(&home, &run),
+        Cmd::Events { action, .. } => Err(exit::CliError::Usage(format!(
+            "unknown events action {action:?}: use `hangar events check RUN`"
+        ))),
         Cmd::Steer { run, text } => send::steer(&home, &run, &text),
         Cmd::Interrupt { run } => send::interrupt(&home, &run),
         Cmd::Approvals { run, json } => logs::approvals(&home, &run, json),

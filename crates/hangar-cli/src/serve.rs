@@ -201,3 +201,50 @@ pub fn audit_verify(home: &Path) -> Result<ExitCode, CliError> {
         }
     })
 }
+
+/// `hangar events check RUN`: rebuilds the run's events from its log (the source of truth) and
+/// compares them with what the watcher stored.
+pub fn events_check(home: &Path, run: &str) -> Result<ExitCode, CliError> {
+    let settings = Plane::from_env(home);
+    runtime()?.block_on(async {
+        let store = settings.open(home).await?;
+        let fail = |e: hangar_store::StoreError| CliError::Failed(e.to_string());
+        let r = store.run(run).await.map_err(fail)?;
+        let log = PathBuf::from(&r.ctl_path).join("run.log");
+        let rebuilt: Vec<serde_json::Value> = hangar_core::rebuild(&log)
+            .iter()
+            .filter(|e| e.offset < u64::try_from(r.log_cursor).unwrap_or(0))
+            .filter_map(|e| serde_json::to_value(e).ok())
+            .collect();
+        let mut stored = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = store
+                .events_after(
+                    hangar_store::EventScope::Run(run),
+                    after,
+                    hangar_store::MAX_PAGE,
+                )
+                .await
+                .map_err(fail)?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            stored.extend(page.into_iter().map(|e| e.payload));
+        }
+        if let Some(i) =
+            (0..stored.len().max(rebuilt.len())).find(|&i| stored.get(i) != rebuilt.get(i))
+        {
+            return Err(CliError::Failed(format!(
+                "run {run}: stored events differ from the log at event {i}: stored {} / log {}",
+                stored.get(i).map_or("none".to_owned(), |v| v.to_string()),
+                rebuilt.get(i).map_or("none".to_owned(), |v| v.to_string()),
+            )));
+        }
+        progress::say(&format!(
+            "run {run}: {} stored events equal a rebuild from its log (up to byte {})",
+            stored.len(),
+            r.log_cursor
+        ));
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -269,6 +269,39 @@ async fn kill_9_with_an_approval_pending_then_restart_and_answer() {
     s.assert_events_equal_rebuild(&run).await;
     let (_, v) = s.call("GET", "/v1/audit/verify", None).await;
     assert_eq!(v["ok"], true, "{v}");
+    // The CLI's own check agrees, and catches an event the log does not hold.
+    let out = s.hangar().args(["events", "check", &run]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("equal a rebuild from its log"));
+    s.kill9();
+    {
+        let home = s.home.path().join("hangar");
+        let store =
+            hangar_store::Store::open(&format!("sqlite://{}", home.join("hangar.db").display()))
+                .await
+                .unwrap();
+        let session = started["session"]["id"].as_str().unwrap();
+        let forged = hangar_store::NewEvent {
+            kind: "assistant_text".into(),
+            payload: json!({"kind": "assistant_text", "text": "not in the log", "offset": 0}),
+        };
+        store
+            .append_event(session, Some(&run), &forged)
+            .await
+            .unwrap();
+        store.close().await;
+    }
+    let out = s.hangar().args(["events", "check", &run]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("differ from the log"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
