@@ -50,6 +50,12 @@ enum Cmd {
         #[command(subcommand)]
         action: TurnCmd,
     },
+    /// Print the git tree id of a folder's work tree as hangar computes it (what `git add -A &&
+    /// git write-tree` would give in the repo, without writing anything).
+    Tree {
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
     /// Events: `check RUN` rebuilds the run's events from its log and compares them with the
     /// stored ones.
     Events {
@@ -161,6 +167,13 @@ fn main() -> ExitCode {
         } => sessions::turn_show(&home, &turn),
         Cmd::Transcript { session, json } => sessions::transcript(&home, &session, json),
         Cmd::Events { action, run } if action == "check" => serve::events_check(&home, &run),
+        Cmd::Tree { dir } => match hangar_treehash::tree_id(&dir) {
+            Ok(id) => {
+                progress::say(&id);
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => Err(exit::CliError::Failed(format!("{}: {e}", dir.display()))),
+        },
         Cmd::Events { action, .. } => Err(exit::CliError::Usage(format!(
             "unknown events action {action:?}: use `hangar events check RUN`"
         ))),

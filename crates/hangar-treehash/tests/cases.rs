@@ -1,0 +1,429 @@
+//! Named cases, each compared with the real `git`: tracked-but-ignored files, submodules and
+//! nested repositories, linked worktrees, plain folders, index versions, incrementality, the
+//! repository left untouched, the turn's pack rebuilding every step, and the one known
+//! difference (content conversions git would apply) pinned.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+mod common;
+
+use common::{World, fingerprint};
+use hangar_treehash::{Store, TreeHasher};
+use std::path::{Path, PathBuf};
+
+fn write(p: &Path, data: &str) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, data).unwrap();
+}
+
+fn new_repo(w: &World, name: &str) -> PathBuf {
+    let repo = w.path(name);
+    std::fs::create_dir_all(&repo).unwrap();
+    w.run(&repo, &["init", "-q"]);
+    repo
+}
+
+fn hasher(w: &World, repo: &Path, watch: bool) -> TreeHasher {
+    TreeHasher::with_options(repo, Store::hash_only(), w.options(watch)).unwrap()
+}
+
+fn ours(w: &World, repo: &Path) -> String {
+    hasher(w, repo, false).hash().unwrap().to_hex()
+}
+
+#[test]
+fn tracked_files_matched_by_ignore_rules_stay() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    write(&repo.join("keep.log"), "tracked\n");
+    write(&repo.join("build/out.o"), "tracked object\n");
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["commit", "-qm", "init"]);
+    write(&repo.join(".gitignore"), "*.log\nbuild/\n");
+    write(&repo.join("keep.log"), "tracked, changed\n");
+    write(&repo.join("new.log"), "untracked, ignored\n");
+    write(&repo.join("build/new.o"), "untracked in an ignored dir\n");
+    write(&repo.join("build/out.o"), "tracked object, changed\n");
+    let g = w.git_tree(&repo);
+    assert_eq!(ours(&w, &repo), g);
+    let listing = w.ls_tree(&repo, &w.path("git-scratch/objects"), &g);
+    assert!(
+        listing.contains("\tkeep.log\n") && listing.contains("\tbuild/out.o\n"),
+        "{listing}"
+    );
+    assert!(
+        !listing.contains("new.log") && !listing.contains("new.o"),
+        "{listing}"
+    );
+}
+
+#[test]
+fn submodules_and_nested_repositories_are_gitlinks() {
+    let w = World::new();
+    let sub_src = new_repo(&w, "sub-src");
+    write(&sub_src.join("s"), "sub\n");
+    w.run(&sub_src, &["add", "-A"]);
+    w.run(&sub_src, &["commit", "-qm", "sub"]);
+    let repo = new_repo(&w, "r");
+    write(&repo.join("top"), "top\n");
+    w.run(
+        &repo,
+        &["submodule", "add", "-q", sub_src.to_str().unwrap(), "sub"],
+    );
+    w.run(&repo, &["commit", "-qm", "with submodule"]);
+    let mut h = hasher(&w, &repo, true);
+    assert_eq!(h.hash().unwrap().to_hex(), w.git_tree(&repo));
+
+    // The submodule's HEAD moves: the gitlink follows it.
+    let sub = repo.join("sub");
+    write(&sub.join("more"), "more\n");
+    w.run(&sub, &["add", "-A"]);
+    w.run(&sub, &["commit", "-qm", "more"]);
+    assert_eq!(h.hash().unwrap().to_hex(), w.git_tree(&repo));
+
+    // An untracked nested repository with a commit becomes a gitlink too.
+    let nested = repo.join("nested");
+    std::fs::create_dir_all(&nested).unwrap();
+    w.run(&nested, &["init", "-q"]);
+    write(&nested.join("n"), "n\n");
+    w.run(&nested, &["add", "-A"]);
+    w.run(&nested, &["commit", "-qm", "n"]);
+    let g = w.git_tree(&repo);
+    assert_eq!(h.hash().unwrap().to_hex(), g);
+    let listing = w.ls_tree(&repo, &w.path("git-scratch/objects"), &g);
+    assert!(
+        listing.contains("160000 commit") && listing.contains("\tnested\n"),
+        "{listing}"
+    );
+
+    // The submodule's repository cannot be read (not checked out): the index's id stands.
+    std::fs::remove_file(sub.join(".git")).unwrap();
+    assert_eq!(h.hash().unwrap().to_hex(), w.git_tree(&repo));
+    assert_eq!(ours(&w, &repo), w.git_tree(&repo));
+
+    // Gone from the work tree: gone from the tree.
+    std::fs::remove_dir_all(&sub).unwrap();
+    assert_eq!(h.hash().unwrap().to_hex(), w.git_tree(&repo));
+
+    // A nested repository without a commit: `git add -A` fails on it; it is left out here.
+    let unborn = repo.join("unborn");
+    std::fs::create_dir_all(&unborn).unwrap();
+    w.run(&unborn, &["init", "-q"]);
+    write(&unborn.join("u"), "u\n");
+    assert!(
+        w.git_tree_with(&repo, &[]).is_none(),
+        "git refuses a repository without a commit"
+    );
+    let with = h.hash().unwrap().to_hex();
+    std::fs::remove_dir_all(&unborn).unwrap();
+    assert_eq!(with, w.git_tree(&repo));
+    assert_eq!(h.hash().unwrap().to_hex(), with);
+}
+
+#[test]
+fn linked_worktree_through_a_gitdir_file() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    write(&repo.join("a"), "a\n");
+    write(&repo.join(".gitignore"), "*.tmp\n");
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["commit", "-qm", "init"]);
+    write(&repo.join(".git/info/exclude"), "excluded-everywhere\n");
+    let wt = w.path("wt");
+    w.run(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    assert!(wt.join(".git").is_file());
+    write(&wt.join("b"), "b\n");
+    write(&wt.join("x.tmp"), "ignored\n");
+    write(
+        &wt.join("excluded-everywhere"),
+        "ignored by the common info/exclude\n",
+    );
+    std::fs::remove_file(wt.join("a")).unwrap();
+    assert_eq!(ours(&w, &wt), w.git_tree(&wt));
+}
+
+#[test]
+fn plain_folder_hashes_like_a_fresh_git_init() {
+    let w = World::new();
+    let dir = w.path("plain");
+    write(&dir.join("a.txt"), "a\n");
+    write(&dir.join("sub/b.txt"), "b\n");
+    write(&dir.join("sub/.gitignore"), "*.o\n");
+    write(&dir.join("sub/x.o"), "ignored\n");
+    write(&dir.join("empty-dir/.keep-nothing/.gitignore"), "*\n");
+    std::fs::create_dir_all(dir.join("really-empty")).unwrap();
+    write(&w.home.join(".config/git/ignore"), "*.secret\n");
+    write(&dir.join("k.secret"), "ignored by the global ignore file\n");
+    let id = ours(&w, &dir);
+    // git's answer, in a copy.
+    let copy = w.path("copy");
+    let out = std::process::Command::new("cp")
+        .args(["-a"])
+        .arg(&dir)
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    w.run(&copy, &["init", "-q"]);
+    assert_eq!(id, w.git_tree(&copy));
+    assert_eq!(hangar_treehash::tree_id(&dir).unwrap().len(), 40);
+}
+
+#[test]
+fn index_versions_2_3_4_and_the_stat_seed() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    for i in 0..50 {
+        write(&repo.join(format!("d{}/f{i}", i % 5)), &format!("{i}\n"));
+    }
+    write(&repo.join("d0/exec"), "#!/bin/sh\n");
+    std::os::unix::fs::symlink("d1/f1", repo.join("link")).unwrap();
+    let mut perm = std::fs::metadata(repo.join("d0/exec"))
+        .unwrap()
+        .permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(repo.join("d0/exec"), perm).unwrap();
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["commit", "-qm", "init"]);
+    // Let the files age past the racy window so the index's stat data can be trusted.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    w.run(&repo, &["update-index", "--really-refresh"]);
+    for (version, extra) in [("2", None), ("3", Some("d2/f2")), ("4", Some("d3/f3"))] {
+        if let Some(p) = extra {
+            w.run(&repo, &["update-index", "--skip-worktree", p]);
+        }
+        w.run(&repo, &["update-index", "--index-version", version]);
+        let mut h = hasher(&w, &repo, false);
+        let id = h.hash().unwrap().to_hex();
+        assert_eq!(id, w.git_tree(&repo), "index version {version}");
+        assert_eq!(
+            h.last_stats().files_hashed,
+            0,
+            "v{version}: every file seeded from the index"
+        );
+    }
+    // A skip-worktree file changed on disk stays as the index has it, as with git.
+    write(&repo.join("d2/f2"), "changed\n");
+    std::fs::remove_file(repo.join("d3/f3")).unwrap();
+    assert_eq!(ours(&w, &repo), w.git_tree(&repo));
+}
+
+#[test]
+fn a_step_rereads_only_what_changed() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    for i in 0..200 {
+        write(&repo.join(format!("d{}/f{i}", i % 10)), &format!("{i}\n"));
+    }
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["commit", "-qm", "init"]);
+    for watch in [true, false] {
+        let mut h = hasher(&w, &repo, watch);
+        h.hash().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        h.hash().unwrap();
+        write(&repo.join("d3/f3"), "changed\n");
+        write(&repo.join("d4/new"), "new\n");
+        let id = h.hash().unwrap().to_hex();
+        assert_eq!(id, w.git_tree(&repo));
+        let s = h.last_stats().clone();
+        assert_eq!(s.files_hashed, 2, "{s:?}");
+        assert_eq!(s.full_walk, !watch, "{s:?}");
+        if watch {
+            assert!(s.stats < 10, "the watch looked at what changed only: {s:?}");
+        } else {
+            assert!(s.stats >= 200, "{s:?}");
+        }
+        std::fs::remove_file(repo.join("d4/new")).unwrap();
+        write(&repo.join("d3/f3"), "3\n");
+    }
+}
+
+#[test]
+fn hashing_writes_nothing_into_the_repository() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    for i in 0..20 {
+        write(&repo.join(format!("f{i}")), &format!("{i}\n"));
+    }
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["commit", "-qm", "one"]);
+    w.run(&repo, &["gc", "-q"]);
+    write(&repo.join("loose"), "a loose object\n");
+    w.run(&repo, &["add", "loose"]);
+    // Make the repository's objects old, so that a freshening would show.
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for (p, _) in fingerprint(&repo.join(".git/objects")) {
+        if p.is_file() {
+            let f = std::fs::File::options()
+                .write(true)
+                .open(&p)
+                .or_else(|_| std::fs::File::open(&p))
+                .unwrap();
+            let _ = f.set_modified(old);
+        }
+    }
+    write(&repo.join("f1"), "changed\n");
+    write(&repo.join("new"), "new\n");
+    write(&repo.join("f2"), "0\n"); // same content as f0: its blob is in the pack already
+    let before = fingerprint(&repo.join(".git"));
+    let store_dir = w.path("ctl/tree");
+    let store = Store::open(&store_dir, &[repo.join(".git/objects")]).unwrap();
+    let mut h = TreeHasher::with_options(&repo, store, w.options(true)).unwrap();
+    let id = h.hash().unwrap().to_hex();
+    h.hash_full().unwrap();
+    assert_eq!(
+        fingerprint(&repo.join(".git")),
+        before,
+        "nothing in .git written, touched or freshened"
+    );
+    assert_eq!(id, w.git_tree(&repo));
+    // Only what the repository lacks went into the store: the two new blobs and the trees.
+    let store = h.into_store();
+    let created = store.created();
+    let blobs = created
+        .iter()
+        .filter(|id| matches!(store.read_object(id), Ok((hangar_treehash::Kind::Blob, _))))
+        .count();
+    assert_eq!(blobs, 2, "{created:?}");
+    store.destroy().unwrap();
+    assert!(!store_dir.exists());
+}
+
+#[test]
+fn the_turns_pack_plus_the_repository_at_the_start_rebuild_every_step() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    write(&repo.join("a"), "a\n");
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["commit", "-qm", "one"]);
+    // The control plane's copy of the repository as the turn starts.
+    let start = w.path("start.git");
+    w.run(
+        w.tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            repo.to_str().unwrap(),
+            start.to_str().unwrap(),
+        ],
+    );
+    let store = Store::open(&w.path("ctl/tree"), &[repo.join(".git/objects")]).unwrap();
+    let mut h = TreeHasher::with_options(&repo, store, w.options(true)).unwrap();
+    let mut steps = vec![h.hash().unwrap().to_hex()];
+    write(&repo.join("b/c"), "c\n");
+    steps.push(h.hash().unwrap().to_hex());
+    // The agent commits during the turn: those objects are in the repository only now, so the
+    // store keeps its own copies.
+    write(&repo.join("d"), "d\n");
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["commit", "-qm", "by the agent"]);
+    steps.push(h.hash().unwrap().to_hex());
+    write(&repo.join("a"), "a2\n");
+    steps.push(h.hash().unwrap().to_hex());
+    let store = h.into_store();
+    let info = store.export_pack(&w.path("turn.pack")).unwrap();
+    let pack_dir = start.join("objects/pack");
+    std::fs::copy(
+        &info.pack,
+        pack_dir.join(format!("pack-{}.pack", info.checksum)),
+    )
+    .unwrap();
+    std::fs::copy(
+        &info.idx,
+        pack_dir.join(format!("pack-{}.idx", info.checksum)),
+    )
+    .unwrap();
+    for (i, tree) in steps.iter().enumerate() {
+        let out = w.run(&start, &["rev-list", "--objects", "--missing=print", tree]);
+        assert!(!out.lines().any(|l| l.starts_with('?')), "step {i}: {out}");
+    }
+    let fsck = w.try_run(&start, &["fsck", "--no-dangling"]);
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+}
+
+/// The one known difference, pinned: nothing of the repository's configuration runs or converts
+/// content. Where git would apply a clean filter or `core.autocrlf`, its tree differs from ours;
+/// ours is the content as it is on disk (and equals git's with the conversion switched off).
+#[test]
+fn clean_filters_and_autocrlf_are_not_applied() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    let marker = w.path("filter-ran");
+    write(&repo.join(".gitattributes"), "*.up filter=upper\n");
+    write(&repo.join("x.up"), "lower case\n");
+    write(&repo.join("crlf.txt"), "one\r\ntwo\r\n");
+    let filter = format!("touch {} && tr a-z A-Z", marker.display());
+    w.run(&repo, &["config", "filter.upper.clean", &filter]);
+    w.run(&repo, &["config", "core.autocrlf", "true"]);
+    let mut h = hasher(&w, &repo, false);
+    let id = h.hash().unwrap().to_hex();
+    assert!(!marker.exists(), "the clean filter must not run");
+    let notes = h.divergences();
+    assert!(
+        notes.iter().any(|n| n.contains("filter.upper.clean")),
+        "{notes:?}"
+    );
+    assert!(
+        notes.iter().any(|n| n.contains("core.autocrlf")),
+        "{notes:?}"
+    );
+    assert!(
+        notes.iter().any(|n| n.contains(".gitattributes")),
+        "{notes:?}"
+    );
+    let with_conversions = w
+        .git_tree_with(&repo, &["-c", "core.autocrlf=true"])
+        .unwrap();
+    assert!(marker.exists(), "git ran the filter");
+    assert_ne!(id, with_conversions, "git converts, we do not");
+    let without = w
+        .git_tree_with(
+            &repo,
+            &["-c", "filter.upper.clean=cat", "-c", "core.autocrlf=false"],
+        )
+        .unwrap();
+    assert_eq!(id, without, "ours is the unconverted content");
+    // A repository without such settings reports nothing.
+    let plain = new_repo(&w, "plain");
+    write(&plain.join("f"), "f\n");
+    let mut h = hasher(&w, &plain, false);
+    h.hash().unwrap();
+    assert!(h.divergences().is_empty(), "{:?}", h.divergences());
+}
+
+#[test]
+fn core_filemode_false_keeps_the_index_modes() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    write(&repo.join("script"), "#!/bin/sh\n");
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["commit", "-qm", "init"]);
+    w.run(&repo, &["config", "core.fileMode", "false"]);
+    let mut perm = std::fs::metadata(repo.join("script"))
+        .unwrap()
+        .permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(repo.join("script"), perm).unwrap();
+    write(&repo.join("new"), "new\n");
+    std::fs::set_permissions(
+        repo.join("new"),
+        std::fs::metadata(repo.join("script"))
+            .unwrap()
+            .permissions(),
+    )
+    .unwrap();
+    let g = w
+        .git_tree_with(&repo, &["-c", "core.fileMode=false"])
+        .unwrap();
+    assert_eq!(ours(&w, &repo), g);
+}
