@@ -49,8 +49,11 @@ pub enum Reply {
     Refused { run: String, reason: String },
     /// The turn had ended; the message started the next turn.
     NextTurn { turn: String, run: String },
-    /// The turn had ended; the command (not a message) had nothing left to act on.
+    /// The turn had ended before the command landed (nothing reached the driver).
     Ended { run: String },
+    /// The command landed, but the harness had gone: the driver handed it back, and the next
+    /// turn starts with it (the run's watcher sees to it; nobody else must start one).
+    HandedBack { run: String },
 }
 
 /// The control plane.
@@ -307,15 +310,18 @@ impl ControlPlane {
         b: Value,
         person: &str,
         wait: bool,
-    ) -> Result<Outcome, ControlError> {
+    ) -> Result<(Outcome, bool), ControlError> {
         let (m, b2) = (mailbox.clone(), b.clone());
         let delivery = blocking(move || m.send(kind, b2)).await??;
         let sent = match delivery {
             Delivery::Landed(sent) => sent,
             Delivery::TurnEnded(command) => {
-                return Ok(Outcome::Ended {
-                    handed_back: command,
-                });
+                return Ok((
+                    Outcome::Ended {
+                        handed_back: command,
+                    },
+                    false,
+                ));
             }
         };
         let seq = i64::try_from(sent.command.seq).unwrap_or(i64::MAX);
@@ -331,7 +337,7 @@ impl ControlPlane {
             )
             .await?;
         if !wait {
-            return Ok(Outcome::Done);
+            return Ok((Outcome::Done, true));
         }
         let m = mailbox.clone();
         let outcome = blocking(move || m.wait(&sent, ACK_TIMEOUT)).await??;
@@ -351,7 +357,7 @@ impl ControlPlane {
                 &json!({"run": run_id, "seq": seq, "status": status.as_str(), "reason": reason}),
             )
             .await?;
-        Ok(outcome)
+        Ok((outcome, true))
     }
 
     /// The session's current run, if its turn is still running.
@@ -485,16 +491,21 @@ impl ControlPlane {
                 .deliver(&mailbox, run_id, kind, b, person, true)
                 .await?
             {
-                Outcome::Done => Reply::Done {
+                (Outcome::Ended { .. }, true) => Reply::HandedBack {
                     run: run_id.to_owned(),
-                    seq: 0,
                 },
-                Outcome::Refused(reason) => Reply::Refused {
-                    run: run_id.to_owned(),
-                    reason,
-                },
-                Outcome::Ended { .. } => Reply::Ended {
-                    run: run_id.to_owned(),
+                (outcome, _) => match outcome {
+                    Outcome::Done => Reply::Done {
+                        run: run_id.to_owned(),
+                        seq: 0,
+                    },
+                    Outcome::Refused(reason) => Reply::Refused {
+                        run: run_id.to_owned(),
+                        reason,
+                    },
+                    Outcome::Ended { .. } => Reply::Ended {
+                        run: run_id.to_owned(),
+                    },
                 },
             },
         )

@@ -288,3 +288,85 @@ async fn a_message_after_the_turn_ended_starts_the_next_turn_in_the_same_convers
     let turns = plane.store().turns(&started.session.id).await.unwrap();
     assert_eq!(turns.len(), 2);
 }
+
+/// S19 end to end: the harness dies with a steer landed but not passed on; the driver hands it
+/// back, and the control plane starts the next turn with it — exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_back_message_starts_the_next_turn_exactly_once() {
+    let env = Env::new(Script::new([
+        bash("echo hi > made.txt"),
+        Step::text("picked it up"),
+    ]));
+    let plane = env.plane().await;
+    let started = plane
+        .start_session(env.request(Policy::Ask, "make a file"))
+        .await
+        .unwrap();
+    let run = started.run.id.clone();
+    until("a pending approval", async || {
+        plane
+            .store()
+            .pending_approvals(&run)
+            .await
+            .unwrap()
+            .into_iter()
+            .next()
+    })
+    .await;
+    let r = plane.store().run(&run).await.unwrap();
+    let driver = r.driver_pid.unwrap() as i32;
+    let log = std::fs::read_to_string(PathBuf::from(&r.ctl_path).join("run.log")).unwrap();
+    let harness = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "hangar.started")
+        .unwrap()["harness_pid"]
+        .as_i64()
+        .unwrap() as i32;
+    // Hold the driver, let the steer land, kill the harness, let the driver go on.
+    unsafe { libc::kill(driver, libc::SIGSTOP) };
+    let p = Arc::clone(&plane);
+    let run2 = run.clone();
+    let steer =
+        tokio::spawn(async move { p.steer(&run2, "HANDED-BACK-MSG", "ada@example.com").await });
+    let inbox = PathBuf::from(&r.ctl_path).join("in");
+    until("the steer to land", async || {
+        (std::fs::read_dir(&inbox).map(|d| d.count()).unwrap_or(0) > 0).then_some(())
+    })
+    .await;
+    unsafe { libc::kill(-harness, libc::SIGKILL) };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    unsafe { libc::kill(driver, libc::SIGCONT) };
+    let reply = steer.await.unwrap().unwrap();
+    assert!(matches!(reply, Reply::HandedBack { .. }), "{reply:?}");
+    let first = wait_turn_ended(&plane, &started.turn.id).await;
+    assert_eq!(first.status, Some(1), "the harness died");
+    let second = until("the next turn", async || {
+        let turns = plane.store().turns(&started.session.id).await.unwrap();
+        turns.get(1).cloned()
+    })
+    .await;
+    assert!(second.prompt.contains("HANDED-BACK-MSG"), "{second:?}");
+    let second = wait_turn_ended(&plane, &second.id).await;
+    assert_eq!(second.status, Some(0));
+    assert_eq!(
+        env.fake
+            .requests()
+            .last()
+            .unwrap()
+            .last_user_text()
+            .as_deref(),
+        Some("HANDED-BACK-MSG")
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        plane
+            .store()
+            .turns(&started.session.id)
+            .await
+            .unwrap()
+            .len(),
+        2,
+        "exactly one next turn"
+    );
+}

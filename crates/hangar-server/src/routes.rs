@@ -149,6 +149,9 @@ fn reply(r: Reply) -> ApiResult {
         Reply::Ended { run } => Err(ApiError::Conflict(format!(
             "the turn has ended (run {run})"
         ))),
+        Reply::HandedBack { run } => Err(ApiError::Conflict(format!(
+            "the turn has ended (run {run}): the agent had stopped; the driver handed the message back and the next turn starts with it"
+        ))),
     }
 }
 
