@@ -6,11 +6,46 @@ use serde_json::json;
 use crate::common::*;
 
 crate::common::suite!(
+    floats_read_back_exactly,
     the_watch_state_is_committed_with_its_cursor,
     commit_events_is_exactly_once,
     concurrent_committers_one_wins,
     events_page_by_session_and_run,
 );
+
+/// Costs must read back bit for bit, or stored events would differ from a rebuild of the log.
+async fn floats_read_back_exactly(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    let costs = [
+        0.00036799999999999995_f64,
+        0.1 + 0.2,
+        1e-17,
+        123456.789012345678,
+    ];
+    let events: Vec<NewEvent> = costs
+        .iter()
+        .map(|c| NewEvent {
+            kind: "usage".into(),
+            payload: json!({"cost_usd": c}),
+        })
+        .collect();
+    store.commit_events("run-1", 0, 10, &events).await.unwrap();
+    let back = store
+        .events_after(EventScope::Run("run-1"), 0, 10)
+        .await
+        .unwrap();
+    let got: Vec<f64> = back
+        .iter()
+        .map(|e| e.payload["cost_usd"].as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        got.iter().map(|f| f.to_bits()).collect::<Vec<_>>(),
+        costs.iter().map(|f| f.to_bits()).collect::<Vec<_>>()
+    );
+}
 
 async fn the_watch_state_is_committed_with_its_cursor(kind: Kind) {
     let db = TestDb::new(kind).await;
