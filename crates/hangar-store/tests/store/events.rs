@@ -19,12 +19,7 @@ async fn floats_read_back_exactly(kind: Kind) {
     let store = db.open_with_vault().await;
     let (_, turn) = seed(&store).await;
     seed_run(&store, &turn.id, "run-1").await;
-    let costs = [
-        0.00036799999999999995_f64,
-        0.1 + 0.2,
-        1e-17,
-        123456.789012345678,
-    ];
+    let costs = [0.00036799999999999995_f64, 0.1 + 0.2, 1e-17, 1.0 / 3.0];
     let events: Vec<NewEvent> = costs
         .iter()
         .map(|c| NewEvent {
