@@ -29,7 +29,47 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_else(|| ParseContext::at(cursor));
     let mut totals = Totals::default();
+    // Idle polls cost little: the log is only read when it has grown past the cursor, the
+    // driver's pid is kept once known, and /proc is looked at about once a second.
+    let mut pid = run.driver_pid;
+    let mut last_alive_check = std::time::Instant::now();
     loop {
+        let grown = std::fs::metadata(&log)
+            .map(|m| m.len() > cursor)
+            .unwrap_or(false);
+        if !grown {
+            if last_alive_check.elapsed() >= Duration::from_secs(1) {
+                last_alive_check = std::time::Instant::now();
+                if pid.is_none() {
+                    pid = plane
+                        .store
+                        .run(&run.id)
+                        .await
+                        .ok()
+                        .and_then(|r| r.driver_pid);
+                }
+                // Looked at again after the check: the driver may have written its last lines.
+                if !driver_alive(pid)
+                    && !std::fs::metadata(&log)
+                        .map(|m| m.len() > cursor)
+                        .unwrap_or(false)
+                {
+                    end_turn(
+                        &plane,
+                        &run,
+                        -1,
+                        "the driver stopped without ending the turn",
+                        None,
+                        &[],
+                        &totals,
+                    )
+                    .await;
+                    return;
+                }
+            }
+            tokio::time::sleep(plane.poll).await;
+            continue;
+        }
         let (path, c, cx) = (log.clone(), cursor, ctx.clone());
         let read = tokio::task::spawn_blocking(move || {
             let mut cx = cx;
@@ -88,32 +128,6 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
                 }
             }
         }
-        if !driver_alive(&run, &plane).await {
-            // The driver is gone and the log said nothing more: end the turn as the log left it.
-            let leftovers = tokio::task::spawn_blocking({
-                let (path, c) = (log.clone(), cursor);
-                move || {
-                    std::fs::metadata(&path)
-                        .map(|m| m.len() > c)
-                        .unwrap_or(false)
-                }
-            })
-            .await
-            .unwrap_or(false);
-            if !leftovers {
-                end_turn(
-                    &plane,
-                    &run,
-                    -1,
-                    "the driver stopped without ending the turn",
-                    None,
-                    &[],
-                    &totals,
-                )
-                .await;
-                return;
-            }
-        }
         tokio::time::sleep(plane.poll).await;
     }
 }
@@ -129,11 +143,8 @@ fn stored(e: &ProgressEvent) -> NewEvent {
     NewEvent { kind, payload }
 }
 
-async fn driver_alive(run: &Run, plane: &ControlPlane) -> bool {
-    let pid = match plane.store.run(&run.id).await {
-        Ok(r) => r.driver_pid,
-        Err(_) => run.driver_pid,
-    };
+/// Whether the driver's process is there (not gone, not a zombie); `true` while its pid is unknown.
+fn driver_alive(pid: Option<i64>) -> bool {
     match pid.and_then(|p| i32::try_from(p).ok()) {
         // /proc/<pid> exists while the process (or its zombie) does.
         Some(p) => std::path::Path::new(&format!("/proc/{p}")).exists() && !is_zombie(p),
