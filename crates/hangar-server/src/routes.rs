@@ -312,17 +312,7 @@ async fn run_stream(
     Query(p): Query<Page>,
 ) -> ApiResult {
     plane.store().run(&id).await?;
-    let source = StoreEvents {
-        plane: Arc::clone(&plane),
-        run: Some(id),
-        session: None,
-    };
-    Ok(sse::stream(
-        source,
-        sse::resume_cursor(&headers, p.after),
-        plane.subscribe(),
-    )
-    .into_response())
+    Ok(live(&plane, Some(id), None, &headers, &p))
 }
 
 async fn session_stream(
@@ -333,17 +323,28 @@ async fn session_stream(
     Query(p): Query<Page>,
 ) -> ApiResult {
     plane.store().session(&id).await?;
+    Ok(live(&plane, None, Some(id), &headers, &p))
+}
+
+/// The live stream of a run's or a session's events, from the client's resume cursor.
+fn live(
+    plane: &Arc<ControlPlane>,
+    run: Option<String>,
+    session: Option<String>,
+    headers: &HeaderMap,
+    p: &Page,
+) -> axum::response::Response {
     let source = StoreEvents {
-        plane: Arc::clone(&plane),
-        run: None,
-        session: Some(id),
+        plane: Arc::clone(plane),
+        run,
+        session,
     };
-    Ok(sse::stream(
+    sse::stream(
         source,
-        sse::resume_cursor(&headers, p.after),
+        sse::resume_cursor(headers, p.after),
         plane.subscribe(),
     )
-    .into_response())
+    .into_response()
 }
 
 async fn list_credentials(State(plane): S, _who: Authed) -> ApiResult {
