@@ -935,6 +935,8 @@ mod loggen {
                 uid_split: false,
                 agent_uid: None,
                 driver_version: "0.1.0".into(),
+                argv: Vec::new(),
+                hooks: Vec::new(),
             });
             let turns = self.rng.range(3, 12);
             if codex {

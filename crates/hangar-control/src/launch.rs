@@ -161,7 +161,8 @@ fn version_from_package(bin: &Path) -> Option<String> {
     })
 }
 
-/// The turn's manifest: harness and version, the driver's argv, the names (never the values) of
+/// The turn's manifest at launch: harness and version, the driver's argv (the watcher replaces
+/// it with the harness's argv and hooks once the driver reports them in `hangar.started`), the names (never the values) of
 /// the variables passed to the harness, the policies, and the driver's digest, sealed with its
 /// `harness_digest`.
 pub fn manifest(tools: &Tools, l: &Launch<'_>, args: &[OsString]) -> Manifest {

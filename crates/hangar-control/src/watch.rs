@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hangar_core::{EventKind, ParseContext, ProgressEvent, ingest};
-use hangar_store::{Decision, NewEvent, Run, StoreError, TurnState, TurnUpdate, Usage};
+use hangar_core::{EventKind, Hook, Manifest, ParseContext, ProgressEvent, ingest};
+use hangar_store::{Decision, NewEvent, Run, Store, StoreError, TurnState, TurnUpdate, Usage};
 use serde_json::json;
 
 use crate::plane::ControlPlane;
@@ -162,6 +162,29 @@ fn is_zombie(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// The turn's manifest gets the harness's argv and hooks as the driver reported them (the
+/// control plane only knew the driver's argv), sealed again.
+async fn record_harness_argv(
+    store: &Store,
+    turn_id: &str,
+    argv: &[String],
+    hooks: &[Hook],
+) -> Result<(), StoreError> {
+    let turn = store.turn(turn_id).await?;
+    let Some(mut m) = turn
+        .manifest
+        .and_then(|v| serde_json::from_value::<Manifest>(v).ok())
+    else {
+        return Ok(());
+    };
+    m.argv = argv.to_vec();
+    m.hooks = hooks.to_vec();
+    match serde_json::to_value(m.sealed()) {
+        Ok(v) => store.set_turn_manifest(turn_id, &v).await,
+        Err(_) => Ok(()),
+    }
+}
+
 /// Acts on a committed slice; `true` when the turn is over.
 async fn act(
     plane: &Arc<ControlPlane>,
@@ -176,6 +199,9 @@ async fn act(
     };
     for e in events {
         let r = match &e.kind {
+            EventKind::Started { argv, hooks, .. } if !argv.is_empty() => {
+                record_harness_argv(store, &run.turn_id, argv, hooks).await
+            }
             EventKind::Session { harness_session_id } => {
                 store
                     .set_harness_session_id(&session, harness_session_id)

@@ -178,6 +178,23 @@ async fn an_approval_answered_through_the_control_plane_runs_the_tool() {
         hangar_testkit::CLAUDE_CODE_VERSION
     );
     assert!(manifest.env_names.iter().all(|n| !n.starts_with("HANGAR")));
+    // The argv is the harness's as the driver started it, not the driver's.
+    assert_eq!(
+        std::path::Path::new(&manifest.argv[0]),
+        env.tools().claude.as_path(),
+        "{:?}",
+        manifest.argv
+    );
+    assert!(
+        manifest.argv.iter().any(|a| a == "stream-json"),
+        "{:?}",
+        manifest.argv
+    );
+    assert!(
+        !manifest.argv.iter().any(|a| a == "--ctl"),
+        "{:?}",
+        manifest.argv
+    );
     until("the run key to be destroyed", async || {
         (!plane.store().run(&run).await.unwrap().has_key).then_some(())
     })

@@ -32,6 +32,8 @@ fn calls_carry_their_approval_and_result() {
             harness: "claude".into(),
             policy: "ask".into(),
             uid_split: false,
+            argv: Vec::new(),
+            hooks: Vec::new(),
         },
         acked(1, "prompt"),
         EventKind::AssistantText {

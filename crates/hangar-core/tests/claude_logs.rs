@@ -41,14 +41,22 @@ fn claude_turn_with_an_approved_bash_call() {
         .map(|e| &e.kind)
         .filter(|e| !matches!(e, EventKind::Session { .. }))
         .collect();
+    let EventKind::Started {
+        harness,
+        policy,
+        uid_split,
+        argv,
+        hooks,
+    } = k[0]
+    else {
+        panic!("first event {:?}", k[0]);
+    };
     assert_eq!(
-        k[0],
-        &EventKind::Started {
-            harness: "claude".into(),
-            policy: "ask".into(),
-            uid_split: false
-        }
+        (harness.as_str(), policy.as_str(), *uid_split),
+        ("claude", "ask", false)
     );
+    assert!(argv.iter().any(|a| a == "stream-json"), "{argv:?}");
+    assert!(hooks.is_empty(), "no check, no hook: {hooks:?}");
     let EventKind::ToolCall {
         tool_use_id,
         name,

@@ -25,7 +25,7 @@ mod verify;
 use std::ffi::OsString;
 use std::sync::mpsc;
 
-use hangar_protocol::runlog::HangarLine;
+use hangar_protocol::runlog::{HangarLine, HookDigest};
 use hangar_protocol::{ControlDir, Verifier};
 
 use crate::adapter::Adapter;
@@ -105,6 +105,7 @@ fn start() -> Result<i32, String> {
         _ => None,
     };
     let (program, argv, adapter) = harness_for(&s, stop_hook.as_ref());
+    let hooks: Vec<HookDigest> = stop_hook.iter().filter_map(|h| h.digest().ok()).collect();
     let (harness, stdout) = match harness::spawn(&program, &argv, &s) {
         Ok(h) => h,
         Err(e) => {
@@ -128,6 +129,11 @@ fn start() -> Result<i32, String> {
         uid_split: s.agent.is_some(),
         agent_uid: s.agent.as_ref().map(|a| a.uid),
         driver_version: env!("CARGO_PKG_VERSION").into(),
+        argv: std::iter::once(&program)
+            .chain(&argv)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        hooks,
     });
     let relay_log = log.clone();
     let codex = s.harness == HarnessKind::Codex && s.raw.is_none();

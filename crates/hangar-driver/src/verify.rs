@@ -158,6 +158,12 @@ pub struct StopHook {
 }
 
 impl StopHook {
+    /// The hook as the manifest names it (`Stop: <script>`), with its script's digest.
+    pub fn digest(&self) -> io::Result<hangar_protocol::runlog::HookDigest> {
+        let script = self.dir.join("stop-hook.sh");
+        hangar_protocol::runlog::HookDigest::of_file(format!("Stop: {}", script.display()), &script)
+    }
+
     /// Writes the hook for `v` into a fresh folder under `parent`.
     pub fn write(parent: &Path, run: &str, v: &Verify) -> io::Result<StopHook> {
         let dir = parent.join(format!("hangar-{run}-verify"));

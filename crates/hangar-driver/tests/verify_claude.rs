@@ -55,6 +55,17 @@ fn a_check_that_fails_twice_then_passes_after_feedback() {
         (Some("passed"), Some(2))
     );
     assert_eq!(rig.lines_of("result").len(), 1, "all in the same turn");
+    // The started line names the Stop hook with its script's digest, for the manifest.
+    let started = rig.wait_type("hangar.started");
+    let hook = &started["hooks"][0];
+    let name = hook["name"].as_str().unwrap();
+    assert!(
+        name.starts_with("Stop: ") && name.ends_with("stop-hook.sh"),
+        "{started}"
+    );
+    assert_eq!(hook["digest"].as_str().unwrap().len(), 64, "{started}");
+    let argv = started["argv"].as_array().unwrap();
+    assert!(argv.iter().any(|a| a == "--settings"), "{started}");
 }
 
 #[test]

@@ -37,6 +37,26 @@ impl ProcessUsage {
     }
 }
 
+/// A hook the harness runs with: what it is (its event and script, e.g.
+/// `Stop: /tmp/hangar-<run>-verify/stop-hook.sh`) and the SHA-256 of its script (lowercase hex).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookDigest {
+    pub name: String,
+    pub digest: String,
+}
+
+impl HookDigest {
+    /// The digest of the script at `path`, named `name`.
+    pub fn of_file(name: impl Into<String>, path: &std::path::Path) -> std::io::Result<HookDigest> {
+        use sha2::Digest;
+        let bytes = std::fs::read(path)?;
+        Ok(HookDigest {
+            name: name.into(),
+            digest: hex::encode(sha2::Sha256::digest(&bytes)),
+        })
+    }
+}
+
 /// One line of hangar's own in the run log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -54,6 +74,14 @@ pub enum HangarLine {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         agent_uid: Option<u32>,
         driver_version: String,
+        /// The harness's argv, program first, as the driver started it (for the turn's
+        /// manifest). Absent in logs of drivers before it was added.
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        argv: Vec<String>,
+        /// The hooks the harness runs with (e.g. the job's Stop hook), each with the SHA-256 of
+        /// its script, as the driver wrote them.
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        hooks: Vec<HookDigest>,
     },
     /// A command passed every check and was carried out (`outcome: "done"`) or arrived after the
     /// harness had gone and was answered `"ended"`.

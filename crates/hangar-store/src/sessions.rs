@@ -244,6 +244,27 @@ impl Store {
         Ok(())
     }
 
+    /// Replaces a turn's manifest (the driver reports the harness's argv and hooks once it has
+    /// started it).
+    pub async fn set_turn_manifest(
+        &self,
+        turn_id: &str,
+        manifest: &Value,
+    ) -> Result<(), StoreError> {
+        let done = on_db!(self, pool => {
+            sqlx::query("UPDATE turns SET manifest = $2 WHERE id = $1")
+                .bind(turn_id)
+                .bind(Json(manifest))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        if done == 0 {
+            return Err(not_found("turn", turn_id));
+        }
+        Ok(())
+    }
+
     /// Queues a turn: the next index in its session, state `queued`.
     pub async fn create_turn(
         &self,

@@ -70,6 +70,8 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
             harness,
             policy,
             uid_split,
+            argv,
+            hooks,
             ..
         } => {
             // A new harness process: per-process state starts over.
@@ -82,6 +84,14 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
                 harness,
                 policy,
                 uid_split,
+                argv,
+                hooks: hooks
+                    .into_iter()
+                    .map(|h| crate::manifest::Hook {
+                        name: h.name,
+                        digest: h.digest,
+                    })
+                    .collect(),
             }
         }
         HangarLine::Command {

@@ -51,11 +51,17 @@ pub struct ProgressEvent {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
     /// `hangar.started`: the driver started the harness (`claude` | `codex`) under `policy`
-    /// (`ask` | `auto`); `uid_split` says whether the harness runs as a uid of its own.
+    /// (`ask` | `auto`); `uid_split` says whether the harness runs as a uid of its own; `argv`
+    /// (program first) and `hooks` are what it ran with, for the turn's manifest (empty in logs
+    /// of older drivers).
     Started {
         harness: String,
         policy: String,
         uid_split: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        argv: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hooks: Vec<crate::manifest::Hook>,
     },
     /// The harness's own conversation id: Claude Code's `session_id` (from `system`/`init`) or
     /// Codex's `thread_id` (`thread.started`). The next turn resumes it.

@@ -36,7 +36,9 @@ fn started_line() {
         EventKind::Started {
             harness: "claude".into(),
             policy: "ask".into(),
-            uid_split: false
+            uid_split: false,
+            argv: Vec::new(),
+            hooks: Vec::new()
         }
     );
 }
