@@ -179,15 +179,24 @@ fn flat(text: &str) -> String {
         .join(" ⏎ ")
 }
 
-/// The conversation's entries as lines. The run log does not hold what a person sent, only that
-/// it went in: a turn's first prompt is the turn's prompt (`prompts`, in turn order); other
-/// messages show as their command and number.
+/// The conversation's entries as lines. What a person sent comes with its text (from the
+/// server's record of the commands); without one, a turn's first prompt is the turn's prompt
+/// (`prompts`, in turn order) and other messages show as their command and number.
 fn render(entries: &[Value], prompts: &[String]) -> Vec<String> {
     let mut turn = 0usize;
     let mut out = Vec::new();
     for e in entries {
+        let first_prompt = e["command"] == "prompt" && e["seq"] == 1;
         let line = match e["kind"].as_str().unwrap_or_default() {
-            "sent" if e["command"] == "prompt" && e["seq"] == 1 => {
+            "sent" if e["text"].is_string() => {
+                turn += usize::from(first_prompt);
+                let text = flat(e["text"].as_str().unwrap_or_default());
+                match e["command"].as_str() {
+                    Some("prompt") => format!("you: {text}"),
+                    other => format!("you ({}): {text}", other.unwrap_or("?")),
+                }
+            }
+            "sent" if first_prompt => {
                 let p = prompts.get(turn).map_or("(prompt)", String::as_str);
                 turn += 1;
                 format!("you: {}", flat(p))
@@ -343,7 +352,9 @@ mod tests {
                    "result": {"output": "a\nb", "is_error": false}}),
             json!({"kind": "assistant", "text": "two\nlines"}),
             json!({"kind": "sent", "seq": 2, "command": "steer"}),
+            json!({"kind": "sent", "seq": 3, "command": "steer", "text": "use tabs", "by": "a@b.c"}),
             json!({"kind": "sent", "seq": 1, "command": "prompt"}),
+            json!({"kind": "sent", "seq": 1, "command": "prompt", "text": "third", "by": "a@b.c"}),
         ];
         let lines = render(&entries, &["make it".into(), "again".into()]);
         assert_eq!(
@@ -353,7 +364,9 @@ mod tests {
                 r#"tool: Bash {"command":"ls"} [allow by command] → a b"#,
                 "assistant: two ⏎ lines",
                 "you: (steer #2)",
+                "you (steer): use tabs",
                 "you: again",
+                "you: third",
             ]
         );
     }

@@ -344,6 +344,32 @@ async fn kill_9_while_streaming_with_a_steer_in_flight() {
         .filter(|e| e["kind"] == "result")
         .count();
     assert_eq!(results, 2, "both answers, each once");
+    // The transcript names what was sent, with its text and sender (from the commands).
+    let session = started["session"]["id"].as_str().unwrap();
+    let (status, tr) = s
+        .call("GET", &format!("/v1/sessions/{session}/transcript"), None)
+        .await;
+    assert_eq!(status, 200, "{tr}");
+    let sent: Vec<(String, String, String)> = tr["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "sent")
+        .map(|e| {
+            let f = |k: &str| e[k].as_str().unwrap_or("-").to_owned();
+            (f("command"), f("text"), f("by"))
+        })
+        .collect();
+    let who = sent[0].2.clone();
+    assert!(who.contains('@'), "{tr}");
+    assert_eq!(
+        sent,
+        [
+            ("prompt".into(), "talk".into(), who.clone()),
+            ("steer".into(), "STEER: and then".into(), who)
+        ],
+        "{tr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

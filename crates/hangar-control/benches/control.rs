@@ -17,16 +17,12 @@
 //!    `tool_use`, `user` `tool_result`, `result`), a Codex share (`codex exec --json` lines) and
 //!    hangar's own lines (commands, approvals, trees). Printed beside the raw line-read rate of
 //!    the same file (`BufRead`, the reader's 64 KiB buffer): parse only (`hangar_core::ingest`
-//!    in 1 MiB slices, as the watcher reads), parse + the watcher's conversion to `NewEvent`s,
-//!    parse + `Store::commit_events_with_state` per slice (the watcher's loop: the target's
-//!    row), and the control plane's own watcher end to end (`ControlPlane::reattach` on that
-//!    log until its turn ended), on SQLite; on PostgreSQL when `HANGAR_TEST_DATABASE_URL` is set
-//!    (a fresh schema per row, dropped after), over the log's first 200k lines
-//!    (`HANGAR_BENCH_PG_LINES`). **PROTOTYPE** rows run this file's own code to size fixes: A
-//!    commits each slice in the same transaction but inserts its events in bulk (SQLite:
-//!    100-row `INSERT .. VALUES` with anonymous parameters; PostgreSQL: one
-//!    `INSERT .. SELECT FROM UNNEST`); B also reads and parses the next slice while this one
-//!    commits and serializes each event to JSON text once. Every database row is checked: the
+//!    in 1 MiB slices, as the watcher reads), parse + the watcher's conversion to JSON text,
+//!    parse + `Store::commit_events_with_state` one slice after the other, and the control
+//!    plane's own watcher end to end (`ControlPlane::reattach` on that log until its turn ended;
+//!    it parses the next slice while one commits: the target's row), on SQLite; on PostgreSQL
+//!    when `HANGAR_TEST_DATABASE_URL` is set (a fresh schema per row, dropped after), over the
+//!    log's first 200k lines (`HANGAR_BENCH_PG_LINES`). Every database row is checked: the
 //!    stored events, read back with `events_after`, equal `hangar_core::rebuild` of the log in
 //!    count, order and content.
 //! 2. **Re-attach** (target < 2 s, resident memory < 200 MB): 1,000 live runs
@@ -51,7 +47,6 @@
 //! Every wait has a timeout; errors are `Result`s (the bench profile aborts on panic, so no
 //! cleanup would run), and started processes are killed by pid and reaped.
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
@@ -69,8 +64,8 @@ use hangar_protocol::client::{Mailbox, Outcome};
 use hangar_protocol::command::body;
 use hangar_protocol::runlog::HangarLine;
 use hangar_store::{
-    EventScope, Harness, MAX_PAGE, NewEvent, NewRun, NewSandbox, Policy, RunState, Secret, Store,
-    TurnState, TurnUpdate, Vault, new_id,
+    EncodedEvent, EventScope, Harness, MAX_PAGE, NewRun, NewSandbox, Policy, RunState, Secret,
+    Store, TurnState, TurnUpdate, Vault, new_id,
 };
 use serde_json::{Value, json};
 
@@ -475,16 +470,9 @@ mod db {
         Ok(Seeded { turn: turn.id })
     }
 
-    /// An event as the watcher stores it (a copy of `watch.rs`'s private `stored`): its kind,
-    /// and its whole JSON.
-    pub fn stored(e: &ProgressEvent) -> NewEvent {
-        let payload = serde_json::to_value(e).unwrap_or_else(|_| json!({}));
-        let kind = payload
-            .get("kind")
-            .and_then(|k| k.as_str())
-            .unwrap_or("unknown")
-            .to_owned();
-        NewEvent { kind, payload }
+    /// An event as the watcher stores it.
+    pub fn stored(e: &ProgressEvent) -> EncodedEvent {
+        hangar_control::stored_event(e)
     }
 
     /// A count and an order-sensitive hash of events' JSON, and each event's own hash (to
@@ -1220,8 +1208,6 @@ mod ingest {
     const DEFAULT_PG_LINES: u64 = 200_000;
     const TARGET_EVENTS_PER_S: f64 = 100_000.0;
     const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
-    /// Rows per multi-row INSERT in the SQLite prototypes (5 anonymous parameters each).
-    const PROTO_ROWS: usize = 100;
     /// The longest one pass may take.
     const PASS_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -1340,8 +1326,10 @@ mod ingest {
         let db_rows = rt.block_on(db_passes(dir.path(), &log));
         rt.shutdown_timeout(Duration::from_secs(10));
         let db_rows = db_rows?;
+        // The target is the control plane's own watcher on SQLite: parsed and stored, end to end.
         let sqlite_store = db_rows
-            .first()
+            .iter()
+            .find(|r| r.label.starts_with("SQLite: the control plane's watcher"))
             .map(|r| r.events as f64 / r.time.as_secs_f64());
         rows.extend(db_rows);
 
@@ -1371,17 +1359,17 @@ mod ingest {
             );
         }
         println!(
-            "  (PROTOTYPE rows run this benchmark's own code, not hangar's: they size fixes for the store and the watcher)"
+            "  (the watcher reads and parses the next slice while one commits; the store writes a slice in multi-row INSERTs)"
         );
         println!("  load average {load_before} before, {} after", load());
         match sqlite_store {
             Some(rate) => println!(
-                "ingest target: >= {:.0}k events/s on SQLite (parse + Store::commit_events_with_state) -> {:.1}k events/s: {}",
+                "ingest target: >= {:.0}k events/s on SQLite (the control plane's watcher, parsed and stored) -> {:.1}k events/s: {}",
                 TARGET_EVENTS_PER_S / 1e3,
                 rate / 1e3,
                 verdict(rate >= TARGET_EVENTS_PER_S)
             ),
-            None => println!("ingest target: no SQLite row"),
+            None => println!("ingest target: no SQLite watcher row"),
         }
         Ok(())
     }
@@ -1480,57 +1468,13 @@ mod ingest {
             }
             events += batch.events.len() as u64;
             if convert {
-                let new: Vec<NewEvent> = batch.events.iter().map(stored).collect();
+                let new: Vec<EncodedEvent> = batch.events.iter().map(stored).collect();
                 let state = serde_json::to_value(&ctx).ok();
                 std::hint::black_box((new, state));
             }
             cursor = batch.new_cursor;
         }
         Ok((events, t.elapsed()))
-    }
-
-    /// A pool of one connection beside the store's, for the prototypes.
-    enum Proto {
-        Sqlite(sqlx::SqlitePool),
-        Pg(sqlx::PgPool),
-    }
-
-    impl Proto {
-        async fn open(db: &Db) -> Res<Proto> {
-            // The store creates and migrates the database first.
-            db.open().await?.close().await;
-            if let Some(file) = &db.file {
-                use sqlx::sqlite::{
-                    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
-                };
-                // The store's own settings (db.rs).
-                let opts = SqliteConnectOptions::new()
-                    .filename(file)
-                    .journal_mode(SqliteJournalMode::Wal)
-                    .synchronous(SqliteSynchronous::Normal)
-                    .foreign_keys(true)
-                    .busy_timeout(Duration::from_secs(30));
-                let pool = SqlitePoolOptions::new()
-                    .max_connections(1)
-                    .connect_with(opts)
-                    .await
-                    .map_err(err("open the prototype's pool"))?;
-                return Ok(Proto::Sqlite(pool));
-            }
-            let pool = sqlx::postgres::PgPoolOptions::new()
-                .max_connections(1)
-                .connect(&db.url)
-                .await
-                .map_err(err("open the prototype's PostgreSQL pool"))?;
-            Ok(Proto::Pg(pool))
-        }
-
-        async fn close(&self) {
-            match self {
-                Proto::Sqlite(p) => p.close().await,
-                Proto::Pg(p) => p.close().await,
-            }
-        }
     }
 
     async fn db_passes(dir: &Path, log: &Log) -> Res<Vec<Pass>> {
@@ -1544,34 +1488,17 @@ mod ingest {
             &db,
             &workdir,
             log,
-            None,
             "SQLite: parse + Store::commit_events_with_state",
         )
         .await;
         db.cleanup().await;
         rows.push(r?);
         let db = sqlite("watcher");
-        let r = watcher_pass(&db, &workdir, log).await;
-        db.cleanup().await;
-        rows.push(r?);
-        let db = sqlite("proto-a");
-        let r = proto_pass(
+        let r = watcher_pass(
             &db,
             &workdir,
             log,
-            false,
-            "SQLite PROTOTYPE A: same, 100-row INSERTs",
-        )
-        .await;
-        db.cleanup().await;
-        rows.push(r?);
-        let db = sqlite("proto-b");
-        let r = proto_pass(
-            &db,
-            &workdir,
-            log,
-            true,
-            "SQLite PROTOTYPE B: A + parse overlapped + JSON once",
+            "SQLite: the control plane's watcher (reattach -> turn ended)",
         )
         .await;
         db.cleanup().await;
@@ -1609,30 +1536,17 @@ mod ingest {
             &db,
             &workdir,
             pg_log,
-            None,
             "PostgreSQL: parse + Store::commit_events_with_state",
         )
         .await;
         db.cleanup().await;
         rows.push(r?);
         let db = Db::postgres(&base, dir).await?;
-        let r = proto_pass(
+        let r = watcher_pass(
             &db,
             &workdir,
             pg_log,
-            false,
-            "PostgreSQL PROTOTYPE A: same, one INSERT .. UNNEST",
-        )
-        .await;
-        db.cleanup().await;
-        rows.push(r?);
-        let db = Db::postgres(&base, dir).await?;
-        let r = proto_pass(
-            &db,
-            &workdir,
-            pg_log,
-            true,
-            "PostgreSQL PROTOTYPE B: A + parse overlapped + JSON once",
+            "PostgreSQL: the control plane's watcher (reattach -> turn ended)",
         )
         .await;
         db.cleanup().await;
@@ -1655,16 +1569,10 @@ mod ingest {
         Ok((store, run))
     }
 
-    /// The watcher's loop without the watcher: read + parse a slice, convert, commit events,
-    /// cursor and state in one transaction (through the store, or with `proto`, the
-    /// prototype's commit); then the stored events are read back and checked.
-    async fn commit_pass(
-        db: &Db,
-        workdir: &Path,
-        log: &Log,
-        proto: Option<&Proto>,
-        label: &str,
-    ) -> Res<Pass> {
+    /// The watcher's loop without the watcher and one step at a time: read + parse a slice,
+    /// convert, commit events, cursor and state in one transaction; then the stored events are
+    /// read back and checked.
+    async fn commit_pass(db: &Db, workdir: &Path, log: &Log, label: &str) -> Res<Pass> {
         let (store, run) = store_with_run(db, workdir, log, None).await?;
         let t = Instant::now();
         let deadline = t + PASS_TIMEOUT;
@@ -1680,23 +1588,14 @@ mod ingest {
                 stopped_at(&log.path, cursor)?;
                 break;
             }
-            let new: Vec<NewEvent> = batch.events.iter().map(stored).collect();
+            let new: Vec<EncodedEvent> = batch.events.iter().map(stored).collect();
             let state = serde_json::to_value(&ctx).ok();
             let (from, to) = (cursor as i64, batch.new_cursor as i64);
-            let n = match proto {
-                None => store
-                    .commit_events_with_state(&run, from, to, &new, state.as_ref())
-                    .await
-                    .map_err(err("commit_events_with_state"))?
-                    .len(),
-                Some(p) => {
-                    let kinds: Vec<&str> = new.iter().map(|e| e.kind.as_str()).collect();
-                    let clean: Vec<Cow<'_, Value>> =
-                        new.iter().map(|e| storable(&e.payload)).collect();
-                    let values = Payloads::Values(clean.iter().map(|c| c.as_ref()).collect());
-                    proto_commit(p, &run, from, to, &kinds, values, state.as_ref()).await?
-                }
-            };
+            let n = store
+                .commit_events_with_state(&run, from, to, &new, state.as_ref())
+                .await
+                .map_err(err("commit_events_with_state"))?
+                .len();
             ensure!(n == new.len(), "{label}: {n} ids for {} events", new.len());
             events += n as u64;
             slices += 1;
@@ -1725,7 +1624,7 @@ mod ingest {
     /// The control plane's own watcher on the log (its run's driver pid is this process): from
     /// `ControlPlane::new` + `reattach` until the run ended (the log's last line is
     /// `hangar.turn_end`), cursor at the end.
-    async fn watcher_pass(db: &Db, workdir: &Path, log: &Log) -> Res<Pass> {
+    async fn watcher_pass(db: &Db, workdir: &Path, log: &Log, label: &str) -> Res<Pass> {
         let pid = i64::from(std::process::id());
         let (store, run) = store_with_run(db, workdir, log, Some(pid)).await?;
         let tools = Tools {
@@ -1735,7 +1634,6 @@ mod ingest {
             codex: PathBuf::from("codex"),
             env: Vec::new(),
         };
-        let label = "SQLite: the control plane's watcher (reattach -> turn ended)";
         let t = Instant::now();
         let deadline = t + PASS_TIMEOUT;
         let plane = ControlPlane::new(store.clone(), tools);
@@ -1766,300 +1664,6 @@ mod ingest {
         drop(plane);
         store.close().await;
         Ok(log.pass(label, stored, time, "  (checked)".into()))
-    }
-
-    /// A prototype pass: with `fast` false, the watcher's loop as in [`commit_pass`] with the
-    /// prototype's commit (A); with `fast`, also the next slice read, parsed and serialized
-    /// straight to JSON text on the blocking pool while this one commits (B).
-    async fn proto_pass(db: &Db, workdir: &Path, log: &Log, fast: bool, label: &str) -> Res<Pass> {
-        let proto = Proto::open(db).await?;
-        if !fast {
-            let r = commit_pass(db, workdir, log, Some(&proto), label).await;
-            proto.close().await;
-            return r;
-        }
-        let r = fast_pass(db, workdir, log, &proto, label).await;
-        proto.close().await;
-        r
-    }
-
-    async fn fast_pass(
-        db: &Db,
-        workdir: &Path,
-        log: &Log,
-        proto: &Proto,
-        label: &str,
-    ) -> Res<Pass> {
-        let (store, run) = store_with_run(db, workdir, log, None).await?;
-        let read = |cursor: u64, ctx: ParseContext| {
-            let path = log.path.clone();
-            tokio::task::spawn_blocking(move || read_slice(&path, cursor, ctx))
-        };
-        let t = Instant::now();
-        let deadline = t + PASS_TIMEOUT;
-        let (mut cursor, mut events, mut slices) = (0u64, 0u64, 0u64);
-        let mut committing = Duration::ZERO;
-        let mut next = read(0, ParseContext::new());
-        loop {
-            ensure!(
-                Instant::now() < deadline,
-                "{label}: not done within {PASS_TIMEOUT:?}"
-            );
-            let slice = next.await.map_err(err("blocking task"))??;
-            if slice.new_cursor == cursor {
-                stopped_at(&log.path, cursor)?;
-                break;
-            }
-            // Read the next slice while this one commits (the context after this slice is
-            // where the next starts; a failed commit would discard the read-ahead).
-            next = read(slice.new_cursor, slice.ctx.clone());
-            let kinds: Vec<&str> = slice.rows.iter().map(|r| r.0).collect();
-            let texts = Payloads::Texts(slice.rows.iter().map(|r| r.1.as_str()).collect());
-            let (from, to) = (cursor as i64, slice.new_cursor as i64);
-            let tc = Instant::now();
-            let n =
-                proto_commit(proto, &run, from, to, &kinds, texts, slice.state.as_ref()).await?;
-            committing += tc.elapsed();
-            ensure!(
-                n == slice.rows.len(),
-                "{label}: {n} ids for {} events",
-                slice.rows.len()
-            );
-            events += n as u64;
-            slices += 1;
-            cursor = slice.new_cursor;
-        }
-        let time = t.elapsed();
-        check_stored(&store, &run, &log.path, &log.truth)
-            .await
-            .map_err(|e| format!("{label}: {e}"))?;
-        store.close().await;
-        Ok(log.pass(
-            label,
-            events,
-            time,
-            format!(
-                "  ({slices} commits, checked; committing {:.0}% of the time)",
-                100.0 * committing.as_secs_f64() / time.as_secs_f64()
-            ),
-        ))
-    }
-    /// The `kind` tag of an event, without building its JSON.
-    fn kind_name(k: &hangar_core::EventKind) -> &'static str {
-        use hangar_core::EventKind as K;
-        match k {
-            K::Started { .. } => "started",
-            K::Session { .. } => "session",
-            K::UserMessage { .. } => "user_message",
-            K::AssistantText { .. } => "assistant_text",
-            K::ToolCall { .. } => "tool_call",
-            K::ToolResult { .. } => "tool_result",
-            K::ApprovalRequested { .. } => "approval_requested",
-            K::ApprovalAnswered { .. } => "approval_answered",
-            K::CommandAcked { .. } => "command_acked",
-            K::CommandRefused { .. } => "command_refused",
-            K::Tree { .. } => "tree",
-            K::Verify { .. } => "verify",
-            K::Usage { .. } => "usage",
-            K::Result { .. } => "result",
-            K::Error { .. } => "error",
-            K::Warning { .. } => "warning",
-            K::TurnEnd { .. } => "turn_end",
-        }
-    }
-
-    /// A slice read, parsed and serialized: (kind, JSON text) per event, the new cursor, the
-    /// parser state after it (and as JSON).
-    struct Slice {
-        rows: Vec<(&'static str, String)>,
-        new_cursor: u64,
-        ctx: ParseContext,
-        state: Option<Value>,
-    }
-
-    /// Reads and parses a slice and serializes each event straight to JSON text (no `Value` in
-    /// between); one whose text holds an escaped NUL goes through `storable` as the store does.
-    fn read_slice(path: &Path, cursor: u64, mut ctx: ParseContext) -> Res<Slice> {
-        let batch = hangar_core::ingest(path, cursor, &mut ctx).map_err(err("ingest"))?;
-        let rows = batch
-            .events
-            .iter()
-            .map(|e| {
-                let text = serde_json::to_string(e).unwrap_or_default();
-                if !text.contains("\\u0000") {
-                    return (kind_name(&e.kind), text);
-                }
-                let v = serde_json::to_value(e).unwrap_or_default();
-                let clean = serde_json::to_string(&storable(&v)).unwrap_or_default();
-                (kind_name(&e.kind), clean)
-            })
-            .collect();
-        let state = serde_json::to_value(&ctx).ok();
-        Ok(Slice {
-            rows,
-            new_cursor: batch.new_cursor,
-            ctx,
-            state,
-        })
-    }
-
-    /// `storable` of the store (events.rs): NUL characters become U+FFFD.
-    fn storable(v: &Value) -> Cow<'_, Value> {
-        fn has_nul(v: &Value) -> bool {
-            match v {
-                Value::String(s) => s.contains('\0'),
-                Value::Array(a) => a.iter().any(has_nul),
-                Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
-                _ => false,
-            }
-        }
-        fn clean(v: &Value) -> Value {
-            match v {
-                Value::String(s) => Value::String(s.replace('\0', "\u{FFFD}")),
-                Value::Array(a) => Value::Array(a.iter().map(clean).collect()),
-                Value::Object(o) => Value::Object(
-                    o.iter()
-                        .map(|(k, v)| (k.replace('\0', "\u{FFFD}"), clean(v)))
-                        .collect(),
-                ),
-                other => other.clone(),
-            }
-        }
-        if has_nul(v) {
-            Cow::Owned(clean(v))
-        } else {
-            Cow::Borrowed(v)
-        }
-    }
-
-    /// Event payloads for a prototype commit: JSON values (as `NewEvent` has them today) or
-    /// JSON text serialized once (prototype B).
-    enum Payloads<'a> {
-        Values(Vec<&'a Value>),
-        Texts(Vec<&'a str>),
-    }
-
-    const CURSOR_STEP: &str = "UPDATE runs SET log_cursor = $3, watch_state = COALESCE($4, watch_state) \
-         WHERE id = $1 AND log_cursor = $2 RETURNING turn_id";
-    const SESSION_OF: &str = "SELECT session_id FROM turns WHERE id = $1";
-
-    /// PROTOTYPE of `Store::commit_events_with_state`: the same transaction (the cursor checked
-    /// and moved with the parser state, the run's session looked up, on PostgreSQL the order
-    /// lock), the events inserted in bulk: SQLite 100 rows per `INSERT .. VALUES` with anonymous
-    /// `?` parameters (sqlx resolves each named `$N` parameter through
-    /// `sqlite3_bind_parameter_name`, a linear scan per parameter); PostgreSQL one
-    /// `INSERT .. SELECT FROM UNNEST($kinds, $payloads) WITH ORDINALITY` per slice. Returns how
-    /// many ids came back.
-    async fn proto_commit(
-        proto: &Proto,
-        run_id: &str,
-        expected: i64,
-        new_cursor: i64,
-        kinds: &[&str],
-        payloads: Payloads<'_>,
-        state: Option<&Value>,
-    ) -> Res<usize> {
-        use sqlx::types::Json;
-        let e = |e: sqlx::Error| format!("prototype commit: {e}");
-        let now = hangar_store::now_ms();
-        let moved = || "prototype commit: the cursor moved".to_owned();
-        match proto {
-            Proto::Sqlite(pool) => {
-                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(e)?;
-                let turn: String = sqlx::query_scalar(CURSOR_STEP)
-                    .bind(run_id)
-                    .bind(expected)
-                    .bind(new_cursor)
-                    .bind(state.map(Json))
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(e)?
-                    .ok_or_else(moved)?;
-                let session: String = sqlx::query_scalar(SESSION_OF)
-                    .bind(&turn)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(e)?;
-                let mut n = 0;
-                let mut start = 0;
-                while start < kinds.len() {
-                    let end = (start + PROTO_ROWS).min(kinds.len());
-                    let mut sql = String::from(
-                        "INSERT INTO events (session_id, run_id, created_at, kind, payload) VALUES ",
-                    );
-                    for i in start..end {
-                        sql.push_str(if i == start {
-                            "(?, ?, ?, ?, ?)"
-                        } else {
-                            ", (?, ?, ?, ?, ?)"
-                        });
-                    }
-                    sql.push_str(" RETURNING id");
-                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                    for (i, kind) in kinds.iter().enumerate().take(end).skip(start) {
-                        q = q.bind(&session).bind(run_id).bind(now).bind(*kind);
-                        q = match &payloads {
-                            Payloads::Values(v) => q.bind(Json(v[i])),
-                            Payloads::Texts(t) => q.bind(t[i]),
-                        };
-                    }
-                    n += q.fetch_all(&mut *tx).await.map_err(e)?.len();
-                    start = end;
-                }
-                tx.commit().await.map_err(e)?;
-                Ok(n)
-            }
-            Proto::Pg(pool) => {
-                let mut tx = pool.begin().await.map_err(e)?;
-                let turn: String = sqlx::query_scalar(CURSOR_STEP)
-                    .bind(run_id)
-                    .bind(expected)
-                    .bind(new_cursor)
-                    .bind(state.map(Json))
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(e)?
-                    .ok_or_else(moved)?;
-                let session: String = sqlx::query_scalar(SESSION_OF)
-                    .bind(&turn)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(e)?;
-                if kinds.is_empty() {
-                    tx.commit().await.map_err(e)?;
-                    return Ok(0);
-                }
-                sqlx::query("SELECT pg_advisory_xact_lock(4243, hashtext(current_schema()))")
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(e)?;
-                let q = match &payloads {
-                    Payloads::Values(v) => sqlx::query_scalar::<_, i64>(
-                        "INSERT INTO events (session_id, run_id, kind, payload, created_at) \
-                         SELECT $1, $2, k, p, $5 \
-                         FROM UNNEST($3::text[], $4::jsonb[]) WITH ORDINALITY AS t(k, p, n) \
-                         ORDER BY n RETURNING id",
-                    )
-                    .bind(&session)
-                    .bind(run_id)
-                    .bind(kinds)
-                    .bind(v.iter().map(|v| Json(*v)).collect::<Vec<_>>()),
-                    Payloads::Texts(t) => sqlx::query_scalar::<_, i64>(
-                        "INSERT INTO events (session_id, run_id, kind, payload, created_at) \
-                         SELECT $1, $2, k, p::jsonb, $5 \
-                         FROM UNNEST($3::text[], $4::text[]) WITH ORDINALITY AS t(k, p, n) \
-                         ORDER BY n RETURNING id",
-                    )
-                    .bind(&session)
-                    .bind(run_id)
-                    .bind(kinds)
-                    .bind(t),
-                };
-                let ids = q.bind(now).fetch_all(&mut *tx).await.map_err(e)?;
-                tx.commit().await.map_err(e)?;
-                Ok(ids.len())
-            }
-        }
     }
 }
 
@@ -2245,7 +1849,7 @@ mod reattach {
             let batch = hangar_core::LogReader::new()
                 .ingest(&log, 0, counts.bytes / 2, &mut ctx)
                 .map_err(err("ingest"))?;
-            let events: Vec<NewEvent> = batch.events.iter().map(stored).collect();
+            let events: Vec<EncodedEvent> = batch.events.iter().map(stored).collect();
             let state = serde_json::to_value(&ctx).ok();
             store
                 .commit_events_with_state(&run, 0, batch.new_cursor as i64, &events, state.as_ref())

@@ -21,3 +21,4 @@ mod watch;
 pub use error::ControlError;
 pub use launch::{Tools, TurnOptions};
 pub use plane::{ControlPlane, Reply, SessionRequest, Started};
+pub use watch::stored_event;

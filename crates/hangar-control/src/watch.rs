@@ -3,12 +3,12 @@
 //! (approvals asked, the harness's session id, the turn's end). A restarted control plane resumes
 //! from the stored cursor and state, so every line becomes events exactly once.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hangar_core::{EventKind, Hook, Manifest, ParseContext, ProgressEvent, ingest};
-use hangar_store::{Decision, NewEvent, Run, Store, StoreError, TurnState, TurnUpdate, Usage};
+use hangar_core::{Batch, EventKind, Hook, Manifest, ParseContext, ProgressEvent, ingest};
+use hangar_store::{Decision, EncodedEvent, Run, Store, StoreError, TurnState, TurnUpdate, Usage};
 use serde_json::json;
 
 use crate::plane::ControlPlane;
@@ -33,10 +33,13 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
     // driver's pid is kept once known, and /proc is looked at about once a second.
     let mut pid = run.driver_pid;
     let mut last_alive_check = std::time::Instant::now();
+    // A read of the slice at `cursor` already under way.
+    let mut ahead: Option<SliceRead> = None;
     loop {
-        let grown = std::fs::metadata(&log)
-            .map(|m| m.len() > cursor)
-            .unwrap_or(false);
+        let grown = ahead.is_some()
+            || std::fs::metadata(&log)
+                .map(|m| m.len() > cursor)
+                .unwrap_or(false);
         if !grown {
             if last_alive_check.elapsed() >= Duration::from_secs(1) {
                 last_alive_check = std::time::Instant::now();
@@ -70,13 +73,11 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
             tokio::time::sleep(plane.poll).await;
             continue;
         }
-        let (path, c, cx) = (log.clone(), cursor, ctx.clone());
-        let read = tokio::task::spawn_blocking(move || {
-            let mut cx = cx;
-            ingest(&path, c, &mut cx).map(|b| (b, cx))
-        })
-        .await;
-        let (batch, new_ctx) = match read {
+        let read = match ahead.take() {
+            Some(h) => h,
+            None => read_slice(&log, cursor, ctx.clone()),
+        };
+        let (batch, new_ctx) = match read.await {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => {
                 tracing::warn!(run = %run.id, error = %e, "cannot read the run log");
@@ -86,7 +87,13 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
             Err(_) => return,
         };
         if batch.new_cursor != cursor {
-            let events: Vec<NewEvent> = batch.events.iter().map(stored).collect();
+            // The next slice is read and parsed while this one commits (two cores at work); it is
+            // used only if this commit lands.
+            let more = std::fs::metadata(&log)
+                .map(|m| m.len() > batch.new_cursor)
+                .unwrap_or(false);
+            let next = more.then(|| read_slice(&log, batch.new_cursor, new_ctx.clone()));
+            let events: Vec<EncodedEvent> = batch.events.iter().map(stored_event).collect();
             let state = serde_json::to_value(&new_ctx).ok();
             let commit = plane
                 .store
@@ -102,6 +109,7 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
                 Ok(ids) => {
                     cursor = batch.new_cursor;
                     ctx = new_ctx;
+                    ahead = next;
                     if let Some(newest) = ids.last() {
                         plane.events_stored(*newest);
                     }
@@ -132,15 +140,20 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
     }
 }
 
-/// An event as the store keeps it: its kind, and its whole JSON (offset included).
-fn stored(e: &ProgressEvent) -> NewEvent {
-    let payload = serde_json::to_value(e).unwrap_or_else(|_| json!({}));
-    let kind = payload
-        .get("kind")
-        .and_then(|k| k.as_str())
-        .unwrap_or("unknown")
-        .to_owned();
-    NewEvent { kind, payload }
+/// A slice of the log read and parsed on a blocking thread: the batch and the context after it.
+type SliceRead = tokio::task::JoinHandle<Result<(Batch, ParseContext), hangar_core::CoreError>>;
+
+/// Reads and parses the log from `cursor` with `ctx` on a blocking thread.
+fn read_slice(log: &Path, cursor: u64, mut ctx: ParseContext) -> SliceRead {
+    let path = log.to_owned();
+    tokio::task::spawn_blocking(move || ingest(&path, cursor, &mut ctx).map(|b| (b, ctx)))
+}
+
+/// An event as the run watchers store it: its kind, and its whole JSON (offset included),
+/// serialized once.
+pub fn stored_event(e: &ProgressEvent) -> EncodedEvent {
+    let json = serde_json::to_string(e).unwrap_or_else(|_| "{}".to_owned());
+    EncodedEvent::new(e.kind.name(), json)
 }
 
 /// Whether the driver's process is there (not gone, not a zombie); `true` while its pid is unknown.

@@ -20,5 +20,5 @@ pub mod watcher;
 pub use error::CoreError;
 pub use events::{EventKind, ParseContext, ProgressEvent, parse_line};
 pub use manifest::{Hook, Manifest, file_digest, harness_digest};
-pub use transcript::{Entry, conversation};
+pub use transcript::{Entry, conversation, fill_sent};
 pub use watcher::{Batch, LogReader, ingest, rebuild};

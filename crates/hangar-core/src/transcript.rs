@@ -17,6 +17,19 @@ use serde_json::Value;
 
 use crate::events::{EventKind, ProgressEvent};
 
+/// Fills in the text and the sender of each [`Entry::Sent`] of one run's conversation from
+/// `sent(seq)` (the run's record of command `seq`: its text, if it has one, and who sent it).
+pub fn fill_sent(entries: &mut [Entry], sent: impl Fn(u64) -> Option<(Option<String>, String)>) {
+    for e in entries {
+        if let Entry::Sent { seq, text, by, .. } = e
+            && let Some((t, who)) = sent(*seq)
+        {
+            *text = t;
+            *by = Some(who);
+        }
+    }
+}
+
 /// A permission request attached to a tool call.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Approval {
@@ -40,8 +53,17 @@ pub struct ToolOutput {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Entry {
-    /// A person's `prompt`, `steer` or `interrupt` (command `seq`) reached the harness.
-    Sent { seq: u64, command: String },
+    /// A person's `prompt`, `steer` or `interrupt` (command `seq`) reached the harness. `text`
+    /// and `by` (the message and who sent it) are not in the run log: [`fill_sent`] adds them
+    /// from the control plane's record of the run's commands.
+    Sent {
+        seq: u64,
+        command: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
     /// A message as the harness echoed it.
     User { text: String },
     /// The assistant's text.
@@ -105,6 +127,8 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                 out.push(Entry::Sent {
                     seq: *seq,
                     command: command.clone(),
+                    text: None,
+                    by: None,
                 });
             }
             EventKind::UserMessage { text } => out.push(Entry::User { text: text.clone() }),

@@ -89,7 +89,9 @@ fn calls_carry_their_approval_and_result() {
         vec![
             Entry::Sent {
                 seq: 1,
-                command: "prompt".into()
+                command: "prompt".into(),
+                text: None,
+                by: None,
             },
             Entry::Assistant {
                 text: "let me".into()
@@ -184,7 +186,9 @@ fn orphans_verify_and_failures_are_kept() {
             },
             Entry::Sent {
                 seq: 3,
-                command: "interrupt".into()
+                command: "interrupt".into(),
+                text: None,
+                by: None,
             },
             Entry::Failed {
                 status: "interrupted".into(),
@@ -203,5 +207,35 @@ fn entries_serialize_with_their_kind() {
     assert_eq!(
         serde_json::to_value(&e).unwrap(),
         json!({"kind": "assistant", "text": "hi"})
+    );
+}
+
+#[test]
+fn sent_entries_get_their_text_and_sender_from_the_commands() {
+    let events = evs(vec![
+        acked(1, "prompt"),
+        acked(2, "steer"),
+        acked(3, "interrupt"),
+    ]);
+    let mut conv = conversation(&events);
+    crate::fill_sent(&mut conv, |seq| match seq {
+        1 => Some((Some("do it".into()), "ada@example.com".into())),
+        3 => Some((None, "bob@example.com".into())),
+        _ => None,
+    });
+    let got: Vec<(Option<&str>, Option<&str>)> = conv
+        .iter()
+        .map(|e| match e {
+            Entry::Sent { text, by, .. } => (text.as_deref(), by.as_deref()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some("do it"), Some("ada@example.com")),
+            (None, None),
+            (None, Some("bob@example.com"))
+        ]
     );
 }

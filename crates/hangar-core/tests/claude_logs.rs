@@ -143,7 +143,9 @@ fn claude_turn_with_an_approved_bash_call() {
         vec![
             Entry::Sent {
                 seq: 1,
-                command: "prompt".into()
+                command: "prompt".into(),
+                text: None,
+                by: None,
             },
             Entry::Tool {
                 tool_use_id: tool_use_id.clone(),

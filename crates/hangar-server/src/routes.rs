@@ -197,7 +197,9 @@ async fn interrupt(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiR
 }
 
 async fn transcript(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
-    let mut events = Vec::new();
+    // The session's events, run by run (turns run one after another): each run's conversation,
+    // with the texts and senders of its prompts and steers from the run's commands.
+    let mut runs: Vec<(Option<String>, Vec<hangar_core::ProgressEvent>)> = Vec::new();
     let mut after = 0;
     loop {
         let page = plane
@@ -206,14 +208,38 @@ async fn transcript(State(plane): S, _who: Authed, Path(id): Path<String>) -> Ap
             .await?;
         let Some(last) = page.last() else { break };
         after = last.id;
-        events.extend(
-            page.into_iter().filter_map(|e| {
-                serde_json::from_value::<hangar_core::ProgressEvent>(e.payload).ok()
-            }),
-        );
+        for e in page {
+            let Ok(ev) = serde_json::from_value::<hangar_core::ProgressEvent>(e.payload) else {
+                continue;
+            };
+            match runs.last_mut() {
+                Some((run, evs)) if *run == e.run_id => evs.push(ev),
+                _ => runs.push((e.run_id, vec![ev])),
+            }
+        }
     }
-    let conv = hangar_core::conversation(&events);
-    ok(json!({"session": id, "entries": conv}))
+    let mut entries = Vec::new();
+    for (run, events) in runs {
+        let mut conv = hangar_core::conversation(&events);
+        if let Some(run) = run {
+            let commands = plane.store().commands(&run).await?;
+            hangar_core::fill_sent(&mut conv, |seq| {
+                commands
+                    .iter()
+                    .find(|c| u64::try_from(c.seq).ok() == Some(seq))
+                    .map(|c| {
+                        let text = c
+                            .body
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned);
+                        (text, c.sent_by.clone())
+                    })
+            });
+        }
+        entries.extend(conv);
+    }
+    ok(json!({"session": id, "entries": entries}))
 }
 
 async fn get_turn(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {

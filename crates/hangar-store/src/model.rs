@@ -309,6 +309,66 @@ pub struct NewEvent {
     pub payload: Value,
 }
 
+/// An event already encoded as JSON text: the run watchers' path, so an event is serialized
+/// once on its way to the database. [`EncodedEvent::new`] makes NUL characters U+FFFD, as
+/// [`NewEvent`]'s path does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedEvent {
+    kind: String,
+    json: String,
+}
+
+impl EncodedEvent {
+    /// `json` must be one JSON object (as `serde_json::to_string` writes it).
+    pub fn new(kind: impl Into<String>, json: String) -> EncodedEvent {
+        EncodedEvent {
+            kind: kind.into(),
+            json: crate::events::nul_free_text(json),
+        }
+    }
+
+    /// The event's kind.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The JSON text as it will be stored.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+}
+
+/// What [`crate::Store::commit_events`] can store: an event's kind and its JSON text.
+pub trait EventRow: Sync {
+    /// What happened.
+    fn row_kind(&self) -> &str;
+    /// Its data as JSON text, NUL characters made U+FFFD.
+    fn row_json(&self) -> std::borrow::Cow<'_, str>;
+}
+
+impl EventRow for NewEvent {
+    fn row_kind(&self) -> &str {
+        &self.kind
+    }
+
+    fn row_json(&self) -> std::borrow::Cow<'_, str> {
+        // Serializing a `Value` cannot fail: its keys are strings.
+        serde_json::to_string(&crate::events::storable(&self.payload))
+            .unwrap_or_else(|_| "null".to_owned())
+            .into()
+    }
+}
+
+impl EventRow for EncodedEvent {
+    fn row_kind(&self) -> &str {
+        &self.kind
+    }
+
+    fn row_json(&self) -> std::borrow::Cow<'_, str> {
+        self.json.as_str().into()
+    }
+}
+
 /// A stored event. Ids grow in commit order, so `id` is a cursor for paging and SSE.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {

@@ -198,6 +198,31 @@ pub enum EventKind {
     },
 }
 
+impl EventKind {
+    /// The event's kind as it is serialized (its `kind` tag), without serializing it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::Started { .. } => "started",
+            EventKind::Session { .. } => "session",
+            EventKind::UserMessage { .. } => "user_message",
+            EventKind::AssistantText { .. } => "assistant_text",
+            EventKind::ToolCall { .. } => "tool_call",
+            EventKind::ToolResult { .. } => "tool_result",
+            EventKind::ApprovalRequested { .. } => "approval_requested",
+            EventKind::ApprovalAnswered { .. } => "approval_answered",
+            EventKind::CommandAcked { .. } => "command_acked",
+            EventKind::CommandRefused { .. } => "command_refused",
+            EventKind::Tree { .. } => "tree",
+            EventKind::Verify { .. } => "verify",
+            EventKind::Usage { .. } => "usage",
+            EventKind::Result { .. } => "result",
+            EventKind::Error { .. } => "error",
+            EventKind::Warning { .. } => "warning",
+            EventKind::TurnEnd { .. } => "turn_end",
+        }
+    }
+}
+
 /// A Codex tool item that has started and not completed.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct OpenItem {

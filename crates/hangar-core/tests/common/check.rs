@@ -41,6 +41,14 @@ pub fn events_of(path: &Path, allowed_warnings: usize) -> Vec<ProgressEvent> {
         .filter(|e| matches!(e.kind, EventKind::Warning { .. }))
         .collect();
     assert_eq!(warnings.len(), allowed_warnings, "{warnings:#?}");
+    // `EventKind::name` (what the watcher stores as the kind) is the serialized tag.
+    for e in &events {
+        assert_eq!(
+            serde_json::to_value(e).unwrap()["kind"].as_str(),
+            Some(e.kind.name()),
+            "{e:?}"
+        );
+    }
     assert_increments_match_rebuild(path, &events);
     events
 }

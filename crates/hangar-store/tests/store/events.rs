@@ -7,6 +7,7 @@ use crate::common::*;
 
 crate::common::suite!(
     floats_read_back_exactly,
+    a_large_slice_keeps_its_order,
     the_watch_state_is_committed_with_its_cursor,
     commit_events_is_exactly_once,
     concurrent_committers_one_wins,
@@ -42,6 +43,47 @@ async fn floats_read_back_exactly(kind: Kind) {
     );
 }
 
+/// One commit of more events than one multi-row INSERT holds: ids ascend in the slice's order
+/// and every payload (NUL characters made U+FFFD) reads back where it was.
+async fn a_large_slice_keeps_its_order(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    let events: Vec<NewEvent> = (0..1234)
+        .map(|i| NewEvent {
+            kind: if i % 3 == 0 {
+                "tool_call"
+            } else {
+                "assistant_text"
+            }
+            .into(),
+            payload: json!({"i": i, "text": format!("line {i}\u{0}"), "nested": {"a": [i, "x"]}}),
+        })
+        .collect();
+    let ids = store.commit_events("run-1", 0, 99, &events).await.unwrap();
+    assert_eq!(ids.len(), events.len());
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids ascend");
+    let mut back = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store
+            .events_after(EventScope::Run("run-1"), after, MAX_PAGE)
+            .await
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        after = last.id;
+        back.extend(page);
+    }
+    assert_eq!(back.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
+    for (i, (e, want)) in back.iter().zip(&events).enumerate() {
+        assert_eq!(e.kind, want.kind);
+        assert_eq!(e.payload["i"], json!(i));
+        assert_eq!(e.payload["text"], json!(format!("line {i}\u{FFFD}")));
+        assert_eq!(e.payload["nested"]["a"][0], json!(i));
+    }
+}
+
 async fn the_watch_state_is_committed_with_its_cursor(kind: Kind) {
     let db = TestDb::new(kind).await;
     let store = db.open_with_vault().await;
@@ -62,7 +104,7 @@ async fn the_watch_state_is_committed_with_its_cursor(kind: Kind) {
     let other = json!({"offset": 999});
     assert!(
         store
-            .commit_events_with_state("run-1", 0, 130, &[], Some(&other))
+            .commit_events_with_state("run-1", 0, 130, &[] as &[NewEvent], Some(&other))
             .await
             .is_err()
     );
@@ -71,7 +113,10 @@ async fn the_watch_state_is_committed_with_its_cursor(kind: Kind) {
         Some(state.clone())
     );
     // Without a state, the last one stays.
-    store.commit_events("run-1", 120, 121, &[]).await.unwrap();
+    store
+        .commit_events("run-1", 120, 121, &[] as &[NewEvent])
+        .await
+        .unwrap();
     assert_eq!(store.run("run-1").await.unwrap().watch_state, Some(state));
 }
 
@@ -101,7 +146,7 @@ async fn commit_events_is_exactly_once(kind: Kind) {
     // A slice with no events (blank lines) still moves the cursor.
     assert!(
         store
-            .commit_events("run-1", 120, 121, &[])
+            .commit_events("run-1", 120, 121, &[] as &[NewEvent])
             .await
             .unwrap()
             .is_empty()
@@ -123,11 +168,15 @@ async fn commit_events_is_exactly_once(kind: Kind) {
     let reopened = db.open_with_vault().await;
     assert_eq!(reopened.live_runs().await.unwrap()[0].log_cursor, 200);
     assert!(matches!(
-        reopened.commit_events("run-9", 0, 1, &[]).await,
+        reopened
+            .commit_events("run-9", 0, 1, &[] as &[NewEvent])
+            .await,
         Err(StoreError::NotFound { .. })
     ));
     assert!(matches!(
-        reopened.commit_events("run-1", 200, 100, &[]).await,
+        reopened
+            .commit_events("run-1", 200, 100, &[] as &[NewEvent])
+            .await,
         Err(StoreError::Invalid(_))
     ));
     db.cleanup().await;
