@@ -24,6 +24,8 @@ fn driver_bin() -> PathBuf {
 }
 
 struct Server {
+    /// `HANGAR_DATABASE_URL` (a schema of its own on the test PostgreSQL), or the default SQLite.
+    database: Option<PgSchema>,
     home: tempfile::TempDir,
     work: tempfile::TempDir,
     fake: FakeAnthropic,
@@ -32,10 +34,70 @@ struct Server {
     token: String,
 }
 
+/// A schema of its own on the test PostgreSQL (`HANGAR_TEST_DATABASE_URL`), dropped at the end.
+struct PgSchema {
+    base: String,
+    schema: String,
+}
+
+impl PgSchema {
+    fn new() -> PgSchema {
+        let base = std::env::var("HANGAR_TEST_DATABASE_URL").unwrap_or_else(|_| {
+            panic!(
+                "HANGAR_TEST_DATABASE_URL is not set: the PostgreSQL runs of `hangar serve` never \
+                 skip. Start the test database with `url=$(scripts/start-postgres) && export \"$url\"`."
+            )
+        });
+        let schema = format!("serve_{}", std::process::id()) + &format!("_{}", rand_suffix());
+        psql(&base, &format!("CREATE SCHEMA {schema}"));
+        PgSchema { base, schema }
+    }
+
+    fn url(&self) -> String {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        format!(
+            "{}{sep}options=-c%20search_path%3D{}",
+            self.base, self.schema
+        )
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        psql(
+            &self.base,
+            &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema),
+        );
+    }
+}
+
+fn rand_suffix() -> String {
+    let mut b = [0u8; 6];
+    getrandom::fill(&mut b).unwrap();
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn psql(url: &str, sql: &str) {
+    let out = Command::new("psql")
+        .args([url, "-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .output()
+        .expect("psql (Debian's postgresql-client) runs");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 impl Server {
     fn new(script: Script) -> Server {
+        Server::with_database(script, None)
+    }
+
+    fn with_database(script: Script, database: Option<PgSchema>) -> Server {
         let home = tempfile::tempdir().unwrap();
         let mut s = Server {
+            database,
             work: tempfile::tempdir().unwrap(),
             fake: FakeAnthropic::start(script).unwrap(),
             home,
@@ -69,6 +131,9 @@ impl Server {
             .env("HANGAR_DRIVER_BIN", driver_bin())
             .env("HANGAR_CLAUDE_BIN", claude_bin().unwrap())
             .envs(claude_env(&self.fake.base_url(), &config));
+        if let Some(db) = &self.database {
+            c.env("HANGAR_DATABASE_URL", db.url());
+        }
         c
     }
 
@@ -226,10 +291,21 @@ async fn the_api_refuses_requests_without_a_valid_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_with_an_approval_pending_then_restart_and_answer() {
-    let mut s = Server::new(Script::new([
-        bash("echo hi > made.txt"),
-        Step::text("made it"),
-    ]));
+    kill_9_with_an_approval_pending(None).await;
+}
+
+/// The same on PostgreSQL: `hangar serve` with `HANGAR_DATABASE_URL`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_kill_9_with_an_approval_pending_then_restart_and_answer() {
+    kill_9_with_an_approval_pending(Some(PgSchema::new())).await;
+}
+
+async fn kill_9_with_an_approval_pending(database: Option<PgSchema>) {
+    let pg = database.is_some();
+    let mut s = Server::with_database(
+        Script::new([bash("echo hi > made.txt"), Step::text("made it")]),
+        database,
+    );
     let (status, started) = s
         .call(
             "POST",
@@ -279,11 +355,17 @@ async fn kill_9_with_an_approval_pending_then_restart_and_answer() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("equal a rebuild from its log"));
     s.kill9();
     {
-        let home = s.home.path().join("hangar");
-        let store =
-            hangar_store::Store::open(&format!("sqlite://{}", home.join("hangar.db").display()))
-                .await
-                .unwrap();
+        let sqlite = s.home.path().join("hangar/hangar.db");
+        assert_eq!(
+            sqlite.exists(),
+            !pg,
+            "the server used the database it was given"
+        );
+        let url = match &s.database {
+            Some(db) => db.url(),
+            None => format!("sqlite://{}", sqlite.display()),
+        };
+        let store = hangar_store::Store::open(&url).await.unwrap();
         let session = started["session"]["id"].as_str().unwrap();
         let forged = hangar_store::NewEvent {
             kind: "assistant_text".into(),
