@@ -60,6 +60,10 @@ pub struct PackInfo {
     pub objects: usize,
 }
 
+/// How far before [`Store::open`] an alternate's loose object must be to count as there at the
+/// open (see there).
+const OPEN_MARGIN: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl Store {
     /// Opens (creating it if needed) a store in `dir`, reading `alternates` (object
     /// directories, e.g. the repository's `.git/objects`) for objects that need not be written.
@@ -70,7 +74,13 @@ impl Store {
     /// in the same turn) count as made this turn.
     pub fn open(dir: &Path, alternates: &[PathBuf]) -> Result<Store> {
         std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
-        let opened_at = SystemTime::now();
+        // File times come from the kernel's coarse clock, which runs up to a tick (1-10 ms)
+        // behind `SystemTime::now()`: an object written just after this call can carry an
+        // earlier time. Counting the last 50 ms as "after the open" exports a few objects twice
+        // at worst, and never leaves a new one out.
+        let opened_at = SystemTime::now()
+            .checked_sub(OPEN_MARGIN)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
         let mut alts = Vec::new();
         let mut seen = HashSet::new();
         for a in alternates {
