@@ -30,6 +30,9 @@ pub enum Signal {
         exit_code: Option<i32>,
         tail: String,
     },
+    /// Tool calls that may have changed files finished (ids as the run log names them): the
+    /// turn's tree is hashed.
+    ToolsDone { ids: Vec<String> },
     /// The harness cannot go on (e.g. its thread could not be started); the turn ends with 1.
     Failed { message: String },
 }

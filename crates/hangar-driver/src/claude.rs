@@ -138,6 +138,7 @@ impl Adapter for Claude {
                 }],
                 None => Vec::new(),
             },
+            HarnessEvent::ToolResults(ids) => vec![Signal::ToolsDone { ids }],
             HarnessEvent::Rpc(_) | HarnessEvent::Eof => Vec::new(),
         }
     }

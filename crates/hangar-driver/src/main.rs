@@ -19,6 +19,7 @@ mod relay;
 mod runlog;
 mod secure;
 mod signals;
+mod trees;
 mod turn;
 mod verify;
 
@@ -147,7 +148,14 @@ fn start() -> Result<i32, String> {
             diag(&format!("reading the harness's output failed: {e}"));
         }
     });
-    let mut turn = Turn::new(s.policy, log, inbox, harness, adapter);
+    let mut turn = Turn::new(s.policy, log.clone(), inbox, harness, adapter);
+    if s.raw.is_none() {
+        let ctl = ControlDir::at(s.ctl.clone());
+        turn.trees = Some((
+            trees::Trees::start(&s.cwd, ctl.tree_store(), log, s.agent.is_some()),
+            ctl.trees_pack(),
+        ));
+    }
     turn.verify_configured = s.verify.is_some() && s.raw.is_none();
     turn.stop_hook = stop_hook.zip(s.verify.as_ref().map(|v| v.max_rounds));
     if let Err(message) = turn.start() {

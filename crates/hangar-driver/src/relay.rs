@@ -40,6 +40,9 @@ pub enum HarnessEvent {
     HookResponse(Value),
     /// One JSON-RPC message from Codex's app-server (its adapter writes the run log).
     Rpc(Value),
+    /// Results came for these tool calls, of tools that may change files (Claude Code's `user`
+    /// lines with `tool_result`s); the turn's tree is hashed after them.
+    ToolResults(Vec<String>),
     /// stdout closed: the harness has exited or is about to.
     Eof,
 }
@@ -53,6 +56,7 @@ pub fn relay(mut input: impl Read, log: &RunLog, tx: &Sender<Event>) -> io::Resu
     let mut filled = 0;
     let mut usage = ProcessUsage::default();
     let mut events = Vec::new();
+    let mut tools = ToolNames::default();
     loop {
         if buf.len() - filled < CHUNK {
             buf.resize(buf.len() * 2, 0);
@@ -71,7 +75,14 @@ pub fn relay(mut input: impl Read, log: &RunLog, tx: &Sender<Event>) -> io::Resu
         }
         let start = filled;
         filled += n;
-        let consumed = process(&buf[..filled], start, log, &mut usage, &mut events)?;
+        let consumed = process(
+            &buf[..filled],
+            start,
+            log,
+            &mut usage,
+            &mut events,
+            &mut tools,
+        )?;
         buf.copy_within(consumed..filled, 0);
         filled -= consumed;
         for e in events.drain(..) {
@@ -131,6 +142,7 @@ fn process(
     log: &RunLog,
     usage: &mut ProcessUsage,
     events: &mut Vec<HarnessEvent>,
+    tools: &mut ToolNames,
 ) -> io::Result<usize> {
     let mut line_start = 0;
     let mut scan_from = fresh;
@@ -159,6 +171,15 @@ fn process(
                     events.push(e);
                 }
             }
+            Some(b"assistant") if memchr::memmem::find(line, b"\"tool_use\"").is_some() => {
+                tools.learn(line);
+            }
+            Some(b"user") if memchr::memmem::find(line, b"\"tool_result\"").is_some() => {
+                let ids = tools.results(line);
+                if !ids.is_empty() {
+                    events.push(HarnessEvent::ToolResults(ids));
+                }
+            }
             _ => {}
         }
         line_start = line_end + 1;
@@ -166,6 +187,55 @@ fn process(
     }
     log.write_raw(&buf[out_from..line_start])?;
     Ok(line_start)
+}
+
+/// The tool calls seen so far (id -> whether the tool may change files), to tell which results
+/// start a tree hash.
+#[derive(Debug, Default)]
+struct ToolNames {
+    may_change: std::collections::HashMap<String, bool>,
+}
+
+impl ToolNames {
+    /// Notes the `tool_use` blocks of an `assistant` line.
+    fn learn(&mut self, line: &[u8]) {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            return;
+        };
+        for block in content(&v) {
+            if block.get("type").and_then(Value::as_str) == Some("tool_use")
+                && let (Some(id), Some(name)) = (
+                    block.get("id").and_then(Value::as_str),
+                    block.get("name").and_then(Value::as_str),
+                )
+            {
+                self.may_change
+                    .insert(id.to_owned(), crate::trees::may_change_files(name));
+            }
+        }
+    }
+
+    /// The ids of the `tool_result` blocks of a `user` line whose tools may change files (or are
+    /// unknown: better one hash too many).
+    fn results(&mut self, line: &[u8]) -> Vec<String> {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            return Vec::new();
+        };
+        content(&v)
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+            .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str))
+            .filter(|id| self.may_change.remove(*id).unwrap_or(true))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// The blocks of a stream-json line's `message.content`.
+fn content(v: &Value) -> impl Iterator<Item = &Value> {
+    v.pointer("/message/content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
 }
 
 /// The line's `type`, read from its first bytes; a full parse only for lines not written as

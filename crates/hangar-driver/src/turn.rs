@@ -75,6 +75,8 @@ pub struct Turn {
     pub verify_configured: bool,
     /// SIGTERM/SIGHUP arrived and the harness was told to stop.
     stopping: bool,
+    /// The turn's trees (none for a raw command), and where their objects go at the end.
+    pub trees: Option<(crate::trees::Trees, std::path::PathBuf)>,
     checks_run: u32,
 }
 
@@ -113,6 +115,7 @@ impl Turn {
             verify_configured: false,
             stopping: false,
             checks_run: 0,
+            trees: None,
         }
     }
 
@@ -211,6 +214,11 @@ impl Turn {
                     exit_code,
                     tail,
                 } => self.record_check(outcome, exit_code, 0, tail),
+                Signal::ToolsDone { ids } => {
+                    if let Some((t, _)) = &self.trees {
+                        t.after(ids);
+                    }
+                }
                 Signal::Failed { message } => {
                     self.log.hangar(&HangarLine::Error {
                         message: message.clone(),
@@ -434,6 +442,7 @@ impl Turn {
         self.harness.close_input();
         self.drain_until_eof(rx);
         self.reap();
+        self.end_trees();
         self.log.hangar(&HangarLine::TurnEnd {
             status,
             reason: "result".into(),
@@ -442,6 +451,13 @@ impl Turn {
             verify_rounds: self.verify_rounds,
         });
         status
+    }
+
+    /// The end tree, and the turn's objects handed over, before the turn's last line.
+    fn end_trees(&mut self) {
+        if let Some((trees, pack)) = self.trees.take() {
+            trees.finish(&pack);
+        }
     }
 
     /// The harness's output ended, or the adapter failed, before the turn settled (S19).
@@ -487,6 +503,7 @@ impl Turn {
                 message: format!("the harness {how} before the turn finished"),
             });
         }
+        self.end_trees();
         self.log.hangar(&HangarLine::TurnEnd {
             status,
             reason: "harness_exited".into(),

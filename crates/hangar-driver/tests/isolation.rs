@@ -178,6 +178,11 @@ fn under_the_uid_split_the_agent_reaches_nothing_of_the_driver() {
         0,
         "control folder is private"
     );
+    // Under the split the agent cannot touch what the driver hashes while it hashes: the tree
+    // lines are trusted (no `trusted: false`), and one follows the call that made a file.
+    let trees = rig.lines_of("hangar.tree");
+    assert!(trees.len() >= 3, "start, the call, end: {trees:#?}");
+    assert!(trees.iter().all(|t| t.get("trusted").is_none()), "{trees:#?}");
 }
 
 /// Without the split the agent shares the driver's uid; non-dumpable keeps its memory and

@@ -8,6 +8,10 @@
 //!     in.ended-<n>/  in/ renamed away when a turn ended (S18); a rename into in/ now fails
 //!     acks/          the driver's signed answers, `<command file name>.ack`
 //!     run.log        the run log (JSON lines: the harness's stream plus hangar.* lines)
+//!     tree/          the driver's object store for the turn's trees (the repo's objects as
+//!                    alternates); deleted when the turn ends, after ...
+//!     trees.pack     ... the objects the turn made were written here as one git pack (with
+//!     trees.idx      its index), for the control plane's store
 //! $HANGAR_HOME/runs/<run>.client/   mode 0700, hangar's user; never copied into a sandbox
 //!     key            the client's copy of the run key (0600; the control plane will keep it in its vault)
 //!     seq            the last sequence number handed out (updated under a file lock)
@@ -48,6 +52,14 @@ impl ControlDir {
     }
     pub fn acks(&self) -> PathBuf {
         self.root.join("acks")
+    }
+    /// The driver's object store for the turn's trees.
+    pub fn tree_store(&self) -> PathBuf {
+        self.root.join("tree")
+    }
+    /// The objects the turn made, as one git pack (its index beside it, `trees.idx`).
+    pub fn trees_pack(&self) -> PathBuf {
+        self.root.join("trees.pack")
     }
     pub fn run_log(&self) -> PathBuf {
         self.root.join("run.log")

@@ -20,6 +20,9 @@ pub const HANGAR_DATABASE_URL: &str = "HANGAR_DATABASE_URL";
 pub const HANGAR_MASTER_KEY_FILE: &str = "HANGAR_MASTER_KEY_FILE";
 /// Path of the driver executable (default: `hangar-driver` beside the `hangar` executable).
 pub const HANGAR_DRIVER_BIN: &str = "HANGAR_DRIVER_BIN";
+/// The driver's limit for one tree hash in milliseconds (default 2000): a hash that takes
+/// longer is recorded with `skipped: "slow"` and is the turn's last.
+pub const HANGAR_TREE_SLOW_MS: &str = "HANGAR_TREE_SLOW_MS";
 
 /// The variables a harness inherits from the driver's environment; nothing else passes. The
 /// driver then sets `HOME` (the agent's home under the uid split) and the quiet-mode variables

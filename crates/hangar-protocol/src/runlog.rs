@@ -83,6 +83,24 @@ pub enum HangarLine {
         #[serde(skip_serializing_if = "Vec::is_empty", default)]
         hooks: Vec<HookDigest>,
     },
+    /// The work tree's git tree id (what `git add -A && git write-tree` would give) after tool
+    /// call `tool_use_id`, or at the turn's `phase` (`start` | `end`), taken in `ms`. After a
+    /// tool it is written only when the tree changed. `skipped: "slow"`: this hash took over the
+    /// limit and no more are taken this turn. `trusted: false` when the agent shares the driver's
+    /// uid (it could have changed what was hashed); absent under the uid split.
+    #[serde(rename = "hangar.tree")]
+    Tree {
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        tool_use_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        phase: Option<String>,
+        tree: String,
+        ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        skipped: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        trusted: Option<bool>,
+    },
     /// A command passed every check and was carried out (`outcome: "done"`) or arrived after the
     /// harness had gone and was answered `"ended"`.
     #[serde(rename = "hangar.command")]

@@ -66,6 +66,22 @@ fn malformed(ty: &str, e: &serde_json::Error) -> EventKind {
 
 fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
     match line {
+        // Read by `parse` through the more lenient `TreeLine`; the same here.
+        HangarLine::Tree {
+            tool_use_id,
+            phase,
+            tree,
+            ms,
+            skipped,
+            trusted,
+        } => EventKind::Tree {
+            tool_use_id,
+            phase,
+            tree,
+            ms,
+            skipped: skipped.map(Value::String),
+            trusted: ctx.trees_trusted() && trusted != Some(false),
+        },
         HangarLine::Started {
             harness,
             policy,

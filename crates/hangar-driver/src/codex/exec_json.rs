@@ -79,6 +79,11 @@ impl Translator {
             .clone()
     }
 
+    /// The id an app-server item has in the run log's lines (`item_<n>`), once a line named it.
+    pub fn logged_id(&self, id: &str) -> Option<String> {
+        self.ids.get(id).cloned()
+    }
+
     /// The `thread.started` line.
     pub fn thread_started(thread_id: &str) -> Value {
         json!({"type": "thread.started", "thread_id": thread_id})

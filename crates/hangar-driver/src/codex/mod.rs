@@ -344,7 +344,14 @@ impl Codex {
                         .to_owned();
                     let in_progress = method == "item/started"
                         || item.get("status").and_then(Value::as_str) == Some("inProgress");
-                    match item.get("type").and_then(Value::as_str) {
+                    let kind = item.get("type").and_then(Value::as_str);
+                    if !in_progress
+                        && matches!(kind, Some("commandExecution" | "fileChange"))
+                        && let Some(logged) = self.translator.logged_id(&id)
+                    {
+                        signals.push(Signal::ToolsDone { ids: vec![logged] });
+                    }
+                    match kind {
                         Some("commandExecution") if in_progress => {
                             self.running.insert(id.clone());
                         }
