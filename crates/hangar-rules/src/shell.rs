@@ -1,0 +1,1152 @@
+//! Reading a command line as a shell reads it: the command is parsed into brush-parser's AST
+//! and walked; every simple command found anywhere in the tree (pipelines, lists, subshells,
+//! `$(...)`, backticks, process substitutions, here-documents fed to a shell, function bodies)
+//! becomes an [`Invocation`], after wrappers that run their arguments (`env`, `sudo`, `xargs`,
+//! `timeout`, `sh -c`, `find -exec`, `eval`, ...) are followed. What cannot be read statically
+//! (a parse error, a command name computed at run time) becomes a [`Failure`]: the rules fail
+//! closed on it.
+
+use std::path::{Path, PathBuf};
+
+use brush_parser::ast::{
+    self, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, ExtendedTestExpr,
+    IoFileRedirectTarget, IoRedirect, Pipeline, SimpleCommand,
+};
+use brush_parser::word::{self, ParameterExpr, TildeExpr, WordPiece, WordPieceWithSource};
+use brush_parser::{Parser, ParserOptions};
+
+use crate::paths::{Cwd, resolve};
+
+/// How deep `sh -c`, `eval` and substitutions may nest before the walk gives up (fail closed).
+const MAX_DEPTH: usize = 12;
+/// The longest command line read; longer ones are denied as unreadable.
+pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
+
+/// One argument of a command as the shell would pass it, when that is known statically.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Arg {
+    /// The word's value after quote removal (and `~`/`$HOME` expansion).
+    Lit(String),
+    /// The word depends on something only known at run time (a variable, a substitution).
+    Computed(String),
+}
+
+impl Arg {
+    /// The literal value, if known.
+    pub fn lit(&self) -> Option<&str> {
+        match self {
+            Arg::Lit(s) => Some(s),
+            Arg::Computed(_) => None,
+        }
+    }
+}
+
+/// A path a command may touch: resolved when known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathOperand {
+    /// Absolute and lexically normalised.
+    Known(PathBuf),
+    /// Relative to an unknown directory, or computed at run time.
+    Unknown(String),
+}
+
+/// One simple command that the shell would run.
+#[derive(Clone, Debug)]
+pub struct Invocation {
+    /// The command's name after quote removal, without its directory (`/bin/rm` -> `rm`).
+    pub name: String,
+    /// Its arguments.
+    pub args: Vec<Arg>,
+    /// Paths among its operands (for most commands the arguments that are not options).
+    pub operands: Vec<PathOperand>,
+    /// Files its redirections name.
+    pub redirects: Vec<PathOperand>,
+    /// Names of the commands whose output flows into this one (earlier pipeline stages,
+    /// process and command substitutions among its words, here-strings).
+    pub fed_by: Vec<String>,
+    /// Names of the commands this one's output flows into (later pipeline stages).
+    pub feeds: Vec<String>,
+    /// Set when this command calls the shell function it is defined in.
+    pub recursive: bool,
+}
+
+/// What makes a command line unreadable; the rules deny it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The shell grammar does not accept it.
+    Unparsable(String),
+    /// Something that decides what runs is only known at run time.
+    Computed(String),
+}
+
+/// Every simple command of `command`, read with `workspace` as the starting directory and
+/// `home` as `~`.
+pub fn read(command: &str, workspace: &Path, home: Option<&Path>) -> (Vec<Invocation>, Vec<Failure>) {
+    let mut w = Walker {
+        home: home.map(Path::to_path_buf),
+        cwd: Cwd::Known(workspace.to_path_buf()),
+        out: Vec::new(),
+        failures: Vec::new(),
+        depth: 0,
+        functions: Vec::new(),
+    };
+    if command.len() > MAX_COMMAND_BYTES {
+        w.failures.push(Failure::Unparsable(format!(
+            "the command is longer than {MAX_COMMAND_BYTES} bytes"
+        )));
+    } else {
+        w.script(command);
+    }
+    (w.out, w.failures)
+}
+
+fn options() -> ParserOptions {
+    ParserOptions::default()
+}
+
+struct Walker {
+    home: Option<PathBuf>,
+    cwd: Cwd,
+    out: Vec<Invocation>,
+    failures: Vec<Failure>,
+    depth: usize,
+    /// Names of the shell functions whose bodies are being walked.
+    functions: Vec<String>,
+}
+
+/// A word after expansion: its value when known, and the commands of its substitutions.
+struct Expanded {
+    arg: Arg,
+    /// Unquoted glob characters in the word.
+    glob: bool,
+    /// Names of commands run by substitutions in the word.
+    fed_by: Vec<String>,
+}
+
+impl Walker {
+    /// Parses and walks a script (the whole command, a `sh -c` string, a substitution's body).
+    fn script(&mut self, text: &str) {
+        if self.depth >= MAX_DEPTH {
+            self.failures.push(Failure::Computed(format!(
+                "commands nest deeper than {MAX_DEPTH} levels"
+            )));
+            return;
+        }
+        let mut parser = Parser::new(std::io::Cursor::new(text.as_bytes()), &options());
+        match parser.parse_program() {
+            Ok(program) => {
+                self.depth += 1;
+                for list in &program.complete_commands {
+                    self.compound_list(list);
+                }
+                self.depth -= 1;
+            }
+            Err(e) => self
+                .failures
+                .push(Failure::Unparsable(format!("the shell cannot parse it: {e}"))),
+        }
+    }
+
+    /// Walks a script in a subshell: `cd` inside does not change the caller's directory.
+    /// Returns the names of the commands it ran.
+    fn subshell_script(&mut self, text: &str) -> Vec<String> {
+        let saved = self.cwd.clone();
+        let first = self.out.len();
+        self.script(text);
+        self.cwd = saved;
+        self.out[first..].iter().map(|i| i.name.clone()).collect()
+    }
+
+    fn compound_list(&mut self, list: &CompoundList) {
+        for item in &list.0 {
+            let and_or = &item.0;
+            self.pipeline(&and_or.first);
+            for next in &and_or.additional {
+                match next {
+                    ast::AndOr::And(p) | ast::AndOr::Or(p) => self.pipeline(p),
+                }
+            }
+        }
+    }
+
+    fn pipeline(&mut self, p: &Pipeline) {
+        let mut fed_by: Vec<String> = Vec::new();
+        // The literal text an `echo`/`printf` stage writes, for a shell reading it next.
+        let mut literal_output: Option<String> = None;
+        let mut stages = Vec::new();
+        for cmd in &p.seq {
+            let first = self.out.len();
+            let stdin = Stdin {
+                fed_by: fed_by.clone(),
+                literal: literal_output.take(),
+            };
+            self.command(cmd, &stdin);
+            literal_output = literal_echo(cmd);
+            fed_by.extend(self.out[first..].iter().map(|i| i.name.clone()));
+            stages.push(first..self.out.len());
+        }
+        for (k, stage) in stages.iter().enumerate() {
+            let later: Vec<String> = stages[k + 1..]
+                .iter()
+                .flat_map(|r| self.out[r.clone()].iter().map(|i| i.name.clone()))
+                .collect();
+            for i in stage.clone() {
+                self.out[i].feeds.extend(later.iter().cloned());
+            }
+        }
+    }
+
+    fn command(&mut self, cmd: &Command, stdin: &Stdin) {
+        match cmd {
+            Command::Simple(sc) => self.simple(sc, stdin),
+            Command::Compound(cc, redirects) => {
+                if let Some(r) = redirects {
+                    for io in &r.0 {
+                        let _ = self.redirect(io);
+                    }
+                }
+                self.compound(cc, stdin);
+            }
+            Command::Function(f) => {
+                let name = f.fname.value.clone();
+                self.functions.push(name);
+                self.compound(&f.body.0, &Stdin::default());
+                if let Some(r) = &f.body.1 {
+                    for io in &r.0 {
+                        let _ = self.redirect(io);
+                    }
+                }
+                self.functions.pop();
+            }
+            Command::ExtendedTest(t, redirects) => {
+                self.test_expr(&t.expr);
+                if let Some(r) = redirects {
+                    for io in &r.0 {
+                        let _ = self.redirect(io);
+                    }
+                }
+            }
+        }
+    }
+
+    fn test_expr(&mut self, e: &ExtendedTestExpr) {
+        match e {
+            ExtendedTestExpr::And(a, b) | ExtendedTestExpr::Or(a, b) => {
+                self.test_expr(a);
+                self.test_expr(b);
+            }
+            ExtendedTestExpr::Not(a) | ExtendedTestExpr::Parenthesized(a) => self.test_expr(a),
+            ExtendedTestExpr::UnaryTest(_, w) => {
+                let _ = self.expand(&w.value);
+            }
+            ExtendedTestExpr::BinaryTest(_, a, b) => {
+                let _ = self.expand(&a.value);
+                let _ = self.expand(&b.value);
+            }
+        }
+    }
+
+    fn compound(&mut self, cc: &CompoundCommand, stdin: &Stdin) {
+        match cc {
+            CompoundCommand::Arithmetic(a) => self.arithmetic(&a.expr.value),
+            CompoundCommand::ArithmeticForClause(f) => {
+                for e in [&f.initializer, &f.condition, &f.updater].into_iter().flatten() {
+                    self.arithmetic(&e.value);
+                }
+                self.compound_list(&f.body.list);
+            }
+            CompoundCommand::BraceGroup(b) => {
+                let _ = stdin;
+                self.compound_list(&b.list);
+            }
+            CompoundCommand::Subshell(s) => {
+                let saved = self.cwd.clone();
+                self.compound_list(&s.list);
+                self.cwd = saved;
+            }
+            CompoundCommand::ForClause(f) => {
+                for w in f.values.iter().flatten() {
+                    let _ = self.expand(&w.value);
+                }
+                self.compound_list(&f.body.list);
+            }
+            CompoundCommand::CaseClause(c) => {
+                let _ = self.expand(&c.value.value);
+                for item in &c.cases {
+                    for p in &item.patterns {
+                        let _ = self.expand(&p.value);
+                    }
+                    if let Some(list) = &item.cmd {
+                        self.compound_list(list);
+                    }
+                }
+            }
+            CompoundCommand::IfClause(i) => {
+                self.compound_list(&i.condition);
+                self.compound_list(&i.then);
+                for e in i.elses.iter().flatten() {
+                    if let Some(c) = &e.condition {
+                        self.compound_list(c);
+                    }
+                    self.compound_list(&e.body);
+                }
+            }
+            CompoundCommand::WhileClause(w) | CompoundCommand::UntilClause(w) => {
+                self.compound_list(&w.0);
+                self.compound_list(&w.1.list);
+            }
+            CompoundCommand::Coprocess(c) => self.command(&c.body, &Stdin::default()),
+        }
+    }
+
+    /// Arithmetic may hide a command substitution (`$(( $(cmd) ))`): its text is read as a word.
+    fn arithmetic(&mut self, text: &str) {
+        if text.contains("$(") || text.contains('`') {
+            let _ = self.expand(&format!("\"{text}\""));
+        }
+    }
+
+    /// Expands one word statically.
+    fn expand(&mut self, raw: &str) -> Expanded {
+        let pieces = match word::parse(raw, &options()) {
+            Ok(p) => p,
+            Err(e) => {
+                self.failures
+                    .push(Failure::Unparsable(format!("the shell cannot read the word {raw:?}: {e}")));
+                return Expanded {
+                    arg: Arg::Computed(raw.to_owned()),
+                    glob: false,
+                    fed_by: Vec::new(),
+                };
+            }
+        };
+        let mut value = String::new();
+        let mut computed = false;
+        let mut glob = false;
+        let mut fed_by = Vec::new();
+        self.pieces(&pieces, false, &mut value, &mut computed, &mut glob, &mut fed_by);
+        Expanded {
+            arg: if computed {
+                Arg::Computed(raw.to_owned())
+            } else {
+                Arg::Lit(value)
+            },
+            glob,
+            fed_by,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pieces(
+        &mut self,
+        pieces: &[WordPieceWithSource],
+        quoted: bool,
+        value: &mut String,
+        computed: &mut bool,
+        glob: &mut bool,
+        fed_by: &mut Vec<String>,
+    ) {
+        for p in pieces {
+            match &p.piece {
+                WordPiece::Text(t) => {
+                    if !quoted && t.contains(['*', '?', '[']) {
+                        *glob = true;
+                    }
+                    value.push_str(t);
+                }
+                WordPiece::SingleQuotedText(t) => value.push_str(t),
+                WordPiece::AnsiCQuotedText(t) => match ansi_c(t) {
+                    Some(s) => value.push_str(&s),
+                    None => *computed = true,
+                },
+                WordPiece::DoubleQuotedSequence(inner)
+                | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                    self.pieces(inner, true, value, computed, glob, fed_by);
+                }
+                WordPiece::TildeExpansion(t) => match (t, &self.home) {
+                    (TildeExpr::Home, Some(h)) => value.push_str(&h.to_string_lossy()),
+                    _ => *computed = true,
+                },
+                WordPiece::ParameterExpansion(expr) => {
+                    let text = format!("{expr:?}");
+                    if text.contains("$(") || text.contains('`') {
+                        self.failures.push(Failure::Computed(
+                            "a command substitution hides inside a parameter expansion".into(),
+                        ));
+                    }
+                    match (expr, &self.home) {
+                        (
+                            ParameterExpr::Parameter {
+                                parameter: word::Parameter::Named(n),
+                                indirect: false,
+                            },
+                            Some(h),
+                        ) if n == "HOME" => value.push_str(&h.to_string_lossy()),
+                        _ => *computed = true,
+                    }
+                }
+                WordPiece::CommandSubstitution(body)
+                | WordPiece::BackquotedCommandSubstitution(body) => {
+                    *computed = true;
+                    let body = if matches!(p.piece, WordPiece::BackquotedCommandSubstitution(_)) {
+                        unescape_backquoted(body)
+                    } else {
+                        body.clone()
+                    };
+                    fed_by.extend(self.subshell_script(&body));
+                }
+                WordPiece::EscapeSequence(e) => {
+                    let rest = e.strip_prefix('\\').unwrap_or(e);
+                    if rest != "\n" {
+                        value.push_str(rest);
+                    }
+                }
+                WordPiece::ArithmeticExpression(a) => {
+                    *computed = true;
+                    self.arithmetic(&a.value);
+                }
+            }
+        }
+    }
+
+    /// A redirection: the file it names (if any), and the commands feeding it.
+    fn redirect(&mut self, io: &IoRedirect) -> Redirect {
+        let mut r = Redirect::default();
+        match io {
+            IoRedirect::File(_, kind, target) => match target {
+                IoFileRedirectTarget::Filename(w) => {
+                    let e = self.expand(&w.value);
+                    r.fed_by.extend(e.fed_by);
+                    r.path = Some(self.path_of(&e.arg));
+                }
+                IoFileRedirectTarget::Duplicate(w) => {
+                    let e = self.expand(&w.value);
+                    r.fed_by.extend(e.fed_by);
+                    if e.arg.lit().is_none_or(|v| !v.chars().all(|c| c.is_ascii_digit() || c == '-')) {
+                        r.path = Some(self.path_of(&e.arg));
+                    }
+                }
+                IoFileRedirectTarget::Fd(_) => {}
+                IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
+                    let names = self.subshell_list(&sub.list);
+                    if matches!(kind, ast::IoFileRedirectKind::Read) {
+                        r.fed_by.extend(names);
+                    }
+                }
+            },
+            IoRedirect::HereDocument(_, doc) => {
+                if doc.requires_expansion {
+                    let e = self.expand(&format!("\"{}\"", doc.doc.value.replace('"', "\\\"")));
+                    r.fed_by.extend(e.fed_by);
+                }
+                r.stdin_script = Some(doc.doc.value.clone());
+            }
+            IoRedirect::HereString(_, w) => {
+                let e = self.expand(&w.value);
+                r.fed_by.extend(e.fed_by);
+                r.stdin_script = Some(match e.arg {
+                    Arg::Lit(s) => s,
+                    Arg::Computed(raw) => raw,
+                });
+                r.stdin_computed = e.glob;
+            }
+            IoRedirect::OutputAndError(w, _) => {
+                let e = self.expand(&w.value);
+                r.fed_by.extend(e.fed_by);
+                r.path = Some(self.path_of(&e.arg));
+            }
+        }
+        r
+    }
+
+    fn subshell_list(&mut self, list: &CompoundList) -> Vec<String> {
+        let saved = self.cwd.clone();
+        let first = self.out.len();
+        self.compound_list(list);
+        self.cwd = saved;
+        self.out[first..].iter().map(|i| i.name.clone()).collect()
+    }
+
+    fn path_of(&self, arg: &Arg) -> PathOperand {
+        match arg {
+            Arg::Lit(s) => match resolve(s, &self.cwd, self.home.as_deref()) {
+                Some(p) => PathOperand::Known(p),
+                None => PathOperand::Unknown(s.clone()),
+            },
+            Arg::Computed(raw) => PathOperand::Unknown(raw.clone()),
+        }
+    }
+
+    fn simple(&mut self, sc: &SimpleCommand, stdin: &Stdin) {
+        let mut st = SimpleState {
+            words: Vec::new(),
+            redirects: Vec::new(),
+            fed_by: stdin.fed_by.clone(),
+            stdin_script: stdin.literal.clone(),
+            stdin_piped: !stdin.fed_by.is_empty(),
+        };
+        for item in sc.prefix.iter().flat_map(|p| p.0.iter()) {
+            self.item(item, true, &mut st);
+        }
+        if let Some(w) = &sc.word_or_name {
+            let e = self.expand(&w.value);
+            st.words.push(e);
+        }
+        for item in sc.suffix.iter().flat_map(|s| s.0.iter()) {
+            self.item(item, false, &mut st);
+        }
+        let SimpleState {
+            words,
+            redirects,
+            mut fed_by,
+            stdin_script,
+            stdin_piped,
+        } = st;
+        let Some(first) = words.first() else {
+            return;
+        };
+        if first.glob {
+            self.failures.push(Failure::Computed(format!(
+                "the command name {} is a pattern expanded at run time",
+                shown(&first.arg)
+            )));
+            return;
+        }
+        for w in &words {
+            fed_by.extend(w.fed_by.iter().cloned());
+        }
+        let argv: Vec<Arg> = words.into_iter().map(|w| w.arg).collect();
+        let call = Call {
+            argv,
+            redirects,
+            fed_by,
+            stdin_script,
+            stdin_piped,
+            extra: None,
+        };
+        self.invoke(call);
+    }
+
+    fn item(&mut self, item: &CommandPrefixOrSuffixItem, in_prefix: bool, st: &mut SimpleState) {
+        match item {
+            CommandPrefixOrSuffixItem::IoRedirect(io) => {
+                let r = self.redirect(io);
+                st.fed_by.extend(r.fed_by);
+                if let Some(p) = r.path {
+                    st.redirects.push(p);
+                }
+                if let Some(s) = r.stdin_script {
+                    st.stdin_script = Some(s);
+                    st.stdin_piped = r.stdin_computed;
+                }
+            }
+            CommandPrefixOrSuffixItem::Word(w) => {
+                let e = self.expand(&w.value);
+                st.words.push(e);
+            }
+            CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
+                let e = self.expand(&w.value);
+                // `X=$(cmd) prog`: cmd runs (walked above) but its output is not prog's input;
+                // after the name (`export X=...`) it is an argument.
+                if !in_prefix {
+                    st.words.push(e);
+                }
+            }
+            CommandPrefixOrSuffixItem::ProcessSubstitution(kind, sub) => {
+                let names = self.subshell_list(&sub.list);
+                if matches!(kind, ast::ProcessSubstitutionKind::Read) {
+                    st.fed_by.extend(names.iter().cloned());
+                }
+                st.words.push(Expanded {
+                    arg: Arg::Computed("<(...)".into()),
+                    glob: false,
+                    fed_by: names,
+                });
+            }
+        }
+    }
+
+    /// Records one command and follows it when it runs another.
+    fn invoke(&mut self, call: Call) {
+        let Some(first) = call.argv.first() else {
+            return;
+        };
+        let Some(path) = first.lit() else {
+            self.failures.push(Failure::Computed(format!(
+                "the command name {} is computed at run time",
+                shown(first)
+            )));
+            return;
+        };
+        if path.is_empty() {
+            return;
+        }
+        let name = path.rsplit('/').next().unwrap_or(path).to_owned();
+        let args: Vec<Arg> = call.argv[1..].to_vec();
+        let mut all_args = args.clone();
+        if let Some(extra) = &call.extra {
+            all_args.extend(extra.iter().cloned());
+        }
+        let operands = self.operands(&name, &all_args);
+        let recursive = self.functions.iter().any(|f| *f == name);
+        self.out.push(Invocation {
+            name: name.clone(),
+            args: all_args.clone(),
+            operands,
+            redirects: call.redirects.clone(),
+            fed_by: call.fed_by.clone(),
+            feeds: Vec::new(),
+            recursive,
+        });
+        if name == "cd" || name == "pushd" {
+            self.change_dir(&args);
+            return;
+        }
+        self.follow(&name, &args, &call);
+    }
+
+    fn change_dir(&mut self, args: &[Arg]) {
+        let target = args.iter().find(|a| a.lit().is_none_or(|s| !s.starts_with('-') || s == "-"));
+        self.cwd = match target {
+            None => match &self.home {
+                Some(h) => Cwd::Known(h.clone()),
+                None => Cwd::Unknown,
+            },
+            Some(Arg::Lit(s)) if s != "-" => match resolve(s, &self.cwd, self.home.as_deref()) {
+                Some(p) => Cwd::Known(p),
+                None => Cwd::Unknown,
+            },
+            Some(_) => Cwd::Unknown,
+        };
+    }
+
+    /// The paths among a command's arguments.
+    fn operands(&self, name: &str, args: &[Arg]) -> Vec<PathOperand> {
+        let mut out = Vec::new();
+        match name {
+            "dd" => {
+                for a in args {
+                    match a {
+                        Arg::Lit(s) => {
+                            if let Some(v) = s.strip_prefix("of=") {
+                                out.push(self.path_of(&Arg::Lit(v.to_owned())));
+                            }
+                        }
+                        Arg::Computed(raw) => out.push(PathOperand::Unknown(raw.clone())),
+                    }
+                }
+            }
+            "find" => {
+                for r in find_roots(args) {
+                    out.push(self.path_of(&r));
+                }
+            }
+            _ => {
+                let mut options_done = false;
+                for a in args {
+                    match a {
+                        Arg::Lit(s) if s == "--" && !options_done => options_done = true,
+                        Arg::Lit(s) if s.starts_with('-') && !options_done => {
+                            if let Some((_, v)) = s.split_once('=') {
+                                out.push(self.path_of(&Arg::Lit(v.to_owned())));
+                            }
+                        }
+                        Arg::Lit(s) => {
+                            out.push(self.path_of(a));
+                            if let Some((k, v)) = s.split_once('=')
+                                && !k.contains('/')
+                            {
+                                out.push(self.path_of(&Arg::Lit(v.to_owned())));
+                            }
+                        }
+                        Arg::Computed(_) => out.push(self.path_of(a)),
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Wrappers that run their arguments, shells that run a string, `eval`, `find -exec`.
+    fn follow(&mut self, name: &str, args: &[Arg], call: &Call) {
+        let inner = |rest: &[Arg]| Call {
+            argv: rest.to_vec(),
+            redirects: call.redirects.clone(),
+            fed_by: call.fed_by.clone(),
+            stdin_script: call.stdin_script.clone(),
+            stdin_piped: call.stdin_piped,
+            extra: call.extra.clone(),
+        };
+        match name {
+            "env" => {
+                let rest = skip_options(args, &["-u", "--unset", "-C", "--chdir"], true);
+                if let Some(s) = option_value(args, &["-S", "--split-string"]) {
+                    self.run_string(s, "env -S");
+                    return;
+                }
+                self.invoke(inner(rest));
+            }
+            "command" | "builtin" | "exec" | "nohup" | "setsid" | "time" | "sudo" | "doas"
+            | "nice" | "stdbuf" | "ionice" | "busybox" | "chronic" | "unbuffer" | "catchsegv"
+            | "torsocks" | "proxychains" | "proxychains4" | "fakeroot" | "pkexec" => {
+                let takes = [
+                    "-a", "-u", "-g", "-n", "-p", "-c", "-t", "-h", "-U", "-C", "-D", "-r", "-i",
+                    "-o", "-e", "--adjustment", "--user", "--group", "--host", "--prompt",
+                    "--class", "--classdata", "--chdir", "--role", "--type",
+                ];
+                let value_opts: &[&str] = match name {
+                    "command" | "builtin" | "nohup" | "setsid" | "time" | "busybox" => &[],
+                    "exec" => &["-a"],
+                    "stdbuf" => &["-i", "-o", "-e"],
+                    _ => &takes,
+                };
+                let rest = skip_options(args, value_opts, false);
+                if (name == "sudo" || name == "su") && rest.is_empty() {
+                    return;
+                }
+                self.invoke(inner(rest));
+            }
+            "timeout" => {
+                let rest = skip_options(args, &["-s", "--signal", "-k", "--kill-after"], false);
+                if rest.len() > 1 {
+                    self.invoke(inner(&rest[1..]));
+                }
+            }
+            "chrt" | "taskset" => {
+                let rest = skip_options(args, &[], false);
+                if rest.len() > 1 {
+                    self.invoke(inner(&rest[1..]));
+                }
+            }
+            "flock" => {
+                if let Some(s) = option_value(args, &["-c", "--command"]) {
+                    self.run_string(s, "flock -c");
+                    return;
+                }
+                let rest = skip_options(args, &["-w", "--timeout", "-E", "--conflict-exit-code"], false);
+                if rest.len() > 1 {
+                    self.invoke(inner(&rest[1..]));
+                }
+            }
+            "watch" => {
+                let rest = skip_options(args, &["-n", "--interval", "-d", "-q", "--equexit"], false);
+                let text: Option<Vec<&str>> = rest.iter().map(Arg::lit).collect();
+                match text {
+                    Some(parts) if !parts.is_empty() => self.run_string(&parts.join(" "), "watch"),
+                    Some(_) => {}
+                    None => self.failures.push(Failure::Computed(
+                        "watch runs a command computed at run time".into(),
+                    )),
+                }
+            }
+            "xargs" => {
+                let rest = skip_options(
+                    args,
+                    &[
+                        "-I", "-i", "-n", "-P", "-L", "-l", "-d", "-E", "-e", "-s", "-a",
+                        "--max-args", "--max-procs", "--max-lines", "--delimiter", "--eof",
+                        "--max-chars", "--arg-file", "--replace", "--process-slot-var",
+                    ],
+                    false,
+                );
+                let mut c = inner(if rest.is_empty() { &[] } else { rest });
+                if rest.is_empty() {
+                    c.argv = vec![Arg::Lit("echo".into())];
+                }
+                // xargs appends what it reads: the roots of a `find` feeding it, else unknown.
+                c.extra = Some(vec![Arg::Computed("xargs input".into())]);
+                if let Some(roots) = self.find_feeding(&call.fed_by) {
+                    c.extra = Some(roots);
+                }
+                self.invoke(c);
+            }
+            "find" => self.find_exec(args, call),
+            "eval" => {
+                let text: Option<Vec<&str>> = args.iter().map(Arg::lit).collect();
+                match text {
+                    Some(parts) => self.run_string(&parts.join(" "), "eval"),
+                    None => self.failures.push(Failure::Computed(
+                        "eval runs a string computed at run time".into(),
+                    )),
+                }
+            }
+            "alias" => {
+                for a in args {
+                    if let Some((_, v)) = a.lit().and_then(|s| s.split_once('=')) {
+                        self.run_string(v, "alias");
+                    }
+                }
+            }
+            "trap" => {
+                if let Some(Arg::Lit(s)) = args.iter().find(|a| a.lit().is_none_or(|s| !s.starts_with('-'))) {
+                    self.run_string(s, "trap");
+                } else if let Some(Arg::Computed(_)) = args.first() {
+                    self.failures.push(Failure::Computed("trap runs a string computed at run time".into()));
+                }
+            }
+            "su" | "script" | "runuser" => {
+                if let Some(s) = option_value(args, &["-c", "--command"]) {
+                    self.run_string(s, name);
+                }
+            }
+            _ if is_shell(name) => self.shell(name, args, call),
+            _ => {}
+        }
+    }
+
+    /// `sh -c STRING`, `bash -lc STRING`, or a shell reading its script from stdin.
+    fn shell(&mut self, name: &str, args: &[Arg], call: &Call) {
+        let mut wants_string = false;
+        let mut i = 0;
+        while i < args.len() {
+            match &args[i] {
+                Arg::Lit(s) if s == "--" => {
+                    i += 1;
+                    break;
+                }
+                Arg::Lit(s) if s == "-o" || s == "+o" || s == "-O" || s == "+O" => i += 2,
+                Arg::Lit(s) if s.starts_with("--") => i += 1,
+                Arg::Lit(s) if (s.starts_with('-') || s.starts_with('+')) && s.len() > 1 => {
+                    if s[1..].contains('c') {
+                        wants_string = true;
+                    }
+                    i += 1;
+                }
+                _ => break,
+            }
+        }
+        let operand = args.get(i);
+        if wants_string {
+            match operand {
+                Some(Arg::Lit(s)) => self.run_string(s, &format!("{name} -c")),
+                Some(Arg::Computed(_)) => self.failures.push(Failure::Computed(format!(
+                    "{name} -c runs a string computed at run time"
+                ))),
+                None => {}
+            }
+            return;
+        }
+        if operand.is_some() {
+            // A script file: its content is not part of the command.
+            return;
+        }
+        match (&call.stdin_script, call.stdin_piped) {
+            (Some(s), false) => self.run_string(s, &format!("{name} reading stdin")),
+            (_, true) => self.failures.push(Failure::Computed(format!(
+                "{name} reads a script that another command writes at run time"
+            ))),
+            (None, false) => {}
+        }
+    }
+
+    fn run_string(&mut self, text: &str, _how: &str) {
+        let saved = self.cwd.clone();
+        self.script(text);
+        self.cwd = saved;
+    }
+
+    /// `find ROOTS... -exec CMD {} ;` runs CMD with `{}` standing for what find found (under
+    /// the roots).
+    fn find_exec(&mut self, args: &[Arg], call: &Call) {
+        let roots = find_roots(args);
+        let mut i = 0;
+        while i < args.len() {
+            let is_exec = matches!(args[i].lit(), Some("-exec" | "-execdir" | "-ok" | "-okdir"));
+            i += 1;
+            if !is_exec {
+                continue;
+            }
+            let start = i;
+            while i < args.len() && !matches!(args[i].lit(), Some(";" | "+")) {
+                i += 1;
+            }
+            let mut argv = Vec::new();
+            for a in &args[start..i] {
+                match a.lit() {
+                    Some(s) if s.contains("{}") => {
+                        if roots.is_empty() {
+                            argv.push(Arg::Lit(s.replace("{}", ".")));
+                        } else {
+                            for r in &roots {
+                                match r {
+                                    Arg::Lit(root) => argv.push(Arg::Lit(s.replace("{}", root))),
+                                    Arg::Computed(_) => argv.push(r.clone()),
+                                }
+                            }
+                        }
+                    }
+                    _ => argv.push(a.clone()),
+                }
+            }
+            self.invoke(Call {
+                argv,
+                redirects: Vec::new(),
+                fed_by: call.fed_by.clone(),
+                stdin_script: None,
+                stdin_piped: false,
+                extra: None,
+            });
+        }
+    }
+
+    /// When a `find` feeds this command (`find ... | xargs rm`), its roots.
+    fn find_feeding(&self, fed_by: &[String]) -> Option<Vec<Arg>> {
+        if fed_by.len() != 1 || fed_by[0] != "find" {
+            return None;
+        }
+        let f = self.out.iter().rev().find(|i| i.name == "find")?;
+        let roots = find_roots(&f.args);
+        if roots.is_empty() {
+            Some(vec![Arg::Lit(".".into())])
+        } else {
+            Some(roots)
+        }
+    }
+}
+
+/// A simple command's words and redirections as they are read.
+struct SimpleState {
+    words: Vec<Expanded>,
+    redirects: Vec<PathOperand>,
+    fed_by: Vec<String>,
+    stdin_script: Option<String>,
+    stdin_piped: bool,
+}
+
+/// What a command reads on stdin.
+#[derive(Clone, Debug, Default)]
+struct Stdin {
+    fed_by: Vec<String>,
+    /// Literal text (an `echo 'cmd' |` stage).
+    literal: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Redirect {
+    path: Option<PathOperand>,
+    fed_by: Vec<String>,
+    stdin_script: Option<String>,
+    stdin_computed: bool,
+}
+
+/// A command about to be recorded and followed.
+#[derive(Clone, Debug)]
+struct Call {
+    argv: Vec<Arg>,
+    redirects: Vec<PathOperand>,
+    fed_by: Vec<String>,
+    stdin_script: Option<String>,
+    /// stdin is another command's output (not a literal).
+    stdin_piped: bool,
+    /// Arguments xargs appends.
+    extra: Option<Vec<Arg>>,
+}
+
+fn shown(a: &Arg) -> String {
+    match a {
+        Arg::Lit(s) | Arg::Computed(s) => format!("{s:?}"),
+    }
+}
+
+/// The shells and interpreters of shell syntax whose `-c` runs a string.
+pub fn is_shell(name: &str) -> bool {
+    matches!(name, "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "yash" | "posh" | "rbash")
+}
+
+/// `echo 'x'` / `printf 'x'` with literal arguments: what it writes (roughly).
+fn literal_echo(cmd: &Command) -> Option<String> {
+    let Command::Simple(sc) = cmd else {
+        return None;
+    };
+    let name = sc.word_or_name.as_ref()?.value.as_str();
+    if name != "echo" && name != "printf" {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for item in sc.suffix.iter().flat_map(|s| s.0.iter()) {
+        if let CommandPrefixOrSuffixItem::Word(w) = item {
+            let pieces = word::parse(&w.value, &options()).ok()?;
+            let mut s = String::new();
+            for p in &pieces {
+                match &p.piece {
+                    WordPiece::Text(t) | WordPiece::SingleQuotedText(t) => s.push_str(t),
+                    WordPiece::EscapeSequence(e) => s.push_str(e.strip_prefix('\\').unwrap_or(e)),
+                    WordPiece::DoubleQuotedSequence(inner) => {
+                        for q in inner {
+                            match &q.piece {
+                                WordPiece::Text(t) => s.push_str(t),
+                                WordPiece::EscapeSequence(e) => {
+                                    s.push_str(e.strip_prefix('\\').unwrap_or(e))
+                                }
+                                _ => return None,
+                            }
+                        }
+                    }
+                    _ => return None,
+                }
+            }
+            if !(parts.is_empty() && s.starts_with('-')) {
+                parts.push(s);
+            }
+        }
+    }
+    Some(parts.join(" ").replace("\\n", "\n"))
+}
+
+/// The arguments before the first option of `find` (its starting points).
+fn find_roots(args: &[Arg]) -> Vec<Arg> {
+    let mut roots = Vec::new();
+    for a in args {
+        match a.lit() {
+            Some(s) if s.starts_with('-') || s == "(" || s == "!" => {
+                if matches!(s, "-H" | "-L" | "-P") {
+                    continue;
+                }
+                break;
+            }
+            _ => roots.push(a.clone()),
+        }
+    }
+    roots
+}
+
+/// Skips a wrapper's options (and `NAME=VALUE` words for env); returns the command that follows.
+fn skip_options<'a>(args: &'a [Arg], with_value: &[&str], assignments: bool) -> &'a [Arg] {
+    let mut i = 0;
+    while i < args.len() {
+        match &args[i] {
+            Arg::Lit(s) if s == "--" => return &args[i + 1..],
+            Arg::Lit(s) if with_value.contains(&s.as_str()) => i += 2,
+            Arg::Lit(s) if s.starts_with('-') && s.len() > 1 => i += 1,
+            Arg::Lit(s) if assignments && s.contains('=') && !s.starts_with('=') => i += 1,
+            _ => return &args[i..],
+        }
+    }
+    &[]
+}
+
+/// The value of `-c VALUE`, `--command=VALUE` and the like.
+fn option_value<'a>(args: &'a [Arg], names: &[&str]) -> Option<&'a str> {
+    for (i, a) in args.iter().enumerate() {
+        let Some(s) = a.lit() else { continue };
+        if names.contains(&s) {
+            return args.get(i + 1).and_then(Arg::lit);
+        }
+        for n in names {
+            if n.starts_with("--")
+                && let Some(v) = s.strip_prefix(n).and_then(|r| r.strip_prefix('='))
+            {
+                return Some(v);
+            }
+        }
+    }
+    None
+}
+
+/// Backslashes inside backquotes escape `$`, `` ` `` and `\`.
+fn unescape_backquoted(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && matches!(chars.peek(), Some('$' | '`' | '\\')) {
+            if let Some(n) = chars.next() {
+                out.push(n);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Decodes `$'...'`; `None` for an escape it does not know (the word is then computed).
+fn ansi_c(raw: &str) -> Option<String> {
+    let body = raw
+        .strip_prefix("$'")
+        .and_then(|r| r.strip_suffix('\''))
+        .unwrap_or(raw);
+    let mut out = String::new();
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let e = chars.next()?;
+        match e {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            'r' => out.push('\r'),
+            'a' => out.push('\x07'),
+            'b' => out.push('\x08'),
+            'e' | 'E' => out.push('\x1b'),
+            'f' => out.push('\x0c'),
+            'v' => out.push('\x0b'),
+            '\\' | '\'' | '"' | '?' => out.push(e),
+            'x' | 'u' | 'U' => {
+                let max = match e {
+                    'x' => 2,
+                    'u' => 4,
+                    _ => 8,
+                };
+                let mut hex = String::new();
+                while hex.len() < max && chars.peek().is_some_and(char::is_ascii_hexdigit) {
+                    hex.extend(chars.next());
+                }
+                let n = u32::from_str_radix(&hex, 16).ok()?;
+                out.push(char::from_u32(n)?);
+            }
+            '0'..='7' => {
+                let mut oct = String::from(e);
+                while oct.len() < 3 && chars.peek().is_some_and(|c| ('0'..='7').contains(c)) {
+                    oct.extend(chars.next());
+                }
+                let n = u32::from_str_radix(&oct, 8).ok()?;
+                out.push(char::from_u32(n)?);
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(cmd: &str) -> Vec<String> {
+        let (inv, f) = read(cmd, Path::new("/w"), Some(Path::new("/home/a")));
+        assert!(f.is_empty(), "{cmd}: {f:?}");
+        inv.into_iter().map(|i| i.name).collect()
+    }
+
+    #[test]
+    fn finds_every_simple_command() {
+        assert_eq!(names("a | b && c; (d) & { e; }"), ["a", "b", "c", "d", "e"]);
+        assert_eq!(names("x $(y `z`)"), ["z", "y", "x"]);
+        assert_eq!(names("diff <(p) <(q)"), ["p", "q", "diff"]);
+        assert_eq!(names("env A=1 nice -n 5 timeout 3 /bin/rm x"), ["env", "nice", "timeout", "rm"]);
+        assert_eq!(names("bash -lc 'sudo id'"), ["bash", "sudo", "id"]);
+        assert_eq!(names("\\rm x; r''m y; $'\\x72m' z"), ["rm", "rm", "rm"]);
+        assert_eq!(names("find . -exec shred {} +"), ["find", "shred"]);
+        assert_eq!(names("f() { g; }"), ["g"]);
+    }
+
+    #[test]
+    fn computed_names_fail() {
+        for cmd in ["$X a", "\"$(echo rm)\" -rf /", "eval $Y", "/bin/r? x", "sh -c \"$S\""] {
+            let (_, f) = read(cmd, Path::new("/w"), None);
+            assert!(matches!(f.first(), Some(Failure::Computed(_))), "{cmd}: {f:?}");
+        }
+        let (_, f) = read("echo 'unterminated", Path::new("/w"), None);
+        assert!(matches!(f.first(), Some(Failure::Unparsable(_))), "{f:?}");
+    }
+
+    #[test]
+    fn tracks_the_directory() {
+        let (inv, _) = read("cd / && rm -rf *", Path::new("/w"), None);
+        assert_eq!(inv[1].operands, [PathOperand::Known("/*".into())]);
+        let (inv, _) = read("(cd /tmp); rm x", Path::new("/w"), None);
+        assert_eq!(inv[1].operands, [PathOperand::Known("/w/x".into())]);
+    }
+}
