@@ -349,7 +349,7 @@ impl Walker {
         for p in pieces {
             match &p.piece {
                 WordPiece::Text(t) => {
-                    if !quoted && t.contains(['*', '?', '[']) {
+                    if !quoted && is_pattern(t) {
                         *glob = true;
                     }
                     value.push_str(t);
@@ -483,7 +483,7 @@ impl Walker {
             redirects: Vec::new(),
             fed_by: stdin.fed_by.clone(),
             stdin_script: stdin.literal.clone(),
-            stdin_piped: !stdin.fed_by.is_empty(),
+            stdin_piped: !stdin.fed_by.is_empty() && stdin.literal.is_none(),
         };
         for item in sc.prefix.iter().flat_map(|p| p.0.iter()) {
             self.item(item, true, &mut st);
@@ -588,12 +588,21 @@ impl Walker {
             all_args.extend(extra.iter().cloned());
         }
         let operands = self.operands(&name, &all_args);
+        let mut redirects = call.redirects.clone();
+        if name == "dd" {
+            // What dd reads is not destroyed, but path rules (credentials, /proc) still see it.
+            for a in &all_args {
+                if let Some(v) = a.lit().and_then(|s| s.strip_prefix("if=")) {
+                    redirects.push(self.path_of(&Arg::Lit(v.to_owned())));
+                }
+            }
+        }
         let recursive = self.functions.iter().any(|f| *f == name);
         self.out.push(Invocation {
             name: name.clone(),
             args: all_args.clone(),
             operands,
-            redirects: call.redirects.clone(),
+            redirects,
             fed_by: call.fed_by.clone(),
             feeds: Vec::new(),
             recursive,
@@ -948,6 +957,12 @@ fn shown(a: &Arg) -> String {
     }
 }
 
+/// Whether unquoted text holds a glob pattern (`*`, `?`, or a `[...]` class; a lone `[` is
+/// the test command).
+fn is_pattern(t: &str) -> bool {
+    t.contains(['*', '?']) || t.find('[').is_some_and(|i| t[i + 1..].contains(']'))
+}
+
 /// The shells and interpreters of shell syntax whose `-c` runs a string.
 pub fn is_shell(name: &str) -> bool {
     matches!(name, "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "yash" | "posh" | "rbash")
@@ -1130,6 +1145,8 @@ mod tests {
         assert_eq!(names("\\rm x; r''m y; $'\\x72m' z"), ["rm", "rm", "rm"]);
         assert_eq!(names("find . -exec shred {} +"), ["find", "shred"]);
         assert_eq!(names("f() { g; }"), ["g"]);
+        assert_eq!(names("echo 'a b' | sh"), ["echo", "sh", "a"]);
+        assert_eq!(names("sh <<'X'\ncd /\nq z\nX\n"), ["sh", "cd", "q"]);
     }
 
     #[test]
