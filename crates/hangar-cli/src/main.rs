@@ -10,6 +10,7 @@ mod follow;
 mod local;
 mod logs;
 mod progress;
+mod rules;
 mod run;
 mod send;
 mod serve;
@@ -122,6 +123,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The deny-risky rules: `check` one tool call (prints `{"decision","rule","reason"}`;
+    /// exit 0 allow, 3 deny).
+    Rules {
+        #[command(subcommand)]
+        action: RulesCmd,
+    },
     /// Print a run's log; with --follow, keep printing until the turn ends (through a restart
     /// of the server).
     Log {
@@ -135,6 +142,13 @@ enum Cmd {
 enum SessionCmd {
     /// Start a session in a folder; prints `session:`, `turn:` and `run:` lines.
     Start(run::TurnArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum RulesCmd {
+    /// Check one tool call: `--tool Bash --command CMD` or `--tool Write --path PATH`,
+    /// `[--workspace DIR]`.
+    Check(rules::CheckArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -191,6 +205,9 @@ fn main() -> ExitCode {
             reason,
         } => send::deny(&home, &run, &request_id, reason.as_deref()),
         Cmd::Log { run, follow } => logs::log(&home, &run, follow),
+        Cmd::Rules {
+            action: RulesCmd::Check(a),
+        } => rules::check(&a),
         Cmd::Serve { listen } => serve::serve(&home, listen),
         Cmd::Token {
             action: TokenCmd::Create { person },

@@ -186,6 +186,12 @@ impl Printer {
                 )]
             }
             HangarLine::Warning { message } => vec![format!("warning: {message}")],
+            HangarLine::RulesDenied {
+                tool_name,
+                rule,
+                reason,
+                ..
+            } => vec![format!("denied {tool_name} ({rule}): {reason}")],
             HangarLine::Error { message } => vec![format!("error: {message}")],
             _ => Vec::new(),
         }

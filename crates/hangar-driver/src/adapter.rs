@@ -18,6 +18,14 @@ pub enum Signal {
         input: Value,
         tool_use_id: Option<String>,
     },
+    /// The harness is about to run a tool and asks the driver's PreToolUse hook (Claude Code's
+    /// `hook_callback`): the deny-risky rules answer it, under every policy.
+    PreToolUse {
+        request_id: String,
+        tool_name: String,
+        input: Value,
+        tool_use_id: Option<String>,
+    },
     /// The harness withdrew a request (e.g. after an interrupt).
     Withdrawn { request_id: String },
     /// Everything passed on so far is done: the turn can end. `is_error` when the harness said
@@ -72,6 +80,18 @@ pub trait Adapter {
         original_input: &Value,
         a: &Answer,
     ) -> Result<(), SendError>;
+    /// Answer a [`Signal::PreToolUse`]: `deny` holds the reason the agent is shown; `None` lets
+    /// the harness go on with its own permission flow (never an explicit allow).
+    fn answer_hook(
+        &mut self,
+        _h: &mut Harness,
+        _request_id: &str,
+        _deny: Option<&str>,
+    ) -> Result<(), SendError> {
+        Err(SendError::Unsupported(
+            "this harness has no hook callbacks".into(),
+        ))
+    }
     /// Something from the harness's output.
     fn on_event(&mut self, h: &mut Harness, log: &RunLog, ev: HarnessEvent) -> Vec<Signal>;
     /// Called a few times a second: timeouts.

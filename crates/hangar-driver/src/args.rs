@@ -6,9 +6,11 @@
 //!               [--resume ID | --fork ID [--fork-at TURN_ID]] [--session-id UUID]
 //!               [--model-timeout SECS]
 //!               [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]]
-//!               [--agent-uid UID --agent-gid GID --agent-home DIR]
+//!               [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE]
 //!               [--raw -- CMD [ARG...]]
 //! ```
+//! `--rules FILE` is the environment's deny-risky rules file (rules added, default rules turned
+//! off by id; see hangar-rules); without it the default set applies.
 //! `--resume`/`--fork` take Claude Code's session id or Codex's thread id. `--raw` runs CMD as
 //! the harness with its argv unchanged, speaking Claude Code's stream-json (benchmarks and
 //! protocol tests use a stub harness this way). Hand-parsed: the driver keeps its dependencies
@@ -88,13 +90,15 @@ pub struct Settings {
     pub verify: Option<Verify>,
     pub agent: Option<Agent>,
     pub raw: Option<Vec<OsString>>,
+    /// The environment's deny-risky rules file, if any.
+    pub rules_file: Option<PathBuf>,
 }
 
 pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude|codex] [--policy ask|auto] \
 [--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]... \
 [--resume ID | --fork ID [--fork-at TURN_ID]] [--session-id UUID] [--model-timeout SECS] \
 [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]] \
-[--agent-uid UID --agent-gid GID --agent-home DIR] [--raw -- CMD ARGS...]";
+[--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE] [--raw -- CMD ARGS...]";
 
 /// Parses argv (without the program name).
 pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
@@ -110,6 +114,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     let (mut verify_cmd, mut max_rounds, mut verify_timeout) = (None, 3, Duration::from_secs(600));
     let (mut uid, mut gid, mut home) = (None, None, None);
     let mut raw = None;
+    let mut rules_file = None;
     while let Some(a) = it.next() {
         let flag = a.to_string_lossy().into_owned();
         if flag == "--raw" {
@@ -164,6 +169,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
             "--agent-uid" => uid = Some(number(&flag, value()?)?),
             "--agent-gid" => gid = Some(number(&flag, value()?)?),
             "--agent-home" => home = Some(PathBuf::from(value()?)),
+            "--rules" => rules_file = Some(PathBuf::from(value()?)),
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument {flag:?}\n{USAGE}")),
         }
@@ -205,6 +211,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         }),
         agent,
         raw,
+        rules_file,
     })
 }
 

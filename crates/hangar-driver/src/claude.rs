@@ -61,17 +61,55 @@ pub fn args(s: &Settings, settings: Option<&std::path::Path>) -> Vec<OsString> {
     a
 }
 
+/// The id of the PreToolUse hook callback the driver registers for the deny-risky rules.
+pub const RULES_HOOK: &str = "hangar_rules";
+
 /// Claude Code's side of the turn.
 #[derive(Debug, Default)]
 pub struct Claude {
     /// uuids of messages passed on that no `result` has covered yet.
     outstanding: Vec<String>,
+    /// Register the deny-risky rules as a PreToolUse hook callback in `initialize`.
+    rules_hook: bool,
+}
+
+impl Claude {
+    /// An adapter that registers the rules' PreToolUse hook (every real Claude Code turn).
+    pub fn with_rules_hook() -> Claude {
+        Claude {
+            outstanding: Vec::new(),
+            rules_hook: true,
+        }
+    }
 }
 
 impl Adapter for Claude {
-    fn start(&mut self, _h: &mut Harness, _log: &RunLog) -> Result<(), SendError> {
-        // Claude Code prints nothing before its first input; there is no handshake.
+    fn start(&mut self, h: &mut Harness, _log: &RunLog) -> Result<(), SendError> {
+        // Claude Code prints nothing before its first input; `initialize` registers the rules'
+        // PreToolUse hook (protocol notes 7.5): every tool call, under every permission mode
+        // (even --dangerously-skip-permissions), is checked by the driver before it runs.
+        if self.rules_hook {
+            let init = json!({"type": "control_request", "request_id": "hangar-initialize",
+                "request": {"subtype": "initialize", "hooks": {"PreToolUse": [
+                    {"matcher": null, "hookCallbackIds": [RULES_HOOK]}]}}});
+            h.send(&init).map_err(|_| SendError::Gone)?;
+        }
         Ok(())
+    }
+
+    fn answer_hook(
+        &mut self,
+        h: &mut Harness,
+        request_id: &str,
+        deny: Option<&str>,
+    ) -> Result<(), SendError> {
+        let response = match deny {
+            Some(reason) => json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "deny", "permissionDecisionReason": reason}}),
+            None => json!({}),
+        };
+        let msg = json!({"type": "control_response", "response": {"subtype": "success", "request_id": request_id, "response": response}});
+        h.send(&msg).map_err(|_| SendError::Gone)
     }
 
     fn message(&mut self, h: &mut Harness, text: &str, id: &str) -> Result<(), SendError> {
@@ -103,7 +141,7 @@ impl Adapter for Claude {
         h.send(&msg).map_err(|_| SendError::Gone)
     }
 
-    fn on_event(&mut self, _h: &mut Harness, _log: &RunLog, ev: HarnessEvent) -> Vec<Signal> {
+    fn on_event(&mut self, h: &mut Harness, _log: &RunLog, ev: HarnessEvent) -> Vec<Signal> {
         match ev {
             HarnessEvent::Result { is_error, uuids } => {
                 match uuids {
@@ -127,6 +165,24 @@ impl Adapter for Claude {
                     tool_name,
                     input,
                     tool_use_id,
+                }]
+            }
+            HarnessEvent::HookCallback {
+                request_id,
+                callback_id,
+                input,
+            } => {
+                if callback_id != RULES_HOOK {
+                    // Not ours: answer "no opinion" so the CLI never waits on it.
+                    let _ = self.answer_hook(h, &request_id, None);
+                    return Vec::new();
+                }
+                let field = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_owned);
+                vec![Signal::PreToolUse {
+                    request_id,
+                    tool_name: field("tool_name").unwrap_or_default(),
+                    tool_use_id: field("tool_use_id"),
+                    input: input.get("tool_input").cloned().unwrap_or(Value::Null),
                 }]
             }
             HarnessEvent::Cancel { request_id } => vec![Signal::Withdrawn { request_id }],

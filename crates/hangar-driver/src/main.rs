@@ -70,7 +70,7 @@ fn harness_for(
         HarnessKind::Claude => (
             s.claude_bin.clone().into_os_string(),
             claude::args(s, hook.map(|h| h.settings.as_path())),
-            Box::new(claude::Claude::default()),
+            Box::new(claude::Claude::with_rules_hook()),
         ),
         HarnessKind::Codex => (
             s.codex_bin.clone().into_os_string(),
@@ -78,6 +78,28 @@ fn harness_for(
             Box::new(codex::Codex::new(s)),
         ),
     }
+}
+
+/// The deny-risky rules for this turn (the default set, changed by `--rules FILE`) and where
+/// they are checked: the workspace, the agent's home, the control folder as hangar's own.
+fn rules_for(s: &args::Settings) -> Result<(hangar_rules::Rules, hangar_rules::Context), String> {
+    let rules = match &s.rules_file {
+        Some(f) => {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| format!("cannot read the rules file {}: {e}", f.display()))?;
+            hangar_rules::Rules::configure(&text)
+                .map_err(|e| format!("the rules file {}: {e}", f.display()))?
+        }
+        None => hangar_rules::Rules::default_set(),
+    };
+    let mut ctx = hangar_rules::Context::new(&s.cwd);
+    let home = harness::harness_env(s)
+        .into_iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| std::path::PathBuf::from(v));
+    ctx.home = home.map(|h| hangar_rules::paths::normalize(&h));
+    ctx.protected = vec![s.ctl.clone()];
+    Ok((rules, ctx))
 }
 
 fn start() -> Result<i32, String> {
@@ -89,6 +111,7 @@ fn start() -> Result<i32, String> {
             return Err("the uid split (--agent-uid) needs the driver to start as root".into());
         }
     }
+    let rules = rules_for(&s)?;
     signals::install();
     let ctl = ControlDir::at(s.ctl.clone());
     let key = secure::take_key(&ctl.key())?;
@@ -148,7 +171,7 @@ fn start() -> Result<i32, String> {
             diag(&format!("reading the harness's output failed: {e}"));
         }
     });
-    let mut turn = Turn::new(s.policy, log.clone(), inbox, harness, adapter);
+    let mut turn = Turn::new(s.policy, log.clone(), inbox, harness, adapter, rules);
     if s.raw.is_none() {
         let ctl = ControlDir::at(s.ctl.clone());
         turn.trees = Some((

@@ -34,6 +34,13 @@ pub enum HarnessEvent {
         input: Value,
         tool_use_id: Option<String>,
     },
+    /// A `hook_callback` control request: Claude Code runs a hook the driver registered in
+    /// `initialize` (the deny-risky rules' PreToolUse check). `input` is the hook's input.
+    HookCallback {
+        request_id: String,
+        callback_id: String,
+        input: Value,
+    },
     /// The harness withdrew a permission request (e.g. after an interrupt).
     Cancel { request_id: String },
     /// A Claude Code `system`/`hook_response` line of hangar's Stop hook (the job's check).
@@ -297,8 +304,16 @@ fn control_event(line: &[u8]) -> Option<HarnessEvent> {
         "control_cancel_request" => Some(HarnessEvent::Cancel { request_id }),
         "control_request" => {
             let req = v.get("request")?;
-            if req.get("subtype")?.as_str()? != "can_use_tool" {
-                return None;
+            match req.get("subtype")?.as_str()? {
+                "can_use_tool" => {}
+                "hook_callback" => {
+                    return Some(HarnessEvent::HookCallback {
+                        request_id,
+                        callback_id: req.get("callback_id")?.as_str()?.to_owned(),
+                        input: req.get("input").cloned().unwrap_or(Value::Null),
+                    });
+                }
+                _ => return None,
             }
             Some(HarnessEvent::CanUseTool {
                 request_id,

@@ -78,6 +78,10 @@ pub struct Turn {
     /// The turn's trees (none for a raw command), and where their objects go at the end.
     pub trees: Option<(crate::trees::Trees, std::path::PathBuf)>,
     checks_run: u32,
+    /// The deny-risky rules: the floor under every policy.
+    rules: hangar_rules::Rules,
+    /// Where the harness's calls run (workspace, home, hangar's own paths).
+    rules_ctx: hangar_rules::Context,
 }
 
 impl std::fmt::Debug for Turn {
@@ -95,8 +99,12 @@ impl Turn {
         inbox: Inbox,
         harness: Harness,
         adapter: Box<dyn Adapter>,
+        rules: (hangar_rules::Rules, hangar_rules::Context),
     ) -> Turn {
+        let (rules, rules_ctx) = rules;
         Turn {
+            rules,
+            rules_ctx,
             policy,
             log,
             inbox,
@@ -190,6 +198,21 @@ impl Turn {
                     tool_use_id,
                 } => {
                     self.on_permission_request(request_id, tool_name, input, tool_use_id);
+                }
+                Signal::PreToolUse {
+                    request_id,
+                    tool_name,
+                    input,
+                    tool_use_id,
+                } => {
+                    let v = self.rules.check_tool(&tool_name, &input, &self.rules_ctx);
+                    let deny = (!v.allowed()).then(|| rules_message(&v));
+                    let _ =
+                        self.adapter
+                            .answer_hook(&mut self.harness, &request_id, deny.as_deref());
+                    if !v.allowed() {
+                        self.log_rules_denied(request_id, tool_name, tool_use_id, v);
+                    }
                 }
                 Signal::Withdrawn { request_id } => {
                     if self.pending.remove(&request_id).is_some() {
@@ -295,6 +318,21 @@ impl Turn {
         input: Value,
         tool_use_id: Option<String>,
     ) {
+        // The rules first, under every policy: a call they deny is never shown to anyone.
+        let v = self.rules.check_tool(&tool_name, &input, &self.rules_ctx);
+        if !v.allowed() {
+            let deny = Answer {
+                allow: false,
+                updated_input: None,
+                message: rules_message(&v),
+            };
+            let _ = self
+                .adapter
+                .answer(&mut self.harness, &request_id, &input, &deny);
+            self.answered.insert(request_id.clone());
+            self.log_rules_denied(request_id, tool_name, tool_use_id, v);
+            return;
+        }
         match self.policy {
             Policy::Ask => {
                 self.log.hangar(&HangarLine::Approval {
@@ -324,6 +362,22 @@ impl Turn {
                 });
             }
         }
+    }
+
+    fn log_rules_denied(
+        &self,
+        request_id: String,
+        tool_name: String,
+        tool_use_id: Option<String>,
+        v: hangar_rules::Verdict,
+    ) {
+        self.log.hangar(&HangarLine::RulesDenied {
+            request_id,
+            tool_name,
+            tool_use_id,
+            rule: v.rule.unwrap_or_default(),
+            reason: v.reason,
+        });
     }
 
     /// Carries out one checked command and answers it.
@@ -565,6 +619,15 @@ impl Turn {
             }
         }
     }
+}
+
+/// What the agent is told when the rules deny a call: the rule and its reason.
+fn rules_message(v: &hangar_rules::Verdict) -> String {
+    format!(
+        "Denied by hangar's rule {}: {}",
+        v.rule.as_deref().unwrap_or("deny-risky"),
+        v.reason
+    )
 }
 
 fn refusal_for(e: SendError) -> Refusal {

@@ -127,7 +127,14 @@ fn auto_runs_tools_without_asking() {
         "auto\n"
     );
     assert!(rig.lines_of("hangar.approval").is_empty());
-    assert!(rig.lines_of("control_request").is_empty());
+    // Nothing asks for permission; the only requests are the rules' PreToolUse hook callbacks.
+    assert!(
+        rig.lines_of("control_request")
+            .iter()
+            .all(|r| r["request"]["subtype"] == "hook_callback"),
+        "{}",
+        rig.log_text()
+    );
     let init = rig.wait_line("system/init", |v| {
         v["type"] == "system" && v["subtype"] == "init"
     });

@@ -171,6 +171,18 @@ pub enum HangarLine {
         outcome: String,
         output_tail: String,
     },
+    /// hangar's deny-risky rules refused a tool call before anyone was asked (under every
+    /// policy). `request_id` is the harness's permission request or hook callback; `rule` is
+    /// `deny-risky/<id>`, `reason` what the agent was told.
+    #[serde(rename = "hangar.rules_denied")]
+    RulesDenied {
+        request_id: String,
+        tool_name: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        tool_use_id: Option<String>,
+        rule: String,
+        reason: String,
+    },
     /// Something the person should know that does not stop the turn.
     #[serde(rename = "hangar.warning")]
     Warning { message: String },

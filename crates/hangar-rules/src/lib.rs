@@ -272,7 +272,10 @@ impl Rules {
                         let words: Option<Vec<&str>> = argv.iter().map(Value::as_str).collect();
                         match words {
                             Some(w) => self.check_command(&quote_argv(&w), ctx),
-                            None => Verdict::deny(UNPARSABLE, "the command is not a list of strings".into()),
+                            None => Verdict::deny(
+                                UNPARSABLE,
+                                "the command is not a list of strings".into(),
+                            ),
                         }
                     }
                     _ => Verdict::deny(UNPARSABLE, "the call carries no command to check".into()),
@@ -363,7 +366,8 @@ impl Rules {
         if !r.commands.is_empty() && !r.commands.iter().any(|c| glob_text(c, &inv.name)) {
             return false;
         }
-        if !r.subcommands.is_empty() && !r.subcommands.iter().any(|s| has_subcommand(&inv.args, s)) {
+        if !r.subcommands.is_empty() && !r.subcommands.iter().any(|s| has_subcommand(&inv.args, s))
+        {
             return false;
         }
         if (!r.args_any.is_empty() || !r.short_flags.is_empty())
@@ -385,10 +389,20 @@ impl Rules {
         if r.outside_workspace && !inv.operands.iter().any(|o| outside(o, ctx, ws_canon)) {
             return false;
         }
-        if !r.fed_by.is_empty() && !inv.fed_by.iter().any(|n| r.fed_by.iter().any(|p| glob_text(p, n))) {
+        if !r.fed_by.is_empty()
+            && !inv
+                .fed_by
+                .iter()
+                .any(|n| r.fed_by.iter().any(|p| glob_text(p, n)))
+        {
             return false;
         }
-        if !r.feeds.is_empty() && !inv.feeds.iter().any(|n| r.feeds.iter().any(|p| glob_text(p, n))) {
+        if !r.feeds.is_empty()
+            && !inv
+                .feeds
+                .iter()
+                .any(|n| r.feeds.iter().any(|p| glob_text(p, n)))
+        {
             return false;
         }
         if r.recursive_function && !inv.recursive {
@@ -432,13 +446,21 @@ fn expand_pattern(pat: &str, ctx: &Context) -> Vec<String> {
             .collect();
     }
     if let Some(rest) = pat.strip_prefix("$WORKSPACE") {
-        return vec![format!("{}{rest}", ctx.workspace.to_string_lossy().trim_end_matches('/'))];
+        return vec![format!(
+            "{}{rest}",
+            ctx.workspace.to_string_lossy().trim_end_matches('/')
+        )];
     }
     if let Some(rest) = pat.strip_prefix("$PROTECTED") {
         return ctx
             .protected
             .iter()
-            .map(|p| format!("{}{rest}", normalize(p).to_string_lossy().trim_end_matches('/')))
+            .map(|p| {
+                format!(
+                    "{}{rest}",
+                    normalize(p).to_string_lossy().trim_end_matches('/')
+                )
+            })
             .collect();
     }
     vec![pat.to_owned()]
@@ -449,7 +471,10 @@ fn outside(o: &PathOperand, ctx: &Context, ws_canon: &Path) -> bool {
     match o {
         PathOperand::Unknown(_) => true,
         PathOperand::Known(p) => {
-            if matches!(p.to_str(), Some("/dev/null" | "/dev/stdout" | "/dev/stderr")) {
+            if matches!(
+                p.to_str(),
+                Some("/dev/null" | "/dev/stdout" | "/dev/stderr")
+            ) {
                 return false;
             }
             !within(p, &ctx.workspace) || !within(&canonical(p), ws_canon)
@@ -464,7 +489,9 @@ fn has_subcommand(args: &[Arg], sub: &str) -> bool {
     let mut i = 0;
     while i < args.len() {
         match args[i].lit() {
-            Some("-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--manifest-path") => i += 2,
+            Some("-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--manifest-path") => {
+                i += 2
+            }
             Some(s) if s.starts_with('-') => i += 1,
             Some(s) => {
                 words.push(s);
@@ -534,10 +561,14 @@ pub fn quote_argv(argv: &[&str]) -> String {
 }
 
 fn parse_file(text: &str) -> Result<RuleFile, String> {
-    let f: RuleFile = toml::from_str(text).map_err(|e| format!("the rules file does not parse: {e}"))?;
+    let f: RuleFile =
+        toml::from_str(text).map_err(|e| format!("the rules file does not parse: {e}"))?;
     for r in &f.rules {
         if r.id.is_empty() || !r.id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            return Err(format!("rule id {:?} must be letters, digits and dashes", r.id));
+            return Err(format!(
+                "rule id {:?} must be letters, digits and dashes",
+                r.id
+            ));
         }
         if r.reason.trim().is_empty() {
             return Err(format!("rule {:?} has no reason", r.id));
@@ -552,7 +583,10 @@ fn parse_file(text: &str) -> Result<RuleFile, String> {
             || !r.feeds.is_empty()
             || r.recursive_function;
         if !conditions {
-            return Err(format!("rule {:?} has no condition: it would deny everything", r.id));
+            return Err(format!(
+                "rule {:?} has no condition: it would deny everything",
+                r.id
+            ));
         }
         if r.applies_to.is_empty() {
             return Err(format!("rule {:?} applies to no tool", r.id));
@@ -591,7 +625,10 @@ mod tests {
         assert_eq!(r.summary().disabled, ["signal-processes"]);
         assert!(Rules::configure("disable = [\"nope\"]").is_err());
         assert!(Rules::configure("[[rule]]\nid = \"x\"\nreason = \"y\"\n").is_err());
-        assert!(Rules::configure("[[rule]]\nid = \"privilege\"\nreason = \"y\"\ncommands=[\"a\"]\n").is_err());
+        assert!(
+            Rules::configure("[[rule]]\nid = \"privilege\"\nreason = \"y\"\ncommands=[\"a\"]\n")
+                .is_err()
+        );
     }
 
     #[test]
@@ -599,11 +636,23 @@ mod tests {
         let r = Rules::default_set();
         let v = r.check_command("cat /run/hangar/ctl/key", &ctx());
         assert_eq!(v.rule.as_deref(), Some("deny-risky/hangar-internals"));
-        let v = r.check_tool("Read", &serde_json::json!({"file_path": "/home/a/.ssh/id_rsa"}), &ctx());
+        let v = r.check_tool(
+            "Read",
+            &serde_json::json!({"file_path": "/home/a/.ssh/id_rsa"}),
+            &ctx(),
+        );
         assert_eq!(v.rule.as_deref(), Some("deny-risky/credentials"));
-        let v = r.check_tool("Write", &serde_json::json!({"file_path": "/w/src/x.rs"}), &ctx());
+        let v = r.check_tool(
+            "Write",
+            &serde_json::json!({"file_path": "/w/src/x.rs"}),
+            &ctx(),
+        );
         assert!(v.allowed());
-        let v = r.check_tool("exec_command", &serde_json::json!({"command": ["bash", "-lc", "sudo id"]}), &ctx());
+        let v = r.check_tool(
+            "exec_command",
+            &serde_json::json!({"command": ["bash", "-lc", "sudo id"]}),
+            &ctx(),
+        );
         assert_eq!(v.rule.as_deref(), Some("deny-risky/privilege"));
     }
 }

@@ -81,7 +81,11 @@ pub enum Failure {
 
 /// Every simple command of `command`, read with `workspace` as the starting directory and
 /// `home` as `~`.
-pub fn read(command: &str, workspace: &Path, home: Option<&Path>) -> (Vec<Invocation>, Vec<Failure>) {
+pub fn read(
+    command: &str,
+    workspace: &Path,
+    home: Option<&Path>,
+) -> (Vec<Invocation>, Vec<Failure>) {
     let mut w = Walker {
         home: home.map(Path::to_path_buf),
         cwd: Cwd::Known(workspace.to_path_buf()),
@@ -141,9 +145,9 @@ impl Walker {
                 }
                 self.depth -= 1;
             }
-            Err(e) => self
-                .failures
-                .push(Failure::Unparsable(format!("the shell cannot parse it: {e}"))),
+            Err(e) => self.failures.push(Failure::Unparsable(format!(
+                "the shell cannot parse it: {e}"
+            ))),
         }
     }
 
@@ -250,7 +254,10 @@ impl Walker {
         match cc {
             CompoundCommand::Arithmetic(a) => self.arithmetic(&a.expr.value),
             CompoundCommand::ArithmeticForClause(f) => {
-                for e in [&f.initializer, &f.condition, &f.updater].into_iter().flatten() {
+                for e in [&f.initializer, &f.condition, &f.updater]
+                    .into_iter()
+                    .flatten()
+                {
                     self.arithmetic(&e.value);
                 }
                 self.compound_list(&f.body.list);
@@ -311,8 +318,9 @@ impl Walker {
         let pieces = match word::parse(raw, &options()) {
             Ok(p) => p,
             Err(e) => {
-                self.failures
-                    .push(Failure::Unparsable(format!("the shell cannot read the word {raw:?}: {e}")));
+                self.failures.push(Failure::Unparsable(format!(
+                    "the shell cannot read the word {raw:?}: {e}"
+                )));
                 return Expanded {
                     arg: Arg::Computed(raw.to_owned()),
                     glob: false,
@@ -324,7 +332,14 @@ impl Walker {
         let mut computed = false;
         let mut glob = false;
         let mut fed_by = Vec::new();
-        self.pieces(&pieces, false, &mut value, &mut computed, &mut glob, &mut fed_by);
+        self.pieces(
+            &pieces,
+            false,
+            &mut value,
+            &mut computed,
+            &mut glob,
+            &mut fed_by,
+        );
         Expanded {
             arg: if computed {
                 Arg::Computed(raw.to_owned())
@@ -422,7 +437,10 @@ impl Walker {
                 IoFileRedirectTarget::Duplicate(w) => {
                     let e = self.expand(&w.value);
                     r.fed_by.extend(e.fed_by);
-                    if e.arg.lit().is_none_or(|v| !v.chars().all(|c| c.is_ascii_digit() || c == '-')) {
+                    if e.arg
+                        .lit()
+                        .is_none_or(|v| !v.chars().all(|c| c.is_ascii_digit() || c == '-'))
+                    {
                         r.path = Some(self.path_of(&e.arg));
                     }
                 }
@@ -597,7 +615,7 @@ impl Walker {
                 }
             }
         }
-        let recursive = self.functions.iter().any(|f| *f == name);
+        let recursive = self.functions.contains(&name);
         self.out.push(Invocation {
             name: name.clone(),
             args: all_args.clone(),
@@ -615,7 +633,9 @@ impl Walker {
     }
 
     fn change_dir(&mut self, args: &[Arg]) {
-        let target = args.iter().find(|a| a.lit().is_none_or(|s| !s.starts_with('-') || s == "-"));
+        let target = args
+            .iter()
+            .find(|a| a.lit().is_none_or(|s| !s.starts_with('-') || s == "-"));
         self.cwd = match target {
             None => match &self.home {
                 Some(h) => Cwd::Known(h.clone()),
@@ -699,9 +719,31 @@ impl Walker {
             | "nice" | "stdbuf" | "ionice" | "busybox" | "chronic" | "unbuffer" | "catchsegv"
             | "torsocks" | "proxychains" | "proxychains4" | "fakeroot" | "pkexec" => {
                 let takes = [
-                    "-a", "-u", "-g", "-n", "-p", "-c", "-t", "-h", "-U", "-C", "-D", "-r", "-i",
-                    "-o", "-e", "--adjustment", "--user", "--group", "--host", "--prompt",
-                    "--class", "--classdata", "--chdir", "--role", "--type",
+                    "-a",
+                    "-u",
+                    "-g",
+                    "-n",
+                    "-p",
+                    "-c",
+                    "-t",
+                    "-h",
+                    "-U",
+                    "-C",
+                    "-D",
+                    "-r",
+                    "-i",
+                    "-o",
+                    "-e",
+                    "--adjustment",
+                    "--user",
+                    "--group",
+                    "--host",
+                    "--prompt",
+                    "--class",
+                    "--classdata",
+                    "--chdir",
+                    "--role",
+                    "--type",
                 ];
                 let value_opts: &[&str] = match name {
                     "command" | "builtin" | "nohup" | "setsid" | "time" | "busybox" => &[],
@@ -732,13 +774,18 @@ impl Walker {
                     self.run_string(s, "flock -c");
                     return;
                 }
-                let rest = skip_options(args, &["-w", "--timeout", "-E", "--conflict-exit-code"], false);
+                let rest = skip_options(
+                    args,
+                    &["-w", "--timeout", "-E", "--conflict-exit-code"],
+                    false,
+                );
                 if rest.len() > 1 {
                     self.invoke(inner(&rest[1..]));
                 }
             }
             "watch" => {
-                let rest = skip_options(args, &["-n", "--interval", "-d", "-q", "--equexit"], false);
+                let rest =
+                    skip_options(args, &["-n", "--interval", "-d", "-q", "--equexit"], false);
                 let text: Option<Vec<&str>> = rest.iter().map(Arg::lit).collect();
                 match text {
                     Some(parts) if !parts.is_empty() => self.run_string(&parts.join(" "), "watch"),
@@ -752,9 +799,26 @@ impl Walker {
                 let rest = skip_options(
                     args,
                     &[
-                        "-I", "-i", "-n", "-P", "-L", "-l", "-d", "-E", "-e", "-s", "-a",
-                        "--max-args", "--max-procs", "--max-lines", "--delimiter", "--eof",
-                        "--max-chars", "--arg-file", "--replace", "--process-slot-var",
+                        "-I",
+                        "-i",
+                        "-n",
+                        "-P",
+                        "-L",
+                        "-l",
+                        "-d",
+                        "-E",
+                        "-e",
+                        "-s",
+                        "-a",
+                        "--max-args",
+                        "--max-procs",
+                        "--max-lines",
+                        "--delimiter",
+                        "--eof",
+                        "--max-chars",
+                        "--arg-file",
+                        "--replace",
+                        "--process-slot-var",
                     ],
                     false,
                 );
@@ -787,10 +851,15 @@ impl Walker {
                 }
             }
             "trap" => {
-                if let Some(Arg::Lit(s)) = args.iter().find(|a| a.lit().is_none_or(|s| !s.starts_with('-'))) {
+                if let Some(Arg::Lit(s)) = args
+                    .iter()
+                    .find(|a| a.lit().is_none_or(|s| !s.starts_with('-')))
+                {
                     self.run_string(s, "trap");
                 } else if let Some(Arg::Computed(_)) = args.first() {
-                    self.failures.push(Failure::Computed("trap runs a string computed at run time".into()));
+                    self.failures.push(Failure::Computed(
+                        "trap runs a string computed at run time".into(),
+                    ));
                 }
             }
             "su" | "script" | "runuser" => {
@@ -965,7 +1034,10 @@ fn is_pattern(t: &str) -> bool {
 
 /// The shells and interpreters of shell syntax whose `-c` runs a string.
 pub fn is_shell(name: &str) -> bool {
-    matches!(name, "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "yash" | "posh" | "rbash")
+    matches!(
+        name,
+        "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "yash" | "posh" | "rbash"
+    )
 }
 
 /// `echo 'x'` / `printf 'x'` with literal arguments: what it writes (roughly).
@@ -1140,7 +1212,10 @@ mod tests {
         assert_eq!(names("a | b && c; (d) & { e; }"), ["a", "b", "c", "d", "e"]);
         assert_eq!(names("x $(y `z`)"), ["z", "y", "x"]);
         assert_eq!(names("diff <(p) <(q)"), ["p", "q", "diff"]);
-        assert_eq!(names("env A=1 nice -n 5 timeout 3 /bin/rm x"), ["env", "nice", "timeout", "rm"]);
+        assert_eq!(
+            names("env A=1 nice -n 5 timeout 3 /bin/rm x"),
+            ["env", "nice", "timeout", "rm"]
+        );
         assert_eq!(names("bash -lc 'sudo id'"), ["bash", "sudo", "id"]);
         assert_eq!(names("\\rm x; r''m y; $'\\x72m' z"), ["rm", "rm", "rm"]);
         assert_eq!(names("find . -exec shred {} +"), ["find", "shred"]);
@@ -1151,9 +1226,18 @@ mod tests {
 
     #[test]
     fn computed_names_fail() {
-        for cmd in ["$X a", "\"$(echo rm)\" -rf /", "eval $Y", "/bin/r? x", "sh -c \"$S\""] {
+        for cmd in [
+            "$X a",
+            "\"$(echo rm)\" -rf /",
+            "eval $Y",
+            "/bin/r? x",
+            "sh -c \"$S\"",
+        ] {
             let (_, f) = read(cmd, Path::new("/w"), None);
-            assert!(matches!(f.first(), Some(Failure::Computed(_))), "{cmd}: {f:?}");
+            assert!(
+                matches!(f.first(), Some(Failure::Computed(_))),
+                "{cmd}: {f:?}"
+            );
         }
         let (_, f) = read("echo 'unterminated", Path::new("/w"), None);
         assert!(matches!(f.first(), Some(Failure::Unparsable(_))), "{f:?}");

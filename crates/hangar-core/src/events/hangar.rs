@@ -35,6 +35,7 @@ const KNOWN: &[&str] = &[
     "hangar.verify",
     "hangar.warning",
     "hangar.error",
+    "hangar.rules_denied",
 ];
 
 pub(super) fn parse(ty: &str, v: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
@@ -181,6 +182,14 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
             ms,
         },
         HangarLine::Warning { message } => EventKind::Warning { message },
+        HangarLine::RulesDenied {
+            tool_name,
+            rule,
+            reason,
+            ..
+        } => EventKind::Warning {
+            message: format!("{rule} denied {tool_name}: {reason}"),
+        },
         HangarLine::Error { message } => EventKind::Error { message },
     }
 }
