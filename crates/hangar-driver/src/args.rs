@@ -1,12 +1,14 @@
 //! The driver's command line, resolved into [`Settings`] before anything runs.
 //!
 //! ```text
-//! hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude|codex] [--policy ask|auto]
+//! hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude|codex] [--policy ask|auto|governed]
 //!               [--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]...
 //!               [--resume ID | --fork ID [--fork-at TURN_ID]] [--session-id UUID]
 //!               [--model-timeout SECS]
 //!               [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]]
 //!               [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE]
+//!               [--policy governed] [--tower-hook PATH] [--tower-url URL --tower-key-file FILE
+//!               [--tower-wait-seconds N] [--tower-call-seconds N]]
 //!               [--raw -- CMD [ARG...]]
 //! ```
 //! `--rules FILE` is the environment's deny-risky rules file (rules added, default rules turned
@@ -27,6 +29,9 @@ pub enum Policy {
     Ask,
     /// No requests: the harness runs with permissions skipped (hangar's sandbox is the boundary).
     Auto,
+    /// Each request goes to Tower's `/approvals` (`--tower-url`, `--tower-key-file`); Tower's
+    /// answer is final.
+    Governed,
 }
 
 impl Policy {
@@ -34,6 +39,7 @@ impl Policy {
         match self {
             Policy::Ask => "ask",
             Policy::Auto => "auto",
+            Policy::Governed => "governed",
         }
     }
 }
@@ -92,13 +98,19 @@ pub struct Settings {
     pub raw: Option<Vec<OsString>>,
     /// The environment's deny-risky rules file, if any.
     pub rules_file: Option<PathBuf>,
+    /// The Tower hook to install for this turn (Claude Code only).
+    pub tower_hook: Option<PathBuf>,
+    /// Where Tower is, for the hook or the `governed` policy.
+    pub tower: Option<crate::tower::TowerSettings>,
 }
 
-pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude|codex] [--policy ask|auto] \
+pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude|codex] [--policy ask|auto|governed] \
 [--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]... \
 [--resume ID | --fork ID [--fork-at TURN_ID]] [--session-id UUID] [--model-timeout SECS] \
 [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]] \
-[--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE] [--raw -- CMD ARGS...]";
+[--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE] \
+[--tower-hook PATH] [--tower-url URL --tower-key-file FILE [--tower-wait-seconds N] [--tower-call-seconds N]] \
+[--raw -- CMD ARGS...]";
 
 /// Parses argv (without the program name).
 pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
@@ -115,6 +127,8 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     let (mut uid, mut gid, mut home) = (None, None, None);
     let mut raw = None;
     let mut rules_file = None;
+    let (mut tower_hook, mut tower_url, mut tower_key) = (None, None, None);
+    let (mut tower_wait, mut tower_call) = (300u64, 20u64);
     while let Some(a) = it.next() {
         let flag = a.to_string_lossy().into_owned();
         if flag == "--raw" {
@@ -141,7 +155,12 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
                 policy = match value()?.to_str() {
                     Some("ask") => Policy::Ask,
                     Some("auto") => Policy::Auto,
-                    other => return Err(format!("policy {other:?} is not one of ask, auto")),
+                    Some("governed") => Policy::Governed,
+                    other => {
+                        return Err(format!(
+                            "policy {other:?} is not one of ask, auto, governed"
+                        ));
+                    }
                 }
             }
             "--claude-bin" => claude_bin = PathBuf::from(value()?),
@@ -170,6 +189,11 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
             "--agent-gid" => gid = Some(number(&flag, value()?)?),
             "--agent-home" => home = Some(PathBuf::from(value()?)),
             "--rules" => rules_file = Some(PathBuf::from(value()?)),
+            "--tower-hook" => tower_hook = Some(PathBuf::from(value()?)),
+            "--tower-url" => tower_url = Some(text(value()?)),
+            "--tower-key-file" => tower_key = Some(PathBuf::from(value()?)),
+            "--tower-wait-seconds" => tower_wait = number(&flag, value()?)?.into(),
+            "--tower-call-seconds" => tower_call = number(&flag, value()?)?.into(),
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument {flag:?}\n{USAGE}")),
         }
@@ -184,6 +208,24 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     }
     if fork_at.is_some() && (fork.is_none() || harness != HarnessKind::Codex) {
         return Err("--fork-at needs --fork and --harness codex".into());
+    }
+    let tower = match (tower_url, tower_key) {
+        (Some(url), Some(key_file)) => Some(crate::tower::TowerSettings {
+            url,
+            key_file,
+            wait_seconds: tower_wait,
+            call_seconds: tower_call,
+        }),
+        (None, None) => None,
+        _ => return Err("--tower-url and --tower-key-file go together".into()),
+    };
+    if (tower_hook.is_some() || policy == Policy::Governed) && tower.is_none() {
+        return Err(
+            "the Tower hook and the governed policy need --tower-url and --tower-key-file".into(),
+        );
+    }
+    if tower_hook.is_some() && harness == HarnessKind::Codex {
+        return Err("Codex turns that require the Tower hook are refused: a hardened Codex turn runs with hooks disabled, and turning them on would also run hooks the agent writes in ~/.codex".into());
     }
     let run = run.ok_or("--run is required")?;
     if !hangar_protocol::ctl::valid_run_id(&run) {
@@ -212,6 +254,8 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         agent,
         raw,
         rules_file,
+        tower_hook,
+        tower,
     })
 }
 

@@ -30,7 +30,9 @@ pub fn args(s: &Settings, settings: Option<&std::path::Path>) -> Vec<OsString> {
     .map(OsString::from)
     .collect();
     match s.policy {
-        Policy::Ask => a.extend(["--permission-prompt-tool", "stdio"].map(OsString::from)),
+        Policy::Ask | Policy::Governed => {
+            a.extend(["--permission-prompt-tool", "stdio"].map(OsString::from))
+        }
         Policy::Auto => a.push("--dangerously-skip-permissions".into()),
     }
     if let Some(file) = settings {

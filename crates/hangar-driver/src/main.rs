@@ -19,6 +19,7 @@ mod relay;
 mod runlog;
 mod secure;
 mod signals;
+mod tower;
 mod trees;
 mod turn;
 mod verify;
@@ -57,7 +58,7 @@ fn main() {
 /// The harness's program, its arguments and its adapter.
 fn harness_for(
     s: &Settings,
-    hook: Option<&verify::StopHook>,
+    settings: Option<&std::path::Path>,
 ) -> (OsString, Vec<OsString>, Box<dyn Adapter>) {
     if let Some(argv) = &s.raw {
         return (
@@ -69,7 +70,7 @@ fn harness_for(
     match s.harness {
         HarnessKind::Claude => (
             s.claude_bin.clone().into_os_string(),
-            claude::args(s, hook.map(|h| h.settings.as_path())),
+            claude::args(s, settings),
             Box::new(claude::Claude::with_rules_hook()),
         ),
         HarnessKind::Codex => (
@@ -128,8 +129,38 @@ fn start() -> Result<i32, String> {
         ),
         _ => None,
     };
-    let (program, argv, adapter) = harness_for(&s, stop_hook.as_ref());
-    let hooks: Vec<HookDigest> = stop_hook.iter().filter_map(|h| h.digest().ok()).collect();
+    let mut hooks: Vec<HookDigest> = stop_hook.iter().filter_map(|h| h.digest().ok()).collect();
+    let mut early_warnings = Vec::new();
+    // The Tower hook: the turn's own settings run it before every tool call (see tower.rs).
+    let tower_settings = match (&s.tower_hook, &s.tower, s.harness, &s.raw) {
+        (Some(hook), Some(t), HarnessKind::Claude, None) => {
+            match HookDigest::of_file(tower::HOOK_NAME, hook) {
+                Ok(d) => hooks.push(d),
+                Err(e) => early_warnings.push(format!(
+                    "the Tower hook {} cannot be read ({e}); every tool call will be blocked",
+                    hook.display()
+                )),
+            }
+            Some(
+                tower::write_hook_settings(
+                    &std::env::temp_dir(),
+                    &s.run,
+                    hook,
+                    t,
+                    &s.cwd,
+                    s.rules_file.as_deref(),
+                    stop_hook.as_ref().map(|h| h.settings.as_path()),
+                )
+                .map_err(|e| format!("cannot write the turn's Tower hook settings: {e}"))?,
+            )
+        }
+        _ => None,
+    };
+    let settings_file = tower_settings
+        .as_ref()
+        .map(|t| t.settings.clone())
+        .or_else(|| stop_hook.as_ref().map(|h| h.settings.clone()));
+    let (program, argv, adapter) = harness_for(&s, settings_file.as_deref());
     let (harness, stdout) = match harness::spawn(&program, &argv, &s) {
         Ok(h) => h,
         Err(e) => {
@@ -160,6 +191,7 @@ fn start() -> Result<i32, String> {
         hooks,
     });
     let relay_log = log.clone();
+    let tower_tx = tx.clone();
     let codex = s.harness == HarnessKind::Codex && s.raw.is_none();
     std::thread::spawn(move || {
         let r = if codex {
@@ -180,6 +212,31 @@ fn start() -> Result<i32, String> {
         ));
     }
     turn.verify_configured = s.verify.is_some() && s.raw.is_none();
+    for message in early_warnings {
+        turn.log.hangar(&HangarLine::Warning { message });
+    }
+    turn.hook_on = tower_settings.is_some();
+    if turn.hook_on && s.policy != args::Policy::Auto {
+        turn.log.hangar(&HangarLine::Warning {
+            message: format!(
+                "the Tower hook asks Tower before every tool call, so the driver answers permission requests from the deny-risky rules only and never asks Tower as well (the turn's policy stays {})",
+                s.policy.as_str()
+            ),
+        });
+    }
+    turn.tower_settings = tower_settings;
+    if let (args::Policy::Governed, Some(t), false) = (s.policy, &s.tower, turn.hook_on) {
+        turn.governed = Some(tower::Governed {
+            tower: t.clone(),
+            tx: tower_tx,
+            harness: if s.harness == HarnessKind::Codex {
+                "codex"
+            } else {
+                "claude-code"
+            },
+            run: s.run.clone(),
+        });
+    }
     turn.stop_hook = stop_hook.zip(s.verify.as_ref().map(|v| v.max_rounds));
     if let Err(message) = turn.start() {
         turn.log.hangar(&HangarLine::Error { message });

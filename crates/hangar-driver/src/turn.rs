@@ -30,6 +30,12 @@ pub enum Event {
     Wake,
     /// A line the driver acts on, or the end of the harness's output.
     Harness(HarnessEvent),
+    /// Tower's final answer to a permission request (policy `governed`).
+    Tower {
+        request_id: String,
+        allow: bool,
+        reason: String,
+    },
 }
 
 /// Exit status after an interrupt that brought no new message.
@@ -82,6 +88,14 @@ pub struct Turn {
     rules: hangar_rules::Rules,
     /// Where the harness's calls run (workspace, home, hangar's own paths).
     rules_ctx: hangar_rules::Context,
+    /// The Tower hook is on: permission requests are answered from the rules only (T7).
+    pub hook_on: bool,
+    /// The Tower hook's settings folder, removed when the turn ends.
+    pub tower_settings: Option<crate::tower::HookSettings>,
+    /// Policy `governed` without the hook: where requests go.
+    pub governed: Option<crate::tower::Governed>,
+    /// Requests waiting for Tower (no person may answer them).
+    tower_pending: HashMap<String, Value>,
 }
 
 impl std::fmt::Debug for Turn {
@@ -105,6 +119,10 @@ impl Turn {
         Turn {
             rules,
             rules_ctx,
+            hook_on: false,
+            tower_settings: None,
+            governed: None,
+            tower_pending: HashMap::new(),
             policy,
             log,
             inbox,
@@ -155,6 +173,11 @@ impl Turn {
                 Ok(Event::Harness(HarnessEvent::Eof)) | Err(RecvTimeoutError::Disconnected) => {
                     return Outcome::Gone;
                 }
+                Ok(Event::Tower {
+                    request_id,
+                    allow,
+                    reason,
+                }) => self.on_tower(request_id, allow, reason),
                 Ok(Event::Harness(ev)) => {
                     let signals = self.adapter.on_event(&mut self.harness, &self.log, ev);
                     if let Some(o) = self.handle(signals) {
@@ -215,7 +238,9 @@ impl Turn {
                     }
                 }
                 Signal::Withdrawn { request_id } => {
-                    if self.pending.remove(&request_id).is_some() {
+                    if self.pending.remove(&request_id).is_some()
+                        || self.tower_pending.remove(&request_id).is_some()
+                    {
                         self.answered.insert(request_id.clone());
                         self.log.hangar(&HangarLine::ApprovalAnswered {
                             request_id,
@@ -333,7 +358,42 @@ impl Turn {
             self.log_rules_denied(request_id, tool_name, tool_use_id, v);
             return;
         }
+        if self.hook_on {
+            // Tower hears of every call through the hook; the driver never asks it again.
+            self.answer_allow(request_id, &input, "rules");
+            return;
+        }
         match self.policy {
+            Policy::Governed => {
+                let Some(g) = &self.governed else {
+                    let deny = Answer {
+                        allow: false,
+                        updated_input: None,
+                        message: "The governed policy has no Tower to ask; the call is refused."
+                            .into(),
+                    };
+                    let _ = self
+                        .adapter
+                        .answer(&mut self.harness, &request_id, &input, &deny);
+                    self.answered.insert(request_id);
+                    return;
+                };
+                self.log.hangar(&HangarLine::Approval {
+                    request_id: request_id.clone(),
+                    tool_name: tool_name.clone(),
+                    input: input.clone(),
+                    tool_use_id: tool_use_id.clone(),
+                });
+                let body = serde_json::json!({
+                    "tool_name": tool_name,
+                    "tool_input": input,
+                    "tool_use_id": tool_use_id,
+                    "harness": g.harness,
+                    "client": hangar_hook::client::client_info(None, None, Some(&g.run)),
+                });
+                crate::tower::ask(&g.tower, g.tx.clone(), request_id.clone(), body);
+                self.tower_pending.insert(request_id, input);
+            }
             Policy::Ask => {
                 self.log.hangar(&HangarLine::Approval {
                     request_id: request_id.clone(),
@@ -345,23 +405,54 @@ impl Turn {
             }
             Policy::Auto => {
                 // Neither harness asks under auto; if one ever does, auto means allow.
-                let allow = Answer {
-                    allow: true,
-                    updated_input: None,
-                    message: String::new(),
-                };
-                let _ = self
-                    .adapter
-                    .answer(&mut self.harness, &request_id, &input, &allow);
-                self.answered.insert(request_id.clone());
-                self.log.hangar(&HangarLine::ApprovalAnswered {
-                    request_id,
-                    decision: "allow".into(),
-                    by: "policy".into(),
-                    seq: None,
-                });
+                self.answer_allow(request_id, &input, "policy");
             }
         }
+    }
+
+    fn answer_allow(&mut self, request_id: String, input: &Value, by: &str) {
+        let allow = Answer {
+            allow: true,
+            updated_input: None,
+            message: String::new(),
+        };
+        let _ = self
+            .adapter
+            .answer(&mut self.harness, &request_id, input, &allow);
+        self.answered.insert(request_id.clone());
+        self.log.hangar(&HangarLine::ApprovalAnswered {
+            request_id,
+            decision: "allow".into(),
+            by: by.into(),
+            seq: None,
+        });
+    }
+
+    /// Tower's final answer to a `governed` request (a fault arrives as a deny with its reason).
+    fn on_tower(&mut self, request_id: String, allow: bool, reason: String) {
+        let Some(input) = self.tower_pending.remove(&request_id) else {
+            return;
+        };
+        let answer = Answer {
+            allow,
+            updated_input: None,
+            message: reason.clone(),
+        };
+        let _ = self
+            .adapter
+            .answer(&mut self.harness, &request_id, &input, &answer);
+        self.answered.insert(request_id.clone());
+        if !allow {
+            self.log.hangar(&HangarLine::Warning {
+                message: format!("Tower refused {request_id}: {reason}"),
+            });
+        }
+        self.log.hangar(&HangarLine::ApprovalAnswered {
+            request_id,
+            decision: if allow { "allow" } else { "deny" }.into(),
+            by: "tower".into(),
+            seq: None,
+        });
     }
 
     fn log_rules_denied(
@@ -521,6 +612,9 @@ impl Turn {
         if let Some((hook, _)) = &self.stop_hook {
             hook.remove();
         }
+        if let Some(t) = &self.tower_settings {
+            t.remove();
+        }
         match self.verify_state.as_deref() {
             Some("feedback") => self.verify_state = Some("failed".into()),
             None if self.verify_configured => self.verify_state = Some("not_run".into()),
@@ -583,6 +677,7 @@ impl Turn {
                     // Codex's last notifications still become run-log lines.
                     let _ = self.adapter.on_event(&mut self.harness, &self.log, ev);
                 }
+                Ok(Event::Tower { .. }) => {}
             }
         }
         self.harness.signal_group(libc::SIGTERM);

@@ -182,7 +182,10 @@ fn under_the_uid_split_the_agent_reaches_nothing_of_the_driver() {
     // lines are trusted (no `trusted: false`), and one follows the call that made a file.
     let trees = rig.lines_of("hangar.tree");
     assert!(trees.len() >= 3, "start, the call, end: {trees:#?}");
-    assert!(trees.iter().all(|t| t.get("trusted").is_none()), "{trees:#?}");
+    assert!(
+        trees.iter().all(|t| t.get("trusted").is_none()),
+        "{trees:#?}"
+    );
 }
 
 /// Without the split the agent shares the driver's uid; non-dumpable keeps its memory and

@@ -157,6 +157,7 @@ mod scenario;
 mod script;
 mod server;
 mod sse;
+mod tower;
 
 pub use claude::{CLAUDE_BIN_ENV, CLAUDE_CODE_VERSION, claude_bin, claude_env, workspace_root};
 pub use codex::{
@@ -170,3 +171,4 @@ pub use script::{
     openai_error_type_for_status,
 };
 pub use server::{FakeAnthropic, FakeOpenAi, ServerOptions};
+pub use tower::{TOWER_KEY, TowerAnswer, TowerDouble, TowerFault, TowerRequest};

@@ -134,7 +134,7 @@ impl Codex {
 
     fn approval_policy(&self) -> &'static str {
         match self.policy {
-            Policy::Ask => "untrusted",
+            Policy::Ask | Policy::Governed => "untrusted",
             Policy::Auto => "never",
         }
     }

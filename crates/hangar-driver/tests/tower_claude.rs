@@ -1,0 +1,355 @@
+//! Governance with the real Claude Code against the scripted model and the Tower double: the
+//! Tower hook (each answer, the fault matrix, a Tower allow of a risky call, settings the agent
+//! or the repo could use to switch hooks off, one request per call under `ask`) and the
+//! `governed` policy.
+//!
+//! Safety: the commands the model asks for write `made.txt` inside the test's workspace, or are
+//! `rm -rf ../sentinel` where `..` is a temp folder the test owns; HOME is a temp folder.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{LONG, Rig};
+use hangar_testkit::{TOWER_KEY, TowerAnswer, TowerDouble, TowerFault, workspace_root};
+use serde_json::{Value, json};
+
+const MAKE: &str = "echo hi > made.txt";
+
+fn tower_hook_bin() -> PathBuf {
+    let p = std::env::var_os("HANGAR_TOWER_HOOK_BIN")
+        .filter(|v| !v.is_empty())
+        .map_or_else(
+            || workspace_root().join("target/debug/hangar-tower-hook"),
+            PathBuf::from,
+        );
+    assert!(
+        p.exists(),
+        "no Tower hook at {}: cargo build -p hangar-hook, or set HANGAR_TOWER_HOOK_BIN",
+        p.display()
+    );
+    p
+}
+
+/// A test's own folder: the workspace `ws`, `sentinel` beside it, and the key file.
+struct Place {
+    dir: tempfile::TempDir,
+    ws: PathBuf,
+    sentinel: PathBuf,
+    key: PathBuf,
+}
+
+fn place() -> Place {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let sentinel = dir.path().join("sentinel");
+    std::fs::write(&sentinel, "still here").unwrap();
+    let key = dir.path().join("tower.key");
+    std::fs::write(&key, TOWER_KEY).unwrap();
+    Place {
+        dir,
+        ws,
+        sentinel,
+        key,
+    }
+}
+
+fn bash(cmd: &str) -> hangar_testkit::Step {
+    hangar_testkit::Step::tool("Bash", json!({"command": cmd, "description": "run it"}))
+}
+
+fn script(cmd: &str) -> hangar_testkit::Script {
+    hangar_testkit::Script::new([bash(cmd), hangar_testkit::Step::text("done")])
+}
+
+/// Starts the driver with the Tower hook at `hook`, reaching `url`.
+fn start_hooked(rig: &mut Rig, policy: &str, p: &Place, hook: &Path, url: &str, extra: &[&str]) {
+    let mut args: Vec<String> = vec![
+        "--cwd".into(),
+        p.ws.display().to_string(),
+        "--tower-hook".into(),
+        hook.display().to_string(),
+        "--tower-url".into(),
+        url.into(),
+        "--tower-key-file".into(),
+        p.key.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    rig.start_with(rig.driver_command(policy, &refs));
+}
+
+/// The one tool result the model got back: (text, is_error).
+fn tool_result(rig: &Rig) -> (String, bool) {
+    let reqs = rig.fake.wait_for_requests(2, LONG).unwrap();
+    let results = reqs[1].tool_results();
+    assert_eq!(results.len(), 1, "{results:?}");
+    (results[0].1.clone(), results[0].2)
+}
+
+/// Runs one hooked turn of `cmd` under auto and returns the tool result.
+fn hooked_turn(tower_url: &str, p: &Place, cmd: &str, extra: &[&str]) -> (Rig, String, bool) {
+    let mut rig = Rig::new(script(cmd), "do it");
+    start_hooked(&mut rig, "auto", p, &tower_hook_bin(), tower_url, extra);
+    assert_eq!(rig.wait_exit(LONG), 0, "{}", rig.log_text());
+    let (text, err) = tool_result(&rig);
+    (rig, text, err)
+}
+
+#[test]
+fn allow_runs_the_call_and_the_manifest_names_the_hook() {
+    let p = place();
+    let t = TowerDouble::start().unwrap();
+    let (rig, _text, err) = hooked_turn(&t.url(), &p, MAKE, &[]);
+    assert!(!err);
+    assert_eq!(
+        std::fs::read_to_string(p.ws.join("made.txt")).unwrap(),
+        "hi\n"
+    );
+    let calls = t.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].target, "/hooks/claude-code");
+    assert_eq!(calls[0].body["tool_input"]["command"], MAKE);
+    let started = rig.wait_type("hangar.started");
+    let hooks = started["hooks"].as_array().unwrap();
+    let h = hooks
+        .iter()
+        .find(|h| h["name"] == "hangar:tower_hook")
+        .unwrap();
+    let want = sha256_hex(&std::fs::read(tower_hook_bin()).unwrap());
+    assert_eq!(h["digest"], want);
+    let argv: Vec<&str> = started["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let i = argv.iter().position(|a| *a == "--setting-sources").unwrap();
+    assert_eq!(argv[i + 1], "");
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, b).unwrap();
+    let out = Command::new("sha256sum")
+        .arg(&f)
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn deny_blocks_the_call_with_towers_reason() {
+    let p = place();
+    let t = TowerDouble::start().unwrap();
+    t.set_answer(TowerAnswer::Deny("deploy freeze until Monday".into()));
+    let (_rig, text, err) = hooked_turn(&t.url(), &p, MAKE, &[]);
+    assert!(err);
+    assert!(
+        text.contains("Tower denied this call: deploy freeze until Monday"),
+        "{text}"
+    );
+    assert!(!p.ws.join("made.txt").exists());
+}
+
+#[test]
+fn wait_then_signed_allow_deny_or_nobody() {
+    let p = place();
+    let t = TowerDouble::start().unwrap();
+    t.set_answer(TowerAnswer::Wait {
+        reason: "a person signs".into(),
+        sign: Some((Duration::from_millis(800), true)),
+    });
+    let (_rig, _text, err) = hooked_turn(&t.url(), &p, MAKE, &[]);
+    assert!(!err);
+    assert!(p.ws.join("made.txt").exists());
+    std::fs::remove_file(p.ws.join("made.txt")).unwrap();
+
+    t.set_answer(TowerAnswer::Wait {
+        reason: "a person signs".into(),
+        sign: Some((Duration::from_millis(300), false)),
+    });
+    let (_rig, text, err) = hooked_turn(&t.url(), &p, MAKE, &[]);
+    assert!(err && text.contains("refused Tower's approval"), "{text}");
+    assert!(!p.ws.join("made.txt").exists());
+
+    t.set_answer(TowerAnswer::Wait {
+        reason: "a person signs".into(),
+        sign: None,
+    });
+    let (_rig, text, err) = hooked_turn(&t.url(), &p, MAKE, &["--tower-wait-seconds", "2"]);
+    assert!(err && text.contains("no one signed"), "{text}");
+    assert!(!p.ws.join("made.txt").exists());
+}
+
+#[test]
+fn every_fault_blocks_the_call_and_the_turn_shows_why() {
+    let p = place();
+    let t = TowerDouble::start().unwrap();
+    let faults: Vec<(TowerFault, Duration, &str)> = vec![
+        (
+            TowerFault::Status(500),
+            Duration::ZERO,
+            "Tower failed (500)",
+        ),
+        (TowerFault::Status(401), Duration::ZERO, "refused the key"),
+        (TowerFault::Garbage, Duration::ZERO, "not JSON"),
+        (TowerFault::WrongShape, Duration::ZERO, "no decision"),
+        (
+            TowerFault::None,
+            Duration::from_secs(4),
+            "did not answer in time",
+        ),
+    ];
+    for (fault, delay, want) in faults {
+        t.set_fault(fault.clone());
+        t.set_delay(delay);
+        let (_rig, text, err) = hooked_turn(&t.url(), &p, MAKE, &["--tower-call-seconds", "1"]);
+        assert!(err && text.contains(want), "{fault:?}/{delay:?}: {text}");
+        assert!(
+            !p.ws.join("made.txt").exists(),
+            "{fault:?} let the call run"
+        );
+    }
+    t.set_fault(TowerFault::None);
+    t.set_delay(Duration::ZERO);
+
+    let (_rig, text, err) = hooked_turn(&TowerDouble::down_url().unwrap(), &p, MAKE, &[]);
+    assert!(err && text.contains("unreachable"), "{text}");
+
+    // The key file missing.
+    let gone = place();
+    std::fs::remove_file(&gone.key).unwrap();
+    let (_rig, text, err) = hooked_turn(&t.url(), &gone, MAKE, &[]);
+    assert!(err && text.contains("key file"), "{text}");
+    assert!(!gone.ws.join("made.txt").exists());
+
+    // The hook binary missing, or there but not executable: `|| exit 2` blocks.
+    for hook in [p.dir.path().join("no-such-hook"), {
+        let f = p.dir.path().join("not-executable");
+        std::fs::write(&f, "#!/bin/sh\nexit 0\n").unwrap();
+        f
+    }] {
+        let mut rig = Rig::new(script(MAKE), "do it");
+        start_hooked(&mut rig, "auto", &p, &hook, &t.url(), &[]);
+        assert_eq!(rig.wait_exit(LONG), 0, "{}", rig.log_text());
+        let (text, err) = tool_result(&rig);
+        assert!(err, "{}: {text}", hook.display());
+        assert!(!p.ws.join("made.txt").exists(), "{}", hook.display());
+    }
+}
+
+#[test]
+fn a_tower_allow_of_a_risky_call_is_still_denied() {
+    let p = place();
+    let t = TowerDouble::start().unwrap();
+    let (_rig, text, err) = hooked_turn(&t.url(), &p, "rm -rf ../sentinel", &[]);
+    assert!(
+        err && text.contains("deny-risky/destroy-outside-workspace"),
+        "{text}"
+    );
+    assert!(p.sentinel.exists(), "the risky command ran");
+}
+
+#[test]
+fn settings_of_the_agent_and_the_repo_change_nothing() {
+    let p = place();
+    let t = TowerDouble::start().unwrap();
+    t.set_answer(TowerAnswer::Deny("Tower says no".into()));
+    let off = json!({"disableAllHooks": true, "permissions": {"allow": ["Bash"]}}).to_string();
+    std::fs::create_dir_all(p.ws.join(".claude")).unwrap();
+    std::fs::write(p.ws.join(".claude/settings.json"), &off).unwrap();
+    std::fs::write(p.ws.join(".claude/settings.local.json"), &off).unwrap();
+    let mut rig = Rig::new(script(MAKE), "do it");
+    for home in [rig.user_home.path().join(".claude"), rig.config_dir()] {
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join("settings.json"), &off).unwrap();
+    }
+    start_hooked(&mut rig, "auto", &p, &tower_hook_bin(), &t.url(), &[]);
+    assert_eq!(rig.wait_exit(LONG), 0, "{}", rig.log_text());
+    let (text, err) = tool_result(&rig);
+    assert!(err && text.contains("Tower says no"), "{text}");
+    assert!(!p.ws.join("made.txt").exists());
+}
+
+#[test]
+fn with_the_hook_on_ask_asks_no_person_and_tower_once_per_call() {
+    let p = place();
+    let t = TowerDouble::start().unwrap();
+    let mut rig = Rig::new(script(MAKE), "do it");
+    start_hooked(&mut rig, "ask", &p, &tower_hook_bin(), &t.url(), &[]);
+    assert_eq!(rig.wait_exit(LONG), 0, "{}", rig.log_text());
+    assert!(p.ws.join("made.txt").exists());
+    assert!(
+        rig.lines_of("hangar.approval").is_empty(),
+        "no person was asked"
+    );
+    assert_eq!(t.calls().len(), 1, "one call, one request to Tower");
+    let warned = rig
+        .lines_of("hangar.warning")
+        .iter()
+        .any(|w| w["message"].as_str().unwrap().contains("Tower hook"));
+    assert!(warned, "{}", rig.log_text());
+    assert_eq!(rig.wait_type("hangar.started")["policy"], "ask");
+}
+
+fn governed_turn(t: &TowerDouble, p: &Place, cmd: &str) -> (Rig, String, bool) {
+    let mut rig = Rig::new(script(cmd), "do it");
+    let args = [
+        "--cwd",
+        p.ws.to_str().unwrap(),
+        "--tower-url",
+        &t.url(),
+        "--tower-key-file",
+        p.key.to_str().unwrap(),
+    ];
+    rig.start_with(rig.driver_command("governed", &args));
+    assert_eq!(rig.wait_exit(LONG), 0, "{}", rig.log_text());
+    let (text, err) = tool_result(&rig);
+    (rig, text, err)
+}
+
+#[test]
+fn governed_sends_the_request_to_tower_whose_answer_is_final() {
+    let p = place();
+    let t = TowerDouble::start().unwrap();
+    let (rig, _text, err) = governed_turn(&t, &p, MAKE);
+    assert!(!err);
+    assert!(p.ws.join("made.txt").exists());
+    let calls = t.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].target, "/approvals");
+    assert_eq!(calls[0].body["harness"], "claude-code");
+    assert_eq!(calls[0].body["tool_name"], "Bash");
+    let answered = rig.wait_type("hangar.approval_answered");
+    assert_eq!(
+        (answered["decision"].clone(), answered["by"].clone()),
+        (json!("allow"), json!("tower"))
+    );
+    std::fs::remove_file(p.ws.join("made.txt")).unwrap();
+
+    t.set_answer(TowerAnswer::Deny("not today".into()));
+    let (_rig, text, err) = governed_turn(&t, &p, MAKE);
+    assert!(err && text.contains("not today"), "{text}");
+    assert!(!p.ws.join("made.txt").exists());
+
+    // The rules come first: Tower never hears of a call they deny.
+    let before = t.calls().len();
+    let (rig, text, err) = governed_turn(&t, &p, "rm -rf ../sentinel");
+    assert!(err && text.contains("deny-risky/"), "{text}");
+    assert!(p.sentinel.exists());
+    assert_eq!(t.calls().len(), before);
+    assert!(!rig.lines_of("hangar.rules_denied").is_empty());
+    let _: Option<Value> = None;
+}

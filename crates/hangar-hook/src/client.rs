@@ -1,0 +1,474 @@
+//! A client of Tower's contract (`../shared/design/tower-contract.md`), std only: HTTP/1.1 over
+//! a TCP connection per request (`connection: close`), a deadline on every step, answers capped
+//! at [`MAX_ANSWER`]. Every way Tower can fail to give a readable answer is a [`Fault`]: the
+//! callers fail closed on it.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The largest answer read; a longer one is a fault.
+pub const MAX_ANSWER: usize = 1024 * 1024;
+/// The longest single long poll the contract allows.
+pub const MAX_POLL: u64 = 60;
+
+/// Why Tower gave no answer the client can use. The text says it for a person.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault(pub String);
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Tower's answer to a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allow {
+        reason: String,
+    },
+    Deny {
+        reason: String,
+    },
+    /// A person must sign approval `id` first.
+    Wait {
+        id: String,
+        reason: String,
+    },
+}
+
+/// An approval's state after a poll.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalState {
+    /// `pending`, `allowed`, `denied` or `expired`.
+    pub state: String,
+    pub reason: String,
+    /// Who signed (person, or email), when someone did.
+    pub signer: Option<String>,
+}
+
+/// Where Tower is and how to reach it.
+#[derive(Clone, Debug)]
+pub struct Tower {
+    /// `host:port` for the Host header.
+    authority: String,
+    addrs: Vec<SocketAddr>,
+    /// Path prefix of `TOWER` (without a trailing slash).
+    prefix: String,
+    token: String,
+    shown: String,
+}
+
+impl Tower {
+    /// `url` is `HANGAR_GOVERNANCE_URL` (`http://host[:port][/prefix]`); `token` the key or
+    /// passport. Only plain HTTP is spoken by this build.
+    pub fn new(url: &str, token: &str) -> Result<Tower, Fault> {
+        let url = url.trim_end_matches('/');
+        let Some(rest) = url.strip_prefix("http://") else {
+            return Err(Fault(if url.starts_with("https://") {
+                format!(
+                    "Tower's address {url} uses https, which this build of the hook does not speak yet; put Tower behind a plain-http address reachable only from the sandbox"
+                )
+            } else {
+                format!("Tower's address {url:?} is not an http:// URL")
+            }));
+        };
+        let (authority, prefix) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        if authority.is_empty() {
+            return Err(Fault(format!("Tower's address {url:?} names no host")));
+        }
+        let with_port = if authority
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+        {
+            authority.to_owned()
+        } else {
+            format!("{authority}:80")
+        };
+        let addrs: Vec<SocketAddr> = with_port
+            .to_socket_addrs()
+            .map_err(|e| {
+                Fault(format!(
+                    "Tower at {url} is unreachable: cannot resolve {authority}: {e}"
+                ))
+            })?
+            .collect();
+        if token.trim().is_empty() {
+            return Err(Fault("the key or passport for Tower is empty".into()));
+        }
+        Ok(Tower {
+            authority: authority.to_owned(),
+            addrs,
+            prefix: prefix.to_owned(),
+            token: token.trim().to_owned(),
+            shown: url.to_owned(),
+        })
+    }
+
+    /// `POST TOWER/<path>` (`hooks/claude-code` or `approvals`) with `body`; Tower's decision.
+    pub fn call(&self, path: &str, body: &Value, deadline: Instant) -> Result<Decision, Fault> {
+        let v = self.json("POST", &format!("/{path}"), Some(body), deadline)?;
+        let reason = v
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        match v.get("decision").and_then(Value::as_str) {
+            Some("allow") => Ok(Decision::Allow { reason }),
+            Some("deny") => Ok(Decision::Deny { reason }),
+            Some("wait") => {
+                let id = v
+                    .get("approval")
+                    .and_then(|a| a.get("id"))
+                    .and_then(Value::as_str)
+                    .filter(|id| valid_id(id))
+                    .ok_or_else(|| {
+                        Fault("Tower said wait but named no readable approval id".into())
+                    })?;
+                Ok(Decision::Wait {
+                    id: id.to_owned(),
+                    reason,
+                })
+            }
+            _ => Err(Fault(format!(
+                "Tower's answer has no decision hangar can read: {}",
+                short(&v.to_string())
+            ))),
+        }
+    }
+
+    /// One long poll of approval `id` (`wait` seconds, at most 60).
+    pub fn poll(&self, id: &str, wait: u64, deadline: Instant) -> Result<ApprovalState, Fault> {
+        if !valid_id(id) {
+            return Err(Fault(format!("{id:?} is not an approval id")));
+        }
+        let v = self.json(
+            "GET",
+            &format!("/approvals/{id}?wait={}", wait.min(MAX_POLL)),
+            None,
+            deadline,
+        )?;
+        let state = v.get("state").and_then(Value::as_str);
+        let state = match state {
+            Some(s @ ("pending" | "allowed" | "denied" | "expired")) => s.to_owned(),
+            _ => {
+                return Err(Fault(format!(
+                    "Tower's approval answer has no state hangar can read: {}",
+                    short(&v.to_string())
+                )));
+            }
+        };
+        let signer = v.get("signer").and_then(|s| {
+            s.get("person")
+                .or_else(|| s.get("email"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        Ok(ApprovalState {
+            state,
+            reason: v
+                .get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            signer,
+        })
+    }
+
+    /// Asks until the approval is signed, refused or expired, or `limit` passes: `Ok` when a
+    /// person allowed it, `Err` with the reason otherwise.
+    pub fn wait_for_signature(&self, id: &str, limit: Duration) -> Result<(), Fault> {
+        let end = Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Fault(format!(
+                    "no one signed Tower's approval {id} within {} s, so the call is refused as unsigned",
+                    limit.as_secs()
+                )));
+            }
+            let wait = left.as_secs().clamp(1, MAX_POLL);
+            let st = self.poll(id, wait, Instant::now() + Duration::from_secs(wait + 10))?;
+            match st.state.as_str() {
+                "allowed" => return Ok(()),
+                "denied" => {
+                    return Err(Fault(format!(
+                        "{} refused Tower's approval {id}{}",
+                        st.signer.as_deref().unwrap_or("a person"),
+                        if st.reason.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", st.reason)
+                        }
+                    )));
+                }
+                "expired" => return Err(Fault(format!("Tower's approval {id} expired unsigned"))),
+                _ => {}
+            }
+        }
+    }
+
+    fn json(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        deadline: Instant,
+    ) -> Result<Value, Fault> {
+        let (status, bytes) = self.request(method, path, body, deadline)?;
+        if status != 200 {
+            let detail = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| {
+                    let code = v.get("error").and_then(Value::as_str)?.to_owned();
+                    let msg = v.get("message").and_then(Value::as_str).unwrap_or_default();
+                    Some(format!("{code}: {msg}"))
+                })
+                .unwrap_or_else(|| short(&String::from_utf8_lossy(&bytes)));
+            let what = match status {
+                401 => "Tower refused the key or passport (401)".to_owned(),
+                403 => "Tower does not let this key or passport make the call (403)".to_owned(),
+                s if s >= 500 => format!("Tower failed ({s})"),
+                s => format!("Tower answered {s}"),
+            };
+            return Err(Fault(format!("{what}: {detail}")));
+        }
+        serde_json::from_slice(&bytes).map_err(|_| {
+            Fault(format!(
+                "Tower's answer is not JSON: {}",
+                short(&String::from_utf8_lossy(&bytes))
+            ))
+        })
+    }
+
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        deadline: Instant,
+    ) -> Result<(u16, Vec<u8>), Fault> {
+        let timeout = || {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                Err(Fault(format!(
+                    "Tower at {} did not answer in time",
+                    self.shown
+                )))
+            } else {
+                Ok(left)
+            }
+        };
+        let mut last = None;
+        let mut stream = None;
+        for a in &self.addrs {
+            match TcpStream::connect_timeout(a, timeout()?) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let Some(mut s) = stream else {
+            return Err(Fault(format!(
+                "Tower at {} is unreachable: {}",
+                self.shown,
+                last.map_or_else(|| "no address".to_owned(), |e| e.to_string())
+            )));
+        };
+        let _ = s.set_nodelay(true);
+        let payload = body.map(Value::to_string).unwrap_or_default();
+        let mut req = format!(
+            "{method} {}{path} HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {}\r\naccept: application/json\r\nconnection: close\r\nuser-agent: hangar-tower-hook\r\n",
+            self.prefix, self.authority, self.token
+        );
+        if body.is_some() {
+            req.push_str(&format!(
+                "content-type: application/json\r\ncontent-length: {}\r\n",
+                payload.len()
+            ));
+        }
+        req.push_str("\r\n");
+        req.push_str(&payload);
+        let io_fault = |e: std::io::Error| {
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) {
+                Fault(format!("Tower at {} did not answer in time", self.shown))
+            } else {
+                Fault(format!(
+                    "the connection to Tower at {} failed: {e}",
+                    self.shown
+                ))
+            }
+        };
+        s.set_write_timeout(Some(timeout()?)).map_err(io_fault)?;
+        s.write_all(req.as_bytes()).map_err(io_fault)?;
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            s.set_read_timeout(Some(timeout()?)).map_err(io_fault)?;
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    raw.extend_from_slice(&buf[..n]);
+                    if raw.len() > MAX_ANSWER + 16 * 1024 {
+                        return Err(Fault(format!(
+                            "Tower's answer is larger than {} KiB",
+                            MAX_ANSWER / 1024
+                        )));
+                    }
+                    if complete(&raw) {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_fault(e)),
+            }
+        }
+        parse_response(&raw)
+    }
+}
+
+/// Approval ids are tokens, never paths.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 200
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && id != "."
+        && id != ".."
+}
+
+fn short(s: &str) -> String {
+    let s = s.trim();
+    if s.chars().count() <= 200 {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(200).collect::<String>())
+    }
+}
+
+fn head_end(raw: &[u8]) -> Option<usize> {
+    raw.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+fn content_length(head: &str) -> Option<usize> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| v.trim().parse().ok())
+            .flatten()
+    })
+}
+
+fn chunked(head: &str) -> bool {
+    head.lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("transfer-encoding")
+                && v.to_ascii_lowercase().contains("chunked")
+        })
+    })
+}
+
+/// Whether the whole answer is in (so a server that keeps the connection open is not waited on).
+fn complete(raw: &[u8]) -> bool {
+    let Some(end) = head_end(raw) else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&raw[..end]);
+    match content_length(&head) {
+        Some(n) => raw.len() >= end + n,
+        None => chunked(&head) && raw.ends_with(b"0\r\n\r\n"),
+    }
+}
+
+fn parse_response(raw: &[u8]) -> Result<(u16, Vec<u8>), Fault> {
+    let end = head_end(raw).ok_or_else(|| {
+        Fault(if raw.is_empty() {
+            "Tower closed the connection without an answer".into()
+        } else {
+            "Tower's answer is cut short (no complete header)".into()
+        })
+    })?;
+    let head = String::from_utf8_lossy(&raw[..end]);
+    let status: u16 = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Fault("Tower's answer has no HTTP status line".into()))?;
+    let body = &raw[end..];
+    let body = if let Some(n) = content_length(&head) {
+        if body.len() < n {
+            return Err(Fault(format!(
+                "Tower's answer is cut short ({} of {n} bytes)",
+                body.len()
+            )));
+        }
+        body[..n].to_vec()
+    } else if chunked(&head) {
+        dechunk(body).ok_or_else(|| Fault("Tower's chunked answer is cut short".into()))?
+    } else {
+        body.to_vec()
+    };
+    if body.len() > MAX_ANSWER {
+        return Err(Fault(format!(
+            "Tower's answer is larger than {} KiB",
+            MAX_ANSWER / 1024
+        )));
+    }
+    Ok((status, body))
+}
+
+fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let nl = b.windows(2).position(|w| w == b"\r\n")?;
+        let size_text = std::str::from_utf8(&b[..nl]).ok()?;
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        b = &b[nl + 2..];
+        if size == 0 {
+            return Some(out);
+        }
+        if b.len() < size + 2 {
+            return None;
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
+}
+
+/// The `client` member hangar adds to what it sends Tower.
+pub fn client_info(env: Option<&str>, sandbox: Option<&str>, run: Option<&str>) -> Value {
+    json!({"name": "hangar", "env": env, "sandbox": sandbox, "run": run})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn responses_are_read_or_refused() {
+        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
+        assert_eq!(parse_response(ok).unwrap(), (200, b"{}".to_vec()));
+        let cut = b"HTTP/1.1 200 OK\r\ncontent-length: 20\r\n\r\n{}";
+        assert!(parse_response(cut).is_err());
+        let ch = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+        assert_eq!(parse_response(ch).unwrap(), (200, b"{}".to_vec()));
+        assert!(parse_response(b"").is_err());
+        assert!(Tower::new("https://tower.example", "k").is_err());
+        assert!(Tower::new("http://127.0.0.1:1", " ").is_err());
+        assert!(!valid_id("../x") && valid_id("ap_1"));
+    }
+}

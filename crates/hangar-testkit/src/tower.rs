@@ -1,0 +1,463 @@
+//! [`TowerDouble`]: a stand-in for Tower, the approvals server, following
+//! `../shared/design/tower-contract.md` (std only, 127.0.0.1, port 0 by default).
+//!
+//! Contract endpoints: `POST /hooks/claude-code` and `POST /approvals` (answer `allow`, `deny` or
+//! `wait` with an approval), `GET /approvals/<id>?wait=N` (long poll, at most 60 s). Every
+//! request needs `Authorization: Bearer <key>`: an unknown key gets 401, a key marked forbidden
+//! 403, both with `{"error","message"}`. Only in the double: `POST /_test/approvals/<id>/sign`
+//! `{"decision": "allow"|"deny", "person": ...}`, and the knobs below to fail in each way.
+
+use std::collections::HashMap;
+use std::io::{BufReader, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::error::TestkitError;
+use crate::http::{self, HttpRequest};
+
+/// How Tower answers a call (`/hooks/claude-code`, `/approvals`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum TowerAnswer {
+    Allow(String),
+    Deny(String),
+    /// `wait` with a new approval; `sign` signs it after a delay (`true` allows), else it waits
+    /// for [`TowerDouble::sign`] or `/_test/approvals/<id>/sign`.
+    Wait {
+        reason: String,
+        sign: Option<(Duration, bool)>,
+    },
+}
+
+/// A way to fail, for the contract's endpoints (calls and polls alike).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TowerFault {
+    /// Answer normally.
+    None,
+    /// Accept the connection and close it without a word.
+    Hangup,
+    /// This status with an `{"error","message"}` body (500, 401, 403, ...).
+    Status(u16),
+    /// `200` with a body that is not JSON.
+    Garbage,
+    /// `200` with JSON of another shape (no `decision` / `state`).
+    WrongShape,
+    /// `200` with a `content-length` longer than the body sent, then the connection closes.
+    Truncated,
+    /// `200` with a body of this many bytes (valid JSON, padded).
+    Huge(usize),
+}
+
+/// One request the double received.
+#[derive(Clone, Debug)]
+pub struct TowerRequest {
+    pub method: String,
+    /// The target with its query string.
+    pub target: String,
+    pub authorization: Option<String>,
+    /// The JSON body (`Null` when none or not JSON).
+    pub body: Value,
+}
+
+#[derive(Clone, Debug)]
+struct Approval {
+    state: &'static str,
+    reason: String,
+    signer: Option<(String, String)>,
+}
+
+#[derive(Debug)]
+struct State {
+    answer: TowerAnswer,
+    fault: TowerFault,
+    delay: Duration,
+    keys: Vec<String>,
+    forbidden: Vec<String>,
+    requests: Vec<TowerRequest>,
+    approvals: HashMap<String, Approval>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    stopping: AtomicBool,
+    next_id: AtomicU64,
+    base: String,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The Tower double. Stops (and frees its port) when dropped.
+#[derive(Debug)]
+pub struct TowerDouble {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+/// The key the double accepts unless told otherwise.
+pub const TOWER_KEY: &str = "tower-test-key";
+
+impl TowerDouble {
+    /// Starts on 127.0.0.1 (port 0: a free one) answering `allow`, accepting [`TOWER_KEY`].
+    pub fn start() -> Result<TowerDouble, TestkitError> {
+        TowerDouble::start_on(0)
+    }
+
+    /// Starts on 127.0.0.1:`port`.
+    pub fn start_on(port: u16) -> Result<TowerDouble, TestkitError> {
+        let listener = TcpListener::bind(("127.0.0.1", port))
+            .map_err(|e| TestkitError::io("binding the Tower double to 127.0.0.1", e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| TestkitError::io("reading the Tower double's address", e))?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                answer: TowerAnswer::Allow("allowed by the Tower double".into()),
+                fault: TowerFault::None,
+                delay: Duration::ZERO,
+                keys: vec![TOWER_KEY.into()],
+                forbidden: Vec::new(),
+                requests: Vec::new(),
+                approvals: HashMap::new(),
+            }),
+            changed: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            base: format!("http://{addr}"),
+        });
+        let s = Arc::clone(&shared);
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(conn) = conn else { continue };
+                let s = Arc::clone(&s);
+                thread::spawn(move || serve(&s, conn));
+            }
+        });
+        Ok(TowerDouble { addr, shared })
+    }
+
+    /// `http://127.0.0.1:PORT` (no trailing slash): `HANGAR_GOVERNANCE_URL`.
+    pub fn url(&self) -> String {
+        self.shared.base.clone()
+    }
+
+    /// A URL where nothing listens (Tower down): a port bound and released at once.
+    pub fn down_url() -> Result<String, TestkitError> {
+        let l = TcpListener::bind(("127.0.0.1", 0))
+            .map_err(|e| TestkitError::io("binding a port to release", e))?;
+        let addr = l
+            .local_addr()
+            .map_err(|e| TestkitError::io("reading a released port", e))?;
+        drop(l);
+        Ok(format!("http://{addr}"))
+    }
+
+    /// How calls are answered from now on.
+    pub fn set_answer(&self, a: TowerAnswer) {
+        self.shared.lock().answer = a;
+    }
+
+    /// How every contract endpoint fails from now on ([`TowerFault::None`] to stop failing).
+    pub fn set_fault(&self, f: TowerFault) {
+        self.shared.lock().fault = f;
+    }
+
+    /// A pause before every answer (slow Tower).
+    pub fn set_delay(&self, d: Duration) {
+        self.shared.lock().delay = d;
+    }
+
+    /// The keys (or passports) accepted; others get 401.
+    pub fn set_keys(&self, keys: &[&str]) {
+        self.shared.lock().keys = keys.iter().map(|k| (*k).to_owned()).collect();
+    }
+
+    /// Keys that are known but may not make calls: 403.
+    pub fn set_forbidden(&self, keys: &[&str]) {
+        self.shared.lock().forbidden = keys.iter().map(|k| (*k).to_owned()).collect();
+    }
+
+    /// Signs a pending approval as `person` (`allow` true or false); false if there is none.
+    pub fn sign(&self, id: &str, allow: bool, person: &str) -> bool {
+        sign(&self.shared, id, allow, person)
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<TowerRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// The calls (`POST /hooks/claude-code` and `POST /approvals`) received so far.
+    pub fn calls(&self) -> Vec<TowerRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && !r.target.starts_with("/_test/"))
+            .collect()
+    }
+
+    /// Ids of the approvals created so far.
+    pub fn approvals(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.shared.lock().approvals.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Waits until `n` calls have arrived.
+    pub fn wait_for_calls(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<Vec<TowerRequest>, TestkitError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let calls = self.calls();
+            if calls.len() >= n {
+                return Ok(calls);
+            }
+            if Instant::now() > deadline {
+                return Err(TestkitError::Timeout {
+                    what: "Tower calls",
+                    wanted: n,
+                    got: calls.len(),
+                    waited: timeout,
+                });
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for TowerDouble {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.shared.changed.notify_all();
+        // Wake the accept loop so it sees `stopping`.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn sign(shared: &Shared, id: &str, allow: bool, person: &str) -> bool {
+    let mut st = shared.lock();
+    let Some(a) = st.approvals.get_mut(id) else {
+        return false;
+    };
+    if a.state != "pending" {
+        return false;
+    }
+    a.state = if allow { "allowed" } else { "denied" };
+    a.reason = format!("{} by {person}", if allow { "signed" } else { "refused" });
+    a.signer = Some((person.to_owned(), format!("{person}@example.com")));
+    drop(st);
+    shared.changed.notify_all();
+    true
+}
+
+fn serve(shared: &Arc<Shared>, stream: TcpStream) {
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    loop {
+        let req = match http::read_request(&mut reader, &mut writer) {
+            Ok(Some(r)) => r,
+            _ => return,
+        };
+        let keep_alive = !req.wants_close() && !shared.stopping.load(Ordering::SeqCst);
+        if respond(shared, &req, &mut writer, keep_alive).is_err() || !keep_alive {
+            let _ = writer.shutdown(Shutdown::Both);
+            return;
+        }
+    }
+}
+
+fn error(code: &str, message: &str) -> Value {
+    json!({"error": code, "message": message})
+}
+
+fn respond(
+    shared: &Arc<Shared>,
+    req: &HttpRequest,
+    w: &mut TcpStream,
+    keep_alive: bool,
+) -> std::io::Result<()> {
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+    let auth = req.header("authorization").map(str::to_owned);
+    let (fault, delay, answer, known, forbidden) = {
+        let mut st = shared.lock();
+        st.requests.push(TowerRequest {
+            method: req.method.clone(),
+            target: req.target.clone(),
+            authorization: auth.clone(),
+            body: body.clone(),
+        });
+        let token = auth.as_deref().and_then(|a| a.strip_prefix("Bearer "));
+        (
+            st.fault.clone(),
+            st.delay,
+            st.answer.clone(),
+            token.is_some_and(|t| st.keys.iter().any(|k| k == t)),
+            token.is_some_and(|t| st.forbidden.iter().any(|k| k == t)),
+        )
+    };
+    let path = req.path().to_owned();
+    let send = |w: &mut TcpStream, status: u16, v: &Value| {
+        http::write_json(w, status, &[], v.to_string().as_bytes(), keep_alive)
+    };
+    // The double's own endpoint: no auth, no faults.
+    if let Some(rest) = path.strip_prefix("/_test/approvals/")
+        && let Some(id) = rest.strip_suffix("/sign")
+        && req.method == "POST"
+    {
+        let allow = body.get("decision").and_then(Value::as_str) == Some("allow");
+        let person = body
+            .get("person")
+            .and_then(Value::as_str)
+            .unwrap_or("someone");
+        return if sign(shared, id, allow, person) {
+            send(w, 200, &json!({"id": id, "signed": true}))
+        } else {
+            send(
+                w,
+                404,
+                &error("not_found", "no pending approval with that id"),
+            )
+        };
+    }
+    if !delay.is_zero() {
+        thread::sleep(delay);
+    }
+    match fault {
+        TowerFault::None => {}
+        TowerFault::Hangup => return Err(std::io::Error::other("hang up")),
+        TowerFault::Status(code) => {
+            return send(
+                w,
+                code,
+                &error("fault", &format!("the Tower double answers {code}")),
+            );
+        }
+        TowerFault::Garbage => {
+            return http::write_json(w, 200, &[], b"<html>not json at all", keep_alive);
+        }
+        TowerFault::WrongShape => return send(w, 200, &json!({"verdict": "yes", "ok": true})),
+        TowerFault::Truncated => {
+            let full = json!({"decision": "allow", "reason": "cut short"}).to_string();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                full.len() + 100
+            );
+            w.write_all(head.as_bytes())?;
+            w.write_all(&full.as_bytes()[..full.len() / 2])?;
+            w.flush()?;
+            return Err(std::io::Error::other("truncated"));
+        }
+        TowerFault::Huge(n) => {
+            let pad = "x".repeat(n);
+            return send(
+                w,
+                200,
+                &json!({"decision": "allow", "reason": "huge", "pad": pad}),
+            );
+        }
+    }
+    if !known {
+        return send(
+            w,
+            401,
+            &error("unauthorized", "missing, unknown, expired or revoked token"),
+        );
+    }
+    if forbidden {
+        return send(
+            w,
+            403,
+            &error("forbidden", "this token may not make this call"),
+        );
+    }
+    match (req.method.as_str(), path.as_str()) {
+        ("POST", "/hooks/claude-code" | "/approvals") => {
+            if body.get("tool_name").and_then(Value::as_str).is_none() {
+                return send(w, 400, &error("invalid_request", "tool_name is required"));
+            }
+            let v = match answer {
+                TowerAnswer::Allow(reason) => json!({"decision": "allow", "reason": reason}),
+                TowerAnswer::Deny(reason) => json!({"decision": "deny", "reason": reason}),
+                TowerAnswer::Wait { reason, sign: auto } => {
+                    let id = format!("ap_{}", shared.next_id.fetch_add(1, Ordering::SeqCst));
+                    shared.lock().approvals.insert(
+                        id.clone(),
+                        Approval {
+                            state: "pending",
+                            reason: reason.clone(),
+                            signer: None,
+                        },
+                    );
+                    if let Some((after, allow)) = auto {
+                        let s = Arc::clone(shared);
+                        let id = id.clone();
+                        thread::spawn(move || {
+                            thread::sleep(after);
+                            sign(&s, &id, allow, "signer");
+                        });
+                    }
+                    json!({"decision": "wait", "approval": {"id": id, "url": format!("{}/approvals/{id}", shared.base)}, "reason": reason})
+                }
+            };
+            send(w, 200, &v)
+        }
+        ("GET", p) if p.starts_with("/approvals/") => {
+            let id = &p["/approvals/".len()..];
+            let wait = req
+                .target
+                .split_once("wait=")
+                .and_then(|(_, v)| v.split('&').next())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+                .min(60);
+            let deadline = Instant::now() + Duration::from_secs(wait);
+            let mut st = shared.lock();
+            loop {
+                let Some(a) = st.approvals.get(id).cloned() else {
+                    drop(st);
+                    return send(w, 404, &error("not_found", "no approval with that id"));
+                };
+                let now = Instant::now();
+                if a.state != "pending" || now >= deadline || shared.stopping.load(Ordering::SeqCst)
+                {
+                    drop(st);
+                    let signer = a
+                        .signer
+                        .map(|(p, e)| json!({"person": p, "email": e}))
+                        .unwrap_or(Value::Null);
+                    return send(
+                        w,
+                        200,
+                        &json!({"id": id, "state": a.state, "reason": a.reason, "signer": signer}),
+                    );
+                }
+                st = shared
+                    .changed
+                    .wait_timeout(st, deadline - now)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
+            }
+        }
+        _ => send(
+            w,
+            404,
+            &error("not_found", "no such endpoint in the Tower contract"),
+        ),
+    }
+}
