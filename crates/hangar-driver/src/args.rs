@@ -8,7 +8,7 @@
 //!               [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]]
 //!               [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE]
 //!               [--policy governed] [--tower-hook PATH] [--tower-url URL --tower-key-file FILE
-//!               [--tower-wait-seconds N] [--tower-call-seconds N]]
+//!               [--tower-wait-seconds N] [--tower-call-seconds N]] [--tower-hook-digest SHA256]
 //!               [--raw -- CMD [ARG...]]
 //! ```
 //! `--rules FILE` is the environment's deny-risky rules file (rules added, default rules turned
@@ -100,6 +100,8 @@ pub struct Settings {
     pub rules_file: Option<PathBuf>,
     /// The Tower hook to install for this turn (Claude Code only).
     pub tower_hook: Option<PathBuf>,
+    /// The SHA-256 the Tower hook must have (what hangar installed); another refuses the turn.
+    pub tower_hook_digest: Option<String>,
     /// Where Tower is, for the hook or the `governed` policy.
     pub tower: Option<crate::tower::TowerSettings>,
 }
@@ -109,7 +111,7 @@ pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--h
 [--resume ID | --fork ID [--fork-at TURN_ID]] [--session-id UUID] [--model-timeout SECS] \
 [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]] \
 [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE] \
-[--tower-hook PATH] [--tower-url URL --tower-key-file FILE [--tower-wait-seconds N] [--tower-call-seconds N]] \
+[--tower-hook PATH [--tower-hook-digest SHA256]] [--tower-url URL --tower-key-file FILE [--tower-wait-seconds N] [--tower-call-seconds N]] \
 [--raw -- CMD ARGS...]";
 
 /// Parses argv (without the program name).
@@ -129,6 +131,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     let mut rules_file = None;
     let (mut tower_hook, mut tower_url, mut tower_key) = (None, None, None);
     let (mut tower_wait, mut tower_call) = (300u64, 20u64);
+    let mut tower_hook_digest = None;
     while let Some(a) = it.next() {
         let flag = a.to_string_lossy().into_owned();
         if flag == "--raw" {
@@ -190,6 +193,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
             "--agent-home" => home = Some(PathBuf::from(value()?)),
             "--rules" => rules_file = Some(PathBuf::from(value()?)),
             "--tower-hook" => tower_hook = Some(PathBuf::from(value()?)),
+            "--tower-hook-digest" => tower_hook_digest = Some(text(value()?).to_ascii_lowercase()),
             "--tower-url" => tower_url = Some(text(value()?)),
             "--tower-key-file" => tower_key = Some(PathBuf::from(value()?)),
             "--tower-wait-seconds" => tower_wait = number(&flag, value()?)?.into(),
@@ -255,6 +259,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         raw,
         rules_file,
         tower_hook,
+        tower_hook_digest,
         tower,
     })
 }

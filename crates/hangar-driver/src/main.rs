@@ -134,7 +134,25 @@ fn start() -> Result<i32, String> {
     // The Tower hook: the turn's own settings run it before every tool call (see tower.rs).
     let tower_settings = match (&s.tower_hook, &s.tower, s.harness, &s.raw) {
         (Some(hook), Some(t), HarnessKind::Claude, None) => {
-            match HookDigest::of_file(tower::HOOK_NAME, hook) {
+            let digest = HookDigest::of_file(tower::HOOK_NAME, hook);
+            // T16: the hook in the sandbox must be the one hangar installed, or no turn.
+            if let Some(want) = &s.tower_hook_digest {
+                let found = match &digest {
+                    Ok(d) => d.digest.clone(),
+                    Err(e) => format!("unreadable ({e})"),
+                };
+                if *want != found {
+                    let message = format!(
+                        "the Tower hook {} is not the one hangar installed (SHA-256 {found}, expected {want}); the turn is refused",
+                        hook.display()
+                    );
+                    log.hangar(&HangarLine::Error {
+                        message: message.clone(),
+                    });
+                    return Err(message);
+                }
+            }
+            match digest {
                 Ok(d) => hooks.push(d),
                 Err(e) => early_warnings.push(format!(
                     "the Tower hook {} cannot be read ({e}); every tool call will be blocked",

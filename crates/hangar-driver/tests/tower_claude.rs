@@ -353,3 +353,56 @@ fn governed_sends_the_request_to_tower_whose_answer_is_final() {
     assert!(!rig.lines_of("hangar.rules_denied").is_empty());
     let _: Option<Value> = None;
 }
+
+#[test]
+fn a_hook_with_another_digest_refuses_the_turn() {
+    let p = place();
+    let t = TowerDouble::start().unwrap();
+    let hook = p.dir.path().join("tower_hook");
+    std::fs::copy(tower_hook_bin(), &hook).unwrap();
+    let want = sha256_hex(&std::fs::read(&hook).unwrap());
+    // The installed hook, as hangar wrote it: the turn runs.
+    let mut rig = Rig::new(script(MAKE), "do it");
+    start_hooked(
+        &mut rig,
+        "auto",
+        &p,
+        &hook,
+        &t.url(),
+        &["--tower-hook-digest", &want],
+    );
+    assert_eq!(rig.wait_exit(LONG), 0, "{}", rig.log_text());
+    assert!(p.ws.join("made.txt").exists());
+    std::fs::remove_file(p.ws.join("made.txt")).unwrap();
+    // Changed since (the agent appended to it): no turn, and nothing ran.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&hook)
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"tampered").unwrap();
+    drop(f);
+    let mut rig = Rig::new(script(MAKE), "do it");
+    start_hooked(
+        &mut rig,
+        "auto",
+        &p,
+        &hook,
+        &t.url(),
+        &["--tower-hook-digest", &want],
+    );
+    assert_ne!(rig.wait_exit(LONG), 0);
+    let err = rig.wait_type("hangar.error");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("not the one hangar installed"),
+        "{err}"
+    );
+    assert!(
+        rig.lines_of("hangar.started").is_empty(),
+        "no harness started"
+    );
+    assert!(!p.ws.join("made.txt").exists());
+    assert_eq!(t.calls().len(), 1, "only the first turn's call");
+}
