@@ -59,6 +59,29 @@ pub struct Launch<'a> {
     pub policy: Policy,
     pub resume: Option<&'a str>,
     pub options: &'a TurnOptions,
+    /// Policy `governed`: Tower's address and the run's key file (see [`governance`]).
+    pub tower: Option<(String, PathBuf)>,
+}
+
+/// Tower's address for the `governed` policy (`HANGAR_GOVERNANCE_URL`) and the vault credential
+/// with the coding agent's key in Tower (`HANGAR_GOVERNANCE_HOOK_CREDENTIAL`): from the
+/// driver's variables in [`Tools::env`], else the control plane's own environment.
+pub fn governance(tools: &Tools) -> Result<(String, String), ControlError> {
+    let get = |name: &str| {
+        tools
+            .env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+            .filter(|v| !v.is_empty())
+    };
+    match (get("HANGAR_GOVERNANCE_URL"), get("HANGAR_GOVERNANCE_HOOK_CREDENTIAL")) {
+        (Some(url), Some(cred)) => Ok((url, cred)),
+        _ => Err(ControlError::BadRequest(
+            "policy governed needs HANGAR_GOVERNANCE_URL (Tower's address) and HANGAR_GOVERNANCE_HOOK_CREDENTIAL (the vault credential holding the coding agent's key in Tower); set both, or use ask or auto".into(),
+        )),
+    }
 }
 
 /// The driver's argv (without the program).
@@ -66,12 +89,13 @@ pub fn driver_args(tools: &Tools, l: &Launch<'_>) -> Result<Vec<OsString>, Contr
     let policy = match l.policy {
         Policy::Ask => "ask",
         Policy::Auto => "auto",
-        Policy::Governed => {
-            return Err(ControlError::BadRequest(
-                "policy governed needs Tower, which this hangar does not talk to yet; use ask or auto".into(),
-            ));
-        }
+        Policy::Governed => "governed",
     };
+    if l.policy == Policy::Governed && l.tower.is_none() {
+        return Err(ControlError::BadRequest(
+            "policy governed needs Tower: set HANGAR_GOVERNANCE_URL and HANGAR_GOVERNANCE_HOOK_CREDENTIAL".into(),
+        ));
+    }
     let mut a: Vec<OsString> = vec![
         "--ctl".into(),
         l.ctl.into(),
@@ -106,6 +130,14 @@ pub fn driver_args(tools: &Tools, l: &Launch<'_>) -> Result<Vec<OsString>, Contr
     }
     if let Some(t) = l.options.model_timeout {
         a.extend(["--model-timeout".into(), t.to_string().into()]);
+    }
+    if let Some((url, key_file)) = &l.tower {
+        a.extend([
+            "--tower-url".into(),
+            url.into(),
+            "--tower-key-file".into(),
+            key_file.into(),
+        ]);
     }
     Ok(a)
 }

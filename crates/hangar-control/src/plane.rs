@@ -226,7 +226,22 @@ impl ControlPlane {
             .await?;
         }
         let workdir = PathBuf::from(&sandbox.workdir);
+        // Policy governed: the run's copy of Tower's key, in the control folder (hangar's user's,
+        // read by the driver only), removed with the folder.
+        let tower = if session.policy == Policy::Governed {
+            match self.tower_key(&ctl).await {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    self.refuse_turn(&turn, &run_id, person, &e.to_string())
+                        .await?;
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
         let l = Launch {
+            tower,
             run_id: &run_id,
             ctl: &ctl,
             workdir: &workdir,
@@ -263,6 +278,34 @@ impl ControlPlane {
             turn,
             run,
         })
+    }
+
+    /// Writes the coding agent's key in Tower (the vault credential) as `<ctl>/tower.key`
+    /// (0600); Tower's address and the file.
+    async fn tower_key(&self, ctl: &std::path::Path) -> Result<(String, PathBuf), ControlError> {
+        let (url, cred) = launch::governance(&self.tools)?;
+        let key = self.store.credential(&cred).await.map_err(|e| {
+            ControlError::BadRequest(format!(
+                "policy governed: the credential {cred:?} (HANGAR_GOVERNANCE_HOOK_CREDENTIAL) cannot be read: {e}"
+            ))
+        })?;
+        let file = ctl.join("tower.key");
+        let bytes = key.expose().to_vec();
+        let path = file.clone();
+        blocking(move || {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&path)
+                .and_then(|mut f| f.write_all(&bytes))
+        })
+        .await?
+        .map_err(|e| ControlError::Internal(format!("cannot write {}: {e}", file.display())))?;
+        Ok((url, file))
     }
 
     async fn refuse_turn(

@@ -387,3 +387,67 @@ async fn a_handed_back_message_starts_the_next_turn_exactly_once() {
         "exactly one next turn"
     );
 }
+
+/// Policy `governed`: the control plane writes the run's copy of Tower's key (the vault
+/// credential named by HANGAR_GOVERNANCE_HOOK_CREDENTIAL) and the driver asks Tower, whose answer
+/// is final; without the settings the turn is refused with what to set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn governed_asks_tower_with_the_vault_credential() {
+    let env = Env::new(Script::new([
+        bash("echo hi > made.txt"),
+        Step::text("made it"),
+    ]));
+    let tower = hangar_testkit::TowerDouble::start().unwrap();
+    let mut tools = env.tools();
+    tools
+        .env
+        .push(("HANGAR_GOVERNANCE_URL".into(), tower.url()));
+    tools
+        .env
+        .push(("HANGAR_GOVERNANCE_HOOK_CREDENTIAL".into(), "tower".into()));
+    let db = env.home.path().join("hangar.db");
+    let store = Store::open(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let vault = Vault::open_or_create(&env.home.path().join("master.key")).unwrap();
+    let store = store.with_vault(vault).await.unwrap();
+    store
+        .set_credential(
+            "tower",
+            &hangar_store::Secret::new(hangar_testkit::TOWER_KEY.as_bytes().to_vec()),
+        )
+        .await
+        .unwrap();
+    let plane = ControlPlane::new(store, tools);
+    let started = plane
+        .start_session(env.request(Policy::Governed, "make a file"))
+        .await
+        .unwrap();
+    let turn = wait_turn_ended(&plane, &started.turn.id).await;
+    assert_eq!(turn.status, Some(0));
+    assert!(env.work.path().join("made.txt").exists());
+    let calls = tower.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].target, "/approvals");
+    assert_eq!(
+        calls[0].authorization.as_deref(),
+        Some(format!("Bearer {}", hangar_testkit::TOWER_KEY).as_str())
+    );
+    assert!(
+        plane
+            .store()
+            .pending_approvals(&started.run.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // No Tower settings: refused, saying what to set.
+    let env2 = Env::new(Script::new([Step::text("never")]));
+    let plane2 = env2.plane().await;
+    let err = plane2
+        .start_session(env2.request(Policy::Governed, "x"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("HANGAR_GOVERNANCE_URL"), "{err}");
+}
