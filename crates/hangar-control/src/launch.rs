@@ -63,6 +63,31 @@ pub struct Launch<'a> {
     pub tower: Option<(String, PathBuf)>,
 }
 
+/// Whether every turn must run with the Tower hook (`HANGAR_GOVERNANCE_HOOK=required`, from
+/// [`Tools::env`] or the control plane's environment).
+pub fn hook_required(tools: &Tools) -> bool {
+    tools
+        .env
+        .iter()
+        .find(|(k, _)| k == "HANGAR_GOVERNANCE_HOOK")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("HANGAR_GOVERNANCE_HOOK").ok())
+        .is_some_and(|v| v == "required")
+}
+
+/// Why a turn that requires the Tower hook cannot run here (T9, T18): the hook must sit where
+/// the agent cannot remove it, which needs the uid split; local sandboxes have none yet.
+pub fn hook_refusal(harness: Harness) -> &'static str {
+    match harness {
+        Harness::Codex => {
+            "Codex turns that require the Tower hook are refused: a hardened Codex turn runs with hooks disabled, and turning them on would also run hooks the agent writes and trusts in ~/.codex"
+        }
+        Harness::Claude => {
+            "the Tower hook is required (HANGAR_GOVERNANCE_HOOK=required), but this sandbox runs the agent as the driver's own user (no uid split), so the agent could remove the hook; run the turn where hangar owns the harness's settings (Docker with the uid split)"
+        }
+    }
+}
+
 /// Tower's address for the `governed` policy (`HANGAR_GOVERNANCE_URL`) and the vault credential
 /// with the coding agent's key in Tower (`HANGAR_GOVERNANCE_HOOK_CREDENTIAL`): from the
 /// driver's variables in [`Tools::env`], else the control plane's own environment.

@@ -226,6 +226,12 @@ impl ControlPlane {
             .await?;
         }
         let workdir = PathBuf::from(&sandbox.workdir);
+        if launch::hook_required(&self.tools) {
+            // No provider with the uid split is wired yet: every such turn is refused, audited.
+            let why = launch::hook_refusal(session.harness);
+            self.refuse_turn(&turn, &run_id, person, why).await?;
+            return Err(ControlError::BadRequest(why.into()));
+        }
         // Policy governed: the run's copy of Tower's key, in the control folder (hangar's user's,
         // read by the driver only), removed with the folder.
         let tower = if session.policy == Policy::Governed {

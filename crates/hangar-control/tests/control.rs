@@ -451,3 +451,44 @@ async fn governed_asks_tower_with_the_vault_credential() {
         .unwrap_err();
     assert!(err.to_string().contains("HANGAR_GOVERNANCE_URL"), "{err}");
 }
+
+/// `HANGAR_GOVERNANCE_HOOK=required`: a local sandbox has no uid split, so the agent could remove
+/// the hook; the turn is refused and audited (Codex turns with their own reason).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_hook_refuses_turns_where_the_agent_could_remove_it() {
+    let env = Env::new(Script::new([Step::text("never")]));
+    let mut tools = env.tools();
+    tools
+        .env
+        .push(("HANGAR_GOVERNANCE_HOOK".into(), "required".into()));
+    let db = env.home.path().join("hangar.db");
+    let store = Store::open(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let vault = Vault::open_or_create(&env.home.path().join("master.key")).unwrap();
+    let plane = ControlPlane::new(store.with_vault(vault).await.unwrap(), tools);
+    let err = plane
+        .start_session(env.request(Policy::Ask, "x"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no uid split"), "{err}");
+    let mut codex = env.request(Policy::Ask, "x");
+    codex.harness = Harness::Codex;
+    let err = plane.start_session(codex).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Codex turns that require the Tower hook"),
+        "{err}"
+    );
+    let refused = plane
+        .store()
+        .audit()
+        .records(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.action == "turn.refused")
+        .count();
+    assert_eq!(refused, 2);
+    assert!(env.fake.requests().is_empty(), "no harness ran");
+}
