@@ -57,6 +57,21 @@ enum Cmd {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
+    /// A run's steps (the work trees the driver recorded); with `--from N --to M`, what changed
+    /// between two of them.
+    Diff {
+        run: String,
+        #[arg(long, requires = "to")]
+        from: Option<usize>,
+        #[arg(long, requires = "from")]
+        to: Option<usize>,
+        /// Also print git's patch.
+        #[arg(long)]
+        patch: bool,
+        /// JSON (one object per step, or the API's diff).
+        #[arg(long)]
+        json: bool,
+    },
     /// Events: `check RUN` rebuilds the run's events from its log and compares them with the
     /// stored ones.
     Events {
@@ -179,6 +194,13 @@ fn main() -> ExitCode {
         Cmd::Turn {
             action: TurnCmd::Show { turn },
         } => sessions::turn_show(&home, &turn),
+        Cmd::Diff {
+            run,
+            from,
+            to,
+            patch,
+            json,
+        } => sessions::diff(&home, &run, from, to, patch, json),
         Cmd::Transcript { session, json } => sessions::transcript(&home, &session, json),
         Cmd::Events { action, run } if action == "check" => serve::events_check(&home, &run),
         Cmd::Tree { dir } => match hangar_treehash::tree_id(&dir) {

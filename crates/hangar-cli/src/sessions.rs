@@ -140,6 +140,91 @@ pub fn turn_show(home: &Path, turn: &str) -> Result<ExitCode, CliError> {
     })
 }
 
+/// `hangar diff RUN`: the run's steps (the trees the driver recorded); with `--from N --to M`,
+/// the files that changed between two steps with their lines added and deleted (`--patch`: and
+/// git's patch; `--json`: the API's answer).
+pub fn diff(
+    home: &Path,
+    run: &str,
+    from: Option<usize>,
+    to: Option<usize>,
+    patch: bool,
+    json_out: bool,
+) -> Result<ExitCode, CliError> {
+    let (from, to) = match (from, to) {
+        (Some(f), Some(t)) => (f, t),
+        (None, None) => return steps(home, run, json_out),
+        _ => {
+            return Err(CliError::Usage(
+                "give both --from N and --to M (or neither, to list the run's steps)".into(),
+            ));
+        }
+    };
+    with_api(home, true, |api| async move {
+        let d = api
+            .get(&format!("/v1/runs/{}/diff?from={from}&to={to}", seg(run)))
+            .await
+            .map_err(not_found("run", run))?;
+        if json_out {
+            progress::say(&d.to_string());
+            return Ok(ExitCode::SUCCESS);
+        }
+        let files = d["files"].as_array().cloned().unwrap_or_default();
+        let (mut added, mut deleted) = (0u64, 0u64);
+        for f in &files {
+            let n = |k: &str| f[k].as_u64();
+            added += n("added").unwrap_or(0);
+            deleted += n("deleted").unwrap_or(0);
+            let counts = match (n("added"), n("deleted")) {
+                (Some(a), Some(d)) => format!("+{a} -{d}"),
+                _ => "binary".to_owned(),
+            };
+            progress::say(&format!("{counts}\t{}", f["path"].as_str().unwrap_or("?")));
+        }
+        progress::say(&format!(
+            "step {from} -> step {to}: {} files changed, {added} insertions(+), {deleted} deletions(-)",
+            files.len()
+        ));
+        if patch {
+            progress::say(d["patch"].as_str().unwrap_or_default().trim_end());
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn steps(home: &Path, run: &str, json_out: bool) -> Result<ExitCode, CliError> {
+    with_api(home, true, |api| async move {
+        let s = api
+            .get(&format!("/v1/runs/{}/steps", seg(run)))
+            .await
+            .map_err(not_found("run", run))?;
+        for st in s["steps"].as_array().cloned().unwrap_or_default() {
+            if json_out {
+                progress::say(&st.to_string());
+                continue;
+            }
+            let what = match (st["phase"].as_str(), st["tool_use_id"].as_str()) {
+                (Some(p), _) => p.to_owned(),
+                (None, Some(t)) => format!("after {t}"),
+                _ => "?".to_owned(),
+            };
+            let mut line = format!(
+                "step {}\t{}\t{what}",
+                st["step"],
+                st["tree"].as_str().unwrap_or("?")
+            );
+            if st["trusted"] != true {
+                line.push_str("\tuntrusted");
+            }
+            if let Some(why) = st["skipped"].as_str() {
+                line.push_str(&format!("\tskipped: {why}"));
+            }
+            progress::say(&line);
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
 /// `hangar transcript SESSION [--json]`: the conversation, one line per entry.
 pub fn transcript(home: &Path, session: &str, json_out: bool) -> Result<ExitCode, CliError> {
     with_api(home, true, |api| async move {

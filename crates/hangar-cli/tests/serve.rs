@@ -517,3 +517,101 @@ async fn the_event_stream_resumes_from_last_event_id_without_gaps_or_repeats() {
     let rest = read(Some(*first.last().unwrap()), all.len() - 5).await;
     assert_eq!(rest, all[5..], "resumed with no gap and no repeat");
 }
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The run's steps are the driver's trees; the diff between two is git's, with the objects read
+/// from the turn's pack and the repository (the agent's repository never gets them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_and_the_diff_between_two_of_them() {
+    let s = Server::new(Script::new([
+        bash("printf 'one\\ntwo\\n' > notes.txt && printf 'a\\nb2\\n' > a.txt && rm gone.txt"),
+        Step::text("changed"),
+    ]));
+    let work = s.work.path();
+    std::fs::write(work.join("a.txt"), "a\nb\n").unwrap();
+    std::fs::write(work.join("gone.txt"), "bye\n").unwrap();
+    git(work, &["init", "-q"]);
+    git(work, &["add", "-A"]);
+    git(work, &["commit", "-qm", "start"]);
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"dir": work, "policy": "auto", "prompt": "edit"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(s.turn_ended(&turn).await["status"], 0);
+
+    let out = s.hangar().args(["diff", &run]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = String::from_utf8(out.stdout).unwrap();
+    let steps: Vec<&str> = listed.lines().collect();
+    assert_eq!(steps.len(), 3, "start, after the call, end: {listed}");
+    assert!(
+        steps[0].starts_with("step 0\t") && steps[0].contains("\tstart"),
+        "{listed}"
+    );
+    assert!(steps[1].contains("\tafter "), "{listed}");
+    assert!(steps[2].contains("\tend\tuntrusted"), "{listed}");
+
+    let out = s
+        .hangar()
+        .args(["diff", &run, "--from", "0", "--to", "2", "--patch"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = String::from_utf8(out.stdout).unwrap();
+    let mut files: Vec<&str> = shown.lines().take(3).collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["+0 -1\tgone.txt", "+1 -1\ta.txt", "+2 -0\tnotes.txt"],
+        "{shown}"
+    );
+    assert!(
+        shown.contains("3 files changed, 3 insertions(+), 2 deletions(-)"),
+        "{shown}"
+    );
+    assert!(shown.contains("+b2"), "the patch: {shown}");
+    // git's own view of the same change agrees.
+    git(work, &["add", "-A"]);
+    let numstat = git(work, &["diff", "--cached", "--numstat"]);
+    assert_eq!(numstat.lines().count(), 3, "{numstat}");
+
+    let (status, body) = s
+        .call("GET", &format!("/v1/runs/{run}/diff?from=0&to=9"), None)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("there is no step 9"),
+        "{body}"
+    );
+}

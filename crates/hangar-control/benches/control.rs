@@ -1418,26 +1418,6 @@ mod ingest {
         Ok((lines, bytes, t.elapsed()))
     }
 
-    /// Copies the first `lines` lines of `from` into `to`.
-    fn prefix(from: &Path, to: &Path, lines: u64) -> Res<loggen::Counts> {
-        let mut r = BufReader::new(File::open(from).map_err(err("open the log"))?);
-        let mut w = BufWriter::new(File::create(to).map_err(err("create the prefix"))?);
-        let mut c = loggen::Counts::default();
-        let mut buf = Vec::new();
-        while c.lines < lines {
-            buf.clear();
-            let n = r.read_until(b'\n', &mut buf).map_err(err("read the log"))?;
-            if n == 0 {
-                break;
-            }
-            w.write_all(&buf).map_err(err("write the prefix"))?;
-            c.lines += 1;
-            c.bytes += n as u64;
-        }
-        w.flush().map_err(err("write the prefix"))?;
-        Ok(c)
-    }
-
     /// A pass found no complete line at `cursor`: that must be the end of the file.
     fn stopped_at(path: &Path, cursor: u64) -> Res<()> {
         let len = fs::metadata(path).map(|m| m.len());
@@ -1513,7 +1493,8 @@ mod ingest {
             );
             return Ok(rows);
         };
-        // PostgreSQL on the log's first lines.
+        // PostgreSQL on a shorter log from the same generator (same seed, so the same first
+        // lines), ending with the turn's end as the long one does (the watcher row waits for it).
         let pg_lines = lines_from_env("HANGAR_BENCH_PG_LINES", DEFAULT_PG_LINES)?;
         let pg_log = if pg_lines >= log.counts.lines {
             None
@@ -1521,12 +1502,12 @@ mod ingest {
             let ctl = dir.join("runs/bench-ingest-pg.ctl");
             fs::create_dir_all(&ctl).map_err(err("create the control folder"))?;
             let path = ctl.join("run.log");
-            let counts = prefix(&log.path, &path, pg_lines)?;
+            let counts = loggen::LogGen::new(SEED, "bench-ingest").write(&path, pg_lines, true)?;
             Some(truth_of(path, counts)?.0)
         };
         let pg_log = pg_log.as_ref().unwrap_or(log);
         println!(
-            "  PostgreSQL rows: {} (a fresh schema each), on the log's first {} lines ({} events; HANGAR_BENCH_PG_LINES)",
+            "  PostgreSQL rows: {} (a fresh schema each), on a log of {} lines ({} events; HANGAR_BENCH_PG_LINES)",
             db::redact(&base),
             pg_log.counts.lines,
             pg_log.truth.count

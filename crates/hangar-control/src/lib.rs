@@ -16,9 +16,11 @@
 mod error;
 mod launch;
 mod plane;
+mod trees;
 mod watch;
 
 pub use error::ControlError;
 pub use launch::{Tools, TurnOptions};
 pub use plane::{ControlPlane, Reply, SessionRequest, Started};
+pub use trees::{FileChange, Step, TreeDiff};
 pub use watch::stored_event;

@@ -39,7 +39,7 @@ fn claude_turn_with_an_approved_bash_call() {
     let k: Vec<&EventKind> = events
         .iter()
         .map(|e| &e.kind)
-        .filter(|e| !matches!(e, EventKind::Session { .. }))
+        .filter(|e| !matches!(e, EventKind::Session { .. } | EventKind::Tree { .. }))
         .collect();
     let EventKind::Started {
         harness,

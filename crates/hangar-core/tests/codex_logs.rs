@@ -39,7 +39,7 @@ fn codex_turn_with_commands_and_a_patch_under_auto() {
     let k: Vec<&EventKind> = events
         .iter()
         .map(|e| &e.kind)
-        .filter(|e| !matches!(e, EventKind::Session { .. }))
+        .filter(|e| !matches!(e, EventKind::Session { .. } | EventKind::Tree { .. }))
         .collect();
     let hello = rig.work.path().join("hello.txt").display().to_string();
     assert_eq!(

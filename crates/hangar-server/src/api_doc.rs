@@ -78,6 +78,30 @@ fn reply() -> Value {
         &["outcome"],
     )
 }
+fn step() -> Value {
+    obj(
+        json!({"step": {"type": "integer"}, "tree": string(), "tool_use_id": string(),
+               "phase": {"enum": ["start", "end"]}, "trusted": {"type": "boolean"},
+               "skipped": {}, "event_id": {"type": "integer"}}),
+        &["step", "tree", "trusted", "event_id"],
+    )
+}
+fn steps() -> Value {
+    obj(
+        json!({"run": string(), "steps": {"type": "array", "items": step()}}),
+        &["run", "steps"],
+    )
+}
+fn diff() -> Value {
+    let file = obj(
+        json!({"path": string(), "added": {"type": ["integer", "null"]}, "deleted": {"type": ["integer", "null"]}}),
+        &["path", "added", "deleted"],
+    );
+    obj(
+        json!({"from": step(), "to": step(), "files": {"type": "array", "items": file}, "patch": string()}),
+        &["from", "to", "files", "patch"],
+    )
+}
 fn transcript() -> Value {
     obj(
         json!({"session": string(), "entries": {"type": "array", "items": any_obj()}}),
@@ -249,6 +273,22 @@ pub fn endpoints() -> Vec<Endpoint> {
             "Complete run-log lines from a byte offset (`offset`, `max`)",
             None,
             log,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/runs/{id}/steps",
+            "The run's steps: each tree the driver recorded, numbered from 0",
+            None,
+            steps,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/runs/{id}/diff",
+            "What changed from step `from` to step `to` (files with lines added and deleted, and git's patch)",
+            None,
+            diff,
             200,
         ),
         e(

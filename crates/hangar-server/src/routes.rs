@@ -46,6 +46,8 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
         ("GET", "/v1/runs/{id}/events", get(run_events)),
         ("GET", "/v1/runs/{id}/events/stream", get(run_stream)),
         ("GET", "/v1/runs/{id}/log", get(crate::runlog::run_log)),
+        ("GET", "/v1/runs/{id}/steps", get(steps)),
+        ("GET", "/v1/runs/{id}/diff", get(diff)),
         ("GET", "/v1/credentials", get(list_credentials)),
         ("POST", "/v1/credentials/{name}", post(set_credential)),
         (
@@ -244,6 +246,25 @@ async fn transcript(State(plane): S, _who: Authed, Path(id): Path<String>) -> Ap
 
 async fn get_turn(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
     ok(views::turn(&plane.store().turn(&id).await?))
+}
+
+async fn steps(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+    ok(json!({"run": id, "steps": plane.steps(&id).await?}))
+}
+
+#[derive(Deserialize)]
+struct DiffQuery {
+    from: usize,
+    to: usize,
+}
+
+async fn diff(
+    State(plane): S,
+    _who: Authed,
+    Path(id): Path<String>,
+    Query(q): Query<DiffQuery>,
+) -> ApiResult {
+    ok(json!(plane.diff(&id, q.from, q.to).await?))
 }
 
 async fn get_run(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {

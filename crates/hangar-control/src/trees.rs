@@ -1,0 +1,274 @@
+//! A run's steps (its `tree` events, in order) and the diff between two of them (S31's `hangar
+//! diff`).
+//!
+//! The trees' objects are where the driver left them: in `<ctl>/tree/` while the turn runs,
+//! in `<ctl>/trees.pack` after, and the rest in the repository's own objects (alternates). The
+//! diff is git's own (`git diff`), run in a scratch bare repository of hangar's that only
+//! *reads* those objects: nothing of the agent's repository (its config, hooks, attributes) is
+//! used, and nothing is written into it.
+//!
+//! Non-goals: forks (they rebuild a step's tree into a new sandbox), rename detection.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use hangar_store::EventScope;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::ControlError;
+use crate::plane::ControlPlane;
+
+/// One step of a run: a tree the driver recorded.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Step {
+    /// 0 for the first tree of the run (its start), then one more per tree.
+    pub step: usize,
+    pub tree: String,
+    /// The tool call the tree followed, or none for a phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    /// `start` | `end`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    pub trusted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<Value>,
+    /// The stored event's id.
+    pub event_id: i64,
+}
+
+/// One file changed between two steps; `added`/`deleted` lines are `None` for binary files.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FileChange {
+    pub path: String,
+    pub added: Option<u64>,
+    pub deleted: Option<u64>,
+}
+
+/// What changed from one step to another.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TreeDiff {
+    pub from: Step,
+    pub to: Step,
+    pub files: Vec<FileChange>,
+    /// `git diff`'s patch.
+    pub patch: String,
+}
+
+impl ControlPlane {
+    /// The run's steps, in order.
+    pub async fn steps(&self, run_id: &str) -> Result<Vec<Step>, ControlError> {
+        self.store.run(run_id).await?;
+        let mut steps = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = self
+                .store
+                .events_after(EventScope::Run(run_id), after, hangar_store::MAX_PAGE)
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            for e in page.into_iter().filter(|e| e.kind == "tree") {
+                let p = &e.payload;
+                let s = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
+                let Some(tree) = s("tree") else { continue };
+                steps.push(Step {
+                    step: steps.len(),
+                    tree,
+                    tool_use_id: s("tool_use_id"),
+                    phase: s("phase"),
+                    trusted: p.get("trusted").and_then(Value::as_bool).unwrap_or(false),
+                    skipped: p.get("skipped").cloned().filter(|v| !v.is_null()),
+                    event_id: e.id,
+                });
+            }
+        }
+        Ok(steps)
+    }
+
+    /// What changed from step `from` to step `to` of the run.
+    pub async fn diff(
+        &self,
+        run_id: &str,
+        from: usize,
+        to: usize,
+    ) -> Result<TreeDiff, ControlError> {
+        let steps = self.steps(run_id).await?;
+        let pick = |n: usize| {
+            steps.get(n).cloned().ok_or_else(|| {
+                ControlError::BadRequest(format!(
+                    "run {run_id} has {} steps (0 to {}); there is no step {n}",
+                    steps.len(),
+                    steps.len().saturating_sub(1)
+                ))
+            })
+        };
+        let (a, b) = (pick(from)?, pick(to)?);
+        let run = self.store.run(run_id).await?;
+        let turn = self.store.turn(&run.turn_id).await?;
+        let session = self.store.session(&turn.session_id).await?;
+        let sandbox = self.store.sandbox(&session.sandbox_id).await?;
+        let ctl = PathBuf::from(&run.ctl_path);
+        let workdir = PathBuf::from(&sandbox.workdir);
+        let (ta, tb) = (a.tree.clone(), b.tree.clone());
+        let (files, patch) =
+            tokio::task::spawn_blocking(move || git_diff(&ctl, &workdir, &ta, &tb))
+                .await
+                .map_err(|e| ControlError::Internal(format!("the diff's thread: {e}")))??;
+        Ok(TreeDiff {
+            from: a,
+            to: b,
+            files,
+            patch,
+        })
+    }
+}
+
+/// `git diff` of two trees, in a scratch bare repository whose objects are the run's (its store
+/// or its pack) and the work tree's repository's.
+fn git_diff(
+    ctl: &Path,
+    workdir: &Path,
+    a: &str,
+    b: &str,
+) -> Result<(Vec<FileChange>, String), ControlError> {
+    let scratch = Scratch::new()?;
+    let git_dir = scratch.0.join("diff.git");
+    run_git(
+        &git_dir,
+        &["init", "--bare", "-q", &git_dir.display().to_string()],
+        false,
+    )?;
+    let objects = git_dir.join("objects");
+    let mut alternates = Vec::new();
+    let store = ctl.join("tree");
+    if store.is_dir() {
+        alternates.push(store);
+    }
+    let pack = ctl.join("trees.pack");
+    if pack.is_file() {
+        let packs = objects.join("pack");
+        let copy = |from: &Path, to: &str| {
+            std::fs::copy(from, packs.join(to))
+                .map_err(|e| ControlError::Internal(format!("cannot read {}: {e}", from.display())))
+        };
+        copy(&pack, "pack-turn.pack")?;
+        copy(&ctl.join("trees.idx"), "pack-turn.idx")?;
+    }
+    if let Some(repo) = hangar_treehash::RepoLayout::discover(workdir).objects_dir() {
+        alternates.push(repo);
+    }
+    let list: String = alternates
+        .iter()
+        .map(|p| format!("{}\n", p.display()))
+        .collect();
+    std::fs::write(objects.join("info/alternates"), list)
+        .map_err(|e| ControlError::Internal(format!("scratch repository: {e}")))?;
+    let numstat = run_git(
+        &git_dir,
+        &["diff", "--numstat", "-z", "--no-renames", a, b],
+        true,
+    )?;
+    let patch = run_git(
+        &git_dir,
+        &["diff", "--no-renames", "--no-color", a, b],
+        true,
+    )?;
+    Ok((parse_numstat(&numstat), patch))
+}
+
+/// `git diff --numstat -z`: `ADDED\tDELETED\tPATH\0` per file, `-` counts for binary files.
+fn parse_numstat(out: &str) -> Vec<FileChange> {
+    out.split('\0')
+        .filter(|r| !r.is_empty())
+        .filter_map(|r| {
+            let mut f = r.splitn(3, '\t');
+            let (added, deleted, path) = (f.next()?, f.next()?, f.next()?);
+            Some(FileChange {
+                path: path.to_owned(),
+                added: added.parse().ok(),
+                deleted: deleted.parse().ok(),
+            })
+        })
+        .collect()
+}
+
+fn run_git(git_dir: &Path, args: &[&str], with_dir: bool) -> Result<String, ControlError> {
+    let mut c = Command::new("git");
+    // Only hangar's scratch repository: no system or user config, no hooks, no pager.
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_PAGER", "cat");
+    if with_dir {
+        c.arg("--git-dir").arg(git_dir);
+    }
+    let out = c
+        .args(args)
+        .output()
+        .map_err(|e| ControlError::Internal(format!("cannot run git (is it installed?): {e}")))?;
+    if !out.status.success() {
+        return Err(ControlError::Internal(format!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A scratch folder, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch, ControlError> {
+        let id = hangar_store::new_id("diff")
+            .map_err(|e| ControlError::Internal(format!("scratch folder: {e}")))?;
+        let dir = std::env::temp_dir().join(format!("hangar-{id}"));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| ControlError::Internal(format!("cannot create {}: {e}", dir.display())))?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numstat_reads_counts_binaries_and_odd_paths() {
+        let got = parse_numstat(concat!(
+            "3\t1\ta.txt\0",
+            "-\t-\timg.png\0",
+            "1\t0\twith\ttab\0"
+        ));
+        assert_eq!(
+            got,
+            vec![
+                FileChange {
+                    path: "a.txt".into(),
+                    added: Some(3),
+                    deleted: Some(1)
+                },
+                FileChange {
+                    path: "img.png".into(),
+                    added: None,
+                    deleted: None
+                },
+                FileChange {
+                    path: "with\ttab".into(),
+                    added: Some(1),
+                    deleted: Some(0)
+                },
+            ]
+        );
+    }
+}
