@@ -1316,7 +1316,7 @@ mod ingest {
             "parse + convert: {events} events"
         );
         rows.push(log.pass(
-            "parse + the watcher's to_value -> NewEvent, no db",
+            "parse + the watcher's encoding to JSON text, no db",
             events,
             time,
             String::new(),
