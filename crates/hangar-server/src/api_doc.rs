@@ -150,6 +150,35 @@ fn audit() -> Value {
         &["records"],
     )
 }
+fn me() -> Value {
+    obj(json!({"person": string()}), &["person"])
+}
+fn board() -> Value {
+    let usage = obj(
+        json!({"input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}, "cached_input_tokens": {"type": "integer"}}),
+        &[],
+    );
+    let sandbox = obj(
+        json!({"id": string(), "environment": string(), "kind": string(), "workdir": string(), "person": string()}),
+        &["id", "person"],
+    );
+    let row = json!({"allOf": [session(), obj(
+        json!({"person": {"type": ["string", "null"]}, "sandbox": {"anyOf": [sandbox, {"type": "null"}]},
+               "state": {"type": ["string", "null"]}, "usage": usage, "cost_usd": {"type": ["number", "null"]},
+               "turns": {"type": "array", "items": turn()}}),
+        &["turns", "usage"],
+    )]});
+    obj(
+        json!({"sessions": {"type": "array", "items": row}}),
+        &["sessions"],
+    )
+}
+fn turn_audit() -> Value {
+    obj(
+        json!({"turn": string(), "records": {"type": "array", "items": any_obj()}}),
+        &["turn", "records"],
+    )
+}
 fn verify() -> Value {
     obj(
         json!({"ok": {"type": "boolean"}, "records": {"type": "integer"}, "error": string()}),
@@ -329,6 +358,30 @@ pub fn endpoints() -> Vec<Endpoint> {
             "Check the audit log's hash chain",
             None,
             verify,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/me",
+            "The person the token belongs to",
+            None,
+            me,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/board",
+            "Sessions, newest first, each with its sandbox, person, turns (no manifests), state, tokens and cost (`session`, `limit`)",
+            None,
+            board,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/turns/{id}/audit",
+            "The audit records about one turn (its run's commands, answers, key)",
+            None,
+            turn_audit,
             200,
         ),
     ];

@@ -1,5 +1,5 @@
 //! `hangar serve`'s HTTP side: routing, JSON errors, bearer-token authentication and live event
-//! streams (Server-Sent Events that resume from `Last-Event-ID`).
+//! streams (Server-Sent Events that resume from `Last-Event-ID`), and the web page (`web`).
 //!
 //! Non-goals: no business rules here (they live in `hangar-control`); this crate turns HTTP into
 //! calls on the control plane and results into JSON.
@@ -11,6 +11,7 @@ mod routes;
 mod runlog;
 pub mod sse;
 mod views;
+mod web;
 
 pub use auth::Authed;
 pub use error::ApiError;

@@ -1,4 +1,5 @@
-//! The HTTP API under `/v1/`. Every route but `/v1/health` needs a bearer token.
+//! The HTTP API under `/v1/`. Every route but `/v1/health` needs a bearer token. The web page's
+//! routes (`/`, `/ui/...`, `/assets/...`) are merged in from `web`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,6 +58,14 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
         ),
         ("GET", "/v1/audit", get(audit)),
         ("GET", "/v1/audit/verify", get(audit_verify)),
+        // The web page's own needs (`web/api.rs`).
+        ("GET", "/v1/me", get(crate::web::api::me)),
+        ("GET", "/v1/board", get(crate::web::api::board)),
+        (
+            "GET",
+            "/v1/turns/{id}/audit",
+            get(crate::web::api::turn_audit),
+        ),
     ]
 }
 
@@ -71,6 +80,7 @@ pub fn router(plane: Arc<ControlPlane>) -> Router {
     by_path
         .into_iter()
         .fold(Router::new(), |r, (path, handler)| r.route(path, handler))
+        .merge(crate::web::router())
         .with_state(plane)
 }
 

@@ -40,6 +40,9 @@ pub enum TestkitError {
         /// How to install it.
         hint: &'static str,
     },
+    /// The test browser (chromedriver, Chromium or a WebDriver command) failed; says what.
+    #[error("browser: {0}")]
+    Browser(String),
 }
 
 impl TestkitError {

@@ -1,4 +1,5 @@
-//! Test kit: scripted fake model servers and helpers that find the pinned harness CLIs.
+//! Test kit: scripted fake model servers and helpers that find the pinned harness CLIs, and a
+//! headless Chromium for the web page's tests ([`browser`]).
 //!
 //! hangar's tests run the **real** Claude Code and Codex CLIs with no network. [`FakeAnthropic`]
 //! (Anthropic Messages, for Claude Code) and [`FakeOpenAi`] (OpenAI Responses, for Codex) are
@@ -145,6 +146,7 @@
 //! in `aborted_streams()`, not treated as an error.
 
 mod anthropic;
+pub mod browser;
 mod claude;
 mod codex;
 mod conn;

@@ -1,0 +1,559 @@
+//! The web page end to end: a real headless Chromium (Debian's, through chromedriver) against a
+//! real `hangar serve` running real Claude Code turns with the scripted model. A person signs in
+//! with a token (nothing shows without one), watches a tool call arrive live, approves it from the
+//! page and the file appears; steers and the model gets the steer; sends the next prompt and
+//! interrupts it (status 130); and when the server dies mid-turn the page resumes from the last
+//! event it had, with no gap and no repeat. Screenshots of each main view go to
+//! `target/screenshots/web/` (or `$HANGAR_SCREENSHOTS_DIR`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hangar_testkit::browser::{Browser, http_json};
+use hangar_testkit::{FakeAnthropic, Script, Step, claude_bin, claude_env, workspace_root};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+fn driver_bin() -> PathBuf {
+    std::env::var_os("HANGAR_DRIVER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/debug/hangar-driver"))
+}
+
+fn shot(b: &Browser, name: &str) {
+    let dir = std::env::var_os("HANGAR_SCREENSHOTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/screenshots/web"));
+    b.screenshot(&dir.join(format!("{name}.png"))).unwrap();
+}
+
+/// A `hangar serve` of its own (home, work folder, scripted model, token), restartable on the
+/// same address.
+struct Server {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+    fake: FakeAnthropic,
+    child: Option<Child>,
+    url: String,
+    token: String,
+}
+
+impl Server {
+    fn new(script: Script) -> Server {
+        let mut s = Server {
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+            fake: FakeAnthropic::start(script).unwrap(),
+            child: None,
+            url: String::new(),
+            token: String::new(),
+        };
+        let out = s
+            .hangar()
+            .args(["token", "create", "--person", "ada@example.com"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        s.token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        s.start("127.0.0.1:0");
+        s
+    }
+
+    fn hangar(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hangar"));
+        let config = self.home.path().join("claude-config");
+        std::fs::create_dir_all(&config).unwrap();
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("HANGAR_HOME", self.home.path().join("hangar"))
+            .env("HANGAR_DRIVER_BIN", driver_bin())
+            .env("HANGAR_CLAUDE_BIN", claude_bin().unwrap())
+            .envs(claude_env(&self.fake.base_url(), &config));
+        c
+    }
+
+    fn start(&mut self, listen: &str) {
+        let mut child = self
+            .hangar()
+            .args(["serve", "--listen", listen])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        self.url = line
+            .trim()
+            .strip_prefix("listening: ")
+            .unwrap_or_else(|| panic!("{line:?}"))
+            .to_owned();
+        self.child = Some(child);
+    }
+
+    fn kill9(&mut self) {
+        let mut c = self.child.take().unwrap();
+        unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+        let _ = c.wait();
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        http_json(
+            method,
+            &format!("{}{path}", self.url),
+            Some(&self.token),
+            body.as_ref(),
+        )
+        .unwrap()
+    }
+
+    fn start_session(&self, policy: &str, prompt: &str) -> (String, String) {
+        let (status, started) = self.call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"dir": self.work.path(), "policy": policy, "prompt": prompt})),
+        );
+        assert_eq!(status, 201, "{started}");
+        (
+            started["turn"]["id"].as_str().unwrap().to_owned(),
+            started["run"]["id"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    fn turn(&self, id: &str) -> Value {
+        self.call("GET", &format!("/v1/turns/{id}"), None).1
+    }
+
+    fn turn_ended(&self, id: &str) -> Value {
+        until("the turn to end", || {
+            let t = self.turn(id);
+            (t["state"] == "ended").then_some(t)
+        })
+    }
+
+    /// Every stored event of the run, paged through the API.
+    fn events(&self, run: &str) -> Vec<Value> {
+        let mut all = Vec::new();
+        let mut after = 0;
+        loop {
+            let (_, page) = self.call(
+                "GET",
+                &format!("/v1/runs/{run}/events?after={after}&limit=200"),
+                None,
+            );
+            let events = page["events"].as_array().unwrap().clone();
+            let Some(last) = events.last() else { break };
+            after = last["id"].as_i64().unwrap();
+            all.extend(events);
+        }
+        all
+    }
+
+    /// Opens the page and signs in with the token.
+    fn sign_in(&self, b: &Browser) {
+        b.goto(&format!("{}/", self.url)).unwrap();
+        b.type_into("#token", &self.token).unwrap();
+        b.click("#signin button[type=submit]").unwrap();
+        b.wait_for("#sessions .session", WAIT).unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn bash(cmd: &str) -> Step {
+    Step::tool("Bash", json!({"command": cmd, "description": "run it"}))
+}
+
+/// Waits for the page's element `css` whose text contains `needle`, and returns that text.
+fn wait_text(b: &Browser, css: &str, needle: &str) -> String {
+    b.wait_js(
+        &format!("{css} to say {needle:?}"),
+        "for (const e of document.querySelectorAll(arguments[0])) { if (e.innerText.includes(arguments[1])) return e.innerText; } return null;",
+        json!([css, needle]),
+        WAIT,
+    )
+    .unwrap()
+    .as_str()
+    .unwrap()
+    .to_owned()
+}
+
+/// The ids of the events the live view shows (a tool's result shows inside its call, so the
+/// ids are sorted: each must be there exactly once).
+fn shown_ids(b: &Browser) -> Vec<i64> {
+    let mut ids = b.js(
+        "return Array.from(document.querySelectorAll('#feed [data-event-id]')).map(e => Number(e.dataset.eventId));",
+        json!([]),
+    )
+    .unwrap()
+    .as_array()
+    .unwrap()
+    .iter()
+    .map(|v| v.as_i64().unwrap())
+    .collect::<Vec<_>>();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
+    let s = Server::new(Script::new([
+        bash("echo hi > made.txt"),
+        bash("rm made.txt"),
+        Step::text("made it"),
+    ]));
+    let (turn, run) = s.start_session("ask", "make a file please");
+    let b = Browser::start(1280, 900).unwrap();
+
+    // Without a token: the sign-in form and nothing else, and the API refuses.
+    b.goto(&format!("{}/", s.url)).unwrap();
+    b.wait_for("#signin", WAIT).unwrap();
+    let body = b.text("body").unwrap();
+    assert!(
+        !body.contains("make a file") && !body.contains(&turn),
+        "{body}"
+    );
+    let (status, _) = http_json("GET", &format!("{}/v1/board", s.url), None, None).unwrap();
+    assert_eq!(status, 401);
+    shot(&b, "01-sign-in");
+    b.type_into("#token", "hgr_not_a_token").unwrap();
+    b.click("#signin button[type=submit]").unwrap();
+    wait_text(&b, "#signin-error", "refused");
+    assert!(b.find("#sessions").unwrap().is_none());
+
+    // With it: the sessions, with their person, sandbox and turns.
+    b.type_into("#token", &s.token).unwrap();
+    b.click("#signin button[type=submit]").unwrap();
+    let card = wait_text(&b, "#sessions .session", "make a file please");
+    assert!(card.contains("ada@example.com"), "{card}");
+    assert!(
+        card.contains(&s.work.path().display().to_string()),
+        "{card}"
+    );
+    assert_eq!(b.text("#who").unwrap(), "ada@example.com");
+    shot(&b, "02-sessions");
+
+    // The turn, live: the tool call arrives with its input while the turn waits for a person.
+    b.click(&format!("#sessions tr[data-turn-id='{turn}'] a"))
+        .unwrap();
+    wait_text(&b, "#feed [data-kind=tool_call]", "echo hi > made.txt");
+    wait_text(&b, "#approvals .approval", "Bash");
+    assert_eq!(s.turn(&turn)["state"], "running");
+    assert!(!s.work.path().join("made.txt").exists());
+    assert!(b.text("#stream-state").unwrap().contains("live"));
+    shot(&b, "03-turn-waiting-for-approval");
+    b.resize(390, 844).unwrap();
+    shot(&b, "03-phone-waiting-for-approval");
+    b.resize(1280, 900).unwrap();
+
+    // Approved from the page with an edited input: the driver's answer shows, and the tool
+    // runs with the person's input.
+    b.click("#approvals .approval details.edit summary")
+        .unwrap();
+    b.type_into(
+        "#approvals .approval .edit-input",
+        r#"{"command": "echo edited > made.txt", "description": "run it"}"#,
+    )
+    .unwrap();
+    b.click("#approvals .approval .approve").unwrap();
+    wait_text(
+        &b,
+        "#approvals .approval .answer[data-outcome=done]",
+        "approve: done",
+    );
+    until("the file", || {
+        std::fs::read_to_string(s.work.path().join("made.txt"))
+            .ok()
+            .filter(|t| t == "edited\n")
+    });
+
+    // The next call is denied from the page with a reason, which the model gets.
+    wait_text(&b, "#approvals .approval:not(.answered)", "rm made.txt");
+    b.type_into(
+        "#approvals .approval:not(.answered) .reason",
+        "keep the file",
+    )
+    .unwrap();
+    b.click("#approvals .approval:not(.answered) .deny")
+        .unwrap();
+    wait_text(
+        &b,
+        "#approvals .approval .answer[data-outcome=done]",
+        "deny: done",
+    );
+    wait_text(&b, "#feed [data-kind=turn_end]", "status 0");
+    wait_text(
+        &b,
+        "#feed [data-kind=approval_answered]",
+        "allowed by a person",
+    );
+    wait_text(&b, "#feed [data-kind=assistant_text]", "made it");
+    wait_text(&b, "#turn-state", "ended 0");
+    let t = s.turn_ended(&turn);
+    assert_eq!(t["status"], 0);
+    assert!(
+        s.work.path().join("made.txt").exists(),
+        "the denied rm did not run"
+    );
+    let reqs = s.fake.requests();
+    let denied = reqs[2].tool_results();
+    assert!(
+        denied
+            .iter()
+            .any(|(_, text, _)| text.contains("keep the file")),
+        "the model gets the reason: {denied:?}"
+    );
+    wait_text(
+        &b,
+        "#feed [data-kind=approval_answered]",
+        "denied by a person",
+    );
+    shot(&b, "04-turn-done");
+
+    // Every stored event is on the page, once.
+    let stored: Vec<i64> = s
+        .events(&run)
+        .iter()
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    b.wait_js(
+        "every event",
+        "return document.querySelectorAll('#feed [data-event-id]').length >= arguments[0];",
+        json!([stored.len()]),
+        WAIT,
+    )
+    .unwrap();
+    assert_eq!(shown_ids(&b), stored);
+
+    // The timeline: one step per tree event, with the tree ids the driver wrote.
+    // The timeline: the turn's start, its tool call, its end; each step with the tree id the
+    // driver wrote for it (the tree lines, where the driver writes them).
+    let trees: Vec<String> = s
+        .events(&run)
+        .iter()
+        .filter(|e| e["kind"] == "tree")
+        .map(|e| e["payload"]["tree"].as_str().unwrap().to_owned())
+        .collect();
+    b.click("a.tab[data-tab=timeline]").unwrap();
+    wait_text(&b, "#timeline .step", "Bash: echo hi > made.txt");
+    wait_text(&b, "#timeline .step", "Bash: rm made.txt");
+    let steps = b
+        .js(
+            "return Array.from(document.querySelectorAll('#timeline .step')).map(e => [e.querySelector('strong').innerText, e.dataset.tree || null]);",
+            json!([]),
+        )
+        .unwrap();
+    let steps = steps.as_array().unwrap();
+    assert_eq!(steps.len(), 4, "{steps:?}");
+    assert_eq!(steps[0][0], "turn start");
+    assert_eq!(steps[3][0], "turn end");
+    let shown_trees: Vec<String> = steps
+        .iter()
+        .filter_map(|s| s[1].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(shown_trees, trees);
+    assert!(b.url().unwrap().ends_with("/timeline"));
+    assert!(b.text("#timeline-note").unwrap().contains("timeline alone"));
+    shot(&b, "05-timeline");
+
+    // The manifest.
+    b.click("a.tab[data-tab=manifest]").unwrap();
+    let digest = t["manifest"]["harness_digest"].as_str().unwrap().to_owned();
+    assert_eq!(digest.len(), 64);
+    wait_text(&b, "#manifest", &digest);
+    let m = b.text("#manifest").unwrap();
+    assert!(m.contains("policy asked") && m.contains("ask"), "{m}");
+    shot(&b, "06-manifest");
+
+    // The audit records of the turn, and the chain check.
+    b.click("a.tab[data-tab=audit]").unwrap();
+    wait_text(
+        &b,
+        "#audit tr[data-action='approval.answered']",
+        "ada@example.com",
+    );
+    wait_text(&b, "#audit tr[data-action='command.sent']", "approve");
+    b.click("#audit button").unwrap();
+    wait_text(&b, "#audit-verify[data-outcome=done]", "the chain holds");
+    shot(&b, "07-audit");
+
+    // A reload keeps the person signed in and lands on the same view.
+    b.goto(&format!("{}/ui/turns/{turn}/audit", s.url)).unwrap();
+    b.wait_for("#audit tr[data-action]", WAIT).unwrap();
+
+    // On a phone-sized screen: the same views, nothing wider than the screen.
+    b.resize(390, 844).unwrap();
+    b.goto(&format!("{}/ui/turns/{turn}", s.url)).unwrap();
+    wait_text(&b, "#feed [data-kind=turn_end]", "status 0");
+    let fits = "return document.documentElement.scrollWidth <= window.innerWidth + 1;";
+    assert_eq!(
+        b.js(fits, json!([])).unwrap(),
+        json!(true),
+        "turn view overflows"
+    );
+    shot(&b, "08-phone-turn");
+    b.goto(&format!("{}/ui/sessions", s.url)).unwrap();
+    b.wait_for("#sessions .session", WAIT).unwrap();
+    assert_eq!(
+        b.js(fits, json!([])).unwrap(),
+        json!(true),
+        "sessions overflow"
+    );
+    shot(&b, "09-phone-sessions");
+
+    // Signing out forgets the token.
+    b.click("#signout").unwrap();
+    b.wait_for("#signin", WAIT).unwrap();
+    b.goto(&format!("{}/ui/sessions", s.url)).unwrap();
+    b.wait_for("#signin", WAIT).unwrap();
+}
+
+#[test]
+fn steer_send_the_next_prompt_and_interrupt_from_the_page() {
+    let s = Server::new(Script::new([
+        Step::slow_text(10, Duration::from_millis(300)),
+        Step::text("after the steer"),
+        Step::slow_text(200, Duration::from_millis(300)),
+    ]));
+    let (turn, _run) = s.start_session("auto", "talk to me");
+    let b = Browser::start(1280, 900).unwrap();
+    s.sign_in(&b);
+    b.goto(&format!("{}/ui/turns/{turn}", s.url)).unwrap();
+    wait_text(&b, "#stream-state", "live");
+    s.fake.wait_for_requests(1, WAIT).unwrap();
+
+    // A steer while the model streams: the driver says done, and the model gets it next.
+    b.type_into("#message", "STEER: from the page").unwrap();
+    b.click("#send").unwrap();
+    wait_text(&b, "#action-answer[data-outcome=done]", "done");
+    wait_text(&b, "#feed [data-kind=assistant_text]", "after the steer");
+    wait_text(&b, "#feed [data-kind=turn_end]", "status 0");
+    let reqs = s.fake.requests();
+    assert_eq!(
+        reqs[1].last_user_text().as_deref(),
+        Some("STEER: from the page")
+    );
+    shot(&b, "10-steered");
+
+    // The turn has ended: the box sends the next prompt, which starts the next turn.
+    wait_text(&b, "#send", "next prompt");
+    b.type_into("#message", "now a long one").unwrap();
+    b.click("#send").unwrap();
+    wait_text(&b, "#action-answer[data-outcome=next_turn]", "next turn");
+    b.click("#action-answer a").unwrap();
+    wait_text(&b, "#turn-head h1", "Turn #2");
+    wait_text(&b, "#stream-state", "live");
+    s.fake.wait_for_requests(3, WAIT).unwrap();
+    let next = b.url().unwrap().rsplit('/').next().unwrap().to_owned();
+    assert_ne!(next, turn);
+    assert_eq!(s.turn(&next)["state"], "running");
+
+    // Interrupt: the driver says done and the turn ends with 130.
+    b.click("#interrupt").unwrap();
+    wait_text(&b, "#action-answer[data-outcome=done]", "done");
+    wait_text(&b, "#feed [data-kind=turn_end]", "status 130");
+    wait_text(&b, "#turn-state", "ended 130");
+    assert_eq!(s.turn_ended(&next)["status"], 130);
+    shot(&b, "11-interrupted");
+
+    // A steer into the ended turn is answered "the turn has ended" (the page says so).
+    b.js(
+        "document.querySelector('#interrupt').hidden = false;",
+        json!([]),
+    )
+    .unwrap();
+    b.click("#interrupt").unwrap();
+    wait_text(&b, "#action-answer[data-outcome=ended]", "ended");
+}
+
+#[test]
+fn a_dropped_connection_resumes_from_the_last_event_without_gap_or_repeat() {
+    let mut s = Server::new(Script::new([
+        bash("echo one"),
+        bash("echo two").delay(Duration::from_secs(2)),
+        bash("echo three").delay(Duration::from_secs(3)),
+        bash("echo four").delay(Duration::from_secs(3)),
+        Step::text("all done").delay(Duration::from_secs(2)),
+    ]));
+    let (turn, run) = s.start_session("auto", "count");
+    let b = Browser::start(1280, 900).unwrap();
+    s.sign_in(&b);
+    b.goto(&format!("{}/ui/turns/{turn}", s.url)).unwrap();
+    wait_text(&b, "#feed [data-kind=tool_call]", "echo one");
+    let before = shown_ids(&b);
+
+    // The server dies: the page says it is reconnecting; the turn goes on without it.
+    let addr = s.url.trim_start_matches("http://").to_owned();
+    s.kill9();
+    wait_text(&b, "#stream-state[data-state=reconnecting]", "reconnecting");
+    shot(&b, "12-reconnecting");
+    s.fake
+        .wait_for_requests(3, WAIT)
+        .expect("the turn goes on while the server is down");
+    s.start(&addr);
+    wait_text(&b, "#stream-state[data-state=live]", "live");
+    wait_text(&b, "#feed [data-kind=turn_end]", "status 0");
+    s.turn_ended(&turn);
+
+    let stored: Vec<i64> = s
+        .events(&run)
+        .iter()
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    b.wait_js(
+        "every event",
+        "return document.querySelectorAll('#feed [data-event-id]').length >= arguments[0];",
+        json!([stored.len()]),
+        WAIT,
+    )
+    .unwrap();
+    let shown = shown_ids(&b);
+    assert!(before.iter().all(|id| shown.contains(id)));
+    assert_eq!(shown, stored, "no gap, no repeat");
+    // The server resumed from the page's Last-Event-ID: it sent nothing the page already had.
+    assert_eq!(
+        b.js(
+            "return document.querySelector('#stream-state').dataset.repeats;",
+            json!([])
+        )
+        .unwrap(),
+        json!("0")
+    );
+    for n in ["one", "two", "three", "four"] {
+        wait_text(&b, "#feed [data-kind=tool_call]", &format!("echo {n}"));
+    }
+    shot(&b, "13-resumed");
+}

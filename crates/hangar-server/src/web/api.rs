@@ -1,0 +1,139 @@
+//! The API routes the web page needed beyond the CLI's: who the token belongs to, the sessions
+//! board (each session with its sandbox, person, turns, tokens and cost in one answer), and the
+//! audit records of one turn. Registered in `routes::routes` and documented in `api_doc`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use hangar_control::ControlPlane;
+use hangar_store::{Session, StoreError};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::auth::Authed;
+use crate::error::ApiError;
+use crate::views;
+
+type S = State<Arc<ControlPlane>>;
+
+/// How many sessions the board lists by default, and at most.
+const BOARD_DEFAULT: usize = 100;
+const BOARD_MAX: usize = 1000;
+
+/// `GET /v1/me`: the person the token belongs to.
+pub(crate) async fn me(who: Authed) -> Response {
+    Json(json!({"person": who.email})).into_response()
+}
+
+#[derive(Deserialize)]
+pub(crate) struct BoardQuery {
+    /// Only this session.
+    #[serde(default)]
+    session: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// `GET /v1/board`: the newest sessions first, each with its sandbox and person, its turns
+/// (without their manifests), its latest turn's state and the sums of its turns' tokens and cost.
+pub(crate) async fn board(
+    State(plane): S,
+    _who: Authed,
+    Query(q): Query<BoardQuery>,
+) -> Result<Response, ApiError> {
+    let mut sessions = match &q.session {
+        Some(id) => vec![plane.store().session(id).await?],
+        None => plane.store().sessions(None).await?,
+    };
+    sessions.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+    sessions.truncate(q.limit.unwrap_or(BOARD_DEFAULT).clamp(1, BOARD_MAX));
+    let mut rows = Vec::with_capacity(sessions.len());
+    for s in &sessions {
+        rows.push(board_row(&plane, s).await?);
+    }
+    Ok(Json(json!({"sessions": rows})).into_response())
+}
+
+async fn board_row(plane: &ControlPlane, s: &Session) -> Result<Value, ApiError> {
+    let sandbox = match plane.store().sandbox(&s.sandbox_id).await {
+        Ok(sb) => json!({"id": sb.id, "environment": sb.environment, "kind": sb.kind,
+                         "workdir": sb.workdir, "person": sb.person}),
+        Err(StoreError::NotFound { .. }) => Value::Null,
+        Err(e) => return Err(e.into()),
+    };
+    let turns = plane.store().turns(&s.id).await?;
+    let (mut input, mut output, mut cached) = (0_i64, 0_i64, 0_i64);
+    let mut cost: Option<f64> = None;
+    for t in &turns {
+        input += t.usage.input;
+        output += t.usage.output;
+        cached += t.usage.cached;
+        if let Some(c) = t.cost_usd {
+            cost = Some(cost.unwrap_or(0.0) + c);
+        }
+    }
+    let turn_rows: Vec<Value> = turns
+        .iter()
+        .map(|t| {
+            let mut v = views::turn(t);
+            if let Some(o) = v.as_object_mut() {
+                o.remove("manifest");
+            }
+            v
+        })
+        .collect();
+    let mut row = views::session(s);
+    if let Some(o) = row.as_object_mut() {
+        o.insert("person".into(), sandbox["person"].clone());
+        o.insert("sandbox".into(), sandbox);
+        o.insert(
+            "state".into(),
+            turns
+                .last()
+                .map_or(Value::Null, |t| json!(t.state.as_str())),
+        );
+        o.insert(
+            "usage".into(),
+            json!({"input_tokens": input, "output_tokens": output, "cached_input_tokens": cached}),
+        );
+        o.insert("cost_usd".into(), json!(cost));
+        o.insert("turns".into(), Value::Array(turn_rows));
+    }
+    Ok(row)
+}
+
+/// `GET /v1/turns/{id}/audit`: the audit records about this turn: its run's key, commands and
+/// answers, its refusal or handed-back messages, and (for a session's first turn) the session's
+/// start. Same record shape as `GET /v1/audit`.
+pub(crate) async fn turn_audit(
+    State(plane): S,
+    _who: Authed,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let turn = plane.store().turn(&id).await?;
+    let about = |detail: &Value| -> bool {
+        let is = |key: &str, want: &str| detail.get(key).and_then(Value::as_str) == Some(want);
+        is("turn", &turn.id)
+            || turn.run_id.as_deref().is_some_and(|r| is("run", r))
+            || (turn.index == 0 && is("session", &turn.session_id))
+    };
+    let mut rows = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = plane.store().audit().records(after, 1000).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for r in &page {
+            let detail: Value = serde_json::from_str(&r.detail).unwrap_or(Value::Null);
+            if about(&detail) {
+                rows.push(
+                    json!({"seq": r.seq, "at": r.at, "actor": r.actor, "action": r.action,
+                                 "detail": r.detail, "hash": r.hash}),
+                );
+            }
+        }
+    }
+    Ok(Json(json!({"turn": id, "records": rows})).into_response())
+}

@@ -1,0 +1,945 @@
+// hangar's web page: a small client of hangar serve's /v1 API, with the person's API token.
+// Plain JavaScript, no build step, no other origin: everything it shows comes from the API, and
+// every piece of data goes into the page as text (textContent), never as markup.
+'use strict';
+
+(() => {
+  const TOKEN_KEY = 'hangar.token';
+  const TABS = ['live', 'timeline', 'manifest', 'audit'];
+  const state = { token: localStorage.getItem(TOKEN_KEY), person: null, view: null };
+
+  // ---------- small helpers ----------
+
+  const $ = (sel, root) => (root || document).querySelector(sel);
+
+  /** An element with attributes and children (strings become text nodes). */
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === 'class') el.className = v;
+      else if (k === 'dataset') Object.assign(el.dataset, v);
+      else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of children.flat(Infinity)) {
+      if (c === null || c === undefined || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  /** Replaces an element's children (nulls and falses skipped, arrays flattened, strings as text). */
+  function fill(el, ...children) {
+    el.replaceChildren();
+    for (const c of children.flat(Infinity)) {
+      if (c === null || c === undefined || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+  function when(ms) {
+    if (!ms) return '';
+    const d = new Date(ms);
+    const p = (n) => String(n).padStart(2, '0');
+    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+  }
+
+  const num = (n) => (n || 0).toLocaleString('en-US');
+
+  function tokens(u) {
+    if (!u) return '–';
+    const cached = u.cached_input_tokens ? ` (${num(u.cached_input_tokens)} cached)` : '';
+    return `${num(u.input_tokens)} in / ${num(u.output_tokens)} out${cached}`;
+  }
+
+  function cost(c) {
+    if (c === null || c === undefined) return '–';
+    return '$' + (c < 0.01 ? c.toFixed(4) : c.toFixed(2));
+  }
+
+  function pretty(v) {
+    if (typeof v === 'string') return v;
+    try {
+      return JSON.stringify(v, null, 2);
+    } catch (_) {
+      return String(v);
+    }
+  }
+
+  function short(s, n) {
+    s = String(s || '');
+    return s.length > n ? s.slice(0, n - 1) + '…' : s;
+  }
+
+  function badge(text, kind) {
+    return h('span', { class: `badge ${kind || ''}`.trim() }, text);
+  }
+
+  function stateBadge(t) {
+    if (!t) return badge('no turns');
+    let kind = t.state;
+    let text = t.state;
+    if (t.state === 'ended') {
+      text = `ended ${t.status ?? ''}`.trim();
+      kind = t.status === 0 ? 'ok' : t.status === 130 ? 'warn' : 'bad';
+    } else if (t.state === 'refused') kind = 'bad';
+    else if (t.state === 'running') kind = 'live';
+    return badge(text, kind);
+  }
+
+  /** A block of text that may be long: the first lines, the rest behind a "more". */
+  function longText(text, cls) {
+    text = String(text ?? '');
+    const limit = 1500;
+    if (text.length <= limit) return h('pre', { class: cls || '' }, text);
+    return h('details', { class: 'long' }, h('summary', {}, h('pre', { class: cls || '' }, text.slice(0, limit) + '…')), h('pre', { class: cls || '' }, text));
+  }
+
+  // ---------- the API ----------
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(method, path, body) {
+    const headers = { Authorization: 'Bearer ' + state.token };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    let r;
+    try {
+      r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+    } catch (e) {
+      throw new ApiError(0, 'unreachable', `cannot reach hangar serve (${e.message}); is it running?`);
+    }
+    let data = null;
+    try {
+      data = await r.json();
+    } catch (_) {
+      data = null;
+    }
+    if (!r.ok) {
+      const err = data && data.error;
+      const e = new ApiError(r.status, (err && err.code) || 'error', (err && err.message) || `HTTP ${r.status}`);
+      if (r.status === 401) signOut('The server refused the token: ' + e.message);
+      throw e;
+    }
+    return data;
+  }
+
+  /**
+   * Follows a run's live event stream (Server-Sent Events over fetch, since EventSource cannot
+   * send the token). After a dropped connection it reconnects with Last-Event-ID, the id of the
+   * last event it handled, so the server sends exactly the events after it; an id it has already
+   * handled is skipped all the same. Returns a function that stops it.
+   */
+  function followEvents(runId, onEvent, onStatus, onRepeat) {
+    let stopped = false;
+    let repeats = 0;
+    let ctrl = null;
+    let last = 0;
+    (async () => {
+      let backoff = 250;
+      while (!stopped) {
+        ctrl = new AbortController();
+        try {
+          const headers = { Authorization: 'Bearer ' + state.token, Accept: 'text/event-stream' };
+          if (last > 0) headers['Last-Event-ID'] = String(last);
+          const r = await fetch(`/v1/runs/${encodeURIComponent(runId)}/events/stream`, { headers, signal: ctrl.signal, cache: 'no-store' });
+          if (r.status === 401) {
+            signOut('The server refused the token.');
+            return;
+          }
+          if (!r.ok) throw new Error(`HTTP ${r.status}`);
+          onStatus('live', last);
+          backoff = 250;
+          const reader = r.body.getReader();
+          const decoder = new TextDecoder();
+          let buf = '';
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buf += decoder.decode(value, { stream: true });
+            let cut;
+            while ((cut = buf.indexOf('\n\n')) >= 0) {
+              const frame = buf.slice(0, cut);
+              buf = buf.slice(cut + 2);
+              let id = null;
+              let kind = 'message';
+              const data = [];
+              for (const raw of frame.split('\n')) {
+                const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+                if (line.startsWith(':')) continue;
+                const colon = line.indexOf(':');
+                const field = colon < 0 ? line : line.slice(0, colon);
+                let val = colon < 0 ? '' : line.slice(colon + 1);
+                if (val.startsWith(' ')) val = val.slice(1);
+                if (field === 'id') id = Number(val);
+                else if (field === 'event') kind = val;
+                else if (field === 'data') data.push(val);
+              }
+              if (kind === 'error' && id === null) throw new Error(short(data.join('\n'), 200));
+              if (id === null || !Number.isFinite(id)) continue;
+              if (id <= last) {
+                // The server resumes after Last-Event-ID, so this should never happen; counted
+                // (and skipped) so that it would show.
+                repeats += 1;
+                onRepeat(repeats);
+                continue;
+              }
+              let payload = null;
+              try {
+                payload = JSON.parse(data.join('\n'));
+              } catch (_) {
+                payload = { kind, message: data.join('\n') };
+              }
+              last = id;
+              onEvent(id, kind, payload);
+            }
+          }
+          throw new Error('the server closed the stream');
+        } catch (e) {
+          if (stopped) return;
+          onStatus('reconnecting', last, e.message || String(e));
+          await sleep(backoff);
+          backoff = Math.min(backoff * 2, 4000);
+        }
+      }
+    })();
+    return () => {
+      stopped = true;
+      if (ctrl) ctrl.abort();
+    };
+  }
+
+  /** The answer to an action, in words, as the driver gave it. */
+  function describeReply(reply, what) {
+    const who = what ? what + ': ' : '';
+    if (reply && reply.outcome === 'next_turn') return { outcome: 'next_turn', text: `${who}this message started the next turn`, turn: reply.turn };
+    return { outcome: 'done', text: `${who}done (the driver carried it out)` };
+  }
+
+  function describeError(e, what) {
+    const who = what ? what + ': ' : '';
+    if (e.status === 422) return { outcome: 'refused', text: who + e.message };
+    if (e.status === 409) return { outcome: 'ended', text: who + e.message };
+    return { outcome: 'error', text: who + e.message };
+  }
+
+  /** Shows an action's answer in `out` (data-outcome says which, for people and tests). */
+  function showAnswer(out, a) {
+    out.dataset.outcome = a.outcome;
+    out.className = `answer ${a.outcome}`;
+    fill(out, a.text);
+    if (a.turn) out.append(' ', h('a', { href: `/ui/turns/${encodeURIComponent(a.turn)}`, 'data-nav': true }, 'open it'));
+  }
+
+  async function act(out, buttons, what, f) {
+    buttons.forEach((b) => (b.disabled = true));
+    out.dataset.outcome = 'pending';
+    out.className = 'answer pending';
+    fill(out, 'sending…');
+    try {
+      showAnswer(out, describeReply(await f(), what));
+      return true;
+    } catch (e) {
+      showAnswer(out, describeError(e, what));
+      return false;
+    } finally {
+      buttons.forEach((b) => (b.disabled = false));
+    }
+  }
+
+  // ---------- navigation ----------
+
+  function go(path) {
+    history.pushState(null, '', path);
+    render();
+  }
+
+  function signOut(why) {
+    state.token = null;
+    state.person = null;
+    localStorage.removeItem(TOKEN_KEY);
+    render(why);
+  }
+
+  async function render(message) {
+    if (state.view) {
+      state.view();
+      state.view = null;
+    }
+    const main = $('#main');
+    main.replaceChildren();
+    $('#who').textContent = '';
+    $('#signout').hidden = true;
+    if (!state.token) return signInView(main, message);
+    if (!state.person) {
+      try {
+        state.person = (await api('GET', '/v1/me')).person;
+      } catch (e) {
+        if (state.token) fill(main, h('p', { class: 'notice bad' }, e.message));
+        return;
+      }
+    }
+    $('#who').textContent = state.person;
+    $('#signout').hidden = false;
+    const ctx = { alive: true, cleanups: [] };
+    state.view = () => {
+      ctx.alive = false;
+      ctx.cleanups.forEach((f) => f());
+    };
+    const path = location.pathname;
+    let m;
+    if ((m = path.match(/^\/ui\/turns\/([^/]+)(?:\/([a-z]+))?\/?$/))) {
+      const tab = TABS.includes(m[2]) ? m[2] : 'live';
+      return turnView(main, ctx, decodeURIComponent(m[1]), tab);
+    }
+    if (path !== '/ui/sessions') history.replaceState(null, '', '/ui/sessions');
+    return sessionsView(main, ctx);
+  }
+
+  // ---------- sign in ----------
+
+  function signInView(main, message) {
+    const input = h('input', { type: 'password', name: 'token', id: 'token', autocomplete: 'off', placeholder: 'hgr_…', required: true });
+    const err = h('p', { class: 'error', id: 'signin-error', role: 'alert' }, message || '');
+    const form = h(
+      'form',
+      { class: 'card signin', id: 'signin' },
+      h('h1', {}, 'Sign in to hangar'),
+      h('p', {}, 'Paste your API token. Make one on the server with ', h('code', {}, 'hangar token create --person EMAIL'), '.'),
+      h('label', { for: 'token' }, 'API token'),
+      input,
+      h('button', { type: 'submit', class: 'primary' }, 'Sign in'),
+      err,
+    );
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      state.token = input.value.trim();
+      try {
+        state.person = (await api('GET', '/v1/me')).person;
+        localStorage.setItem(TOKEN_KEY, state.token);
+        if (!location.pathname.startsWith('/ui/')) history.replaceState(null, '', '/ui/sessions');
+        render();
+      } catch (e) {
+        state.token = null;
+        state.person = null;
+        err.textContent = e.status === 401 ? 'That token was refused: ' + e.message : e.message;
+      }
+    });
+    main.append(form);
+    input.focus();
+  }
+
+  // ---------- sessions ----------
+
+  function newSessionForm() {
+    const dir = h('input', { name: 'dir', required: true, placeholder: '/path/to/repo' });
+    const harness = h('select', { name: 'harness' }, h('option', { value: 'claude' }, 'Claude Code'), h('option', { value: 'codex' }, 'Codex'));
+    const policy = h('select', { name: 'policy' }, h('option', { value: 'ask' }, 'ask (a person answers each tool call)'), h('option', { value: 'auto' }, 'auto'), h('option', { value: 'governed' }, 'governed (Tower)'));
+    const prompt = h('textarea', { name: 'prompt', required: true, rows: 3, placeholder: 'What should the agent do?' });
+    const out = h('p', { class: 'answer' });
+    const start = h('button', { type: 'submit', class: 'primary' }, 'Start');
+    const form = h(
+      'form',
+      { class: 'grid-form', id: 'new-session' },
+      h('label', {}, 'Folder', dir),
+      h('label', {}, 'Harness', harness),
+      h('label', {}, 'Policy', policy),
+      h('label', { class: 'wide' }, 'Prompt', prompt),
+      h('div', { class: 'wide row' }, start, out),
+    );
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      start.disabled = true;
+      try {
+        const r = await api('POST', '/v1/sessions', { dir: dir.value.trim(), harness: harness.value, policy: policy.value, prompt: prompt.value });
+        go(`/ui/turns/${encodeURIComponent(r.turn.id)}`);
+      } catch (e) {
+        showAnswer(out, describeError(e));
+      } finally {
+        start.disabled = false;
+      }
+    });
+    return h('details', { class: 'card' }, h('summary', {}, 'Start a session'), form);
+  }
+
+  function sessionCard(s) {
+    const last = s.turns[s.turns.length - 1];
+    const sb = s.sandbox;
+    const turns = h(
+      'table',
+      { class: 'turns' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'turn'), h('th', {}, 'state'), h('th', {}, 'prompt'), h('th', {}, 'tokens'), h('th', {}, 'cost'))),
+      h(
+        'tbody',
+        {},
+        s.turns
+          .slice()
+          .reverse()
+          .map((t) =>
+            h(
+              'tr',
+              { dataset: { turnId: t.id } },
+              h('td', {}, h('a', { href: `/ui/turns/${encodeURIComponent(t.id)}`, 'data-nav': true }, `#${t.index + 1}`)),
+              h('td', {}, stateBadge(t)),
+              h('td', { class: 'prompt' }, short(t.prompt, 90)),
+              h('td', { class: 'num' }, tokens(t.usage)),
+              h('td', { class: 'num' }, cost(t.cost_usd)),
+            ),
+          ),
+      ),
+    );
+    return h(
+      'article',
+      { class: 'card session', dataset: { sessionId: s.id } },
+      h(
+        'div',
+        { class: 'row spread' },
+        h('h2', {}, last ? h('a', { href: `/ui/turns/${encodeURIComponent(last.id)}`, 'data-nav': true }, short(last.prompt, 60) || s.id) : s.id),
+        h('span', { class: 'badges' }, stateBadge(last), badge(s.harness, 'plain'), badge(`policy ${s.policy}`, 'plain')),
+      ),
+      h(
+        'dl',
+        { class: 'meta' },
+        h('dt', {}, 'person'),
+        h('dd', {}, s.person || '–'),
+        h('dt', {}, 'sandbox'),
+        h('dd', {}, sb ? `${sb.kind} · ${sb.workdir}` : s.sandbox_id),
+        h('dt', {}, 'tokens'),
+        h('dd', {}, tokens(s.usage)),
+        h('dt', {}, 'cost'),
+        h('dd', {}, cost(s.cost_usd)),
+        h('dt', {}, 'session'),
+        h('dd', { class: 'mono' }, s.id),
+      ),
+      h('div', { class: 'scroll' }, turns),
+    );
+  }
+
+  function sessionsView(main, ctx) {
+    const list = h('div', { id: 'sessions' }, h('p', { class: 'muted' }, 'Loading…'));
+    const status = h('span', { class: 'muted small' });
+    main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Sessions'), status), newSessionForm(), list);
+    const load = async () => {
+      try {
+        const { sessions } = await api('GET', '/v1/board');
+        if (!ctx.alive) return;
+        fill(list, ...(sessions.length ? sessions.map(sessionCard) : [h('p', { class: 'muted' }, 'No sessions yet. Start one above, or with ', h('code', {}, 'hangar run'), '.')]));
+        status.textContent = 'updated ' + when(Date.now()).slice(11);
+      } catch (e) {
+        if (ctx.alive) status.textContent = e.message;
+      }
+    };
+    load();
+    const timer = setInterval(load, 5000);
+    ctx.cleanups.push(() => clearInterval(timer));
+  }
+
+  // ---------- one turn ----------
+
+  const TOOL_TEXT_KEYS = ['command', 'file_path', 'path', 'pattern', 'url', 'query'];
+
+  /** A tool input as a person reads it: the command for a shell, else its JSON. */
+  function toolInput(name, input) {
+    if (input && typeof input === 'object' && !Array.isArray(input)) {
+      if (typeof input.command === 'string' && Object.keys(input).every((k) => ['command', 'description', 'timeout'].includes(k))) {
+        return h('div', {}, input.description ? h('p', { class: 'muted small' }, input.description) : null, h('pre', { class: 'cmd' }, '$ ' + input.command));
+      }
+    }
+    return longText(pretty(input), 'json');
+  }
+
+  function toolSummary(name, input) {
+    if (input && typeof input === 'object') {
+      for (const k of TOOL_TEXT_KEYS) if (typeof input[k] === 'string') return `${name}: ${short(input[k], 80)}`;
+    }
+    return name;
+  }
+
+  function endedInWords(status, reason) {
+    const what = status === 0 ? 'done' : status === 130 ? 'interrupted' : 'failed';
+    const how = reason === 'harness_exited' ? ', the agent’s process exited on its own' : '';
+    return `Ended with status ${status} (${what}${how}).`;
+  }
+
+  function turnView(main, ctx, turnId, tab) {
+    const v = {
+      turn: null,
+      session: null,
+      tools: new Map(),
+      trees: [],
+      ended: false,
+      pendingIds: new Set(),
+    };
+
+    const head = h('section', { class: 'card turn-head', id: 'turn-head' }, h('p', { class: 'muted' }, 'Loading…'));
+    const streamState = h('span', { class: 'stream', id: 'stream-state', dataset: { state: 'connecting', repeats: '0' } }, 'connecting…');
+    const tabLinks = TABS.map((t) => h('a', { href: `/ui/turns/${encodeURIComponent(turnId)}/${t}`, class: 'tab', dataset: { tab: t } }, t[0].toUpperCase() + t.slice(1)));
+    const nav = h('nav', { class: 'tabs' }, tabLinks, streamState);
+
+    const approvals = h('section', { id: 'approvals', class: 'approvals' });
+    const feed = h('ol', { id: 'feed', class: 'feed' });
+    const message = h('textarea', { id: 'message', rows: 2, 'aria-label': 'message', placeholder: 'A steer for the agent…' });
+    const sendBtn = h('button', { type: 'button', id: 'send', class: 'primary' }, 'Steer');
+    const interruptBtn = h('button', { type: 'button', id: 'interrupt', class: 'danger' }, 'Interrupt');
+    const answer = h('p', { id: 'action-answer', class: 'answer', 'aria-live': 'polite' });
+    const actions = h('form', { class: 'actions', id: 'actions' }, message, h('div', { class: 'row' }, sendBtn, interruptBtn), answer);
+    const livePanel = h('section', { class: 'panel', dataset: { panel: 'live' } }, approvals, feed, actions);
+
+    const timeline = h('ol', { id: 'timeline', class: 'timeline' });
+    const timelinePanel = h(
+      'section',
+      { class: 'panel', dataset: { panel: 'timeline' } },
+      h('p', { class: 'notice', id: 'timeline-note' }, 'The work tree after each step, as the driver hashed it. Forking from a step and the diff between two steps are not in this version yet: this is the timeline alone.'),
+      timeline,
+    );
+    const manifestPanel = h('section', { class: 'panel', dataset: { panel: 'manifest' }, id: 'manifest' });
+    const auditPanel = h('section', { class: 'panel', dataset: { panel: 'audit' }, id: 'audit' });
+
+    main.append(head, nav, livePanel, timelinePanel, manifestPanel, auditPanel);
+
+    const showTab = (t) => {
+      tab = t;
+      for (const a of tabLinks) a.classList.toggle('on', a.dataset.tab === t);
+      for (const p of [livePanel, timelinePanel, manifestPanel, auditPanel]) p.hidden = p.dataset.panel !== t;
+      if (t === 'audit') loadAudit();
+      if (t === 'manifest') renderManifest();
+    };
+    for (const a of tabLinks) {
+      a.addEventListener('click', (ev) => {
+        ev.preventDefault();
+        history.replaceState(null, '', a.getAttribute('href'));
+        showTab(a.dataset.tab);
+      });
+    }
+
+    const running = () => v.turn && (v.turn.state === 'running' || v.turn.state === 'queued');
+
+    function renderHead() {
+      const t = v.turn;
+      const s = v.session;
+      const sb = s && s.sandbox;
+      fill(head, 
+        h('div', { class: 'row spread' }, h('h1', {}, `Turn #${t.index + 1}`), h('span', { class: 'badges', id: 'turn-state', dataset: { state: t.state, status: t.status ?? '' } }, stateBadge(t), s ? badge(s.harness, 'plain') : null, s ? badge(`policy ${s.policy}`, 'plain') : null)),
+        h('p', { class: 'prompt-text' }, t.prompt),
+        t.state === 'refused' ? h('p', { class: 'notice bad' }, 'Refused: ', t.reason || 'no reason given') : null,
+        t.state === 'ended' ? h('p', { class: 'muted small' }, endedInWords(t.status, t.reason)) : null,
+        h(
+          'dl',
+          { class: 'meta' },
+          h('dt', {}, 'person'),
+          h('dd', {}, (s && s.person) || '–'),
+          h('dt', {}, 'sandbox'),
+          h('dd', {}, sb ? `${sb.kind} · ${sb.workdir}` : (s && s.sandbox_id) || '–'),
+          h('dt', {}, 'tokens'),
+          h('dd', { id: 'turn-tokens' }, tokens(t.usage)),
+          h('dt', {}, 'cost'),
+          h('dd', {}, cost(t.cost_usd)),
+          h('dt', {}, 'started'),
+          h('dd', {}, when(t.started_at || t.created_at)),
+          t.ended_at ? [h('dt', {}, 'ended'), h('dd', {}, when(t.ended_at))] : null,
+          t.verify_state ? [h('dt', {}, 'check'), h('dd', {}, t.verify_state)] : null,
+          h('dt', {}, 'session'),
+          h('dd', { class: 'mono' }, t.session_id),
+          h('dt', {}, 'run'),
+          h('dd', { class: 'mono' }, t.run_id || '–'),
+        ),
+      );
+      const live = running();
+      interruptBtn.hidden = !live;
+      sendBtn.textContent = live ? 'Steer' : 'Send as the next prompt';
+      message.placeholder = live ? 'A steer for the agent…' : 'The next prompt of this session…';
+    }
+
+    async function loadTurn() {
+      const t = await api('GET', `/v1/turns/${encodeURIComponent(turnId)}`);
+      if (!ctx.alive) return;
+      v.turn = t;
+      if (!v.session) {
+        try {
+          const b = await api('GET', `/v1/board?session=${encodeURIComponent(t.session_id)}`);
+          v.session = b.sessions[0] || null;
+        } catch (_) {
+          v.session = null;
+        }
+      }
+      if (ctx.alive) renderHead();
+    }
+
+    let turnReload = null;
+    const reloadTurnSoon = () => {
+      if (turnReload) return;
+      turnReload = setTimeout(async () => {
+        turnReload = null;
+        try {
+          await loadTurn();
+        } catch (_) {
+          /* shown by the next poll */
+        }
+      }, 150);
+    };
+
+    // --- approvals waiting for a person ---
+
+    async function loadApprovals() {
+      if (!v.turn || !v.turn.run_id) return;
+      let pending;
+      try {
+        pending = (await api('GET', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/approvals`)).approvals;
+      } catch (_) {
+        return;
+      }
+      if (!ctx.alive) return;
+      const ids = new Set(pending.map((a) => a.request_id));
+      for (const card of approvals.querySelectorAll('.approval')) {
+        if (!ids.has(card.dataset.requestId) && card.dataset.answered !== 'yes') card.remove();
+      }
+      for (const a of pending) {
+        if (!v.pendingIds.has(a.request_id)) {
+          v.pendingIds.add(a.request_id);
+          approvals.append(approvalCard(a));
+        }
+      }
+    }
+
+    function approvalCard(a) {
+      const canEdit = !v.session || v.session.harness === 'claude';
+      const reason = h('input', { class: 'reason', placeholder: 'Reason (the agent sees it when you deny)' });
+      const edit = canEdit ? h('textarea', { class: 'edit-input', rows: 4 }, pretty(a.input)) : null;
+      const allow = h('button', { type: 'button', class: 'primary approve' }, 'Approve');
+      const deny = h('button', { type: 'button', class: 'danger deny' }, 'Deny');
+      const out = h('p', { class: 'answer' });
+      const title = h('h3', {}, 'Waiting for you: ', h('span', { class: 'tool-name' }, a.tool_name));
+      const card = h(
+        'article',
+        { class: 'card approval', dataset: { requestId: a.request_id } },
+        title,
+        toolInput(a.tool_name, a.input),
+        h(
+          'div',
+          { class: 'controls' },
+          canEdit ? h('details', { class: 'edit' }, h('summary', {}, 'Edit the input before approving'), edit) : h('p', { class: 'muted small' }, 'This harness does not take a changed input.'),
+          reason,
+          h('div', { class: 'row' }, allow, deny),
+        ),
+        out,
+      );
+      const answerIt = async (decision) => {
+        const body = { decision };
+        if (reason.value.trim()) body.reason = reason.value.trim();
+        if (decision === 'allow' && edit && edit.value.trim() !== pretty(a.input).trim()) {
+          try {
+            body.input = JSON.parse(edit.value);
+          } catch (e) {
+            showAnswer(out, { outcome: 'error', text: 'The edited input is not JSON: ' + e.message });
+            return;
+          }
+        }
+        const ok = await act(out, [allow, deny], decision === 'allow' ? 'approve' : 'deny', () => api('POST', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/approvals/${encodeURIComponent(a.request_id)}`, body));
+        if (ok) {
+          card.dataset.answered = 'yes';
+          card.classList.add('answered');
+          fill(title, decision === 'allow' ? 'Approved: ' : 'Denied: ', h('span', { class: 'tool-name' }, a.tool_name));
+          for (const el of card.querySelectorAll('.controls')) el.remove();
+          if (body.input) out.after(h('p', { class: 'muted small' }, 'It runs with your input:'), h('pre', { class: 'json' }, pretty(body.input)));
+        }
+      };
+      allow.addEventListener('click', () => answerIt('allow'));
+      deny.addEventListener('click', () => answerIt('deny'));
+      return card;
+    }
+
+    // --- the event feed ---
+
+    function row(id, kind, cls, ...children) {
+      return h('li', { class: `ev ${cls || ''}`.trim(), dataset: { eventId: id, kind } }, ...children);
+    }
+
+    function label(text) {
+      return h('span', { class: 'label' }, text);
+    }
+
+    function onEvent(id, kind, p) {
+      const k = p.kind || kind;
+      let el = null;
+      switch (k) {
+        case 'started':
+          el = row(id, k, 'sys', label('started'), `${p.harness} under ${p.policy}${p.uid_split ? ', its own uid' : ''}`);
+          break;
+        case 'session':
+          el = row(id, k, 'sys', label('conversation'), h('code', {}, p.harness_session_id));
+          break;
+        case 'user_message':
+          el = row(id, k, 'user', label('message'), h('p', { class: 'text' }, p.text));
+          break;
+        case 'assistant_text':
+          el = row(id, k, 'assistant', label('agent'), h('p', { class: 'text' }, p.text));
+          break;
+        case 'tool_call': {
+          const result = h('div', { class: 'result pending' }, 'running…');
+          el = row(id, k, 'tool', h('div', { class: 'row spread' }, h('span', {}, label('tool'), h('strong', { class: 'tool-name' }, p.name)), h('code', { class: 'small muted' }, p.tool_use_id)), toolInput(p.name, p.input), result);
+          el.dataset.toolUseId = p.tool_use_id;
+          v.tools.set(p.tool_use_id, { name: p.name, input: p.input, result, el });
+          renderTimeline();
+          break;
+        }
+        case 'tool_result': {
+          const t = v.tools.get(p.tool_use_id);
+          const body = h('div', { class: `result ${p.is_error ? 'bad' : 'ok'}`, dataset: { eventId: id, kind: k } }, h('span', { class: 'label' }, p.is_error ? 'error' : 'result'), longText(p.output));
+          if (t) {
+            t.result.replaceWith(body);
+            t.result = body;
+            renderTimeline();
+            return;
+          }
+          el = row(id, k, 'tool', label('result'), h('code', { class: 'small' }, p.tool_use_id), body);
+          delete body.dataset.eventId;
+          break;
+        }
+        case 'approval_requested':
+          el = row(id, k, 'ask', label('asks'), `may it run ${p.tool_name}?`, p.tool_use_id ? h('code', { class: 'small muted' }, ' ' + p.tool_use_id) : null);
+          loadApprovals();
+          break;
+        case 'approval_answered':
+          el = row(id, k, p.decision === 'allow' ? 'ok' : 'bad', label('answered'), `${{ allow: 'allowed', deny: 'denied', cancelled: 'cancelled' }[p.decision] || p.decision} ${p.by === 'command' ? 'by a person' : p.by === 'policy' ? 'by the policy' : 'by ' + p.by}${p.seq !== undefined ? ' (command #' + p.seq + ')' : ''}`);
+          loadApprovals();
+          break;
+        case 'command_acked':
+          el = row(id, k, 'sys', label(p.command), `#${p.seq}: ${p.outcome}`);
+          break;
+        case 'command_refused':
+          el = row(id, k, 'bad', label('refused'), `${p.command || 'command'}${p.seq !== undefined ? ' #' + p.seq : ''}: ${p.reason} (${p.code})`);
+          break;
+        case 'tree':
+          v.trees.push({ id, ...p });
+          el = row(id, k, 'sys', label('tree'), h('code', {}, short(p.tree, 13)), ` ${p.phase ? 'at the ' + p.phase : 'after ' + ((v.tools.get(p.tool_use_id) || {}).name || p.tool_use_id)}`, p.trusted ? '' : ' · not trusted');
+          renderTimeline();
+          break;
+        case 'verify':
+          el = row(id, k, p.outcome === 'passed' ? 'ok' : 'warn', label(`check round ${p.round}`), `${p.outcome}${p.exit_code !== undefined ? ' (exit ' + p.exit_code + ')' : ''}`, p.output_tail ? longText(p.output_tail) : null);
+          break;
+        case 'usage':
+          el = row(id, k, 'sys', label('usage'), tokens(p) + (p.cost_usd !== undefined ? ' · ' + cost(p.cost_usd) : ''));
+          reloadTurnSoon();
+          break;
+        case 'result':
+          el = row(id, k, p.is_error ? 'bad' : 'ok', label(`result · ${p.status}`), p.text ? h('p', { class: 'text' }, p.text) : null);
+          break;
+        case 'error':
+          el = row(id, k, 'bad', label('error'), p.message);
+          break;
+        case 'warning':
+          el = row(id, k, 'warn', label('warning'), p.message);
+          break;
+        case 'turn_end': {
+          v.ended = true;
+          el = row(id, k, p.status === 0 ? 'ok' : p.status === 130 ? 'warn' : 'bad', label('turn ended'), endedInWords(p.status, p.reason).replace(/^Ended with /, '').replace(/\.$/, ''), p.verify ? ` · check ${p.verify}` : '', p.handed_back && p.handed_back.length ? ` · ${p.handed_back.length} message(s) handed to the next turn` : '');
+          reloadTurnSoon();
+          renderTimeline();
+          for (const t of v.tools.values()) if (t.result.classList.contains('pending')) t.result.textContent = 'no result';
+          break;
+        }
+        default:
+          el = row(id, k, 'sys', label(k), h('code', { class: 'small' }, short(JSON.stringify(p), 200)));
+      }
+      const stick = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+      feed.append(el);
+      if (stick && tab === 'live') window.scrollTo(0, document.body.scrollHeight);
+    }
+
+    // --- timeline, manifest, audit ---
+
+    /**
+     * The turn's steps: its start, each tool call, its end; each with the tree the driver wrote
+     * for it. The driver writes a tree after a tool only when the tree changed, so a tool step
+     * without one left the work tree as it was.
+     */
+    function renderTimeline() {
+      const byTool = new Map();
+      let start = null;
+      let end = null;
+      for (const t of v.trees) {
+        if (t.phase === 'start') start = t;
+        else if (t.phase === 'end') end = t;
+        else if (t.tool_use_id) byTool.set(t.tool_use_id, t);
+      }
+      const steps = [{ what: 'turn start', tree: start }];
+      for (const [id, tool] of v.tools) steps.push({ what: toolSummary(tool.name, tool.input), tree: byTool.get(id), tool: id });
+      for (const [id, t] of byTool) if (!v.tools.has(id)) steps.push({ what: `tool ${id}`, tree: t, tool: id });
+      if (end || v.ended) steps.push({ what: 'turn end', tree: end });
+      const hashed = v.trees.length > 0;
+      let prev = null;
+      fill(
+        timeline,
+        steps.map((st, i) => {
+          const t = st.tree;
+          let badges;
+          let treeLine;
+          if (t) {
+            const changed = prev !== null && prev !== t.tree;
+            badges = [t.trusted ? badge('trusted', 'ok') : badge('not trusted', 'warn'), t.skipped ? badge('skipped: ' + pretty(t.skipped), 'warn') : null, changed ? badge('changed', 'live') : prev !== null ? badge('unchanged', 'plain') : null];
+            treeLine = [h('code', { class: 'tree-id', title: 'tree id' }, t.tree), h('span', { class: 'muted small' }, ` · hashed in ${t.ms} ms`)];
+            prev = t.tree;
+          } else if (st.tool && hashed) {
+            badges = [badge('unchanged', 'plain')];
+            treeLine = h('span', { class: 'muted small' }, prev ? `the work tree did not change: ${short(prev, 13)}` : 'no tree line: the work tree did not change');
+          } else {
+            badges = [];
+            treeLine = h('span', { class: 'muted small' }, hashed || st.tool ? 'no tree recorded for this step' : 'no tree recorded (this run wrote no tree lines)');
+          }
+          return h(
+            'li',
+            { class: 'step', dataset: t ? { tree: t.tree, event: t.id } : { tool: st.tool || '' } },
+            h('span', { class: 'step-n' }, String(i + 1)),
+            h('div', { class: 'step-body' }, h('div', { class: 'row spread' }, h('strong', {}, st.what), h('span', { class: 'badges' }, badges)), h('div', {}, treeLine)),
+          );
+        }),
+      );
+    }
+
+    function renderManifest() {
+      const t = v.turn;
+      if (!t) return;
+      const m = t.manifest;
+      if (!m) {
+        fill(manifestPanel, h('p', { class: 'notice' }, t.state === 'refused' ? `No manifest: the turn was refused (${t.reason || 'no reason given'}).` : 'No manifest yet.'));
+        return;
+      }
+      const known = ['harness', 'harness_version', 'policy_requested', 'policy_effective', 'harness_digest', 'driver_digest', 'hooks', 'argv', 'env_names'];
+      const rows = [
+        ['harness', `${m.harness || '–'} ${m.harness_version || ''}`],
+        ['policy asked', m.policy_requested || '–'],
+        ['policy in effect', m.policy_effective || '–'],
+        ['harness_digest', h('code', { class: 'digest' }, m.harness_digest || '–')],
+        ['driver digest', h('code', { class: 'digest' }, m.driver_digest || '–')],
+        ['hooks', m.hooks && m.hooks.length ? h('ul', { class: 'plain' }, m.hooks.map((x) => h('li', {}, x.name, ' ', h('code', { class: 'digest' }, x.digest)))) : 'none'],
+        ['argv', h('pre', { class: 'argv' }, (m.argv || []).join('\n'))],
+        ['environment (names only)', (m.env_names || []).join(', ') || 'none'],
+      ];
+      for (const [k, val] of Object.entries(m)) if (!known.includes(k)) rows.push([k, typeof val === 'object' ? h('pre', {}, pretty(val)) : String(val)]);
+      fill(manifestPanel, h('dl', { class: 'kv card' }, rows.map(([k, val]) => [h('dt', {}, k), h('dd', {}, val)])));
+    }
+
+    async function loadAudit() {
+      const out = h('p', { class: 'answer', id: 'audit-verify' });
+      const verifyBtn = h('button', { type: 'button' }, 'Check the audit chain');
+      verifyBtn.addEventListener('click', async () => {
+        try {
+          const r = await api('GET', '/v1/audit/verify');
+          showAnswer(out, r.ok ? { outcome: 'done', text: `the chain holds (${r.records} records)` } : { outcome: 'refused', text: 'the chain is broken: ' + r.error });
+        } catch (e) {
+          showAnswer(out, describeError(e));
+        }
+      });
+      fill(auditPanel, h('p', { class: 'muted' }, 'Loading…'));
+      let records;
+      try {
+        records = (await api('GET', `/v1/turns/${encodeURIComponent(turnId)}/audit`)).records;
+      } catch (e) {
+        fill(auditPanel, h('p', { class: 'notice bad' }, e.message));
+        return;
+      }
+      if (!ctx.alive) return;
+      const detail = (d) => {
+        try {
+          const o = JSON.parse(d);
+          return Object.entries(o)
+            .map(([k, x]) => `${k}=${typeof x === 'object' ? JSON.stringify(x) : x}`)
+            .join(' ');
+        } catch (_) {
+          return d;
+        }
+      };
+      fill(auditPanel, 
+        h('div', { class: 'row' }, verifyBtn, out),
+        h(
+          'div',
+          { class: 'scroll' },
+          h(
+            'table',
+            { class: 'audit' },
+            h('thead', {}, h('tr', {}, h('th', {}, '#'), h('th', {}, 'when'), h('th', {}, 'who'), h('th', {}, 'what'), h('th', {}, 'detail'))),
+            h(
+              'tbody',
+              {},
+              records.map((r) => h('tr', { dataset: { seq: r.seq, action: r.action } }, h('td', { class: 'num' }, String(r.seq)), h('td', { class: 'when' }, when(r.at)), h('td', {}, r.actor), h('td', {}, h('code', {}, r.action)), h('td', { class: 'detail' }, detail(r.detail)))),
+            ),
+          ),
+        ),
+      );
+    }
+
+    // --- acting ---
+
+    sendBtn.addEventListener('click', async () => {
+      const text = message.value.trim();
+      if (!text || !v.turn) return;
+      const steering = running() && v.turn.run_id;
+      const ok = await act(answer, [sendBtn, interruptBtn], steering ? 'steer' : 'prompt', () =>
+        steering
+          ? api('POST', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/steer?next_turn=false`, { text })
+          : api('POST', `/v1/sessions/${encodeURIComponent(v.turn.session_id)}/messages`, { text }),
+      );
+      if (ok) message.value = '';
+      reloadTurnSoon();
+    });
+    interruptBtn.addEventListener('click', async () => {
+      if (!v.turn || !v.turn.run_id) return;
+      await act(answer, [sendBtn, interruptBtn], 'interrupt', () => api('POST', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/interrupt`));
+      reloadTurnSoon();
+    });
+    actions.addEventListener('submit', (ev) => ev.preventDefault());
+
+    // --- start ---
+
+    showTab(tab);
+    renderTimeline();
+    (async () => {
+      try {
+        await loadTurn();
+      } catch (e) {
+        fill(head, h('p', { class: 'notice bad' }, e.message));
+        return;
+      }
+      if (!ctx.alive) return;
+      if (tab === 'manifest') renderManifest();
+      if (!v.turn.run_id) {
+        streamState.dataset.state = 'none';
+        streamState.textContent = 'no run';
+        return;
+      }
+      loadApprovals();
+      const stop = followEvents(v.turn.run_id, onEvent, (st, last, why) => {
+        streamState.dataset.state = st;
+        streamState.dataset.last = String(last);
+        streamState.textContent = st === 'live' ? '● live' : `reconnecting… (${why})`;
+        if (st === 'live') loadApprovals();
+      }, (n) => (streamState.dataset.repeats = String(n)));
+      ctx.cleanups.push(stop);
+      const poll = setInterval(() => {
+        if (running()) reloadTurnSoon();
+      }, 4000);
+      ctx.cleanups.push(() => clearInterval(poll));
+    })();
+  }
+
+  // ---------- wiring ----------
+
+  document.addEventListener('click', (ev) => {
+    const a = ev.target.closest && ev.target.closest('a[data-nav]');
+    if (!a || ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey) return;
+    ev.preventDefault();
+    go(a.getAttribute('href'));
+  });
+  window.addEventListener('popstate', () => render());
+  $('#signout').addEventListener('click', () => signOut('Signed out.'));
+  render();
+})();
