@@ -164,12 +164,18 @@ impl Server {
         all
     }
 
-    /// Opens the page and signs in with the token.
+    /// Opens the page and signs in with the token; waits for the sessions to load.
     fn sign_in(&self, b: &Browser) {
         b.goto(&format!("{}/", self.url)).unwrap();
         b.type_into("#token", &self.token).unwrap();
         b.click("#signin button[type=submit]").unwrap();
-        b.wait_for("#sessions .session", WAIT).unwrap();
+        b.wait_js(
+            "the sessions",
+            "const l = document.querySelector('#sessions'); return l && !l.innerText.includes('Loading');",
+            json!([]),
+            WAIT,
+        )
+        .unwrap();
     }
 }
 
@@ -378,6 +384,13 @@ fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
         .unwrap();
     let steps = steps.as_array().unwrap();
     assert_eq!(steps.len(), 4, "{steps:?}");
+    // The driver hashes the tree at the start, after the edit that ran, and at the end; the
+    // denied `rm` changed nothing, so it has none.
+    assert_eq!(trees.len(), 3, "{trees:?}");
+    assert!(
+        steps[1][1].is_string() && steps[2][1].is_null(),
+        "{steps:?}"
+    );
     assert_eq!(steps[0][0], "turn start");
     assert_eq!(steps[3][0], "turn end");
     let shown_trees: Vec<String> = steps
@@ -556,4 +569,57 @@ fn a_dropped_connection_resumes_from_the_last_event_without_gap_or_repeat() {
         wait_text(&b, "#feed [data-kind=tool_call]", &format!("echo {n}"));
     }
     shot(&b, "13-resumed");
+}
+
+#[test]
+fn a_job_started_from_the_page_shows_its_check_rounds_and_hook() {
+    let s = Server::new(Script::new([
+        Step::text("I am done"),
+        Step::tool(
+            "Bash",
+            json!({"command": "touch fixed.txt", "description": "fix it"}),
+        ),
+        Step::text("fixed now"),
+    ]));
+    let b = Browser::start(1280, 900).unwrap();
+    s.sign_in(&b);
+
+    // Started from the page's form, with a check that fails until fixed.txt exists.
+    b.click("details.card > summary").unwrap();
+    b.type_into(
+        "#new-session input[name=dir]",
+        &s.work.path().display().to_string(),
+    )
+    .unwrap();
+    b.js(
+        "document.querySelector('#new-session select[name=policy]').value = 'auto';",
+        json!([]),
+    )
+    .unwrap();
+    b.type_into("#new-session textarea[name=prompt]", "do the job")
+        .unwrap();
+    b.type_into(
+        "#new-session input[name=verify]",
+        "if [ -f fixed.txt ]; then echo all good; else echo CHECK-FAILED; exit 1; fi",
+    )
+    .unwrap();
+    b.type_into("#new-session input[name=max_verify_rounds]", "3")
+        .unwrap();
+    shot(&b, "14-start-a-session");
+    b.click("#new-session button[type=submit]").unwrap();
+    wait_text(&b, "#turn-head h1", "Turn #1");
+
+    // The check's rounds, as they happen: feedback, then passed after the fix.
+    wait_text(&b, "#feed [data-kind=verify]", "feedback");
+    wait_text(&b, "#feed [data-kind=verify]", "CHECK-FAILED");
+    wait_text(&b, "#feed [data-kind=verify]", "passed");
+    wait_text(&b, "#feed [data-kind=turn_end]", "check passed");
+    assert!(s.work.path().join("fixed.txt").exists());
+    assert!(s.fake.requests()[1].all_text().contains("CHECK-FAILED"));
+    shot(&b, "15-check-rounds");
+
+    // The manifest names the Stop hook that runs the check, with its digest.
+    b.click("a.tab[data-tab=manifest]").unwrap();
+    let m = wait_text(&b, "#manifest", "Stop: ");
+    assert!(m.contains("stop-hook.sh"), "{m}");
 }

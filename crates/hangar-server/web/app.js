@@ -345,6 +345,8 @@
     const harness = h('select', { name: 'harness' }, h('option', { value: 'claude' }, 'Claude Code'), h('option', { value: 'codex' }, 'Codex'));
     const policy = h('select', { name: 'policy' }, h('option', { value: 'ask' }, 'ask (a person answers each tool call)'), h('option', { value: 'auto' }, 'auto'), h('option', { value: 'governed' }, 'governed (Tower)'));
     const prompt = h('textarea', { name: 'prompt', required: true, rows: 3, placeholder: 'What should the agent do?' });
+    const check = h('input', { name: 'verify', placeholder: 'optional, e.g. cargo test' });
+    const rounds = h('input', { name: 'max_verify_rounds', type: 'number', min: 1, max: 20, placeholder: '3' });
     const out = h('p', { class: 'answer' });
     const start = h('button', { type: 'submit', class: 'primary' }, 'Start');
     const form = h(
@@ -354,13 +356,18 @@
       h('label', {}, 'Harness', harness),
       h('label', {}, 'Policy', policy),
       h('label', { class: 'wide' }, 'Prompt', prompt),
+      h('label', { class: 'span2' }, 'Check: runs when the agent is done; its output goes back to the agent until it passes', check),
+      h('label', {}, 'Check rounds at most', rounds),
       h('div', { class: 'wide row' }, start, out),
     );
     form.addEventListener('submit', async (ev) => {
       ev.preventDefault();
       start.disabled = true;
       try {
-        const r = await api('POST', '/v1/sessions', { dir: dir.value.trim(), harness: harness.value, policy: policy.value, prompt: prompt.value });
+        const options = {};
+        if (check.value.trim()) options.verify = check.value.trim();
+        if (rounds.value) options.max_verify_rounds = Number(rounds.value);
+        const r = await api('POST', '/v1/sessions', { dir: dir.value.trim(), harness: harness.value, policy: policy.value, prompt: prompt.value, options });
         go(`/ui/turns/${encodeURIComponent(r.turn.id)}`);
       } catch (e) {
         showAnswer(out, describeError(e));
@@ -523,6 +530,13 @@
 
     const running = () => v.turn && (v.turn.state === 'running' || v.turn.state === 'queued');
 
+    /** Links to the session's turns after this one (a handed-back message or a next prompt). */
+    function laterTurns() {
+      const later = ((v.session && v.session.turns) || []).filter((x) => x.index > v.turn.index);
+      if (!later.length) return null;
+      return h('p', { class: 'notice', id: 'later-turns' }, 'This session went on: ', later.map((x, i) => [i ? ', ' : '', h('a', { href: `/ui/turns/${encodeURIComponent(x.id)}`, 'data-nav': true }, `turn #${x.index + 1}`), ` (${x.state})`]));
+    }
+
     function renderHead() {
       const t = v.turn;
       const s = v.session;
@@ -530,6 +544,7 @@
       fill(head, 
         h('div', { class: 'row spread' }, h('h1', {}, `Turn #${t.index + 1}`), h('span', { class: 'badges', id: 'turn-state', dataset: { state: t.state, status: t.status ?? '' } }, stateBadge(t), s ? badge(s.harness, 'plain') : null, s ? badge(`policy ${s.policy}`, 'plain') : null)),
         h('p', { class: 'prompt-text' }, t.prompt),
+        laterTurns(),
         t.state === 'refused' ? h('p', { class: 'notice bad' }, 'Refused: ', t.reason || 'no reason given') : null,
         t.state === 'ended' ? h('p', { class: 'muted small' }, endedInWords(t.status, t.reason)) : null,
         h(
@@ -563,7 +578,7 @@
       const t = await api('GET', `/v1/turns/${encodeURIComponent(turnId)}`);
       if (!ctx.alive) return;
       v.turn = t;
-      if (!v.session) {
+      if (!v.session || t.state !== 'running') {
         try {
           const b = await api('GET', `/v1/board?session=${encodeURIComponent(t.session_id)}`);
           v.session = b.sessions[0] || null;
@@ -897,6 +912,12 @@
       reloadTurnSoon();
     });
     actions.addEventListener('submit', (ev) => ev.preventDefault());
+    message.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) {
+        ev.preventDefault();
+        sendBtn.click();
+      }
+    });
 
     // --- start ---
 
