@@ -1,0 +1,732 @@
+//! Environments (H1): what a sandbox is made from, as a YAML file or the API's JSON.
+//!
+//! Parsing is by hand over a generic value so that every error names the key and says what is
+//! allowed: unknown keys, wrong types and impossible combinations (an image for the local
+//! provider, a host network with no egress, a uid split where the provider has one uid per pod).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::SandboxError;
+
+/// Where sandboxes of an environment run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// bubblewrap on this machine (the embedded default).
+    Local,
+    /// A container through the Docker Engine API.
+    Docker,
+    /// A pod per sandbox (GKE semantics: one uid per pod).
+    Kubernetes,
+    /// An E2B sandbox through its HTTP API (one uid).
+    E2b,
+}
+
+impl ProviderKind {
+    pub const ALL: [ProviderKind; 4] = [
+        ProviderKind::Local,
+        ProviderKind::Docker,
+        ProviderKind::Kubernetes,
+        ProviderKind::E2b,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Local => "local",
+            ProviderKind::Docker => "docker",
+            ProviderKind::Kubernetes => "kubernetes",
+            ProviderKind::E2b => "e2b",
+        }
+    }
+
+    fn parse(s: &str) -> Option<ProviderKind> {
+        ProviderKind::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// Whether the provider can run the agent as a uid of its own beside hangar's.
+    pub fn can_split_uids(self) -> bool {
+        matches!(self, ProviderKind::Local | ProviderKind::Docker)
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the sandbox may reach on the network.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "mode", content = "hosts")]
+pub enum Egress {
+    /// Nothing (a network namespace of its own with only loopback).
+    None,
+    /// Only these hosts.
+    Allowlist(Vec<String>),
+    /// Anything the host can reach.
+    Open,
+}
+
+/// Resource limits (where the provider enforces them).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Resources {
+    /// CPUs (fractions allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<f64>,
+    /// Memory in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    /// Processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u32>,
+}
+
+impl Resources {
+    pub fn is_empty(&self) -> bool {
+        self.cpu.is_none() && self.memory.is_none() && self.pids.is_none()
+    }
+}
+
+/// Whether the Tower hook must be installed for turns in this environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookMode {
+    /// Every turn runs with the hook, or is refused.
+    Required,
+    /// Turns run with the hook when the policy is `governed`.
+    Optional,
+    /// No hook.
+    Off,
+}
+
+/// The environment's `governance:` section (the governance issue gives it meaning).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Governance {
+    /// The policy turns get when they ask for none (`ask`, `auto`, `governed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<HookMode>,
+    /// Deny-risky rules: `{add: [...], disable: [ids]}` as hangar-rules reads them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Value>,
+}
+
+/// A validated environment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvSpec {
+    pub name: String,
+    pub provider: ProviderKind,
+    /// The image (docker, kubernetes; e2b: its template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    pub egress: Egress,
+    /// Share the host's network namespace (development, tests with a loopback model server).
+    #[serde(default)]
+    pub host_network: bool,
+    pub uid_split: bool,
+    pub sudo: bool,
+    #[serde(default)]
+    pub governance: Governance,
+    #[serde(default)]
+    pub resources: Resources,
+}
+
+const KEYS: &[&str] = &[
+    "name",
+    "provider",
+    "image",
+    "egress",
+    "network",
+    "uid_split",
+    "sudo",
+    "governance",
+    "resources",
+];
+
+fn bad(key: &str, msg: impl fmt::Display) -> SandboxError {
+    SandboxError::Invalid(format!("{key}: {msg}"))
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "true/false",
+        Value::Number(_) => "a number",
+        Value::String(_) => "text",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+fn string<'a>(key: &str, v: &'a Value) -> Result<&'a str, SandboxError> {
+    v.as_str()
+        .ok_or_else(|| bad(key, format!("must be text, not {}", type_name(v))))
+}
+
+fn boolean(key: &str, v: &Value) -> Result<bool, SandboxError> {
+    v.as_bool()
+        .ok_or_else(|| bad(key, format!("must be true or false, not {}", type_name(v))))
+}
+
+fn check_keys(
+    section: &str,
+    map: &Map<String, Value>,
+    allowed: &[&str],
+) -> Result<(), SandboxError> {
+    for k in map.keys() {
+        if !allowed.contains(&k.as_str()) {
+            let key = if section.is_empty() {
+                k.clone()
+            } else {
+                format!("{section}.{k}")
+            };
+            return Err(bad(
+                &key,
+                format!("unknown key; allowed: {}", allowed.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A size such as `512m`, `2g`, `1.5G`, `1048576`: bytes.
+fn parse_size(key: &str, v: &Value) -> Result<u64, SandboxError> {
+    let err = || {
+        bad(
+            key,
+            "must be a size in bytes or with a unit (k, m, g), e.g. 512m or 2g",
+        )
+    };
+    if let Some(n) = v.as_u64() {
+        return if n == 0 { Err(err()) } else { Ok(n) };
+    }
+    let s = v.as_str().ok_or_else(err)?.trim().to_ascii_lowercase();
+    let s = s.strip_suffix('b').unwrap_or(&s);
+    let (num, mul) = match s.chars().last() {
+        Some('k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('m') => (&s[..s.len() - 1], 1 << 20),
+        Some('g') => (&s[..s.len() - 1], 1 << 30),
+        Some('t') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| err())?;
+    if !n.is_finite() || n <= 0.0 {
+        return Err(err());
+    }
+    Ok((n * mul as f64) as u64)
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
+}
+
+fn valid_host(s: &str) -> bool {
+    let s = s.strip_prefix("*.").unwrap_or(s);
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+}
+
+impl EnvSpec {
+    /// Parses and validates an environment file's YAML.
+    pub fn from_yaml(text: &str) -> Result<EnvSpec, SandboxError> {
+        let v: Value = serde_yaml::from_str(text)
+            .map_err(|e| SandboxError::Invalid(format!("not valid YAML: {e}")))?;
+        EnvSpec::from_value(&v)
+    }
+
+    /// Validates an environment given as a JSON value (the API; also what a YAML file becomes).
+    pub fn from_value(v: &Value) -> Result<EnvSpec, SandboxError> {
+        let map = v.as_object().ok_or_else(|| {
+            SandboxError::Invalid(format!(
+                "an environment is a mapping of keys ({}), not {}",
+                KEYS.join(", "),
+                type_name(v)
+            ))
+        })?;
+        check_keys("", map, KEYS)?;
+        let name = map
+            .get("name")
+            .ok_or_else(|| bad("name", "required (lowercase letters, digits, - _ .)"))
+            .and_then(|v| string("name", v))?;
+        if !valid_name(name) {
+            return Err(bad(
+                "name",
+                format!(
+                    "{name:?} is not allowed: 1-63 lowercase letters, digits, - _ . starting with a letter or digit"
+                ),
+            ));
+        }
+        let allowed_providers = ProviderKind::ALL.map(ProviderKind::as_str).join(", ");
+        let provider = map
+            .get("provider")
+            .ok_or_else(|| bad("provider", format!("required; one of {allowed_providers}")))
+            .and_then(|v| string("provider", v))?;
+        let provider = ProviderKind::parse(provider).ok_or_else(|| {
+            bad(
+                "provider",
+                format!("{provider:?} is not a provider; one of {allowed_providers}"),
+            )
+        })?;
+
+        let image = match map.get("image") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(string("image", v)?.to_owned()),
+        };
+        match (provider, &image) {
+            (ProviderKind::Local, Some(_)) => {
+                return Err(bad(
+                    "image",
+                    "the local provider runs this machine's system read-only and takes no image; remove image, or use provider docker or kubernetes",
+                ));
+            }
+            (ProviderKind::Docker | ProviderKind::Kubernetes, None) => {
+                return Err(bad(
+                    "image",
+                    format!("required for provider {provider} (e.g. image: hangar-base:bookworm)"),
+                ));
+            }
+            (_, Some(i)) if i.trim().is_empty() => return Err(bad("image", "is empty")),
+            _ => {}
+        }
+
+        let host_network = match map.get("network") {
+            None | Some(Value::Null) => false,
+            Some(v) => match string("network", v)? {
+                "host" => true,
+                other => {
+                    return Err(bad(
+                        "network",
+                        format!(
+                            "{other:?} is not allowed; the only value is host (share the host's network namespace)"
+                        ),
+                    ));
+                }
+            },
+        };
+
+        let egress = match map.get("egress") {
+            None | Some(Value::Null) => {
+                if host_network {
+                    Egress::Open
+                } else {
+                    Egress::None
+                }
+            }
+            Some(Value::String(s)) => match s.as_str() {
+                "none" => Egress::None,
+                "open" => Egress::Open,
+                "allowlist" => {
+                    return Err(bad(
+                        "egress",
+                        "allowlist needs its hosts: egress: {allowlist: [github.com, registry.npmjs.org]}",
+                    ));
+                }
+                other => {
+                    return Err(bad(
+                        "egress",
+                        format!(
+                            "{other:?} is not allowed; one of none, open, or {{allowlist: [hosts]}}"
+                        ),
+                    ));
+                }
+            },
+            Some(Value::Object(m)) => {
+                check_keys("egress", m, &["allowlist"])?;
+                let hosts = m
+                    .get("allowlist")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| bad("egress.allowlist", "must be a list of host names"))?;
+                if hosts.is_empty() {
+                    return Err(bad(
+                        "egress.allowlist",
+                        "is empty; list the hosts, or use egress: none",
+                    ));
+                }
+                let mut out = Vec::new();
+                for h in hosts {
+                    let h = string("egress.allowlist", h)?;
+                    if !valid_host(h) {
+                        return Err(bad(
+                            "egress.allowlist",
+                            format!("{h:?} is not a host name (e.g. github.com or *.npmjs.org)"),
+                        ));
+                    }
+                    out.push(h.to_ascii_lowercase());
+                }
+                Egress::Allowlist(out)
+            }
+            Some(v) => {
+                return Err(bad(
+                    "egress",
+                    format!(
+                        "must be none, open, or {{allowlist: [hosts]}}, not {}",
+                        type_name(v)
+                    ),
+                ));
+            }
+        };
+        if host_network && egress != Egress::Open {
+            return Err(bad(
+                "network",
+                "host shares the host's network, so egress can only be open; drop network: host, or set egress: open",
+            ));
+        }
+        if host_network && !matches!(provider, ProviderKind::Local | ProviderKind::Docker) {
+            return Err(bad(
+                "network",
+                format!("host is only possible with provider local or docker, not {provider}"),
+            ));
+        }
+        if matches!(egress, Egress::Allowlist(_))
+            && matches!(provider, ProviderKind::Local | ProviderKind::Docker)
+        {
+            return Err(bad(
+                "egress",
+                format!(
+                    "an allowlist is not enforced by the {provider} provider yet (it needs an egress proxy); use none or open"
+                ),
+            ));
+        }
+
+        let uid_split = match map.get("uid_split") {
+            None | Some(Value::Null) => provider.can_split_uids(),
+            Some(v) => boolean("uid_split", v)?,
+        };
+        if uid_split && !provider.can_split_uids() {
+            return Err(bad(
+                "uid_split",
+                format!(
+                    "provider {provider} runs one uid per sandbox, so there is no uid split; set uid_split: false"
+                ),
+            ));
+        }
+        let sudo = match map.get("sudo") {
+            None | Some(Value::Null) => false,
+            Some(v) => boolean("sudo", v)?,
+        };
+        if sudo && provider == ProviderKind::Local {
+            return Err(bad(
+                "sudo",
+                "the local provider cannot give the agent sudo; remove it, or use provider docker",
+            ));
+        }
+
+        let governance = match map.get("governance") {
+            None | Some(Value::Null) => Governance::default(),
+            Some(Value::Object(g)) => {
+                check_keys("governance", g, &["policy", "hook", "rules"])?;
+                let policy = match g.get("policy") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => {
+                        let p = string("governance.policy", v)?;
+                        if !["ask", "auto", "governed"].contains(&p) {
+                            return Err(bad(
+                                "governance.policy",
+                                format!("{p:?} is not a policy; one of ask, auto, governed"),
+                            ));
+                        }
+                        Some(p.to_owned())
+                    }
+                };
+                let hook = match g.get("hook") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(match string("governance.hook", v)? {
+                        "required" => HookMode::Required,
+                        "optional" => HookMode::Optional,
+                        "off" => HookMode::Off,
+                        other => {
+                            return Err(bad(
+                                "governance.hook",
+                                format!("{other:?} is not allowed; one of required, optional, off"),
+                            ));
+                        }
+                    }),
+                };
+                let rules = match g.get("rules") {
+                    None | Some(Value::Null) => None,
+                    Some(v @ Value::Object(r)) => {
+                        check_keys("governance.rules", r, &["add", "disable"])?;
+                        Some(v.clone())
+                    }
+                    Some(v) => {
+                        return Err(bad(
+                            "governance.rules",
+                            format!(
+                                "must be a mapping with add and disable, not {}",
+                                type_name(v)
+                            ),
+                        ));
+                    }
+                };
+                Governance {
+                    policy,
+                    hook,
+                    rules,
+                }
+            }
+            Some(v) => {
+                return Err(bad(
+                    "governance",
+                    format!(
+                        "must be a mapping (policy, hook, rules), not {}",
+                        type_name(v)
+                    ),
+                ));
+            }
+        };
+
+        let resources = match map.get("resources") {
+            None | Some(Value::Null) => Resources::default(),
+            Some(Value::Object(r)) => {
+                check_keys("resources", r, &["cpu", "memory", "pids"])?;
+                let cpu = match r.get("cpu") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => match v.as_f64() {
+                        Some(c) if c > 0.0 && c.is_finite() => Some(c),
+                        _ => {
+                            return Err(bad(
+                                "resources.cpu",
+                                "must be a number of CPUs above 0, e.g. 1.5",
+                            ));
+                        }
+                    },
+                };
+                let memory = match r.get("memory") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(parse_size("resources.memory", v)?),
+                };
+                let pids = match r.get("pids") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => match v.as_u64() {
+                        Some(p) if p > 0 && p <= u64::from(u32::MAX) => Some(p as u32),
+                        _ => return Err(bad("resources.pids", "must be a whole number above 0")),
+                    },
+                };
+                Resources { cpu, memory, pids }
+            }
+            Some(v) => {
+                return Err(bad(
+                    "resources",
+                    format!(
+                        "must be a mapping (cpu, memory, pids), not {}",
+                        type_name(v)
+                    ),
+                ));
+            }
+        };
+        if provider == ProviderKind::Local
+            && (resources.cpu.is_some() || resources.memory.is_some())
+        {
+            return Err(bad(
+                "resources",
+                "the local provider cannot limit cpu or memory (bubblewrap has no cgroups); remove them, or use provider docker",
+            ));
+        }
+
+        Ok(EnvSpec {
+            name: name.to_owned(),
+            provider,
+            image,
+            egress,
+            host_network,
+            uid_split,
+            sudo,
+            governance,
+            resources,
+        })
+    }
+
+    /// The environment as the YAML a person would write (what `hangar env show` prints).
+    pub fn to_yaml_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("name".into(), self.name.clone().into());
+        m.insert("provider".into(), self.provider.as_str().into());
+        if let Some(i) = &self.image {
+            m.insert("image".into(), i.clone().into());
+        }
+        m.insert(
+            "egress".into(),
+            match &self.egress {
+                Egress::None => "none".into(),
+                Egress::Open => "open".into(),
+                Egress::Allowlist(h) => serde_json::json!({ "allowlist": h }),
+            },
+        );
+        if self.host_network {
+            m.insert("network".into(), "host".into());
+        }
+        m.insert("uid_split".into(), self.uid_split.into());
+        m.insert("sudo".into(), self.sudo.into());
+        if self.governance != Governance::default() {
+            m.insert(
+                "governance".into(),
+                serde_json::to_value(&self.governance).unwrap_or(Value::Null),
+            );
+        }
+        if !self.resources.is_empty() {
+            m.insert(
+                "resources".into(),
+                serde_json::to_value(&self.resources).unwrap_or(Value::Null),
+            );
+        }
+        Value::Object(m)
+    }
+
+    /// `to_yaml_value` as YAML text.
+    pub fn to_yaml(&self) -> String {
+        serde_yaml::to_string(&self.to_yaml_value()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    fn err(yaml: &str) -> String {
+        match EnvSpec::from_yaml(yaml) {
+            Ok(s) => panic!("accepted {yaml:?} as {s:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn defaults_for_a_minimal_local_environment() {
+        let s = EnvSpec::from_yaml("name: dev\nprovider: local\n").unwrap();
+        assert_eq!(s.provider, ProviderKind::Local);
+        assert_eq!(s.egress, Egress::None);
+        assert!(s.uid_split);
+        assert!(!s.sudo);
+        assert!(!s.host_network);
+    }
+
+    #[test]
+    fn a_full_docker_environment_round_trips_through_its_yaml() {
+        let y = "name: ci\nprovider: docker\nimage: hangar-base:bookworm\nnetwork: host\negress: open\nuid_split: true\nsudo: false\ngovernance: {policy: governed, hook: required, rules: {disable: [git-force-push]}}\nresources: {cpu: 1.5, memory: 2g, pids: 512}\n";
+        let s = EnvSpec::from_yaml(y).unwrap();
+        assert_eq!(s.resources.memory, Some(2 << 30));
+        assert_eq!(s.governance.hook, Some(HookMode::Required));
+        assert!(s.host_network);
+        assert_eq!(EnvSpec::from_yaml(&s.to_yaml()).unwrap(), s);
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_what_is_allowed() {
+        let e = err("name: dev\nprovider: local\nimagee: x\n");
+        assert!(
+            e.contains("imagee") && e.contains("allowed") && e.contains("uid_split"),
+            "{e}"
+        );
+        let e = err("name: dev\nprovider: docker\nimage: i\nresources: {disk: 3}\n");
+        assert!(e.starts_with("resources.disk:"), "{e}");
+        let e = err("name: dev\nprovider: local\ngovernance: {hooks: required}\n");
+        assert!(e.starts_with("governance.hooks:"), "{e}");
+    }
+
+    #[test]
+    fn impossible_combinations_are_refused_naming_the_key() {
+        for (yaml, key) in [
+            ("name: a\nprovider: local\nimage: x\n", "image:"),
+            ("name: a\nprovider: docker\n", "image:"),
+            (
+                "name: a\nprovider: docker\nimage: i\nnetwork: host\negress: none\n",
+                "network:",
+            ),
+            (
+                "name: a\nprovider: kubernetes\nimage: i\nuid_split: true\n",
+                "uid_split:",
+            ),
+            ("name: a\nprovider: e2b\nuid_split: true\n", "uid_split:"),
+            ("name: a\nprovider: local\nsudo: true\n", "sudo:"),
+            (
+                "name: a\nprovider: local\nresources: {memory: 1g}\n",
+                "resources:",
+            ),
+            (
+                "name: a\nprovider: docker\nimage: i\negress: allowlist\n",
+                "egress:",
+            ),
+            (
+                "name: a\nprovider: docker\nimage: i\negress: {allowlist: [github.com]}\n",
+                "egress:",
+            ),
+            (
+                "name: a\nprovider: kubernetes\nimage: i\nuid_split: false\nnetwork: host\negress: open\n",
+                "network:",
+            ),
+            (
+                "name: a\nprovider: e2b\negress: {allowlist: []}\n",
+                "egress.allowlist:",
+            ),
+            (
+                "name: a\nprovider: e2b\negress: {allowlist: ['http://x']}\n",
+                "egress.allowlist:",
+            ),
+            ("name: A B\nprovider: local\n", "name:"),
+            ("name: a\nprovider: lxc\n", "provider:"),
+            (
+                "name: a\nprovider: local\nuid_split: yes please\n",
+                "uid_split:",
+            ),
+            (
+                "name: a\nprovider: docker\nimage: i\nresources: {memory: lots}\n",
+                "resources.memory:",
+            ),
+            (
+                "name: a\nprovider: docker\nimage: i\nresources: {pids: -1}\n",
+                "resources.pids:",
+            ),
+            (
+                "name: a\nprovider: local\ngovernance: {policy: yolo}\n",
+                "governance.policy:",
+            ),
+            ("provider: local\n", "name:"),
+            ("- a\n- b\n", "an environment is a mapping"),
+        ] {
+            let e = err(yaml);
+            assert!(e.starts_with(key), "{yaml:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn kubernetes_and_e2b_default_to_no_split_and_allow_allowlists() {
+        let s = EnvSpec::from_yaml(
+            "name: k\nprovider: kubernetes\nimage: i\negress: {allowlist: [GitHub.com, '*.npmjs.org']}\n",
+        )
+        .unwrap();
+        assert!(!s.uid_split);
+        assert_eq!(
+            s.egress,
+            Egress::Allowlist(vec!["github.com".into(), "*.npmjs.org".into()])
+        );
+    }
+
+    #[test]
+    fn sizes_parse_with_units() {
+        for (v, n) in [
+            (Value::from("512m"), 512u64 << 20),
+            (Value::from("1.5G"), 3 << 29),
+            (Value::from("64kb"), 64 << 10),
+            (Value::from(4096), 4096),
+        ] {
+            assert_eq!(parse_size("m", &v).unwrap(), n);
+        }
+        assert!(parse_size("m", &Value::from("0")).is_err());
+        assert!(parse_size("m", &Value::from("12x")).is_err());
+    }
+}
