@@ -3,7 +3,7 @@
 //! ```text
 //! hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude|codex] [--policy ask|auto|governed]
 //!               [--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]...
-//!               [--resume ID | --fork ID [--fork-at TURN_ID]] [--session-id UUID]
+//!               [--resume ID | --fork ID [--fork-at MESSAGE_OR_TURN]] [--session-id UUID]
 //!               [--model-timeout SECS]
 //!               [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]]
 //!               [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE]
@@ -13,7 +13,9 @@
 //! ```
 //! `--rules FILE` is the environment's deny-risky rules file (rules added, default rules turned
 //! off by id; see hangar-rules); without it the default set applies.
-//! `--resume`/`--fork` take Claude Code's session id or Codex's thread id. `--raw` runs CMD as
+//! `--resume`/`--fork` take Claude Code's session id or Codex's thread id; `--fork-at` is where
+//! the fork's conversation ends: Claude Code's message uuid (`--resume-session-at`, the last
+//! entry kept) or Codex's turn id (`thread/fork` `lastTurnId`, the last turn kept). `--raw` runs CMD as
 //! the harness with its argv unchanged, speaking Claude Code's stream-json (benchmarks and
 //! protocol tests use a stub harness this way). Hand-parsed: the driver keeps its dependencies
 //! to the protocol crate and libc.
@@ -108,7 +110,7 @@ pub struct Settings {
 
 pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude|codex] [--policy ask|auto|governed] \
 [--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]... \
-[--resume ID | --fork ID [--fork-at TURN_ID]] [--session-id UUID] [--model-timeout SECS] \
+[--resume ID | --fork ID [--fork-at MESSAGE_OR_TURN]] [--session-id UUID] [--model-timeout SECS] \
 [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]] \
 [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE] \
 [--tower-hook PATH [--tower-hook-digest SHA256]] [--tower-url URL --tower-key-file FILE [--tower-wait-seconds N] [--tower-call-seconds N]] \
@@ -210,8 +212,8 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     if resume.is_some() && fork.is_some() {
         return Err("--resume and --fork exclude each other".into());
     }
-    if fork_at.is_some() && (fork.is_none() || harness != HarnessKind::Codex) {
-        return Err("--fork-at needs --fork and --harness codex".into());
+    if fork_at.is_some() && fork.is_none() {
+        return Err("--fork-at needs --fork".into());
     }
     let tower = match (tower_url, tower_key) {
         (Some(url), Some(key_file)) => Some(crate::tower::TowerSettings {

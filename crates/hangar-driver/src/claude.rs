@@ -56,6 +56,10 @@ pub fn args(s: &Settings, settings: Option<&std::path::Path>) -> Vec<OsString> {
             r.into(),
             OsString::from("--fork-session"),
         ]);
+        // Print mode only (we are in it): the history up to and including this entry.
+        if let Some(at) = &s.fork_at {
+            a.extend([OsString::from("--resume-session-at"), at.into()]);
+        }
     }
     if let Some(id) = &s.session_id {
         a.extend([OsString::from("--session-id"), id.into()]);
@@ -239,5 +243,41 @@ mod tests {
         let u = message_uuid("00112233445566778899aabbccddeeff");
         assert_eq!(u, "00112233-4455-4677-8899-aabbccddeeff");
         assert_eq!(message_uuid("").len(), 36);
+    }
+
+    #[test]
+    fn a_fork_cut_at_a_message_resumes_up_to_it() {
+        let s = crate::args::parse(
+            [
+                "--ctl",
+                "/c",
+                "--run",
+                "r1",
+                "--cwd",
+                "/w",
+                "--fork",
+                "sid",
+                "--fork-at",
+                "m-9",
+            ]
+            .map(std::ffi::OsString::from)
+            .to_vec(),
+        )
+        .unwrap();
+        let a: Vec<String> = args(&s, None)
+            .iter()
+            .map(|x| x.to_string_lossy().into_owned())
+            .collect();
+        let at = a.iter().position(|x| x == "--resume").unwrap();
+        assert_eq!(
+            a[at..at + 5],
+            [
+                "--resume",
+                "sid",
+                "--fork-session",
+                "--resume-session-at",
+                "m-9"
+            ]
+        );
     }
 }

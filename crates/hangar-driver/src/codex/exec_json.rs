@@ -5,13 +5,17 @@
 //! | app-server notification | run-log line |
 //! |---|---|
 //! | thread started / resumed / forked | `{"type":"thread.started","thread_id":…}` |
-//! | `turn/started` | `{"type":"turn.started"}` |
+//! | `turn/started` | `{"type":"turn.started","turn_id":…}` |
 //! | `item/started` (command) | `{"type":"item.started","item":{"id":"item_N","type":"command_execution",…,"status":"in_progress"}}` |
 //! | `item/completed` (agentMessage, reasoning, commandExecution, fileChange, …) | `{"type":"item.completed","item":{…}}` |
 //! | `turn/completed` `completed` | `{"type":"turn.completed","usage":{"input_tokens","cached_input_tokens","cache_write_input_tokens","output_tokens","reasoning_output_tokens"}}` plus `hangar_process_usage` |
 //! | `turn/completed` `failed` | `{"type":"turn.failed","error":{"message":…}}` |
 //! | `turn/completed` `interrupted` | `{"type":"turn.failed","error":{"message":"the turn was interrupted"}}` |
 //! | `error` | `{"type":"error","message":…}` |
+//!
+//! `turn_id` (app-server's turn id, not in `codex exec`'s lines) is on `turn.started`,
+//! `turn.completed` and `turn.failed`: a fork cuts a thread at a turn (`thread/fork`
+//! `lastTurnId`), so the control plane must know which turn each step came after.
 //!
 //! Item ids are `item_0`, `item_1`, … in order of first appearance, as `codex exec` numbers them.
 //! `usage` is the turn's own (the thread's running total from `thread/tokenUsage/updated`, less
@@ -70,6 +74,17 @@ pub struct Translator {
     open_items: Vec<String>,
 }
 
+/// `line` with `"turn_id"`: the notification's `turn.id`, when it has one.
+fn with_turn_id(mut line: Value, params: &Value) -> Value {
+    if let (Some(id), Some(obj)) = (
+        params.pointer("/turn/id").and_then(Value::as_str),
+        line.as_object_mut(),
+    ) {
+        obj.insert("turn_id".into(), json!(id));
+    }
+    line
+}
+
 impl Translator {
     fn item_id(&mut self, id: &str) -> String {
         let n = self.ids.len();
@@ -94,7 +109,7 @@ impl Translator {
         match method {
             "turn/started" => {
                 self.at_turn_start = self.total;
-                vec![json!({"type": "turn.started"})]
+                vec![with_turn_id(json!({"type": "turn.started"}), params)]
             }
             "thread/tokenUsage/updated" => {
                 if let Some(t) = params.pointer("/tokenUsage/total") {
@@ -123,7 +138,11 @@ impl Translator {
                     None => Vec::new(),
                 }
             }
-            "turn/completed" => self.turn_completed(params),
+            "turn/completed" => self
+                .turn_completed(params)
+                .into_iter()
+                .map(|l| with_turn_id(l, params))
+                .collect(),
             "error" => {
                 let message = params
                     .pointer("/error/message")
@@ -254,6 +273,24 @@ fn change_kind(c: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn turn_lines_carry_app_servers_turn_id() {
+        let mut t = Translator::default();
+        let started = t.notification("turn/started", &json!({"turn": {"id": "t-1"}}));
+        assert_eq!(started, [json!({"type": "turn.started", "turn_id": "t-1"})]);
+        let failed = t.notification(
+            "turn/completed",
+            &json!({"turn": {"id": "t-1", "status": "interrupted"}}),
+        );
+        assert_eq!(failed[0]["turn_id"], "t-1");
+        assert_eq!(failed[0]["type"], "turn.failed");
+        let done = t.notification(
+            "turn/completed",
+            &json!({"turn": {"id": "t-2", "status": "completed"}}),
+        );
+        assert_eq!(done[0]["turn_id"], "t-2");
+    }
 
     #[test]
     fn a_turn_with_a_command_translates_like_exec() {
