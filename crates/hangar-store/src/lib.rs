@@ -21,6 +21,7 @@
 mod db;
 mod error;
 mod events;
+mod forks;
 mod migrate;
 mod model;
 mod runs;
@@ -36,6 +37,7 @@ pub use audit::{AuditError, AuditLog, AuditRecord};
 pub use db::Store;
 pub use error::StoreError;
 pub use events::MAX_PAGE;
+pub use forks::{Fork, NewFork};
 pub use migrate::{Backend, KNOWN_SCHEMA_VERSION};
 pub use model::*;
 pub use tokens::{CreatedToken, Person, hash_token};

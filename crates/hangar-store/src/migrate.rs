@@ -36,12 +36,20 @@ pub(crate) struct Migration {
 
 /// Every migration, oldest first. Adding one: write both files with the next number and add
 /// the line here (a test checks the folders and this list agree).
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
-    postgres: include_str!("../migrations/postgres/0001_init.sql"),
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
+        postgres: include_str!("../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "forks",
+        sqlite: include_str!("../migrations/sqlite/0002_forks.sql"),
+        postgres: include_str!("../migrations/postgres/0002_forks.sql"),
+    },
+];
 
 /// The newest schema version this build knows.
 pub const KNOWN_SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;
@@ -173,13 +181,22 @@ mod tests {
 
     #[test]
     fn newer_and_changed_databases_are_refused() {
-        let ok = vec![(
-            1,
-            "init".to_owned(),
-            MIGRATIONS[0].checksum(Backend::Sqlite),
-        )];
-        assert!(plan(&ok, Backend::Sqlite).unwrap().is_empty());
-        assert_eq!(plan(&Vec::new(), Backend::Postgres).unwrap().len(), 1);
+        let all: Applied = MIGRATIONS
+            .iter()
+            .map(|m| (m.version, m.name.to_owned(), m.checksum(Backend::Sqlite)))
+            .collect();
+        assert!(plan(&all, Backend::Sqlite).unwrap().is_empty());
+        let first = all[..1].to_vec();
+        let rest: Vec<i64> = plan(&first, Backend::Sqlite)
+            .unwrap()
+            .iter()
+            .map(|m| m.version)
+            .collect();
+        assert_eq!(rest, (2..=KNOWN_SCHEMA_VERSION).collect::<Vec<_>>());
+        assert_eq!(
+            plan(&Vec::new(), Backend::Postgres).unwrap().len(),
+            MIGRATIONS.len()
+        );
         let newer = vec![(KNOWN_SCHEMA_VERSION + 1, "x".to_owned(), String::new())];
         let err = plan(&newer, Backend::Sqlite).unwrap_err();
         assert!(err.to_string().contains("upgrade hangar"), "{err}");

@@ -14,6 +14,7 @@ mod common;
 mod audit;
 mod entities;
 mod events;
+mod forks;
 mod schema;
 mod secrets;
 mod tokens;
