@@ -7,6 +7,7 @@ mod api;
 mod exit;
 mod find;
 mod follow;
+mod fork;
 mod local;
 mod logs;
 mod progress;
@@ -72,6 +73,10 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// A new sandbox with exactly a step's tree (rebuilt from hangar's store and checked) and a
+    /// new session whose conversation is the run's up to that step; prints `fork: SESSION`,
+    /// `sandbox: ID`, `dir:`, `tree:`, `conversation:` (and `turn:`, `run:` with `--prompt`).
+    Fork(fork::ForkArgs),
     /// Events: `check RUN` rebuilds the run's events from its log and compares them with the
     /// stored ones.
     Events {
@@ -201,6 +206,7 @@ fn main() -> ExitCode {
             patch,
             json,
         } => sessions::diff(&home, &run, from, to, patch, json),
+        Cmd::Fork(a) => fork::fork(&home, &a),
         Cmd::Transcript { session, json } => sessions::transcript(&home, &session, json),
         Cmd::Events { action, run } if action == "check" => serve::events_check(&home, &run),
         Cmd::Tree { dir } => match hangar_treehash::tree_id(&dir) {

@@ -20,7 +20,7 @@ use crate::run::TurnArgs;
 use crate::{progress, serve};
 
 /// Runs `f` on a runtime with a client: the server's, or one served in-process if `read_only`.
-fn with_api<F, Fut>(home: &Path, read_only: bool, f: F) -> Result<ExitCode, CliError>
+pub(crate) fn with_api<F, Fut>(home: &Path, read_only: bool, f: F) -> Result<ExitCode, CliError>
 where
     F: FnOnce(Api) -> Fut,
     Fut: Future<Output = Result<ExitCode, CliError>>,
@@ -52,7 +52,7 @@ where
 }
 
 /// `404` as "no such THING".
-fn not_found(what: &'static str, id: &str) -> impl FnOnce(ApiError) -> CliError {
+pub(crate) fn not_found(what: &'static str, id: &str) -> impl FnOnce(ApiError) -> CliError {
     let id = id.to_owned();
     move |e| match e.status() {
         Some(404) => CliError::Failed(format!("no {what} {id}")),

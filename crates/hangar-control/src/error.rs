@@ -15,6 +15,9 @@ pub enum ControlError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// Refused, and why (e.g. a fork whose rebuilt tree is not the recorded one).
+    #[error("{0}")]
+    Refused(String),
     #[error("cannot start the driver: {0}")]
     Launch(String),
     #[error("{0}")]

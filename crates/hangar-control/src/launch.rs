@@ -58,6 +58,8 @@ pub struct Launch<'a> {
     pub harness: Harness,
     pub policy: Policy,
     pub resume: Option<&'a str>,
+    /// A forked session's first turn: the conversation to fork and its last entry kept.
+    pub fork: Option<(&'a str, Option<&'a str>)>,
     pub options: &'a TurnOptions,
     /// Policy `governed`: Tower's address and the run's key file (see [`governance`]).
     pub tower: Option<(String, PathBuf)>,
@@ -146,6 +148,11 @@ pub fn driver_args(tools: &Tools, l: &Launch<'_>) -> Result<Vec<OsString>, Contr
     }
     if let Some(r) = l.resume {
         a.extend(["--resume".into(), r.into()]);
+    } else if let Some((parent, at)) = l.fork {
+        a.extend(["--fork".into(), parent.into()]);
+        if let Some(at) = at {
+            a.extend(["--fork-at".into(), at.into()]);
+        }
     }
     if let Some(v) = &l.options.verify {
         a.extend(["--verify".into(), v.into()]);

@@ -10,16 +10,20 @@
 //! * Commands (`steer`, `interrupt`, `approve`, `deny`) go through the signed mailbox, recorded
 //!   and audited with the person who sent them. A message that finds the turn ended starts the
 //!   next turn (S19), as do messages the driver handed back.
+//! * A run's steps are its trees; [`ControlPlane::fork`] rebuilds one into a new sandbox,
+//!   checks it, and makes a session whose conversation is the source's up to that step (S31).
 //!
 //! Non-goals: no HTTP (the server crate), no sandbox providers yet (local folders only).
 
 mod error;
+mod fork;
 mod launch;
 mod plane;
 mod trees;
 mod watch;
 
 pub use error::ControlError;
+pub use fork::{Conversation, ForkCapability, ForkRecord, ForkRequest, Forked, fork_capability};
 pub use launch::{Tools, TurnOptions};
 pub use plane::{ControlPlane, Reply, SessionRequest, Started};
 pub use trees::{FileChange, Step, TreeDiff};

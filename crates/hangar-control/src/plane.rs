@@ -246,6 +246,7 @@ impl ControlPlane {
         } else {
             None
         };
+        let fork = self.fork_point(&session).await?;
         let l = Launch {
             tower,
             run_id: &run_id,
@@ -254,6 +255,7 @@ impl ControlPlane {
             harness: session.harness,
             policy: session.policy,
             resume: session.harness_session_id.as_deref(),
+            fork: fork.as_ref().map(|(p, at)| (p.as_str(), at.as_deref())),
             options: &options,
         };
         let args = match launch::driver_args(&self.tools, &l) {

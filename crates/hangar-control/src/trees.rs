@@ -7,7 +7,7 @@
 //! *reads* those objects: nothing of the agent's repository (its config, hooks, attributes) is
 //! used, and nothing is written into it.
 //!
-//! Non-goals: forks (they rebuild a step's tree into a new sandbox), rename detection.
+//! Non-goals: rename detection. Forks (a step's tree rebuilt into a new sandbox) are `fork/`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -220,10 +220,10 @@ fn run_git(git_dir: &Path, args: &[&str], with_dir: bool) -> Result<String, Cont
 }
 
 /// A scratch folder, removed when dropped.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Scratch {
-    fn new() -> Result<Scratch, ControlError> {
+    pub(crate) fn new() -> Result<Scratch, ControlError> {
         let id = hangar_store::new_id("diff")
             .map_err(|e| ControlError::Internal(format!("scratch folder: {e}")))?;
         let dir = std::env::temp_dir().join(format!("hangar-{id}"));

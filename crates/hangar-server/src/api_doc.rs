@@ -321,6 +321,22 @@ pub fn endpoints() -> Vec<Endpoint> {
             200,
         ),
         e(
+            "POST",
+            "/v1/runs/{id}/fork",
+            "Fork the run at a step: a new sandbox with exactly that step's tree (rebuilt, hashed again, refused on a mismatch) and a new session whose conversation is the source's up to that step (or as near as the harness allows: `fork.conversation`)",
+            Some(crate::fork::doc_fork_req),
+            crate::fork::doc_forked,
+            201,
+        ),
+        e(
+            "GET",
+            "/v1/runs/{id}/forks",
+            "The forks made from the run's steps",
+            None,
+            crate::fork::doc_forks,
+            200,
+        ),
+        e(
             "GET",
             "/v1/credentials",
             "Credential names (never values)",

@@ -90,6 +90,7 @@ impl From<hangar_control::ControlError> for ApiError {
             C::BadRequest(m) => ApiError::BadRequest(m),
             C::NotFound(m) => ApiError::NotFound(m),
             C::Conflict(m) => ApiError::Conflict(m),
+            C::Refused(m) => ApiError::Refused(m),
             other => ApiError::Internal(other.to_string()),
         }
     }

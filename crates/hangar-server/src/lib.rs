@@ -7,6 +7,7 @@
 pub mod api_doc;
 pub mod auth;
 pub mod error;
+mod fork;
 mod routes;
 mod runlog;
 pub mod sse;

@@ -49,6 +49,8 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
         ("GET", "/v1/runs/{id}/log", get(crate::runlog::run_log)),
         ("GET", "/v1/runs/{id}/steps", get(steps)),
         ("GET", "/v1/runs/{id}/diff", get(diff)),
+        ("POST", "/v1/runs/{id}/fork", post(crate::fork::fork)),
+        ("GET", "/v1/runs/{id}/forks", get(crate::fork::forks)),
         ("GET", "/v1/credentials", get(list_credentials)),
         ("POST", "/v1/credentials/{name}", post(set_credential)),
         (

@@ -1,0 +1,440 @@
+//! A step's tree rebuilt into a new folder from hangar's store (the turn's pack, or its object
+//! store while it runs, and the repository's objects), then hashed again.
+//!
+//! For a work tree in a repository the folder becomes a clone of it (`--no-hardlinks`: nothing
+//! of the source is shared or touched) whose HEAD is the source's, whose index is the step's
+//! tree, and whose files are that tree's (untracked-but-not-ignored files included, as they are
+//! in the tree; now tracked, so that every file of the tree is in the fork's tree too). The
+//! objects the step needs beyond the clone's are packed into it. A plain folder gets the files
+//! only. git does the work in a scratch repository with no system or user config, no hooks and
+//! no templates; `.gitattributes` conversions are switched off for the checkout (`info/
+//! attributes`), since the tree's ids are of the content as it was on disk.
+//!
+//! Non-goals: submodules' own work trees (a gitlink becomes an empty folder, as a checkout
+//! without `--recurse-submodules` leaves it).
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::error::ControlError;
+use crate::trees::Scratch;
+
+/// What the rebuild made.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Rebuilt {
+    /// The commit the fork's HEAD is on (none for a plain folder or an unborn branch).
+    pub head: Option<String>,
+    /// Whether the folder is a git repository (a clone of the source's).
+    pub repository: bool,
+    /// The tree id of the folder's work tree, hashed again (hangar-treehash).
+    pub rehashed: String,
+}
+
+/// Why a rebuild failed: the store could not produce the tree (the fork is refused), or
+/// something on hangar's side broke.
+#[derive(Debug)]
+pub(crate) enum Failed {
+    Store(String),
+    Internal(String),
+}
+
+impl From<Failed> for ControlError {
+    fn from(f: Failed) -> ControlError {
+        match f {
+            Failed::Store(m) => ControlError::Refused(m),
+            Failed::Internal(m) => ControlError::Internal(m),
+        }
+    }
+}
+
+/// Rebuilds `tree` into `dest` (an empty folder), the objects read from `ctl` (the run's
+/// control folder) and the work tree `source`'s repository.
+pub(crate) fn rebuild(
+    ctl: &Path,
+    source: &Path,
+    tree: &str,
+    dest: &Path,
+) -> Result<Rebuilt, Failed> {
+    if tree.len() != 40 || !tree.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Failed::Store(format!("{tree:?} is not a tree id")));
+    }
+    let scratch = Scratch::new().map_err(|e| Failed::Internal(e.to_string()))?;
+    let turn_objects = turn_objects(ctl, &scratch.0)?;
+    let layout = hangar_treehash::RepoLayout::discover(source);
+    // A scratch repository that reads every object there is: the turn's, the source's and
+    // (once cloned) the fork's.
+    let work = scratch.0.join("work");
+    git(None, &["init", "-q", "--template=", &path_str(&work)?], &[])
+        .map_err(|e| Failed::Internal(format!("git init: {}", text(&e))))?;
+    let scratch_git = work.join(".git");
+    let mut alternates = turn_objects;
+    let head = if layout.gitdir.is_some() {
+        git(
+            None,
+            &[
+                "clone",
+                "-q",
+                "--no-checkout",
+                "--no-hardlinks",
+                "--template=",
+                "--",
+                &path_str(source)?,
+                &path_str(dest)?,
+            ],
+            &[],
+        )
+        .map_err(|e| {
+            Failed::Store(format!(
+                "cannot clone the repository of {}: {}",
+                source.display(),
+                text(&e)
+            ))
+        })?;
+        alternates.push(dest.join(".git/objects"));
+        let head = git(
+            Some(dest),
+            &["rev-parse", "-q", "--verify", "HEAD^{commit}"],
+            &[],
+        )
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o).trim().to_owned())
+        .filter(|h| !h.is_empty());
+        write_alternates(&scratch_git, &alternates)?;
+        pack_missing(&scratch_git, tree, head.as_deref(), dest)?;
+        head
+    } else {
+        if let Some(objects) = layout.objects_dir() {
+            alternates.push(objects);
+        }
+        write_alternates(&scratch_git, &alternates)?;
+        None
+    };
+    // Index and files: in the fork's own repository (which must now hold every object), or
+    // through the scratch repository with a scratch index for a plain folder.
+    let (git_dir, env): (PathBuf, Vec<(&str, OsString)>) = if layout.gitdir.is_some() {
+        (dest.join(".git"), Vec::new())
+    } else {
+        (
+            scratch_git.clone(),
+            vec![
+                ("GIT_INDEX_FILE", scratch.0.join("index").into_os_string()),
+                ("GIT_WORK_TREE", dest.as_os_str().to_owned()),
+            ],
+        )
+    };
+    let at = |args: &[&str]| {
+        let mut a = vec!["--git-dir".to_owned(), path_str(&git_dir)?];
+        if env.is_empty() {
+            a.extend(["--work-tree".to_owned(), path_str(dest)?]);
+        }
+        a.extend(args.iter().map(|s| (*s).to_owned()));
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        git(None, &refs, &env)
+            .map_err(|e| Failed::Store(format!("cannot rebuild tree {tree}: {}", text(&e))))
+    };
+    at(&["read-tree", tree])?;
+    let attributes = git_dir.join("info/attributes");
+    let info_made = !git_dir.join("info").exists();
+    std::fs::create_dir_all(git_dir.join("info"))
+        .and_then(|()| {
+            std::fs::write(
+                &attributes,
+                "* -text -eol -ident -filter -working-tree-encoding\n",
+            )
+        })
+        .map_err(|e| Failed::Internal(format!("{}: {e}", attributes.display())))?;
+    let checkout = at(&["checkout-index", "-a", "-f", "-u", "-q"]);
+    let _ = std::fs::remove_file(&attributes);
+    if info_made {
+        let _ = std::fs::remove_dir(git_dir.join("info"));
+    }
+    checkout?;
+    let rehashed = hangar_treehash::tree_id(dest)
+        .map_err(|e| Failed::Internal(format!("cannot hash {}: {e}", dest.display())))?;
+    Ok(Rebuilt {
+        head,
+        repository: layout.gitdir.is_some(),
+        rehashed,
+    })
+}
+
+/// The run's own objects as alternates: its object store while the turn runs, and a copy of
+/// its pack (`trees.pack` + `.idx`) in the scratch folder once it has ended.
+fn turn_objects(ctl: &Path, scratch: &Path) -> Result<Vec<PathBuf>, Failed> {
+    let mut dirs = Vec::new();
+    let store = hangar_protocol::ctl::ControlDir::at(ctl.to_owned()).tree_store();
+    if store.is_dir() {
+        dirs.push(store);
+    }
+    let pack = ctl.join("trees.pack");
+    if pack.is_file() {
+        let objects = scratch.join("turn-objects");
+        let packs = objects.join("pack");
+        std::fs::create_dir_all(&packs)
+            .map_err(|e| Failed::Internal(format!("{}: {e}", packs.display())))?;
+        for (from, to) in [
+            (pack, "pack-turn.pack"),
+            (ctl.join("trees.idx"), "pack-turn.idx"),
+        ] {
+            std::fs::copy(&from, packs.join(to)).map_err(|e| {
+                Failed::Store(format!(
+                    "cannot read the turn's objects {}: {e}",
+                    from.display()
+                ))
+            })?;
+        }
+        dirs.push(objects);
+    }
+    Ok(dirs)
+}
+
+fn write_alternates(git_dir: &Path, dirs: &[PathBuf]) -> Result<(), Failed> {
+    let list: String = dirs.iter().map(|p| format!("{}\n", p.display())).collect();
+    let file = git_dir.join("objects/info/alternates");
+    std::fs::create_dir_all(git_dir.join("objects/info"))
+        .and_then(|()| std::fs::write(&file, list))
+        .map_err(|e| Failed::Internal(format!("{}: {e}", file.display())))
+}
+
+/// Packs into the fork's repository the objects of `tree` that its HEAD does not have.
+fn pack_missing(
+    scratch_git: &Path,
+    tree: &str,
+    head: Option<&str>,
+    dest: &Path,
+) -> Result<(), Failed> {
+    let dir = path_str(scratch_git)?;
+    let mut args = vec!["--git-dir", &dir, "rev-list", "--objects", tree];
+    if let Some(h) = head {
+        args.extend(["--not", h]);
+    }
+    let list = git(None, &args, &[]).map_err(|e| {
+        Failed::Store(format!(
+            "the objects of tree {tree} are not all in hangar's store (the turn's pack and the repository): {}",
+            text(&e)
+        ))
+    })?;
+    if list.is_empty() {
+        return Ok(());
+    }
+    let base = path_str(&dest.join(".git/objects/pack/pack"))?;
+    git_with_input(&["--git-dir", &dir, "pack-objects", "-q", &base], &list).map_err(|e| {
+        Failed::Store(format!(
+            "cannot copy the objects of tree {tree} into the fork: {}",
+            text(&e)
+        ))
+    })?;
+    Ok(())
+}
+
+fn path_str(p: &Path) -> Result<String, Failed> {
+    p.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| Failed::Internal(format!("{} is not UTF-8", p.display())))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).trim().to_owned()
+}
+
+/// git with hangar's settings only: no system or user config, no hooks, no fsmonitor, any
+/// owner's repository readable. Its stdout, or its stderr as the error.
+fn git(dir: Option<&Path>, args: &[&str], env: &[(&str, OsString)]) -> Result<Vec<u8>, Vec<u8>> {
+    let mut c = base_command(dir);
+    c.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+    let out = c
+        .output()
+        .map_err(|e| format!("cannot run git: {e}").into_bytes())?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(out.stderr)
+    }
+}
+
+fn git_with_input(args: &[&str], input: &[u8]) -> Result<Vec<u8>, Vec<u8>> {
+    let mut c = base_command(None);
+    c.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c
+        .spawn()
+        .map_err(|e| format!("cannot run git: {e}").into_bytes())?;
+    let fed = child
+        .stdin
+        .take()
+        .map(|mut s| s.write_all(input))
+        .transpose();
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("git: {e}").into_bytes())?;
+    match (fed, out.status.success()) {
+        (Ok(_), true) => Ok(out.stdout),
+        (Err(e), true) => Err(format!("git's input: {e}").into_bytes()),
+        (_, false) => Err(out.stderr),
+    }
+}
+
+fn base_command(dir: Option<&Path>) -> Command {
+    let mut c = Command::new("git");
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "safe.directory=*",
+            "-c",
+            "core.autocrlf=false",
+        ])
+        .stdin(Stdio::null());
+    if let Some(d) = dir {
+        c.arg("-C").arg(d);
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hangar_treehash::{Options, RepoLayout, Store, TreeHasher};
+
+    fn sh(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@e"])
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    }
+
+    /// What the driver does: hash the work tree into the turn's store, then pack it.
+    fn hash_like_the_driver(work: &Path, ctl: &Path) -> String {
+        let alternates: Vec<PathBuf> = RepoLayout::discover(work)
+            .objects_dir()
+            .into_iter()
+            .collect();
+        let store = Store::open(&ctl.join("tree"), &alternates).unwrap();
+        let opts = Options {
+            watch: false,
+            ..Options::default()
+        };
+        let mut h = TreeHasher::with_options(work, store, opts).unwrap();
+        let tree = h.hash().unwrap().to_hex();
+        let store = h.into_store();
+        store.export_pack(&ctl.join("trees.pack")).unwrap();
+        store.destroy().unwrap();
+        tree
+    }
+
+    #[test]
+    fn a_repositorys_step_comes_back_as_a_clone_with_its_files() {
+        let t = tempfile::tempdir().unwrap();
+        let (work, ctl, dest) = (
+            t.path().join("w"),
+            t.path().join("ctl"),
+            t.path().join("fork"),
+        );
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(&ctl).unwrap();
+        sh(&work, &["init", "-q"]);
+        std::fs::write(work.join("a.txt"), "a\n").unwrap();
+        std::fs::write(work.join(".gitignore"), "*.log\n").unwrap();
+        std::fs::write(work.join(".gitattributes"), "*.txt text eol=crlf\n").unwrap();
+        sh(&work, &["add", "-A"]);
+        sh(&work, &["commit", "-qm", "one"]);
+        let head = sh(&work, &["rev-parse", "HEAD"]);
+        // The agent's work: an edit, a new untracked file, an executable, an ignored file.
+        std::fs::write(work.join("a.txt"), "a\nb\n").unwrap();
+        std::fs::create_dir(work.join("sub")).unwrap();
+        std::fs::write(work.join("sub/new.sh"), "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            work.join("sub/new.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::write(work.join("noise.log"), "x\n").unwrap();
+        let tree = hash_like_the_driver(&work, &ctl);
+        let status_before = sh(&work, &["status", "--porcelain"]);
+
+        let r = rebuild(&ctl, &work, &tree, &dest).unwrap();
+        assert_eq!(
+            r,
+            Rebuilt {
+                head: Some(head),
+                repository: true,
+                rehashed: tree.clone()
+            }
+        );
+        assert_eq!(
+            std::fs::read(dest.join("a.txt")).unwrap(),
+            b"a\nb\n",
+            "no eol conversion"
+        );
+        let mode = std::fs::metadata(dest.join("sub/new.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0o111);
+        assert!(!dest.join("noise.log").exists());
+        assert!(!dest.join(".git/info/attributes").exists());
+        assert_eq!(
+            sh(&dest, &["write-tree"]),
+            tree,
+            "the index is the step's tree"
+        );
+        sh(&dest, &["fsck", "--no-dangling"]);
+        assert_eq!(
+            sh(&work, &["status", "--porcelain"]),
+            status_before,
+            "the source is untouched"
+        );
+    }
+
+    #[test]
+    fn a_plain_folders_step_comes_back_as_files_and_a_missing_object_refuses() {
+        let t = tempfile::tempdir().unwrap();
+        let (work, ctl, dest) = (
+            t.path().join("w"),
+            t.path().join("ctl"),
+            t.path().join("fork"),
+        );
+        std::fs::create_dir_all(work.join("d")).unwrap();
+        std::fs::create_dir_all(&ctl).unwrap();
+        std::fs::write(work.join("d/x.txt"), "x\n").unwrap();
+        std::os::unix::fs::symlink("d/x.txt", work.join("link")).unwrap();
+        let tree = hash_like_the_driver(&work, &ctl);
+        std::fs::create_dir(&dest).unwrap();
+        let r = rebuild(&ctl, &work, &tree, &dest).unwrap();
+        assert_eq!(
+            (r.repository, r.head, r.rehashed.as_str()),
+            (false, None, tree.as_str())
+        );
+        assert!(!dest.join(".git").exists());
+        assert_eq!(
+            std::fs::read_link(dest.join("link")).unwrap(),
+            Path::new("d/x.txt")
+        );
+
+        let other = t.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        let missing = "0123456789012345678901234567890123456789";
+        match rebuild(&ctl, &work, missing, &other) {
+            Err(Failed::Store(m)) => assert!(m.contains(missing), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
