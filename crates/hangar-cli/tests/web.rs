@@ -2,8 +2,9 @@
 //! real `hangar serve` running real Claude Code turns with the scripted model. A person signs in
 //! with a token (nothing shows without one), watches a tool call arrive live, approves it from the
 //! page and the file appears; steers and the model gets the steer; sends the next prompt and
-//! interrupts it (status 130); and when the server dies mid-turn the page resumes from the last
-//! event it had, with no gap and no repeat. Screenshots of each main view go to
+//! interrupts it (status 130); ticks two steps of the timeline and sees the diff between them;
+//! forks a step into a new session and sees its first turn; and when the server dies mid-turn
+//! the page resumes from the last event it had, with no gap and no repeat. Screenshots of each main view go to
 //! `target/screenshots/web/` (or `$HANGAR_SCREENSHOTS_DIR`).
 #![allow(
     clippy::unwrap_used,
@@ -240,6 +241,8 @@ fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
         bash("echo hi > made.txt"),
         bash("rm made.txt"),
         Step::text("made it"),
+        Step::text("went on in the fork").expect_user_text("continue in the fork"),
+        Step::text("the second fork answers").expect_user_text("first prompt from the card"),
     ]));
     let (turn, run) = s.start_session("ask", "make a file please");
     let b = Browser::start(1280, 900).unwrap();
@@ -399,8 +402,159 @@ fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
         .collect();
     assert_eq!(shown_trees, trees);
     assert!(b.url().unwrap().ends_with("/timeline"));
-    assert!(b.text("#timeline-note").unwrap().contains("timeline alone"));
+    let numbers = b
+        .js(
+            "return Array.from(document.querySelectorAll('#timeline .step[data-step]')).map(e => e.dataset.step);",
+            json!([]),
+        )
+        .unwrap();
+    assert_eq!(numbers, json!(["0", "1", "2"]), "the API's step numbers");
     shot(&b, "05-timeline");
+
+    // Two steps ticked: the files that changed between them with their lines, and git's patch
+    // (as text: the `<b>` the agent wrote stays text).
+    b.click("#timeline .step[data-step='0'] .pick-step")
+        .unwrap();
+    b.click("#timeline .step[data-step='2'] .pick-step")
+        .unwrap();
+    let summary = wait_text(&b, "#diff-summary", "step 0 → step 2");
+    assert!(summary.contains("1 file changed, +1 −0"), "{summary}");
+    let (_, api_diff) = s.call("GET", &format!("/v1/runs/{run}/diff?from=0&to=2"), None);
+    assert_eq!(
+        api_diff["files"],
+        json!([{"path": "made.txt", "added": 1, "deleted": 0}])
+    );
+    let row = b.text("#diff tr[data-path='made.txt']").unwrap();
+    assert!(row.contains("+1") && row.contains("−0"), "{row}");
+    let patch = b.text("#diff-patch").unwrap();
+    assert!(
+        patch.contains("+edited") && patch.contains("made.txt"),
+        "{patch}"
+    );
+    assert_eq!(
+        patch.trim_end(),
+        api_diff["patch"].as_str().unwrap().trim_end()
+    );
+    // A third tick replaces the oldest: now steps 1 and 2 (nothing changed between them).
+    b.click("#timeline .step[data-step='1'] .pick-step")
+        .unwrap();
+    wait_text(&b, "#diff-summary", "step 1 → step 2: 0 files changed");
+    b.click("#timeline .step[data-step='0'] .pick-step")
+        .unwrap();
+    wait_text(&b, "#diff-summary", "step 0 → step 1: 1 file changed");
+    shot(&b, "05b-diff");
+
+    // Fork from step 1 (after the edit that ran) with a first message: the page shows the new
+    // session and links to its first turn, whose model request holds the conversation up to
+    // that step and not the denied `rm` after it.
+    b.click("#timeline .step[data-step='1'] .fork-step")
+        .unwrap();
+    b.type_into(
+        "#timeline .step[data-step='1'] .fork-prompt",
+        "continue in the fork",
+    )
+    .unwrap();
+    b.click("#timeline .step[data-step='1'] .fork-go").unwrap();
+    let forked = wait_text(
+        &b,
+        "#timeline .fork-answer[data-outcome=done]",
+        "forked: session",
+    );
+    assert!(forked.contains("untrusted"), "the warning shows: {forked}");
+    shot(&b, "05c-forked");
+    let (_, forks) = s.call("GET", &format!("/v1/runs/{run}/forks"), None);
+    let fork = &forks["forks"][0];
+    assert_eq!(fork["step"], 1);
+    let dir = PathBuf::from(fork["dir"].as_str().unwrap());
+    assert!(
+        forked.contains(fork["session"].as_str().unwrap()),
+        "{forked}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("made.txt")).unwrap(),
+        "edited\n"
+    );
+    let out = s.hangar().arg("tree").arg(&dir).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), trees[1]);
+    b.click("#timeline .fork-answer a.fork-link").unwrap();
+    wait_text(&b, "#turn-head .prompt-text", "continue in the fork");
+    wait_text(
+        &b,
+        "#feed [data-kind=assistant_text]",
+        "went on in the fork",
+    );
+    wait_text(&b, "#feed [data-kind=turn_end]", "status 0");
+    wait_text(&b, "#turn-state", "ended 0");
+    wait_text(&b, "#turn-head .forked-from", "Forked from step 1");
+    let sent = s.fake.requests().pop().unwrap();
+    let calls: Vec<String> = sent.tool_calls().into_iter().map(|c| c.2).collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    // The model's own call (the person's edited input is what ran), and not the `rm`.
+    assert!(calls[0].contains("echo hi > made.txt"), "{calls:?}");
+    assert!(
+        !sent.all_text().contains("keep the file"),
+        "the denial came after step 1"
+    );
+    shot(&b, "05d-fork-first-turn");
+    // The fork on the sessions page says where it came from.
+    b.goto(&format!(
+        "{}/ui/sessions?session={}",
+        s.url,
+        fork["session"].as_str().unwrap()
+    ))
+    .unwrap();
+    let card = wait_text(&b, "#sessions .session", "Forked from step 1");
+    assert!(card.contains("cut exactly there"), "{card}");
+    shot(&b, "05e-fork-session");
+    // The timeline with its controls fits a phone.
+    b.resize(390, 844).unwrap();
+    b.goto(&format!("{}/ui/turns/{turn}/timeline", s.url))
+        .unwrap();
+    wait_text(&b, "#timeline .step", "turn end");
+    b.click("#timeline .step[data-step='0'] .pick-step")
+        .unwrap();
+    b.click("#timeline .step[data-step='1'] .pick-step")
+        .unwrap();
+    wait_text(&b, "#diff-summary", "step 0 → step 1");
+    b.click("#timeline .step[data-step='2'] .fork-step")
+        .unwrap();
+    assert_eq!(
+        b.js(
+            "return document.documentElement.scrollWidth <= window.innerWidth + 1;",
+            json!([])
+        )
+        .unwrap(),
+        json!(true),
+        "the timeline overflows a phone"
+    );
+    shot(&b, "05f-phone-timeline");
+    b.resize(1280, 900).unwrap();
+
+    // A fork without a first message: the page links to the new session, whose card takes
+    // its first prompt.
+    b.click("#timeline .step[data-step='2'] .fork-go").unwrap();
+    wait_text(
+        &b,
+        "#timeline .fork-answer[data-outcome=done]",
+        "open the session",
+    );
+    b.click("#timeline .step[data-step='2'] .fork-answer a.fork-link")
+        .unwrap();
+    wait_text(&b, "#sessions .session", "Forked from step 2");
+    b.type_into(
+        "#sessions .first-prompt-form textarea",
+        "first prompt from the card",
+    )
+    .unwrap();
+    b.click("#sessions .first-prompt-form button").unwrap();
+    wait_text(
+        &b,
+        "#feed [data-kind=assistant_text]",
+        "the second fork answers",
+    );
+    b.goto(&format!("{}/ui/turns/{turn}/timeline", s.url))
+        .unwrap();
+    wait_text(&b, "#timeline .step", "turn end");
 
     // The manifest.
     b.click("a.tab[data-tab=manifest]").unwrap();

@@ -165,7 +165,8 @@ fn board() -> Value {
     let row = json!({"allOf": [session(), obj(
         json!({"person": {"type": ["string", "null"]}, "sandbox": {"anyOf": [sandbox, {"type": "null"}]},
                "state": {"type": ["string", "null"]}, "usage": usage, "cost_usd": {"type": ["number", "null"]},
-               "turns": {"type": "array", "items": turn()}}),
+               "turns": {"type": "array", "items": turn()},
+               "fork": {"type": ["object", "null"], "description": "the fork's record (as in POST /v1/runs/{id}/fork) when the session was made as one"}}),
         &["turns", "usage"],
     )]});
     obj(
@@ -387,7 +388,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         e(
             "GET",
             "/v1/board",
-            "Sessions, newest first, each with its sandbox, person, turns (no manifests), state, tokens and cost (`session`, `limit`)",
+            "Sessions, newest first, each with its sandbox, person, turns (no manifests), state, tokens, cost and fork record (`session`, `limit`)",
             None,
             board,
             200,

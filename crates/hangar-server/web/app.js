@@ -378,7 +378,35 @@
     return h('details', { class: 'card' }, h('summary', {}, 'Start a session'), form);
   }
 
-  function sessionCard(s) {
+  /** Where a forked session came from, in one line. */
+  function forkedFrom(f) {
+    if (!f) return null;
+    const c = f.conversation;
+    return h('p', { class: 'small forked-from' }, 'Forked from ', h('a', { href: `/ui/turns/${encodeURIComponent(f.turn)}/timeline`, 'data-nav': true }, `step ${f.step}`), ` of run ${f.run} (tree ${short(f.tree, 13)}${f.trusted ? '' : ', untrusted'}); conversation ${c.exact ? (c.parent ? 'cut exactly there' : 'new (nothing was said before)') : 'not cut exactly: ' + (c.why || '')}.`);
+  }
+
+  /** A session without turns (a fork made without a first message): its first prompt. */
+  function firstPromptForm(s) {
+    const text = h('textarea', { class: 'first-prompt', rows: 2, 'aria-label': 'first prompt', placeholder: 'The first prompt of this session…' });
+    const start = h('button', { type: 'button', class: 'primary start-first' }, 'Start its first turn');
+    const out = h('p', { class: 'answer' });
+    start.addEventListener('click', async () => {
+      if (!text.value.trim()) return;
+      start.disabled = true;
+      try {
+        const r = await api('POST', `/v1/sessions/${encodeURIComponent(s.id)}/messages`, { text: text.value.trim() });
+        if (r.turn) go(`/ui/turns/${encodeURIComponent(r.turn)}`);
+        else showAnswer(out, describeReply(r));
+      } catch (e) {
+        showAnswer(out, describeError(e));
+      } finally {
+        start.disabled = false;
+      }
+    });
+    return h('div', { class: 'first-prompt-form' }, text, h('div', { class: 'row' }, start, out));
+  }
+
+  function sessionCard(s, forms) {
     const last = s.turns[s.turns.length - 1];
     const sb = s.sandbox;
     const turns = h(
@@ -427,19 +455,23 @@
         h('dt', {}, 'session'),
         h('dd', { class: 'mono' }, s.id),
       ),
-      h('div', { class: 'scroll' }, turns),
+      forkedFrom(s.fork),
+      s.turns.length ? h('div', { class: 'scroll' }, turns) : forms.get(s.id) || (forms.set(s.id, firstPromptForm(s)), forms.get(s.id)),
     );
   }
 
   function sessionsView(main, ctx) {
+    const only = new URLSearchParams(location.search).get('session');
     const list = h('div', { id: 'sessions' }, h('p', { class: 'muted' }, 'Loading…'));
     const status = h('span', { class: 'muted small' });
-    main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Sessions'), status), newSessionForm(), list);
+    const forms = new Map();
+    if (only) main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Session'), h('span', {}, h('a', { href: '/ui/sessions', 'data-nav': true }, 'all sessions'), ' ', status)), list);
+    else main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Sessions'), status), newSessionForm(), list);
     const load = async () => {
       try {
-        const { sessions } = await api('GET', '/v1/board');
+        const { sessions } = await api('GET', only ? `/v1/board?session=${encodeURIComponent(only)}` : '/v1/board');
         if (!ctx.alive) return;
-        fill(list, ...(sessions.length ? sessions.map(sessionCard) : [h('p', { class: 'muted' }, 'No sessions yet. Start one above, or with ', h('code', {}, 'hangar run'), '.')]));
+        fill(list, ...(sessions.length ? sessions.map((s) => sessionCard(s, forms)) : [h('p', { class: 'muted' }, 'No sessions yet. Start one above, or with ', h('code', {}, 'hangar run'), '.')]));
         status.textContent = 'updated ' + when(Date.now()).slice(11);
       } catch (e) {
         if (ctx.alive) status.textContent = e.message;
@@ -485,6 +517,8 @@
       trees: [],
       ended: false,
       pendingIds: new Set(),
+      picked: [],
+      forkForms: new Map(),
     };
 
     const head = h('section', { class: 'card turn-head', id: 'turn-head' }, h('p', { class: 'muted' }, 'Loading…'));
@@ -502,10 +536,12 @@
     const livePanel = h('section', { class: 'panel', dataset: { panel: 'live' } }, approvals, feed, actions);
 
     const timeline = h('ol', { id: 'timeline', class: 'timeline' });
+    const diffBox = h('section', { id: 'diff', class: 'card diff' }, h('p', { class: 'muted small' }, 'Tick two steps (compare) to see what changed between them.'));
     const timelinePanel = h(
       'section',
       { class: 'panel', dataset: { panel: 'timeline' } },
-      h('p', { class: 'notice', id: 'timeline-note' }, 'The work tree after each step, as the driver hashed it. Forking from a step and the diff between two steps are not in this version yet: this is the timeline alone.'),
+      h('p', { class: 'notice', id: 'timeline-note' }, 'The work tree after each step, as the driver hashed it (step numbers are the API’s). Tick two steps to see what changed between them; fork a step into a new sandbox with exactly that tree and a session whose conversation goes up to it.'),
+      diffBox,
       timeline,
     );
     const manifestPanel = h('section', { class: 'panel', dataset: { panel: 'manifest' }, id: 'manifest' });
@@ -544,6 +580,7 @@
       fill(head, 
         h('div', { class: 'row spread' }, h('h1', {}, `Turn #${t.index + 1}`), h('span', { class: 'badges', id: 'turn-state', dataset: { state: t.state, status: t.status ?? '' } }, stateBadge(t), s ? badge(s.harness, 'plain') : null, s ? badge(`policy ${s.policy}`, 'plain') : null)),
         h('p', { class: 'prompt-text' }, t.prompt),
+        s && s.fork && t.index === 0 ? forkedFrom(s.fork) : null,
         laterTurns(),
         t.state === 'refused' ? h('p', { class: 'notice bad' }, 'Refused: ', t.reason || 'no reason given') : null,
         t.state === 'ended' ? h('p', { class: 'muted small' }, endedInWords(t.status, t.reason)) : null,
@@ -810,13 +847,112 @@
             badges = [];
             treeLine = h('span', { class: 'muted small' }, hashed || st.tool ? 'no tree recorded for this step' : 'no tree recorded (this run wrote no tree lines)');
           }
+          const n = t ? v.trees.indexOf(t) : -1;
+          const tools = t ? stepTools(n) : null;
           return h(
             'li',
-            { class: 'step', dataset: t ? { tree: t.tree, event: t.id } : { tool: st.tool || '' } },
-            h('span', { class: 'step-n' }, String(i + 1)),
-            h('div', { class: 'step-body' }, h('div', { class: 'row spread' }, h('strong', {}, st.what), h('span', { class: 'badges' }, badges)), h('div', {}, treeLine)),
+            { class: 'step', dataset: t ? { tree: t.tree, event: t.id, step: n } : { tool: st.tool || '' } },
+            h('span', { class: 'step-n', title: t ? `step ${n}` : 'no step of its own' }, t ? String(n) : '·'),
+            h('div', { class: 'step-body' }, h('div', { class: 'row spread' }, h('strong', {}, st.what), h('span', { class: 'badges' }, badges)), h('div', {}, treeLine), tools),
           );
         }),
+      );
+    }
+
+    /** A step's controls: tick it to compare, or fork from it. */
+    function stepTools(n) {
+      const pick = h('input', { type: 'checkbox', class: 'pick-step', 'aria-label': `compare step ${n}`, checked: v.picked.includes(n) });
+      pick.addEventListener('change', () => {
+        v.picked = v.picked.filter((x) => x !== n);
+        if (pick.checked) v.picked.push(n);
+        while (v.picked.length > 2) v.picked.shift();
+        for (const box of timeline.querySelectorAll('.step[data-step] .pick-step')) box.checked = v.picked.includes(Number(box.closest('.step').dataset.step));
+        if (v.picked.length === 2) loadDiff(Math.min(...v.picked), Math.max(...v.picked));
+      });
+      const forkBtn = h('button', { type: 'button', class: 'fork-step' }, 'Fork from here');
+      forkBtn.addEventListener('click', () => {
+        const f = forkForm(n);
+        f.hidden = !f.hidden;
+        if (!f.hidden) f.querySelector('textarea').focus();
+      });
+      return h('div', { class: 'step-tools' }, h('div', { class: 'row' }, h('label', { class: 'pick' }, pick, ' compare'), forkBtn), forkForm(n));
+    }
+
+    /** The fork form of step `n` (kept across re-renders of the timeline, so typing survives). */
+    function forkForm(n) {
+      if (v.forkForms.has(n)) return v.forkForms.get(n);
+      const prompt = h('textarea', { class: 'fork-prompt', rows: 2, 'aria-label': `first message for the fork of step ${n}`, placeholder: 'First message for the fork (optional: without one, send it later)' });
+      const forkGo = h('button', { type: 'button', class: 'primary fork-go' }, `Fork step ${n}`);
+      const out = h('div', { class: 'answer fork-answer', 'aria-live': 'polite' });
+      const form = h('div', { class: 'fork-form', hidden: true }, h('p', { class: 'muted small' }, `A new sandbox whose work tree is exactly step ${n}’s tree (rebuilt from hangar’s store and checked), and a new session whose conversation is this one’s up to step ${n}.`), prompt, h('div', { class: 'row' }, forkGo), out);
+      forkGo.addEventListener('click', async () => {
+        const body = { step: n };
+        if (prompt.value.trim()) body.prompt = prompt.value.trim();
+        forkGo.disabled = true;
+        out.dataset.outcome = 'pending';
+        out.className = 'answer fork-answer pending';
+        fill(out, 'forking…');
+        try {
+          const r = await api('POST', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/fork`, body);
+          out.dataset.outcome = 'done';
+          out.className = 'answer fork-answer done';
+          const c = r.fork.conversation;
+          const link = r.turn
+            ? h('a', { href: `/ui/turns/${encodeURIComponent(r.turn.id)}`, 'data-nav': true, class: 'fork-link' }, 'open its first turn')
+            : h('a', { href: `/ui/sessions?session=${encodeURIComponent(r.session.id)}`, 'data-nav': true, class: 'fork-link' }, 'open the session');
+          fill(
+            out,
+            h('p', {}, 'forked: session ', h('code', {}, r.session.id), ' in ', h('code', {}, r.sandbox.workdir), ' — ', link),
+            h('p', { class: 'small' }, `tree ${short(r.fork.tree, 13)} checked; conversation: ${c.parent ? (c.exact ? 'exactly up to step ' + n : 'not exact') : c.exact ? 'a new one (nothing was said before this step)' : 'a new one (not exact)'}`),
+            r.fork.warnings.length ? h('ul', { class: 'warnings small' }, r.fork.warnings.map((w) => h('li', {}, w))) : null,
+          );
+        } catch (e) {
+          const a = describeError(e, 'fork');
+          out.dataset.outcome = a.outcome;
+          out.className = `answer fork-answer ${a.outcome}`;
+          fill(out, a.text);
+        } finally {
+          forkGo.disabled = false;
+        }
+      });
+      v.forkForms.set(n, form);
+      return form;
+    }
+
+    /** What changed from step `a` to step `b`: the files with their lines, then git's patch (as text). */
+    async function loadDiff(a, b) {
+      fill(diffBox, h('p', { class: 'muted small' }, `Loading what changed from step ${a} to step ${b}…`));
+      let d;
+      try {
+        d = await api('GET', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/diff?from=${a}&to=${b}`);
+      } catch (e) {
+        fill(diffBox, h('p', { class: 'notice bad' }, e.message));
+        return;
+      }
+      if (!ctx.alive || v.picked.length !== 2 || Math.min(...v.picked) !== a || Math.max(...v.picked) !== b) return;
+      let added = 0;
+      let deleted = 0;
+      for (const f of d.files) {
+        added += f.added || 0;
+        deleted += f.deleted || 0;
+      }
+      const rows = d.files.map((f) =>
+        h(
+          'tr',
+          { dataset: { path: f.path } },
+          h('td', { class: 'path mono' }, f.path),
+          f.added === null ? h('td', { class: 'num', colspan: 2 }, 'binary') : [h('td', { class: 'num add' }, `+${f.added}`), h('td', { class: 'num del' }, `−${f.deleted}`)],
+        ),
+      );
+      const limit = 200000;
+      const text = d.patch.length > limit ? d.patch.slice(0, limit) : d.patch;
+      const kind = (l) => (l.startsWith('+++') || l.startsWith('---') || l.startsWith('diff ') || l.startsWith('index ') ? 'meta' : l.startsWith('@@') ? 'hunk' : l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : '');
+      fill(
+        diffBox,
+        h('div', { class: 'row spread' }, h('h3', { id: 'diff-summary' }, `step ${a} → step ${b}: ${d.files.length} ${d.files.length === 1 ? 'file' : 'files'} changed, +${added} −${deleted}`), h('code', { class: 'small muted' }, `${short(d.from.tree, 10)} → ${short(d.to.tree, 10)}`)),
+        d.files.length ? h('div', { class: 'scroll' }, h('table', { class: 'files' }, h('tbody', {}, rows))) : h('p', { class: 'muted' }, 'The two trees are the same.'),
+        d.patch ? h('pre', { class: 'patch', id: 'diff-patch' }, text.replace(/\n$/, '').split('\n').map((l) => h('span', { class: kind(l) }, l + '\n'))) : null,
+        d.patch.length > limit ? h('p', { class: 'muted small' }, `The patch is cut at ${num(limit)} characters: see it whole with hangar diff RUN --from ${a} --to ${b} --patch.`) : null,
       );
     }
 

@@ -1,6 +1,7 @@
 //! The API routes the web page needed beyond the CLI's: who the token belongs to, the sessions
-//! board (each session with its sandbox, person, turns, tokens and cost in one answer), and the
-//! audit records of one turn. Registered in `routes::routes` and documented in `api_doc`.
+//! board (each session with its sandbox, person, turns, tokens and cost, and the fork it was made
+//! as, in one answer), and the audit records of one turn. Registered in `routes::routes` and
+//! documented in `api_doc`.
 
 use std::sync::Arc;
 
@@ -37,7 +38,8 @@ pub(crate) struct BoardQuery {
 }
 
 /// `GET /v1/board`: the newest sessions first, each with its sandbox and person, its turns
-/// (without their manifests), its latest turn's state and the sums of its turns' tokens and cost.
+/// (without their manifests), its latest turn's state, the sums of its turns' tokens and cost, and
+/// the fork's record when it was made as one.
 pub(crate) async fn board(
     State(plane): S,
     _who: Authed,
@@ -84,8 +86,10 @@ async fn board_row(plane: &ControlPlane, s: &Session) -> Result<Value, ApiError>
             v
         })
         .collect();
+    let fork = plane.fork_of(&s.id).await?;
     let mut row = views::session(s);
     if let Some(o) = row.as_object_mut() {
+        o.insert("fork".into(), json!(fork));
         o.insert("person".into(), sandbox["person"].clone());
         o.insert("sandbox".into(), sandbox);
         o.insert(
