@@ -529,12 +529,12 @@ impl EnvSpec {
                 ));
             }
         };
-        if provider == ProviderKind::Local
-            && (resources.cpu.is_some() || resources.memory.is_some())
-        {
+        // pids too: RLIMIT_NPROC would count the agent's uid across sandboxes, not exempt the
+        // driver's harness, and count every process of hangar's user without the split.
+        if provider == ProviderKind::Local && !resources.is_empty() {
             return Err(bad(
                 "resources",
-                "the local provider cannot limit cpu or memory (bubblewrap has no cgroups); remove them, or use provider docker",
+                "the local provider cannot limit cpu, memory or pids (bubblewrap has no cgroups); remove them, or use provider docker",
             ));
         }
 
@@ -655,6 +655,10 @@ mod tests {
             ("name: a\nprovider: local\nsudo: true\n", "sudo:"),
             (
                 "name: a\nprovider: local\nresources: {memory: 1g}\n",
+                "resources:",
+            ),
+            (
+                "name: a\nprovider: local\nresources: {pids: 100}\n",
                 "resources:",
             ),
             (

@@ -17,9 +17,15 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod copy;
 pub mod env;
+pub mod layout;
+pub mod local;
+mod procs;
+mod uids;
 
 pub use env::{Egress, EnvSpec, Governance, HookMode, ProviderKind, Resources};
+pub use local::LocalProvider;
 
 /// What went wrong, in words a person can act on.
 #[derive(Debug, thiserror::Error)]

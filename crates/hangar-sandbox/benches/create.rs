@@ -1,0 +1,183 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout,
+    reason = "benchmark binary"
+)]
+
+//! Sandbox create -> ready to run the driver (`cargo bench -p hangar-sandbox`): `create` from a
+//! small git repository, then the first `exec` of `true` as hangar's user, p50 over 20, for each
+//! provider this machine has, beside that provider's bare cost measured in the same run,
+//! interleaved: `bwrap` with the same namespaces running `true`, and `docker run --rm IMAGE true`
+//! made through the same Engine API (create, start, wait, remove). The sandbox is destroyed
+//! after each round, outside the timing. Targets: local < 300 ms, docker < 1.5 s.
+//! `HANGAR_TEST_DOCKER=0` leaves docker out; `HANGAR_TEST_IMAGE` names its image
+//! (default hangar-base:bookworm, from `scripts/build-image`).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hangar_sandbox::{CreateRequest, EnvSpec, ExecRequest, LocalProvider, Provider, Who};
+
+const ROUNDS: usize = 20;
+
+fn p50(v: &mut [Duration]) -> f64 {
+    v.sort();
+    v[v.len() / 2].as_secs_f64() * 1000.0
+}
+
+fn git(repo: &Path, args: &[&str]) {
+    let st = Command::new("git")
+        .args(["-c", "user.name=b", "-c", "user.email=b@example.com"])
+        .args(args)
+        .current_dir(repo)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// A small repository: 50 files in a few folders, one commit, one uncommitted change.
+fn repo() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    git(d.path(), &["init", "-q"]);
+    for i in 0..50 {
+        let dir = d.path().join(format!("src/m{}", i % 5));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(format!("f{i}.rs")),
+            format!("// file {i}\n").repeat(40),
+        )
+        .unwrap();
+    }
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["commit", "-q", "-m", "bench"]);
+    std::fs::write(d.path().join("src/m0/f0.rs"), "changed\n").unwrap();
+    d
+}
+
+/// Create -> ready, and the destroy after it.
+async fn create_to_ready<P: Provider>(
+    p: &P,
+    env: &EnvSpec,
+    repo: &Path,
+    home: &Path,
+    n: usize,
+) -> (Duration, Duration) {
+    let req = CreateRequest {
+        id: format!("bench-{}-{n}", std::process::id()),
+        env: env.clone(),
+        repo: repo.to_owned(),
+        person: "bench@example.com".into(),
+        home: home.to_owned(),
+    };
+    let t = Instant::now();
+    let sb = p.create(&req).await.unwrap();
+    let out = p
+        .exec(&sb, Who::Hangar, &ExecRequest::new(["true"]))
+        .await
+        .unwrap();
+    let d = t.elapsed();
+    assert!(out.success(), "{out:?}");
+    let t = Instant::now();
+    p.destroy(&sb, false).await.unwrap();
+    (d, t.elapsed())
+}
+
+/// What copying the repository costs on this disk: `cp -a` of it next to hangar's home.
+fn bare_copy(repo: &Path, home: &Path) -> Duration {
+    let dst = home.join("cp-a");
+    let t = Instant::now();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(repo)
+        .arg(&dst)
+        .status()
+        .unwrap();
+    let d = t.elapsed();
+    assert!(st.success());
+    std::fs::remove_dir_all(&dst).unwrap();
+    d
+}
+
+fn bare_bwrap() -> Duration {
+    let t = Instant::now();
+    let st = Command::new("bwrap")
+        .args([
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-net",
+        ])
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--die-with-parent",
+        ])
+        .arg("true")
+        .status()
+        .unwrap();
+    let d = t.elapsed();
+    assert!(st.success());
+    d
+}
+
+fn count(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let ft = e.file_type().unwrap();
+            1 + if ft.is_dir() { count(&e.path()) } else { 0 }
+        })
+        .sum()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "sandbox create -> ready (exec `true` as hangar's user), p50 over {ROUNDS}; load average {}",
+        load.split(' ').take(3).collect::<Vec<_>>().join(" ")
+    );
+    let repo = repo();
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+
+    let local = LocalProvider::new();
+    let env = EnvSpec::from_yaml("name: bench\nprovider: local\n").unwrap();
+    local.check(&env).await.unwrap();
+    let (mut made, mut gone, mut bare, mut copy) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for n in 0..ROUNDS {
+        let (m, g) = create_to_ready(&local, &env, repo.path(), home.path(), n).await;
+        made.push(m);
+        gone.push(g);
+        bare.push(bare_bwrap());
+        copy.push(bare_copy(repo.path(), home.path()));
+    }
+    let split = if local.capabilities(&env).uid_split {
+        "on"
+    } else {
+        "off"
+    };
+    println!(
+        "  local   create -> ready   p50 {:7.1} ms   (target < 300 ms; uid split {split})",
+        p50(&mut made)
+    );
+    println!(
+        "  local   bare bwrap true   p50 {:7.1} ms   (baseline)",
+        p50(&mut bare)
+    );
+    println!(
+        "  local   cp -a of the repo p50 {:7.1} ms   (baseline: the copy alone, {} entries)",
+        p50(&mut copy),
+        count(repo.path())
+    );
+    println!("  local   destroy           p50 {:7.1} ms", p50(&mut gone));
+}

@@ -1,0 +1,821 @@
+//! The local provider, the embedded default: every command runs under bubblewrap (`bwrap`, the
+//! Debian package `bubblewrap`) on this machine.
+//!
+//! What a command inside sees (see [`crate::layout`] for the sandbox's own paths):
+//! - this machine's system read-only: every top-level folder of `/` bound read-only, except
+//!   `/proc` and `/dev` (fresh ones of the sandbox), `/tmp` (the sandbox's own) and `/run` (empty
+//!   but for `/run/hangar`: no host daemon's socket is reachable); hangar's home is hidden under an
+//!   empty tmpfs (its database, vault key and every other sandbox);
+//! - the workspace, the agent's home, `/var/lib/hangar`, `/run/hangar` and `/tmp` bound from the
+//!   sandbox's folder;
+//! - a pid, IPC and UTS namespace of its own, and a network namespace with only loopback unless
+//!   the environment has `network: host` or `egress: open` (bubblewrap has no network of its own
+//!   with a route out, so open egress is the host's network);
+//! - the uid split, when hangar runs as root: hangar's user is root with only the capabilities the
+//!   driver needs (set uid and gid, signal and read the agent's processes and files); the agent is
+//!   a uid of its own (set with `setpriv` inside, no capabilities, no new privileges), named
+//!   `agent` in the sandbox's `/etc/passwd`. Without root the split is off: bubblewrap runs in a
+//!   user namespace and everything runs as hangar's user.
+//!
+//! tmux: one tmux server per sandbox on the host, its socket in the sandbox's folder; each window
+//! runs `bwrap` (so the process outlives the call that started it, and `tmux -S SOCK attach`
+//! puts a person's terminal into it). `destroy` kills that server, then every process whose
+//! mount namespace still holds the sandbox's folders (see [`crate::procs`]), then removes the
+//! folder.
+
+use std::ffi::OsString;
+use std::os::unix::fs::{PermissionsExt, chown};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use crate::layout::{self, AGENT_HOME, CTL_INSIDE, HANGAR_LIB, WORKSPACE};
+use crate::{
+    AgentUser, Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output,
+    Provider, ProviderKind, Sandbox, SandboxError, Who, copy, procs, uids,
+};
+
+/// Top-level folders of `/` a sandbox gets its own of.
+const REPLACED: &[&str] = &["/proc", "/dev", "/tmp", "/run"];
+
+/// What root keeps inside under the split: enough for the driver to become the agent for the
+/// harness, signal it, and read (hash) and fix up the agent's files. No mounting, no ptrace.
+const HANGAR_CAPS: &[&str] = &[
+    "CAP_SETUID",
+    "CAP_SETGID",
+    "CAP_KILL",
+    "CAP_CHOWN",
+    "CAP_FOWNER",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+];
+
+/// The local (bubblewrap) provider.
+#[derive(Debug, Clone)]
+pub struct LocalProvider {
+    root: bool,
+    uid: u32,
+    bwrap: PathBuf,
+    tmux: PathBuf,
+}
+
+impl Default for LocalProvider {
+    fn default() -> Self {
+        LocalProvider::new()
+    }
+}
+
+impl LocalProvider {
+    pub fn new() -> LocalProvider {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        LocalProvider {
+            root: uid == 0,
+            uid,
+            bwrap: program("bwrap").unwrap_or_else(|| "bwrap".into()),
+            tmux: program("tmux").unwrap_or_else(|| "tmux".into()),
+        }
+    }
+
+    fn split_off_reason(&self, env: &EnvSpec) -> Option<String> {
+        if !env.uid_split {
+            Some("the environment sets uid_split: false".to_owned())
+        } else if !self.root {
+            Some(format!(
+                "hangar runs as uid {}, not root, so bubblewrap can only run everything as hangar's own user; run hangar as root for the uid split",
+                self.uid
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// The host folder's parts.
+struct Dirs {
+    host: PathBuf,
+}
+
+impl Dirs {
+    fn of(sb: &Sandbox) -> Dirs {
+        Dirs {
+            host: sb.host_dir.clone(),
+        }
+    }
+    fn workspace(&self) -> PathBuf {
+        self.host.join("workspace")
+    }
+    fn home(&self) -> PathBuf {
+        self.host.join("home")
+    }
+    fn lib(&self) -> PathBuf {
+        self.host.join("lib")
+    }
+    fn ctl(&self) -> PathBuf {
+        self.host.join("ctl")
+    }
+    fn tmp(&self) -> PathBuf {
+        self.host.join("tmp")
+    }
+    fn etc(&self) -> PathBuf {
+        self.host.join("etc")
+    }
+    fn tmux_socket(&self) -> PathBuf {
+        self.host.join("tmux.sock")
+    }
+    /// hangar's home: `<home>/sandboxes/<id>`'s grandparent.
+    fn hangar_home(&self) -> Option<&Path> {
+        self.host.parent()?.parent()
+    }
+}
+
+fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Failed(format!("{what}: {e}"))
+}
+
+fn program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| layout::PATH.into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn need(name: &str, package: &str) -> Result<PathBuf, SandboxError> {
+    program(name).ok_or_else(|| {
+        SandboxError::Unavailable(format!(
+            "the local provider needs {name}, which is not on PATH; install it (Debian: apt-get install {package})"
+        ))
+    })
+}
+
+fn status_of(s: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    s.code()
+        .or_else(|| s.signal().map(|n| 128 + n))
+        .unwrap_or(-1)
+}
+
+fn mkdir(path: &Path, mode: u32, owner: Option<(u32, u32)>) -> Result<(), SandboxError> {
+    std::fs::create_dir(path).map_err(|e| failed(path.display(), e))?;
+    if let Some((u, g)) = owner {
+        chown(path, Some(u), Some(g)).map_err(|e| failed(path.display(), e))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| failed(path.display(), e))
+}
+
+impl LocalProvider {
+    /// Makes the sandbox's folder; on error the caller removes it.
+    fn build(
+        &self,
+        req: &CreateRequest,
+        dirs: &Dirs,
+        agent: Option<&AgentUser>,
+    ) -> Result<(), SandboxError> {
+        let owner = agent.map(|a| (a.uid, a.gid));
+        mkdir(&dirs.ctl(), 0o700, None)?;
+        mkdir(&dirs.lib(), 0o755, None)?;
+        mkdir(&dirs.tmp(), 0o1777, None)?;
+        mkdir(&dirs.home(), 0o700, owner)?;
+        if let Some(a) = agent {
+            mkdir(&dirs.etc(), 0o755, None)?;
+            for (name, line) in [
+                ("passwd", layout::agent_passwd_line(a)),
+                ("group", layout::agent_group_line(a)),
+            ] {
+                let mut text = std::fs::read_to_string(Path::new("/etc").join(name))
+                    .map_err(|e| failed(format!("/etc/{name}"), e))?;
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&line);
+                let p = dirs.etc().join(name);
+                std::fs::write(&p, text).map_err(|e| failed(p.display(), e))?;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644))
+                    .map_err(|e| failed(p.display(), e))?;
+            }
+        }
+        let repo = std::fs::canonicalize(&req.repo)
+            .map_err(|e| SandboxError::Invalid(format!("repo {}: {e}", req.repo.display())))?;
+        let home = std::fs::canonicalize(&req.home).ok();
+        let skip = home.as_deref().filter(|h| h.starts_with(&repo));
+        copy::copy_tree(&repo, &dirs.workspace(), owner, skip)
+            .map_err(|e| failed("cannot copy the repo into the sandbox", e))
+    }
+
+    /// bubblewrap's arguments for a command of `who` (`exec`: run to its end by the caller, in a
+    /// session of its own; otherwise a tmux window's).
+    fn bwrap_args(
+        &self,
+        sb: &Sandbox,
+        who: Who,
+        req: &ExecRequest,
+        exec: bool,
+    ) -> Result<Vec<OsString>, SandboxError> {
+        let dirs = Dirs::of(sb);
+        let agent = sb.agent.as_ref();
+        // Without the split the agent is hangar's user: one treatment for both.
+        let who = if agent.is_none() { Who::Hangar } else { who };
+        let mut a = Args::default();
+        a.add(["--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
+        a.add(["--unshare-cgroup-try"]);
+        if !(sb.env.host_network || sb.env.egress == Egress::Open) {
+            a.add(["--unshare-net"]);
+        }
+        a.add(["--die-with-parent"]);
+        if exec {
+            // No controlling terminal to push input into (TIOCSTI).
+            a.add(["--new-session"]);
+        }
+
+        // Mount points of the sandbox's own, in the order they are made (parents first).
+        let mut holes: Vec<(PathBuf, PathBuf, bool)> = vec![
+            (PathBuf::from("/tmp"), dirs.tmp(), true),
+            (PathBuf::from(WORKSPACE), dirs.workspace(), true),
+            (PathBuf::from(AGENT_HOME), dirs.home(), true),
+            (PathBuf::from(HANGAR_LIB), dirs.lib(), true),
+            (PathBuf::from(CTL_INSIDE), dirs.ctl(), true),
+        ];
+        // Those the host lacks: their parents are rebuilt entry by entry (see system_binds).
+        let points: Vec<PathBuf> = holes
+            .iter()
+            .map(|(p, _, _)| p.clone())
+            .filter(|p| !p.is_dir())
+            .collect();
+        if agent.is_some() {
+            // Over the host's files (so /etc stays one bind, not one per entry).
+            holes.push(("/etc/passwd".into(), dirs.etc().join("passwd"), false));
+            holes.push(("/etc/group".into(), dirs.etc().join("group"), false));
+        }
+        system_binds(Path::new("/"), &points, &mut a);
+        a.add(["--proc", "/proc", "--dev", "/dev"]);
+        a.add(["--perms", "1777", "--tmpfs", "/dev/shm"]);
+        // Empty but for /run/hangar (bubblewrap would make it 0700 as the bind's parent).
+        a.add(["--perms", "0755", "--dir", "/run"]);
+        if let Some(home) = dirs
+            .hangar_home()
+            .and_then(|h| std::fs::canonicalize(h).ok())
+        {
+            let hidden_anyway = REPLACED.iter().any(|r| home.starts_with(r))
+                || holes.iter().any(|(p, _, _)| home.starts_with(p));
+            if !hidden_anyway && home != Path::new("/") {
+                a.add(["--tmpfs".into(), home.into_os_string()]);
+            }
+        }
+        for (inside, host, rw) in holes {
+            a.add([
+                OsString::from(if rw { "--bind" } else { "--ro-bind" }),
+                host.into_os_string(),
+                inside.into_os_string(),
+            ]);
+        }
+        a.add(["--remount-ro", "/"]);
+
+        a.add(["--clearenv"]);
+        let mut env = layout::base_env(who, agent, req);
+        if !exec && !env.iter().any(|(k, _)| k == "TERM") {
+            env.push(("TERM".into(), "screen".into()));
+        }
+        for (k, v) in env {
+            a.add(["--setenv".to_owned(), k, v]);
+        }
+        let cwd = req.cwd.clone().unwrap_or_else(|| PathBuf::from(WORKSPACE));
+        a.add(["--chdir".into(), cwd.into_os_string()]);
+
+        if self.root {
+            a.add(["--cap-drop", "ALL"]);
+            let caps: &[&str] = match who {
+                Who::Hangar => HANGAR_CAPS,
+                // Only to become the agent; setpriv's change of uid clears them.
+                Who::Agent => &["CAP_SETUID", "CAP_SETGID"],
+            };
+            for c in caps {
+                a.add(["--cap-add", c]);
+            }
+        }
+        a.add(["--"]);
+        if let (Who::Agent, Some(ag)) = (who, agent) {
+            a.add([
+                "setpriv".to_owned(),
+                format!("--reuid={}", ag.uid),
+                format!("--regid={}", ag.gid),
+                "--clear-groups".to_owned(),
+                "--inh-caps=-all".to_owned(),
+                "--".to_owned(),
+            ]);
+        }
+        if req.argv.is_empty() {
+            return Err(SandboxError::Invalid("the command is empty".into()));
+        }
+        a.add(req.argv.iter().cloned());
+        Ok(a.0)
+    }
+
+    fn gone_unless_there(&self, sb: &Sandbox) -> Result<(), SandboxError> {
+        if sb.host_dir.join("workspace").is_dir() {
+            Ok(())
+        } else {
+            Err(SandboxError::Gone(sb.id.clone()))
+        }
+    }
+
+    fn tmux(&self, sb: &Sandbox) -> Command {
+        let mut c = Command::new(&self.tmux);
+        // The server starts with this environment: nothing of hangar's.
+        c.env_clear()
+            .env("PATH", layout::PATH)
+            .arg("-S")
+            .arg(Dirs::of(sb).tmux_socket())
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// The tmux server's pid, when one runs.
+    async fn tmux_server_pid(&self, sb: &Sandbox) -> Option<i32> {
+        if !Dirs::of(sb).tmux_socket().exists() {
+            return None;
+        }
+        let out = self
+            .tmux(sb)
+            .args(["display-message", "-p", "#{pid}"])
+            .output()
+            .await
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    }
+}
+
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn add<I, S>(&mut self, items: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.0.extend(items.into_iter().map(Into::into));
+    }
+}
+
+/// Binds `dir`'s entries read-only at the same place, except the replaced ones and the sandbox's
+/// own mount points; a folder holding one of those is made afresh and its other entries bound
+/// one by one, since nothing can be created inside a read-only bind.
+fn system_binds(dir: &Path, points: &[PathBuf], a: &mut Args) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if dir == Path::new("/") && REPLACED.iter().any(|r| p == Path::new(r)) {
+            continue;
+        }
+        if points.contains(&p) {
+            continue;
+        }
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        let ft = m.file_type();
+        if points.iter().any(|pt| pt.starts_with(&p)) {
+            a.add(["--dir".into(), p.clone().into_os_string()]);
+            if ft.is_dir() {
+                system_binds(&p, points, a);
+            }
+        } else if ft.is_symlink() {
+            if let Ok(target) = std::fs::read_link(&p) {
+                a.add([
+                    OsString::from("--symlink"),
+                    target.into_os_string(),
+                    p.into_os_string(),
+                ]);
+            }
+        } else if ft.is_dir() || ft.is_file() {
+            a.add([
+                OsString::from("--ro-bind"),
+                p.clone().into_os_string(),
+                p.into_os_string(),
+            ]);
+        }
+    }
+}
+
+impl Provider for LocalProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Local
+    }
+
+    fn capabilities(&self, env: &EnvSpec) -> Capabilities {
+        let off = self.split_off_reason(env);
+        Capabilities {
+            provider: ProviderKind::Local,
+            uid_split: off.is_none(),
+            uid_split_off: off,
+            sudo: false,
+            network_modes: vec![NetworkMode::None, NetworkMode::Host],
+            resource_limits: false,
+        }
+    }
+
+    async fn check(&self, env: &EnvSpec) -> Result<(), SandboxError> {
+        if env.provider != ProviderKind::Local {
+            return Err(SandboxError::Unsupported(format!(
+                "environment {} is for provider {}, not local",
+                env.name, env.provider
+            )));
+        }
+        let bwrap = need("bwrap", "bubblewrap")?;
+        need("tmux", "tmux")?;
+        if self.split_off_reason(env).is_none() {
+            need("setpriv", "util-linux")?;
+        }
+        let out = Command::new(&bwrap)
+            .args([
+                "--unshare-pid",
+                "--unshare-net",
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "true",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|e| failed("cannot run bwrap", e))?;
+        if !out.status.success() {
+            return Err(SandboxError::Unavailable(format!(
+                "bubblewrap cannot make a sandbox here ({}); without root it needs user namespaces (sysctl kernel.unprivileged_userns_clone=1)",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn create(&self, req: &CreateRequest) -> Result<Sandbox, SandboxError> {
+        if req.env.provider != ProviderKind::Local {
+            return Err(SandboxError::Unsupported(format!(
+                "environment {} is for provider {}, not local",
+                req.env.name, req.env.provider
+            )));
+        }
+        layout::check_id(&req.id)?;
+        if self.root {
+            // A mount point for /var/lib/hangar, so that /var is one read-only bind instead of one
+            // per entry of /var and /var/lib (half of a command's start-up). Best effort.
+            let _ = std::fs::create_dir(HANGAR_LIB);
+        }
+        let parent = req.home.join("sandboxes");
+        std::fs::create_dir_all(&parent).map_err(|e| failed(parent.display(), e))?;
+        let host_dir = layout::host_dir(&req.home, &req.id);
+        std::fs::create_dir(&host_dir).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                SandboxError::Failed(format!(
+                    "sandbox {} exists already ({})",
+                    req.id,
+                    host_dir.display()
+                ))
+            } else {
+                failed(host_dir.display(), e)
+            }
+        })?;
+        let capabilities = self.capabilities(&req.env);
+        let agent = if capabilities.uid_split {
+            match uids::claim(&req.home, &req.id) {
+                Ok(uid) => Some(AgentUser {
+                    uid,
+                    gid: uid,
+                    home: PathBuf::from(AGENT_HOME),
+                }),
+                Err(e) => {
+                    let _ = std::fs::remove_dir(&host_dir);
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        let dirs = Dirs {
+            host: host_dir.clone(),
+        };
+        let made = std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| failed(host_dir.display(), e))
+            .map(|()| {
+                let this = self.clone();
+                let req = req.clone();
+                let agent = agent.clone();
+                let dirs = Dirs {
+                    host: host_dir.clone(),
+                };
+                tokio::task::spawn_blocking(move || this.build(&req, &dirs, agent.as_ref()))
+            });
+        let made = match made {
+            Ok(task) => task
+                .await
+                .unwrap_or_else(|e| Err(failed("making the sandbox", e))),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = made {
+            let _ = copy::remove_tree(&dirs.host);
+            if let Some(a) = &agent {
+                uids::release(&req.home, &req.id, a.uid);
+            }
+            return Err(e);
+        }
+        Ok(Sandbox {
+            id: req.id.clone(),
+            env: req.env.clone(),
+            host_dir: host_dir.clone(),
+            workspace: PathBuf::from(WORKSPACE),
+            host_workspace: Some(dirs.workspace()),
+            ctl_inside: PathBuf::from(CTL_INSIDE),
+            agent,
+            handle: serde_json::json!({ "tmux_socket": dirs.tmux_socket() }),
+            capabilities,
+        })
+    }
+
+    async fn exec(
+        &self,
+        sb: &Sandbox,
+        who: Who,
+        req: &ExecRequest,
+    ) -> Result<Output, SandboxError> {
+        self.gone_unless_there(sb)?;
+        layout::check_env(req)?;
+        let args = self.bwrap_args(sb, who, req, true)?;
+        let mut child = Command::new(&self.bwrap)
+            .args(&args)
+            .env_clear()
+            .stdin(if req.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| failed("cannot run bwrap (apt-get install bubblewrap)", e))?;
+        let writer = match (child.stdin.take(), req.stdin.clone()) {
+            (Some(mut stdin), Some(bytes)) => Some(tokio::spawn(async move {
+                // The command may exit without reading it all: not an error of ours.
+                let _ = stdin.write_all(&bytes).await;
+                let _ = stdin.shutdown().await;
+            })),
+            _ => None,
+        };
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| failed("bwrap", e))?;
+        if let Some(w) = writer {
+            let _ = w.await;
+        }
+        Ok(Output {
+            status: status_of(out.status),
+            stdout: out.stdout,
+            stderr: out.stderr,
+        })
+    }
+
+    async fn copy_in(
+        &self,
+        sb: &Sandbox,
+        src: &Path,
+        dest: &Path,
+        who: Who,
+        mode: u32,
+    ) -> Result<(), SandboxError> {
+        let bytes = tokio::fs::read(src)
+            .await
+            .map_err(|e| failed(src.display(), e))?;
+        let owner = match (who, sb.agent.as_ref()) {
+            (Who::Agent, Some(a)) => format!("{}:{}", a.uid, a.gid),
+            _ => String::new(),
+        };
+        install_inside(self, sb, bytes, dest, &owner, mode).await
+    }
+
+    async fn read_file(&self, sb: &Sandbox, path: &Path) -> Result<Vec<u8>, SandboxError> {
+        let mut req = ExecRequest::new(["cat", "--"]);
+        req.argv.push(path.to_string_lossy().into_owned());
+        req.cwd = Some(PathBuf::from("/"));
+        let out = self.exec(sb, Who::Hangar, &req).await?;
+        if !out.success() {
+            return Err(SandboxError::Failed(format!(
+                "cannot read {} in sandbox {}: {}",
+                path.display(),
+                sb.id,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(out.stdout)
+    }
+
+    async fn start_tmux(
+        &self,
+        sb: &Sandbox,
+        session: &str,
+        who: Who,
+        req: &ExecRequest,
+    ) -> Result<(), SandboxError> {
+        self.gone_unless_there(sb)?;
+        layout::check_session(session)?;
+        layout::check_env(req)?;
+        let args = self.bwrap_args(sb, who, req, false)?;
+        let out = self
+            .tmux(sb)
+            .args(["-f", "/dev/null", "new-session", "-d", "-s", session])
+            .args(["-x", "200", "-y", "50", "--"])
+            .arg(&self.bwrap)
+            .args(&args)
+            .output()
+            .await
+            .map_err(|e| failed("cannot run tmux (apt-get install tmux)", e))?;
+        if !out.status.success() {
+            return Err(SandboxError::Failed(format!(
+                "tmux could not start session {session} in sandbox {}: {}",
+                sb.id,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn tmux_alive(&self, sb: &Sandbox, session: &str) -> Result<bool, SandboxError> {
+        layout::check_session(session)?;
+        if !Dirs::of(sb).tmux_socket().exists() {
+            return Ok(false);
+        }
+        let st = self
+            .tmux(sb)
+            .args(["has-session", "-t", &format!("={session}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await
+            .map_err(|e| failed("cannot run tmux", e))?;
+        Ok(st.success())
+    }
+
+    fn attach_argv(&self, sb: &Sandbox, session: &str) -> Vec<String> {
+        vec![
+            "tmux".into(),
+            "-S".into(),
+            Dirs::of(sb).tmux_socket().to_string_lossy().into_owned(),
+            "attach-session".into(),
+            "-t".into(),
+            format!("={session}"),
+        ]
+    }
+
+    async fn destroy(&self, sb: &Sandbox, keep_logs: bool) -> Result<(), SandboxError> {
+        let dirs = Dirs::of(sb);
+        if !dirs.host.exists() {
+            return Ok(());
+        }
+        if let Some(pid) = self.tmux_server_pid(sb).await {
+            let _ = self.tmux(sb).arg("kill-server").output().await;
+            wait_gone(&[pid], Duration::from_secs(3)).await;
+            kill(pid);
+        }
+        // Whatever still has the sandbox mounted: windows' sandboxes, an exec still running,
+        // a process the agent left behind.
+        if let Some(src) = procs::source_of(&dirs.host) {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let left = procs::holding(&src);
+                if left.is_empty() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(SandboxError::Failed(format!(
+                        "sandbox {}: processes {left:?} survived SIGKILL",
+                        sb.id
+                    )));
+                }
+                for pid in &left {
+                    kill(*pid);
+                }
+                wait_gone(&left, Duration::from_millis(500)).await;
+            }
+        }
+        let host = dirs.host.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), SandboxError> {
+            if keep_logs {
+                for e in std::fs::read_dir(&host)
+                    .map_err(|e| failed(host.display(), e))?
+                    .flatten()
+                {
+                    if e.file_name() != "ctl" {
+                        remove_entry(&e.path())?;
+                    }
+                }
+                Ok(())
+            } else {
+                copy::remove_tree(&host).map_err(|e| failed(host.display(), e))
+            }
+        })
+        .await
+        .unwrap_or_else(|e| Err(failed("removing the sandbox", e)))?;
+        if let (Some(a), Some(home)) = (&sb.agent, dirs.hangar_home()) {
+            uids::release(home, &sb.id, a.uid);
+        }
+        Ok(())
+    }
+}
+
+fn remove_entry(p: &Path) -> Result<(), SandboxError> {
+    let is_dir = std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    if is_dir {
+        copy::remove_tree(p)
+    } else {
+        std::fs::remove_file(p)
+    }
+    .map_err(|e| failed(p.display(), e))
+}
+
+/// Writes `bytes` to `dest` inside as hangar's user, through a temporary file in the same folder
+/// renamed into place, then owned by `owner` (`uid:gid`, or hangar's) with `mode`. Done inside
+/// so that a symbolic link the agent planted resolves in the sandbox, never on the host.
+pub(crate) async fn install_inside<P: Provider>(
+    p: &P,
+    sb: &Sandbox,
+    bytes: Vec<u8>,
+    dest: &Path,
+    owner: &str,
+    mode: u32,
+) -> Result<(), SandboxError> {
+    if !dest.is_absolute() || dest.file_name().is_none() {
+        return Err(SandboxError::Invalid(format!(
+            "copy in: {} is not an absolute file path",
+            dest.display()
+        )));
+    }
+    const SCRIPT: &str = r#"set -e
+dest=$1 owner=$2 mode=$3
+dir=$(dirname -- "$dest")
+if [ ! -d "$dir" ]; then
+  mkdir -p -- "$dir"
+  if [ -n "$owner" ]; then chown -- "$owner" "$dir"; fi
+fi
+tmp=$(mktemp -- "$dir/.hangar-copy.XXXXXX")
+trap 'rm -f -- "$tmp"' EXIT
+cat > "$tmp"
+if [ -n "$owner" ]; then chown -- "$owner" "$tmp"; fi
+chmod -- "$mode" "$tmp"
+mv -f -- "$tmp" "$dest"
+trap - EXIT
+"#;
+    let mut req = ExecRequest::new(["sh", "-c", SCRIPT, "sh"]);
+    req.argv.push(dest.to_string_lossy().into_owned());
+    req.argv.push(owner.to_owned());
+    req.argv.push(format!("{:o}", mode & 0o7777));
+    req.cwd = Some(PathBuf::from("/"));
+    req.stdin = Some(bytes);
+    let out = p.exec(sb, Who::Hangar, &req).await?;
+    if !out.success() {
+        return Err(SandboxError::Failed(format!(
+            "cannot copy into {} in sandbox {}: {}",
+            dest.display(),
+            sb.id,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+fn kill(pid: i32) {
+    // SAFETY: kill takes plain integers; a pid that is gone only gives ESRCH.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+/// Whether `pid` is gone (or a zombie, which holds nothing).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+async fn wait_gone(pids: &[i32], within: Duration) {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline && !pids.iter().all(|p| gone(*p)) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -1,0 +1,123 @@
+//! What only the local (bubblewrap) provider promises, beyond the conformance suite: the host's
+//! system is read-only, hangar's home and the host's daemons' sockets are out of sight, and root
+//! inside keeps only the capabilities the driver needs.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+
+use hangar_sandbox::{CreateRequest, EnvSpec, ExecRequest, LocalProvider, Provider, Sandbox, Who};
+
+async fn make(home: &Path, repo: &Path, yaml: &str) -> (LocalProvider, Sandbox) {
+    let p = LocalProvider::new();
+    let env = EnvSpec::from_yaml(yaml).unwrap();
+    let sb = p
+        .create(&CreateRequest {
+            id: format!("local-{}", std::process::id()),
+            env,
+            repo: repo.to_owned(),
+            person: "ada@example.com".into(),
+            home: home.to_owned(),
+        })
+        .await
+        .unwrap();
+    (p, sb)
+}
+
+async fn sh(p: &LocalProvider, sb: &Sandbox, who: Who, script: &str) -> (i32, String) {
+    let o = p
+        .exec(sb, who, &ExecRequest::new(["sh", "-c", script]))
+        .await
+        .unwrap();
+    let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&o.stderr));
+    (o.status, text.trim().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_is_read_only_and_hangars_things_are_out_of_sight() {
+    // A home outside /tmp (the sandbox has its own /tmp, which would hide it anyway).
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::write(home.path().join("vault.key"), "do not show").unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("f"), "x").unwrap();
+    let (p, sb) = make(home.path(), repo.path(), "name: l\nprovider: local\n").await;
+
+    for who in [Who::Hangar, Who::Agent] {
+        let (st, out) = sh(&p, &sb, who, &format!("ls -A {}", home.path().display())).await;
+        assert_eq!((st, out.as_str()), (0, ""), "{who:?} sees hangar's home");
+        let (st, _) = sh(
+            &p,
+            &sb,
+            who,
+            "touch /usr/hangar-test || touch /etc/hangar-test",
+        )
+        .await;
+        assert_ne!(st, 0, "{who:?} wrote to the host's system");
+        let (_, out) = sh(&p, &sb, who, "ls -A /run").await;
+        assert_eq!(out, "hangar", "{who:?}: the host's /run shows");
+    }
+    assert!(!Path::new("/usr/hangar-test").exists());
+
+    if sb.agent.is_some() {
+        // Root inside cannot mount (no CAP_SYS_ADMIN) nor trace (no CAP_SYS_PTRACE).
+        let (st, out) = sh(&p, &sb, Who::Hangar, "mount -t tmpfs x /mnt").await;
+        assert_ne!(st, 0, "{out}");
+        let (_, caps) = sh(&p, &sb, Who::Hangar, "grep CapEff /proc/self/status").await;
+        let eff = u64::from_str_radix(caps.rsplit('\t').next().unwrap(), 16).unwrap();
+        const SYS_ADMIN: u64 = 1 << 21;
+        const SYS_PTRACE: u64 = 1 << 19;
+        const SETUID: u64 = 1 << 7;
+        assert_eq!(eff & (SYS_ADMIN | SYS_PTRACE), 0, "{caps}");
+        assert_ne!(
+            eff & SETUID,
+            0,
+            "the driver must be able to become the agent: {caps}"
+        );
+        let (_, caps) = sh(
+            &p,
+            &sb,
+            Who::Agent,
+            "grep -E 'Cap(Eff|Prm|Inh|Amb)' /proc/self/status",
+        )
+        .await;
+        assert!(
+            caps.lines().all(|l| l.ends_with("0000000000000000")),
+            "the agent has capabilities: {caps}"
+        );
+        let (_, nnp) = sh(&p, &sb, Who::Agent, "grep NoNewPrivs /proc/self/status").await;
+        assert!(nnp.ends_with('1'), "{nnp}");
+    }
+    p.destroy(&sb, false).await.unwrap();
+    assert!(!sb.host_dir.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_home_inside_the_repo_is_not_copied_into_the_workspace() {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("f"), "x").unwrap();
+    let home = repo.path().join(".hangar");
+    std::fs::create_dir(&home).unwrap();
+    let (p, sb) = make(&home, repo.path(), "name: l\nprovider: local\n").await;
+    let (st, out) = sh(&p, &sb, Who::Agent, "ls -A").await;
+    assert_eq!((st, out.as_str()), (0, "f"));
+    p.destroy(&sb, false).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capabilities_say_what_the_local_provider_can_do() {
+    let p = LocalProvider::new();
+    let on = EnvSpec::from_yaml("name: l\nprovider: local\n").unwrap();
+    let off = EnvSpec::from_yaml("name: l\nprovider: local\nuid_split: false\n").unwrap();
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let c = p.capabilities(&on);
+    assert_eq!(c.uid_split, root);
+    assert_eq!(c.uid_split_off.is_some(), !root);
+    assert!(!c.sudo);
+    let c = p.capabilities(&off);
+    assert!(!c.uid_split);
+    assert!(c.uid_split_off.unwrap().contains("uid_split: false"));
+    p.check(&on).await.unwrap();
+    let docker = EnvSpec::from_yaml("name: d\nprovider: docker\nimage: i\n").unwrap();
+    assert!(p.check(&docker).await.is_err());
+}
