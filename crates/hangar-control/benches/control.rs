@@ -423,6 +423,7 @@ mod db {
                 kind: "local".into(),
                 workdir: workdir.display().to_string(),
                 person: "bench@example.com".into(),
+                handle: None,
             })
             .await
             .map_err(err("create the sandbox"))?;

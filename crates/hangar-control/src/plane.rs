@@ -156,6 +156,7 @@ impl ControlPlane {
                 kind: "local".into(),
                 workdir: dir.display().to_string(),
                 person: req.person.clone(),
+                handle: None,
             })
             .await?;
         let session = self

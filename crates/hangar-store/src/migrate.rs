@@ -49,6 +49,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0002_forks.sql"),
         postgres: include_str!("../migrations/postgres/0002_forks.sql"),
     },
+    Migration {
+        version: 3,
+        name: "sandboxes",
+        sqlite: include_str!("../migrations/sqlite/0003_sandboxes.sql"),
+        postgres: include_str!("../migrations/postgres/0003_sandboxes.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -80,6 +80,8 @@ pub struct Environment {
     pub spec: Value,
     /// When it was created.
     pub created_at: i64,
+    /// When `hangar env apply` last replaced its spec.
+    pub updated_at: Option<i64>,
 }
 
 /// A place where agents work (a local folder for now).
@@ -97,6 +99,12 @@ pub struct Sandbox {
     pub person: String,
     /// When it was created.
     pub created_at: i64,
+    /// The provider's handle (hangar-sandbox's `Sandbox`, JSON); none for a plain folder.
+    pub handle: Option<Value>,
+    /// `live`, or `removed` once `sb rm` destroyed it.
+    pub state: String,
+    /// When it was removed.
+    pub removed_at: Option<i64>,
 }
 
 /// What [`crate::Store::create_sandbox`] takes.
@@ -112,6 +120,8 @@ pub struct NewSandbox {
     pub workdir: String,
     /// The owner's email.
     pub person: String,
+    /// The provider's handle, if a provider made it.
+    pub handle: Option<Value>,
 }
 
 /// A conversation with one harness in one sandbox: a sequence of turns.

@@ -20,6 +20,7 @@ fn environment_from(r: &impl Cols) -> Result<Environment, StoreError> {
         name: r.text("name")?,
         spec: r.json("spec")?,
         created_at: r.int("created_at")?,
+        updated_at: r.opt_int("updated_at")?,
     })
 }
 
@@ -31,6 +32,9 @@ fn sandbox_from(r: &impl Cols) -> Result<Sandbox, StoreError> {
         workdir: r.text("workdir")?,
         person: r.text("person")?,
         created_at: r.int("created_at")?,
+        handle: r.opt_json("handle")?,
+        state: r.text("state")?,
+        removed_at: r.opt_int("removed_at")?,
     })
 }
 
@@ -102,9 +106,33 @@ impl Store {
         Ok(())
     }
 
+    /// Creates the environment or replaces its spec (`hangar env apply`); whether it was new.
+    /// Sandboxes made earlier keep the spec they were made with (in their handle).
+    pub async fn put_environment(&self, name: &str, spec: &Value) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let updated = on_db!(self, pool => {
+            sqlx::query("UPDATE environments SET spec = $2, updated_at = $3 WHERE name = $1")
+                .bind(name)
+                .bind(Json(spec))
+                .bind(now)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        if updated > 0 {
+            return Ok(false);
+        }
+        match self.create_environment(name, spec).await {
+            Ok(()) => Ok(true),
+            // Made by someone else between the two statements: theirs stands, ours replaces it.
+            Err(StoreError::Conflict(_)) => Box::pin(self.put_environment(name, spec)).await,
+            Err(e) => Err(e),
+        }
+    }
+
     /// The environment named `name`.
     pub async fn environment(&self, name: &str) -> Result<Environment, StoreError> {
-        let sql = "SELECT name, spec, created_at FROM environments WHERE name = $1";
+        let sql = "SELECT name, spec, created_at, updated_at FROM environments WHERE name = $1";
         on_db!(self, pool => {
             let row = sqlx::query(sql).bind(name).fetch_optional(pool).await?;
             row.as_ref().map(environment_from).transpose()?
@@ -114,7 +142,7 @@ impl Store {
 
     /// Every environment, by name.
     pub async fn environments(&self) -> Result<Vec<Environment>, StoreError> {
-        let sql = "SELECT name, spec, created_at FROM environments ORDER BY name";
+        let sql = "SELECT name, spec, created_at, updated_at FROM environments ORDER BY name";
         on_db!(self, pool => {
             sqlx::query(sql).fetch_all(pool).await?.iter().map(environment_from).collect()
         })
@@ -124,8 +152,8 @@ impl Store {
     pub async fn create_sandbox(&self, s: &NewSandbox) -> Result<Sandbox, StoreError> {
         on_db!(self, pool => {
             sqlx::query(
-                "INSERT INTO sandboxes (id, environment, kind, workdir, person, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO sandboxes (id, environment, kind, workdir, person, created_at, handle) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .bind(&s.id)
             .bind(&s.environment)
@@ -133,6 +161,7 @@ impl Store {
             .bind(&s.workdir)
             .bind(&s.person)
             .bind(now_ms())
+            .bind(s.handle.as_ref().map(Json))
             .execute(pool)
             .await?;
         });
@@ -141,8 +170,7 @@ impl Store {
 
     /// The sandbox `id`.
     pub async fn sandbox(&self, id: &str) -> Result<Sandbox, StoreError> {
-        let sql = "SELECT id, environment, kind, workdir, person, created_at FROM sandboxes \
-                   WHERE id = $1";
+        let sql = "SELECT * FROM sandboxes WHERE id = $1";
         on_db!(self, pool => {
             let row = sqlx::query(sql).bind(id).fetch_optional(pool).await?;
             row.as_ref().map(sandbox_from).transpose()?
@@ -150,10 +178,29 @@ impl Store {
         .ok_or_else(|| not_found("sandbox", id))
     }
 
+    /// Marks a sandbox removed (its provider destroyed it); false if it already was.
+    pub async fn mark_sandbox_removed(&self, id: &str) -> Result<bool, StoreError> {
+        let n = on_db!(self, pool => {
+            sqlx::query(
+                "UPDATE sandboxes SET state = 'removed', removed_at = $2 \
+                 WHERE id = $1 AND state = 'live'",
+            )
+            .bind(id)
+            .bind(now_ms())
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        if n == 0 {
+            self.sandbox(id).await?;
+        }
+        Ok(n > 0)
+    }
+
     /// Sandboxes, oldest first; only `person`'s when given.
     pub async fn sandboxes(&self, person: Option<&str>) -> Result<Vec<Sandbox>, StoreError> {
-        let sql = "SELECT id, environment, kind, workdir, person, created_at FROM sandboxes \
-                   WHERE $1 IS NULL OR person = $1 ORDER BY created_at, id";
+        let sql = "SELECT * FROM sandboxes WHERE $1 IS NULL OR person = $1 \
+                   ORDER BY created_at, id";
         on_db!(self, pool => {
             let rows = sqlx::query(sql).bind(person).fetch_all(pool).await?;
             rows.iter().map(sandbox_from).collect()

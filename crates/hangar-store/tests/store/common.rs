@@ -196,6 +196,7 @@ pub async fn seed(store: &Store) -> (Session, Turn) {
             kind: "local".into(),
             workdir: "/work/repo".into(),
             person: "ada@example.com".into(),
+            handle: None,
         })
         .await
         .unwrap();

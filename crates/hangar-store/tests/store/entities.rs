@@ -10,7 +10,56 @@ crate::common::suite!(
     turns_are_numbered_and_move_through_states,
     runs_commands_and_acks,
     approvals_pending_and_answered_once,
+    environments_are_replaced_and_sandboxes_removed,
 );
+
+async fn environments_are_replaced_and_sandboxes_removed(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open().await;
+    assert!(
+        store
+            .put_environment("dev", &json!({"provider": "local"}))
+            .await
+            .unwrap()
+    );
+    let first = store.environment("dev").await.unwrap();
+    assert_eq!(first.updated_at, None);
+    let newer = json!({"provider": "docker", "image": "i"});
+    assert!(
+        !store.put_environment("dev", &newer).await.unwrap(),
+        "replaced, not new"
+    );
+    let env = store.environment("dev").await.unwrap();
+    assert_eq!((env.spec, env.created_at), (newer, first.created_at));
+    assert!(env.updated_at.is_some());
+
+    let handle = json!({"id": "sb-9", "container": "abc"});
+    let sb = store
+        .create_sandbox(&NewSandbox {
+            id: "sb-9".into(),
+            environment: "dev".into(),
+            kind: "docker".into(),
+            workdir: "/workspace".into(),
+            person: "ada@example.com".into(),
+            handle: Some(handle.clone()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (sb.handle, sb.state.as_str(), sb.removed_at),
+        (Some(handle), "live", None)
+    );
+    assert!(store.mark_sandbox_removed("sb-9").await.unwrap());
+    assert!(!store.mark_sandbox_removed("sb-9").await.unwrap(), "once");
+    let gone = store.sandbox("sb-9").await.unwrap();
+    assert_eq!(gone.state, "removed");
+    assert!(gone.removed_at.is_some());
+    let missing = store.mark_sandbox_removed("sb-nope").await;
+    assert!(
+        matches!(missing, Err(StoreError::NotFound { .. })),
+        "{missing:?}"
+    );
+}
 
 async fn environments_sandboxes_sessions_round_trip(kind: Kind) {
     let db = TestDb::new(kind).await;
@@ -49,6 +98,7 @@ async fn environments_sandboxes_sessions_round_trip(kind: Kind) {
             kind: "local".into(),
             workdir: "/x".into(),
             person: "ada@example.com".into(),
+            handle: None,
         })
         .await;
     assert!(matches!(orphan, Err(StoreError::Conflict(_))), "{orphan:?}");
