@@ -10,6 +10,8 @@
 //! * [`Mode::OneShot`]: a single command (`steer`, `approve`, `turn show`, …) with no server — the
 //!   API on a free port for that command, with no run watchers (it ends in a moment), only when
 //!   a store exists (a command never makes one).
+//! * [`Mode::Admin`]: the same for a command that sets things up (`env apply`, `sb create`): it
+//!   makes the store in `$HANGAR_HOME` when there is none, as `hangar serve` would.
 //!
 //! Turns run detached either way: when the CLI's server stops, they go on, and the next server
 //! (`hangar serve`, or another `hangar run`) re-attaches to them from their saved cursors.
@@ -36,6 +38,7 @@ pub enum Mode {
     Embedded { prefer: Option<SocketAddr> },
     Takeover { run: String },
     OneShot,
+    Admin,
 }
 
 /// A server running inside this process.
@@ -147,7 +150,7 @@ impl Local {
     /// Starts the API in this process (on the current tokio runtime).
     pub async fn start(home: &Path, mode: Mode) -> Result<Local, NoLocal> {
         let settings = Plane::from_env(home);
-        if !matches!(mode, Mode::Embedded { .. })
+        if !matches!(mode, Mode::Embedded { .. } | Mode::Admin)
             && let Some(db) = sqlite_file(&settings.database)
             && !db.exists()
         {
@@ -171,7 +174,7 @@ impl Local {
         }
         let token = ensure_local_token(&store, home).await?;
         let plane = ControlPlane::new(store, tools);
-        if !matches!(mode, Mode::OneShot) {
+        if !matches!(mode, Mode::OneShot | Mode::Admin) {
             plane
                 .reattach()
                 .await
@@ -238,10 +241,22 @@ impl Conn {
 /// Reaches the API for one command: the server at `HANGAR_URL`, else (nothing listens there)
 /// the API served in-process over `$HANGAR_HOME`'s store. `Ok(None)`: no server and no store.
 pub async fn connect(home: &Path) -> Result<Option<Conn>, CliError> {
+    connect_as(home, Mode::OneShot).await
+}
+
+/// [`connect`] for a command that sets things up: with no server, the in-process API makes
+/// the store if there is none ([`Mode::Admin`]).
+pub async fn connect_admin(home: &Path) -> Result<Conn, CliError> {
+    connect_as(home, Mode::Admin)
+        .await?
+        .ok_or_else(|| CliError::Failed(nothing_here(home)))
+}
+
+async fn connect_as(home: &Path, mode: Mode) -> Result<Option<Conn>, CliError> {
     let api = Api::from_env(home)?;
     match api.health().await {
         Ok(()) => Ok(Some(Conn { api, local: None })),
-        Err(crate::api::ApiError::NoServer(_)) => match Local::start(home, Mode::OneShot).await {
+        Err(crate::api::ApiError::NoServer(_)) => match Local::start(home, mode).await {
             Ok(l) => Ok(Some(Conn {
                 api: l.api()?,
                 local: Some(l),

@@ -13,6 +13,7 @@ mod logs;
 mod progress;
 mod rules;
 mod run;
+mod sandboxes;
 mod send;
 mod serve;
 mod sessions;
@@ -149,6 +150,11 @@ enum Cmd {
         #[command(subcommand)]
         action: RulesCmd,
     },
+    /// Environments (what sandboxes are made from): `apply FILE`, `list`, `show NAME`.
+    Env {
+        #[command(subcommand)]
+        action: sandboxes::EnvCmd,
+    },
     /// Print a run's log; with --follow, keep printing until the turn ends (through a restart
     /// of the server).
     Log {
@@ -236,6 +242,7 @@ fn main() -> ExitCode {
         Cmd::Rules {
             action: RulesCmd::Check(a),
         } => rules::check(&a),
+        Cmd::Env { action } => sandboxes::env(&home, action),
         Cmd::Serve { listen } => serve::serve(&home, listen),
         Cmd::Token {
             action: TokenCmd::Create { person },

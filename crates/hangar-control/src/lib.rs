@@ -15,6 +15,7 @@
 //!
 //! Non-goals: no HTTP (the server crate), no sandbox providers yet (local folders only).
 
+mod envs;
 mod error;
 mod fork;
 mod launch;
@@ -22,8 +23,10 @@ mod plane;
 mod trees;
 mod watch;
 
+pub use envs::EnvView;
 pub use error::ControlError;
 pub use fork::{Conversation, ForkCapability, ForkRecord, ForkRequest, Forked, fork_capability};
+pub use hangar_sandbox as sandbox;
 pub use launch::{Tools, TurnOptions};
 pub use plane::{ControlPlane, Reply, SessionRequest, Started};
 pub use trees::{FileChange, Step, TreeDiff};

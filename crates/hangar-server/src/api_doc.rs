@@ -416,6 +416,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             status: 200,
         });
     }
+    list.extend(crate::sandboxes::endpoints());
     list
 }
 

@@ -10,6 +10,7 @@ pub mod error;
 mod fork;
 mod routes;
 mod runlog;
+mod sandboxes;
 pub mod sse;
 mod views;
 mod web;

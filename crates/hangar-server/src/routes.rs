@@ -25,7 +25,7 @@ type ApiResult = Result<axum::response::Response, ApiError>;
 /// Every route: (method, path, handler). The router is built from this list, and a test checks
 /// that it is exactly the list the OpenAPI document (`api_doc.rs`) describes.
 pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<ControlPlane>>)> {
-    vec![
+    let mut all = vec![
         ("GET", "/v1/health", get(health)),
         ("GET", "/v1/sessions", get(list_sessions)),
         ("POST", "/v1/sessions", post(start_session)),
@@ -68,7 +68,9 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
             "/v1/turns/{id}/audit",
             get(crate::web::api::turn_audit),
         ),
-    ]
+    ];
+    all.extend(crate::sandboxes::routes());
+    all
 }
 
 pub fn router(plane: Arc<ControlPlane>) -> Router {

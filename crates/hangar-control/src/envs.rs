@@ -1,0 +1,98 @@
+//! Environments (H1): `hangar env apply | list | show` and their API.
+//!
+//! The store keeps an environment's spec as the validated JSON ([`EnvSpec`]); a spec that no
+//! longer validates (written by an older hangar) is shown with the reason rather than hidden.
+
+use hangar_sandbox::EnvSpec;
+use hangar_store::{Environment, StoreError};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::error::ControlError;
+use crate::plane::ControlPlane;
+
+/// An environment as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct EnvView {
+    pub name: String,
+    /// The validated spec, as a person would write it (see [`EnvSpec::to_yaml_value`]).
+    pub spec: Value,
+    /// Why the stored spec does not validate any more, if it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<String>,
+    pub created_at: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<i64>,
+}
+
+/// The stored spec, validated; the row's name wins over a name inside the spec.
+pub(crate) fn spec_of(env: &Environment) -> Result<EnvSpec, ControlError> {
+    let mut v = env.spec.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.insert("name".into(), env.name.clone().into());
+    }
+    EnvSpec::from_value(&v).map_err(|e| {
+        ControlError::BadRequest(format!(
+            "environment {}: {e} (fix it with `hangar env apply`)",
+            env.name
+        ))
+    })
+}
+
+fn view(env: &Environment) -> EnvView {
+    let (spec, invalid) = match spec_of(env) {
+        Ok(s) => (s.to_yaml_value(), None),
+        Err(e) => (env.spec.clone(), Some(e.to_string())),
+    };
+    EnvView {
+        name: env.name.clone(),
+        spec,
+        invalid,
+        created_at: env.created_at,
+        updated_at: env.updated_at,
+    }
+}
+
+impl ControlPlane {
+    /// Validates `spec` and stores it under its name, replacing an earlier one (sandboxes
+    /// already made keep the spec they were made with). Returns the view and whether it is new.
+    pub async fn apply_environment(
+        &self,
+        spec: &Value,
+        person: &str,
+    ) -> Result<(EnvView, bool), ControlError> {
+        let env = EnvSpec::from_value(spec).map_err(|e| ControlError::BadRequest(e.to_string()))?;
+        let stored = env.to_yaml_value();
+        let created = self.store.put_environment(&env.name, &stored).await?;
+        self.store
+            .audit()
+            .append(
+                person,
+                if created {
+                    "environment.created"
+                } else {
+                    "environment.replaced"
+                },
+                &json!({"environment": env.name, "spec": stored}),
+            )
+            .await?;
+        let row = self.store.environment(&env.name).await?;
+        Ok((view(&row), created))
+    }
+
+    /// One environment.
+    pub async fn environment(&self, name: &str) -> Result<EnvView, ControlError> {
+        match self.store.environment(name).await {
+            Ok(e) => Ok(view(&e)),
+            Err(StoreError::NotFound { .. }) => Err(ControlError::NotFound(format!(
+                "no environment {name:?} (`hangar env list` shows them; `hangar env apply FILE` makes one)"
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Every environment, by name.
+    pub async fn environments(&self) -> Result<Vec<EnvView>, ControlError> {
+        Ok(self.store.environments().await?.iter().map(view).collect())
+    }
+}
