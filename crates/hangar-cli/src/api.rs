@@ -269,6 +269,15 @@ impl Api {
             .map_err(|e| self.sort(e))?;
         self.answer(resp).await
     }
+
+    pub async fn delete(&self, path: &str) -> Result<Value, ApiError> {
+        let resp = self
+            .request(reqwest::Method::DELETE, path)
+            .send()
+            .await
+            .map_err(|e| self.sort(e))?;
+        self.answer(resp).await
+    }
 }
 
 /// A path segment as the URL needs it (ids are plain, but a person may type anything).

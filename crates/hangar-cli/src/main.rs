@@ -155,6 +155,11 @@ enum Cmd {
         #[command(subcommand)]
         action: sandboxes::EnvCmd,
     },
+    /// Sandboxes: `create --env E --repo PATH`, `list`, `exec SB -- CMD`, `attach SB`, `rm SB`.
+    Sb {
+        #[command(subcommand)]
+        action: sandboxes::SbCmd,
+    },
     /// Print a run's log; with --follow, keep printing until the turn ends (through a restart
     /// of the server).
     Log {
@@ -243,6 +248,7 @@ fn main() -> ExitCode {
             action: RulesCmd::Check(a),
         } => rules::check(&a),
         Cmd::Env { action } => sandboxes::env(&home, action),
+        Cmd::Sb { action } => sandboxes::sb(&home, action),
         Cmd::Serve { listen } => serve::serve(&home, listen),
         Cmd::Token {
             action: TokenCmd::Create { person },

@@ -20,9 +20,16 @@ use crate::{api, progress, serve};
 /// How a turn runs (`hangar run`, `hangar session start`).
 #[derive(Debug, Args)]
 pub struct TurnArgs {
-    /// The folder the agent works in (default: the current folder).
-    #[arg(long, value_name = "DIR")]
+    /// The folder the agent works in (default: the current folder); with `--env`, the
+    /// repository the new sandbox holds a copy of.
+    #[arg(long, value_name = "DIR", conflicts_with = "sb")]
     dir: Option<PathBuf>,
+    /// Run in this sandbox (`hangar sb create`).
+    #[arg(long, value_name = "SB", conflicts_with = "env")]
+    sb: Option<String>,
+    /// Make a sandbox of this environment (a copy of `--dir`) and run there.
+    #[arg(long, value_name = "ENV")]
+    env: Option<String>,
     /// The coding agent.
     #[arg(long, default_value = "claude", value_parser = ["claude", "codex"])]
     harness: String,
@@ -53,6 +60,13 @@ pub struct TurnArgs {
 impl TurnArgs {
     /// The body of `POST /v1/sessions`, after the checks that need no server.
     pub fn session_body(&self) -> Result<Value, CliError> {
+        let options = self.options()?;
+        if let Some(sb) = &self.sb {
+            return Ok(json!({
+                "sandbox": sb, "harness": self.harness, "policy": self.policy,
+                "prompt": self.prompt, "options": options,
+            }));
+        }
         let dir = match &self.dir {
             Some(d) => d.clone(),
             None => std::env::current_dir()
@@ -67,6 +81,17 @@ impl TurnArgs {
                 dir.display()
             )));
         }
+        let mut body = json!({
+            "dir": dir, "harness": self.harness, "policy": self.policy,
+            "prompt": self.prompt, "options": options,
+        });
+        if let Some(env) = &self.env {
+            body["env"] = json!(env);
+        }
+        Ok(body)
+    }
+
+    fn options(&self) -> Result<Value, CliError> {
         if self.harness != "codex" && !self.codex_config.is_empty() {
             return Err(CliError::Usage(
                 "--codex-config is for --harness codex".into(),
@@ -86,10 +111,7 @@ impl TurnArgs {
         if let Some(t) = self.model_timeout {
             options["model_timeout"] = json!(t);
         }
-        Ok(json!({
-            "dir": dir, "harness": self.harness, "policy": self.policy,
-            "prompt": self.prompt, "options": options,
-        }))
+        Ok(options)
     }
 }
 

@@ -156,3 +156,196 @@ pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
         }),
     }
 }
+
+#[derive(Debug, Subcommand)]
+pub enum SbCmd {
+    /// Make a sandbox of an environment holding a copy of a repository; prints `sandbox: ID`
+    /// first.
+    Create {
+        #[arg(long)]
+        env: String,
+        #[arg(long)]
+        repo: PathBuf,
+        /// The person it is for (default: the token's).
+        #[arg(long)]
+        person: Option<String>,
+    },
+    /// List the sandboxes.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Removed ones too.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Run a command to its end inside (as the agent, or `--as hangar`); exits with its status.
+    Exec {
+        sb: String,
+        /// agent | hangar
+        #[arg(long = "as", default_value = "agent")]
+        who: String,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Put this terminal into the tmux session of a turn running in the sandbox (the newest
+    /// one, or `--run RUN`); detach with tmux's prefix then `d`.
+    Attach {
+        sb: String,
+        #[arg(long)]
+        run: Option<String>,
+    },
+    /// Destroy a sandbox, leaving nothing behind.
+    Rm {
+        sb: String,
+        /// Keep its runs' control folders (their logs).
+        #[arg(long)]
+        keep_logs: bool,
+        /// Even while a turn runs in it.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+fn say_sandbox(sb: &Value) {
+    let caps = &sb["capabilities"];
+    let split = match (caps["uid_split"].as_bool(), caps["uid_split_off"].as_str()) {
+        (Some(true), _) => "on".to_owned(),
+        (Some(false), Some(why)) => format!("off ({why})"),
+        (Some(false), None) => "off".to_owned(),
+        _ => "?".to_owned(),
+    };
+    progress::say(&format!(
+        "environment: {}",
+        sb["environment"].as_str().unwrap_or("?")
+    ));
+    progress::say(&format!(
+        "provider: {}",
+        sb["provider"].as_str().unwrap_or("?")
+    ));
+    progress::say(&format!("person: {}", sb["person"].as_str().unwrap_or("?")));
+    progress::say(&format!(
+        "workspace: {} (on this machine: {})",
+        sb["workspace"].as_str().unwrap_or("?"),
+        sb["host_workspace"].as_str().unwrap_or("?")
+    ));
+    progress::say(&format!("uid split: {split}"));
+}
+
+pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
+    match cmd {
+        SbCmd::Create { env, repo, person } => {
+            let repo = std::path::absolute(&repo)
+                .map_err(|e| CliError::Usage(format!("--repo {}: {e}", repo.display())))?;
+            let mut body = serde_json::json!({"env": env, "repo": repo});
+            if let Some(p) = person {
+                body["person"] = p.into();
+            }
+            with_api(home, |api| async move {
+                let r = api
+                    .post("/v1/sandboxes", &body)
+                    .await
+                    .map_err(|e| e.into_cli())?;
+                let sb = &r["sandbox"];
+                progress::say(&format!("sandbox: {}", sb["id"].as_str().unwrap_or("?")));
+                say_sandbox(sb);
+                Ok(ExitCode::SUCCESS)
+            })
+        }
+        SbCmd::List { json, all } => with_api(home, |api| async move {
+            let r = api.get("/v1/sandboxes").await.map_err(|e| e.into_cli())?;
+            for sb in r["sandboxes"].as_array().cloned().unwrap_or_default() {
+                if !all && sb["state"] != "live" {
+                    continue;
+                }
+                if json {
+                    progress::say(&sb.to_string());
+                    continue;
+                }
+                progress::say(&format!(
+                    "{}  {}  {}  {}  {}{}",
+                    sb["id"].as_str().unwrap_or("?"),
+                    sb["environment"].as_str().unwrap_or("?"),
+                    sb["provider"].as_str().unwrap_or("?"),
+                    sb["person"].as_str().unwrap_or("?"),
+                    sb["host_workspace"].as_str().unwrap_or("?"),
+                    if sb["state"] == "live" {
+                        ""
+                    } else {
+                        "  (removed)"
+                    }
+                ));
+            }
+            Ok(ExitCode::SUCCESS)
+        }),
+        SbCmd::Exec { sb, who, cmd } => {
+            if who != "agent" && who != "hangar" {
+                return Err(CliError::Usage(format!("--as {who}: one of agent, hangar")));
+            }
+            let body = serde_json::json!({"argv": cmd, "as": who});
+            with_api(home, |api| async move {
+                let r = api
+                    .post(&format!("/v1/sandboxes/{}/exec", seg(&sb)), &body)
+                    .await
+                    .map_err(not_found("sandbox", &sb))?;
+                use std::io::Write;
+                let _ = std::io::stdout().write_all(r["stdout"].as_str().unwrap_or("").as_bytes());
+                let _ = std::io::stdout().flush();
+                let _ = std::io::stderr().write_all(r["stderr"].as_str().unwrap_or("").as_bytes());
+                let status = r["status"].as_i64().unwrap_or(1);
+                Ok(ExitCode::from(
+                    u8::try_from(status.clamp(0, 255)).unwrap_or(1),
+                ))
+            })
+        }
+        SbCmd::Attach { sb, run } => {
+            let path = match &run {
+                Some(r) => format!("/v1/sandboxes/{}/attach?run={}", seg(&sb), seg(r)),
+                None => format!("/v1/sandboxes/{}/attach", seg(&sb)),
+            };
+            let mut argv: Vec<String> = Vec::new();
+            let slot = &mut argv;
+            with_api(home, |api| async move {
+                let r = api.get(&path).await.map_err(not_found("sandbox", &sb))?;
+                progress::note(&format!(
+                    "attaching to run {} in sandbox {sb} (detach: Ctrl-b d)",
+                    r["run"].as_str().unwrap_or("?")
+                ));
+                *slot = r["argv"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|s| s.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Ok(ExitCode::SUCCESS)
+            })?;
+            let Some((prog, args)) = argv.split_first() else {
+                return Err(CliError::Failed("the server gave no attach command".into()));
+            };
+            // From inside a tmux of the person's own, attaching nests: allowed on purpose.
+            let status = std::process::Command::new(prog)
+                .args(args)
+                .env_remove("TMUX")
+                .status()
+                .map_err(|e| CliError::Failed(format!("{prog}: {e}")))?;
+            Ok(ExitCode::from(
+                u8::try_from(status.code().unwrap_or(1).clamp(0, 255)).unwrap_or(1),
+            ))
+        }
+        SbCmd::Rm {
+            sb,
+            keep_logs,
+            force,
+        } => with_api(home, |api| async move {
+            let path = format!(
+                "/v1/sandboxes/{}?keep_logs={keep_logs}&force={force}",
+                seg(&sb)
+            );
+            api.delete(&path).await.map_err(not_found("sandbox", &sb))?;
+            progress::say(&format!("removed: {sb}"));
+            Ok(ExitCode::SUCCESS)
+        }),
+    }
+}

@@ -18,6 +18,9 @@ pub enum ControlError {
     /// Refused, and why (e.g. a fork whose rebuilt tree is not the recorded one).
     #[error("{0}")]
     Refused(String),
+    /// Something this machine lacks (a program, a daemon, an image); the message says what.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("cannot start the driver: {0}")]
     Launch(String),
     #[error("{0}")]

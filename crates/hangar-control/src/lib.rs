@@ -20,6 +20,8 @@ mod error;
 mod fork;
 mod launch;
 mod plane;
+mod sandbox_turn;
+mod sandboxes;
 mod trees;
 mod watch;
 
@@ -29,5 +31,6 @@ pub use fork::{Conversation, ForkCapability, ForkRecord, ForkRequest, Forked, fo
 pub use hangar_sandbox as sandbox;
 pub use launch::{Tools, TurnOptions};
 pub use plane::{ControlPlane, Reply, SessionRequest, Started};
+pub use sandboxes::SandboxView;
 pub use trees::{FileChange, Step, TreeDiff};
 pub use watch::stored_event;

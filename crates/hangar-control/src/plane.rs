@@ -24,7 +24,12 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 /// A request to start a session.
 #[derive(Clone, Debug)]
 pub struct SessionRequest {
+    /// The folder (a plain local folder; with `env`, the repository the sandbox copies).
     pub dir: PathBuf,
+    /// Run in this existing sandbox (then `dir` is not used).
+    pub sandbox: Option<String>,
+    /// Make a sandbox of this environment holding a copy of `dir`, and run there.
+    pub env: Option<String>,
     pub harness: Harness,
     pub policy: Policy,
     pub prompt: String,
@@ -64,6 +69,7 @@ pub struct ControlPlane {
     pub(crate) poll: Duration,
     newest: watch::Sender<i64>,
     watching: Mutex<HashSet<String>>,
+    pub(crate) providers: crate::sandboxes::Providers,
 }
 
 impl ControlPlane {
@@ -76,6 +82,7 @@ impl ControlPlane {
             poll: Duration::from_millis(100),
             newest,
             watching: Mutex::new(HashSet::new()),
+            providers: crate::sandboxes::Providers::default(),
         })
     }
 
@@ -126,39 +133,25 @@ impl ControlPlane {
         self: &Arc<Self>,
         req: SessionRequest,
     ) -> Result<Started, ControlError> {
-        let dir = req
-            .dir
-            .canonicalize()
-            .map_err(|e| ControlError::BadRequest(format!("{}: {e}", req.dir.display())))?;
-        if !dir.is_dir() {
-            return Err(ControlError::BadRequest(format!(
-                "{} is not a folder",
-                dir.display()
-            )));
-        }
         if req.prompt.trim().is_empty() {
             return Err(ControlError::BadRequest("the prompt is empty".into()));
         }
-        // The embedded default: local folders, no sandbox provider yet.
-        match self
-            .store
-            .create_environment("local", &json!({"provider": "local"}))
-            .await
-        {
-            Ok(()) | Err(StoreError::Conflict(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let sandbox = self
-            .store
-            .create_sandbox(&NewSandbox {
-                id: new_id("sb")?,
-                environment: "local".into(),
-                kind: "local".into(),
-                workdir: dir.display().to_string(),
-                person: req.person.clone(),
-                handle: None,
-            })
-            .await?;
+        let sandbox = match (&req.sandbox, &req.env) {
+            (Some(_), Some(_)) => {
+                return Err(ControlError::BadRequest(
+                    "give a sandbox or an environment to make one from, not both".into(),
+                ));
+            }
+            (Some(id), None) => {
+                self.provider_sandbox(id).await?;
+                self.store.sandbox(id).await?
+            }
+            (None, Some(env)) => {
+                let made = self.create_sandbox(env, &req.dir, &req.person).await?;
+                self.store.sandbox(&made.id).await?
+            }
+            (None, None) => self.folder_sandbox(&req.dir, &req.person).await?,
+        };
         let session = self
             .store
             .create_session(&new_id("ses")?, &sandbox.id, req.harness, req.policy)
@@ -171,6 +164,43 @@ impl ControlPlane {
         self.store.audit().append(&req.person, "session.started", &json!({"session": session.id, "dir": sandbox.workdir, "harness": req.harness.as_str(), "policy": req.policy.as_str()})).await?;
         self.start_turn(&session.id, &[req.prompt], &req.person)
             .await
+    }
+
+    /// A plain local folder as a sandbox row (no provider).
+    async fn folder_sandbox(
+        &self,
+        dir: &std::path::Path,
+        person: &str,
+    ) -> Result<hangar_store::Sandbox, ControlError> {
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| ControlError::BadRequest(format!("{}: {e}", dir.display())))?;
+        if !dir.is_dir() {
+            return Err(ControlError::BadRequest(format!(
+                "{} is not a folder",
+                dir.display()
+            )));
+        }
+        // The embedded default: local folders, no sandbox provider yet.
+        match self
+            .store
+            .create_environment("local", &json!({"provider": "local"}))
+            .await
+        {
+            Ok(()) | Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(self
+            .store
+            .create_sandbox(&NewSandbox {
+                id: new_id("sb")?,
+                environment: "local".into(),
+                kind: "local".into(),
+                workdir: dir.display().to_string(),
+                person: person.to_owned(),
+                handle: None,
+            })
+            .await?)
     }
 
     /// Starts the next turn of a session with these messages.
@@ -226,57 +256,49 @@ impl ControlPlane {
             )
             .await?;
         }
-        let workdir = PathBuf::from(&sandbox.workdir);
+        // A sandbox a provider made: the driver runs inside it, in a tmux session (S1, S2).
+        let in_sandbox = match crate::sandboxes::handle_of(&sandbox) {
+            Ok(Some(_)) if sandbox.state != "live" => Err(ControlError::Conflict(format!(
+                "sandbox {} was removed; start a session in another one",
+                sandbox.id
+            ))),
+            other => other,
+        };
+        let in_sandbox = match in_sandbox {
+            Ok(sb) => sb,
+            Err(e) => {
+                self.refuse_turn(&turn, &run_id, person, &e.to_string())
+                    .await?;
+                return Err(e);
+            }
+        };
         if launch::hook_required(&self.tools) {
-            // No provider with the uid split is wired yet: every such turn is refused, audited.
+            // The hook is not installed in any sandbox yet: every such turn is refused, audited.
             let why = launch::hook_refusal(session.harness);
             self.refuse_turn(&turn, &run_id, person, why).await?;
             return Err(ControlError::BadRequest(why.into()));
         }
-        // Policy governed: the run's copy of Tower's key, in the control folder (hangar's user's,
-        // read by the driver only), removed with the folder.
-        let tower = if session.policy == Policy::Governed {
-            match self.tower_key(&ctl).await {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    self.refuse_turn(&turn, &run_id, person, &e.to_string())
-                        .await?;
-                    return Err(e);
-                }
-            }
-        } else {
-            None
-        };
-        let fork = self.fork_point(&session).await?;
-        let l = Launch {
-            tower,
-            run_id: &run_id,
-            ctl: &ctl,
-            workdir: &workdir,
-            harness: session.harness,
-            policy: session.policy,
-            resume: session.harness_session_id.as_deref(),
-            fork: fork.as_ref().map(|(p, at)| (p.as_str(), at.as_deref())),
-            options: &options,
-        };
-        let args = match launch::driver_args(&self.tools, &l) {
-            Ok(a) => a,
+        let launched = self
+            .launch(
+                &session,
+                &options,
+                &run_id,
+                &ctl,
+                &sandbox,
+                in_sandbox.as_ref(),
+            )
+            .await;
+        let (manifest, pid) = match launched {
+            Ok(x) => x,
             Err(e) => {
                 self.refuse_turn(&turn, &run_id, person, &e.to_string())
                     .await?;
                 return Err(e);
             }
         };
-        let manifest = launch::manifest(&self.tools, &l, &args);
-        let pid = match launch::spawn_driver(&self.tools, &args, &ctl) {
-            Ok(pid) => pid,
-            Err(e) => {
-                self.refuse_turn(&turn, &run_id, person, &e.to_string())
-                    .await?;
-                return Err(e);
-            }
-        };
-        self.store.set_driver_pid(&run_id, i64::from(pid)).await?;
+        if let Some(pid) = pid {
+            self.store.set_driver_pid(&run_id, i64::from(pid)).await?;
+        }
         let mut update = TurnUpdate::to(TurnState::Running);
         update.manifest = serde_json::to_value(&manifest).ok();
         let turn = self.store.update_turn_state(&turn.id, &update).await?;
@@ -287,6 +309,78 @@ impl ControlPlane {
             turn,
             run,
         })
+    }
+
+    /// Starts the turn's driver: detached on this machine for a plain folder, in a tmux session
+    /// inside the sandbox otherwise. The manifest, and the driver's pid when it is ours to see.
+    async fn launch(
+        &self,
+        session: &Session,
+        options: &TurnOptions,
+        run_id: &str,
+        ctl: &std::path::Path,
+        sandbox: &hangar_store::Sandbox,
+        sb: Option<&hangar_sandbox::Sandbox>,
+    ) -> Result<(hangar_core::Manifest, Option<u32>), ControlError> {
+        // Policy governed: the run's copy of Tower's key, in the control folder (hangar's user's,
+        // read by the driver only), removed with the folder.
+        let tower = if session.policy == Policy::Governed {
+            Some(self.tower_key(ctl).await?)
+        } else {
+            None
+        };
+        let fork = self.fork_point(session).await?;
+        let fork = fork.as_ref().map(|(p, at)| (p.as_str(), at.as_deref()));
+        let Some(sb) = sb else {
+            let workdir = PathBuf::from(&sandbox.workdir);
+            let l = Launch {
+                fork,
+                tower,
+                run_id,
+                ctl,
+                workdir: &workdir,
+                harness: session.harness,
+                policy: session.policy,
+                resume: session.harness_session_id.as_deref(),
+                options,
+            };
+            let args = launch::driver_args(&self.tools, &l)?;
+            let manifest = launch::manifest(&self.tools, &l, &args);
+            let pid = launch::spawn_driver(&self.tools, &args, ctl)?;
+            return Ok((manifest, Some(pid)));
+        };
+        let real_ctl = sb.ctl_host().join(ctl.file_name().unwrap_or_default());
+        let ctl_inside = self.ctl_into_sandbox(sb, ctl).await?;
+        let tower = tower.map(|(url, file)| {
+            let name = file.file_name().unwrap_or_default().to_owned();
+            (url, ctl_inside.join(name))
+        });
+        let l = Launch {
+            fork,
+            tower,
+            run_id,
+            ctl: &ctl_inside,
+            workdir: &sb.workspace,
+            harness: session.harness,
+            policy: session.policy,
+            resume: session.harness_session_id.as_deref(),
+            options,
+        };
+        let mut args = launch::driver_args(&self.tools, &l)?;
+        if let Some(a) = &sb.agent {
+            args.extend([
+                "--agent-uid".into(),
+                a.uid.to_string().into(),
+                "--agent-gid".into(),
+                a.gid.to_string().into(),
+                "--agent-home".into(),
+                a.home.clone().into_os_string(),
+            ]);
+        }
+        let manifest = launch::manifest(&self.tools, &l, &args);
+        self.start_in_sandbox(sb, run_id, &real_ctl, &ctl_inside, &args)
+            .await?;
+        Ok((manifest, None))
     }
 
     /// Writes the coding agent's key in Tower (the vault credential) as `<ctl>/tower.key`
@@ -413,7 +507,7 @@ impl ControlPlane {
     }
 
     /// The session's current run, if its turn is still running.
-    async fn live_run_of(&self, session_id: &str) -> Result<Option<Run>, ControlError> {
+    pub(crate) async fn live_run_of(&self, session_id: &str) -> Result<Option<Run>, ControlError> {
         let turns = self.store.turns(session_id).await?;
         let Some(last) = turns.last() else {
             return Ok(None);

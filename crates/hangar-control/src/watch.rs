@@ -32,6 +32,8 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
     // Idle polls cost little: the log is only read when it has grown past the cursor, the
     // driver's pid is kept once known, and /proc is looked at about once a second.
     let mut pid = run.driver_pid;
+    // A run in a sandbox has no pid of ours: its tmux session is asked instead.
+    let sandboxed = pid.is_none() && plane.sandbox_run_alive(&run.id).await.is_some();
     let mut last_alive_check = std::time::Instant::now();
     // A read of the slice at `cursor` already under way.
     let mut ahead: Option<SliceRead> = None;
@@ -43,7 +45,7 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
         if !grown {
             if last_alive_check.elapsed() >= Duration::from_secs(1) {
                 last_alive_check = std::time::Instant::now();
-                if pid.is_none() {
+                if pid.is_none() && !sandboxed {
                     pid = plane
                         .store
                         .run(&run.id)
@@ -51,8 +53,13 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
                         .ok()
                         .and_then(|r| r.driver_pid);
                 }
+                let alive = if sandboxed {
+                    plane.sandbox_run_alive(&run.id).await.unwrap_or(true)
+                } else {
+                    driver_alive(pid)
+                };
                 // Looked at again after the check: the driver may have written its last lines.
-                if !driver_alive(pid)
+                if !alive
                     && !std::fs::metadata(&log)
                         .map(|m| m.len() > cursor)
                         .unwrap_or(false)

@@ -64,6 +64,8 @@ impl Env {
     fn request(&self, policy: Policy, prompt: &str) -> SessionRequest {
         SessionRequest {
             dir: self.work.path().to_owned(),
+            sandbox: None,
+            env: None,
             harness: Harness::Claude,
             policy,
             prompt: prompt.into(),

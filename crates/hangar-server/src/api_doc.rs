@@ -46,9 +46,9 @@ fn health() -> Value {
 }
 fn start_session_req() -> Value {
     obj(
-        json!({"dir": string(), "harness": {"enum": ["claude", "codex"]}, "policy": {"enum": ["ask", "auto", "governed"]},
+        json!({"dir": string(), "sandbox": string(), "env": string(), "harness": {"enum": ["claude", "codex"]}, "policy": {"enum": ["ask", "auto", "governed"]},
                "prompt": string(), "options": {"$ref": "#/components/schemas/TurnOptions"}}),
-        &["dir", "prompt"],
+        &["prompt"],
     )
 }
 fn started() -> Value {

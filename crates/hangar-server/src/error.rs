@@ -26,6 +26,9 @@ pub enum ApiError {
     /// The driver refused a command (its reason).
     #[error("{0}")]
     Refused(String),
+    /// This machine lacks something the request needs (a program, a daemon, an image).
+    #[error("{0}")]
+    Unavailable(String),
     /// Something on our side failed; the message says what.
     #[error("{0}")]
     Internal(String),
@@ -41,6 +44,7 @@ impl ApiError {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::Refused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "refused"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -91,6 +95,7 @@ impl From<hangar_control::ControlError> for ApiError {
             C::NotFound(m) => ApiError::NotFound(m),
             C::Conflict(m) => ApiError::Conflict(m),
             C::Refused(m) => ApiError::Refused(m),
+            C::Unavailable(m) => ApiError::Unavailable(m),
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -98,7 +98,12 @@ async fn health() -> Json<Value> {
 
 #[derive(Deserialize)]
 struct StartSession {
-    dir: PathBuf,
+    /// The folder (required unless `sandbox` is given).
+    dir: Option<PathBuf>,
+    /// An existing sandbox to run in.
+    sandbox: Option<String>,
+    /// An environment to make a sandbox of (a copy of `dir`).
+    env: Option<String>,
     #[serde(default = "default_harness")]
     harness: String,
     #[serde(default = "default_policy")]
@@ -125,8 +130,19 @@ async fn start_session(State(plane): S, who: Authed, Json(b): Json<StartSession>
             b.policy
         ))
     })?;
+    let dir = match (b.dir, &b.sandbox) {
+        (Some(d), _) => d,
+        (None, Some(_)) => PathBuf::new(),
+        (None, None) => {
+            return Err(ApiError::BadRequest(
+                "give dir (a folder), or sandbox (an existing sandbox's id)".into(),
+            ));
+        }
+    };
     let req = SessionRequest {
-        dir: b.dir,
+        dir,
+        sandbox: b.sandbox,
+        env: b.env,
         harness,
         policy,
         prompt: b.prompt,

@@ -4,11 +4,13 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{MethodRouter, get, post};
+use axum::routing::{MethodRouter, delete, get, post};
 use hangar_control::ControlPlane;
+use hangar_control::sandbox::Who;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::api_doc::Endpoint;
@@ -23,7 +25,111 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
         ("GET", "/v1/environments", get(list_environments)),
         ("POST", "/v1/environments", post(apply_environment)),
         ("GET", "/v1/environments/{name}", get(get_environment)),
+        ("GET", "/v1/sandboxes", get(list_sandboxes)),
+        ("POST", "/v1/sandboxes", post(create_sandbox)),
+        ("GET", "/v1/sandboxes/{id}", get(get_sandbox)),
+        ("DELETE", "/v1/sandboxes/{id}", delete(remove_sandbox)),
+        ("POST", "/v1/sandboxes/{id}/exec", post(exec)),
+        ("GET", "/v1/sandboxes/{id}/attach", get(attach)),
     ]
+}
+
+#[derive(Deserialize)]
+struct CreateSandbox {
+    env: String,
+    repo: std::path::PathBuf,
+    /// The person it is for (default: the token's).
+    person: Option<String>,
+}
+
+async fn create_sandbox(State(plane): S, who: Authed, Json(b): Json<CreateSandbox>) -> ApiResult {
+    let person = b.person.unwrap_or_else(|| who.email.clone());
+    if !person.contains('@') {
+        return Err(ApiError::BadRequest(format!(
+            "person {person:?} is not an email address"
+        )));
+    }
+    let sb = plane.create_sandbox(&b.env, &b.repo, &person).await?;
+    Ok((StatusCode::CREATED, Json(json!({"sandbox": sb}))).into_response())
+}
+
+async fn list_sandboxes(State(plane): S, _who: Authed) -> ApiResult {
+    Ok(Json(json!({"sandboxes": plane.list_sandboxes().await?})).into_response())
+}
+
+async fn get_sandbox(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+    Ok(Json(json!({"sandbox": plane.sandbox_view(&id).await?})).into_response())
+}
+
+#[derive(Deserialize)]
+struct RemoveQuery {
+    #[serde(default)]
+    keep_logs: bool,
+    #[serde(default)]
+    force: bool,
+}
+
+async fn remove_sandbox(
+    State(plane): S,
+    who: Authed,
+    Path(id): Path<String>,
+    Query(q): Query<RemoveQuery>,
+) -> ApiResult {
+    let sb = plane
+        .remove_sandbox(&id, q.keep_logs, q.force, &who.email)
+        .await?;
+    Ok(Json(json!({"sandbox": sb})).into_response())
+}
+
+#[derive(Deserialize)]
+struct Exec {
+    argv: Vec<String>,
+    #[serde(default = "agent", rename = "as")]
+    who: Who,
+    /// Text for the command's stdin.
+    stdin: Option<String>,
+}
+
+fn agent() -> Who {
+    Who::Agent
+}
+
+async fn exec(
+    State(plane): S,
+    who: Authed,
+    Path(id): Path<String>,
+    Json(b): Json<Exec>,
+) -> ApiResult {
+    let out = plane
+        .sandbox_exec(
+            &id,
+            b.who,
+            b.argv,
+            b.stdin.map(String::into_bytes),
+            &who.email,
+        )
+        .await?;
+    Ok(Json(json!({
+        "status": out.status,
+        "stdout": String::from_utf8_lossy(&out.stdout),
+        "stderr": String::from_utf8_lossy(&out.stderr),
+    }))
+    .into_response())
+}
+
+#[derive(Deserialize)]
+struct AttachQuery {
+    run: Option<String>,
+}
+
+async fn attach(
+    State(plane): S,
+    _who: Authed,
+    Path(id): Path<String>,
+    Query(q): Query<AttachQuery>,
+) -> ApiResult {
+    let (run, argv) = plane.sandbox_attach(&id, q.run.as_deref()).await?;
+    Ok(Json(json!({"run": run, "argv": argv})).into_response())
 }
 
 async fn list_environments(State(plane): S, _who: Authed) -> ApiResult {
@@ -93,6 +199,52 @@ fn env_applied() -> Value {
     json!({"type": "object", "properties": {"environment": env_view(), "created": {"type": "boolean"}}, "required": ["environment", "created"]})
 }
 
+fn sandbox_view() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "id": string(),
+            "environment": string(),
+            "provider": {"enum": ["local", "docker", "kubernetes", "e2b"]},
+            "person": string(),
+            "state": {"enum": ["live", "removed"]},
+            "workspace": string(),
+            "host_workspace": string(),
+            "capabilities": {"type": "object", "properties": {
+                "provider": string(), "uid_split": {"type": "boolean"}, "uid_split_off": string(),
+                "sudo": {"type": "boolean"}, "network_modes": {"type": "array", "items": {"enum": ["none", "host", "open"]}},
+                "resource_limits": {"type": "boolean"}}},
+            "created_at": {"type": "integer"},
+            "removed_at": {"type": "integer"}
+        },
+        "required": ["id", "environment", "provider", "person", "state", "host_workspace", "created_at"]
+    })
+}
+
+fn sandbox_one() -> Value {
+    json!({"type": "object", "properties": {"sandbox": sandbox_view()}, "required": ["sandbox"]})
+}
+
+fn sandbox_list() -> Value {
+    json!({"type": "object", "properties": {"sandboxes": {"type": "array", "items": sandbox_view()}}, "required": ["sandboxes"]})
+}
+
+fn sandbox_req() -> Value {
+    json!({"type": "object", "properties": {"env": string(), "repo": string(), "person": string()}, "required": ["env", "repo"]})
+}
+
+fn exec_req() -> Value {
+    json!({"type": "object", "properties": {"argv": {"type": "array", "items": string()}, "as": {"enum": ["agent", "hangar"]}, "stdin": string()}, "required": ["argv"]})
+}
+
+fn exec_out() -> Value {
+    json!({"type": "object", "properties": {"status": {"type": "integer"}, "stdout": string(), "stderr": string()}, "required": ["status", "stdout", "stderr"]})
+}
+
+fn attach_out() -> Value {
+    json!({"type": "object", "properties": {"run": string(), "argv": {"type": "array", "items": string()}}, "required": ["run", "argv"]})
+}
+
 fn env_list() -> Value {
     json!({"type": "object", "properties": {"environments": {"type": "array", "items": env_view()}}, "required": ["environments"]})
 }
@@ -131,6 +283,54 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
             "One environment",
             None,
             env_one,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/sandboxes",
+            "Every sandbox (removed ones marked so)",
+            None,
+            sandbox_list,
+            200,
+        ),
+        e(
+            "POST",
+            "/v1/sandboxes",
+            "Make a sandbox of an environment holding a copy of a repository",
+            Some(sandbox_req as fn() -> Value),
+            sandbox_one,
+            201,
+        ),
+        e(
+            "GET",
+            "/v1/sandboxes/{id}",
+            "One sandbox",
+            None,
+            sandbox_one,
+            200,
+        ),
+        e(
+            "DELETE",
+            "/v1/sandboxes/{id}",
+            "Destroy a sandbox, leaving nothing behind (?keep_logs=true keeps its runs' control folders; ?force=true even while a turn runs)",
+            None,
+            sandbox_one,
+            200,
+        ),
+        e(
+            "POST",
+            "/v1/sandboxes/{id}/exec",
+            "Run a command to its end inside, as the agent (default) or as hangar's user",
+            Some(exec_req as fn() -> Value),
+            exec_out,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/sandboxes/{id}/attach",
+            "The command that attaches a terminal on this machine to a run's tmux session (?run=, default the newest live run)",
+            None,
+            attach_out,
             200,
         ),
     ]

@@ -166,6 +166,8 @@ impl ControlPlane {
                 kind: source_sandbox.kind.clone(),
                 workdir: dir.display().to_string(),
                 person: req.person.clone(),
+                // A fork is a plain folder for now, even of a provider's sandbox.
+                handle: None,
             })
             .await?;
         let session = self

@@ -1,0 +1,334 @@
+//! A real Claude Code turn inside a local (bubblewrap) sandbox with the uid split, through
+//! `hangar serve`: the driver is copied in and started in a tmux session named after the run;
+//! `hangar sb attach` (in a terminal of the test's own tmux) shows the live run; the tool call
+//! waits for a person, is approved, and runs as the agent's uid in the sandbox's copy of the
+//! repository; the agent cannot enter the control folder; `sb rm` leaves nothing behind.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hangar_testkit::{FakeAnthropic, Script, Step, claude_bin, claude_env, workspace_root};
+use serde_json::{Value, json};
+
+fn driver_bin() -> PathBuf {
+    std::env::var_os("HANGAR_DRIVER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/debug/hangar-driver"))
+}
+
+struct Server {
+    home: tempfile::TempDir,
+    fake: FakeAnthropic,
+    child: Option<Child>,
+    url: String,
+}
+
+impl Server {
+    fn start(script: Script) -> Server {
+        let mut s = Server {
+            home: tempfile::tempdir().unwrap(),
+            fake: FakeAnthropic::start(script).unwrap(),
+            child: None,
+            url: String::new(),
+        };
+        let mut child = s
+            .hangar()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        s.url = line.trim().strip_prefix("listening: ").unwrap().to_owned();
+        s.child = Some(child);
+        s
+    }
+
+    fn hangar(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hangar"));
+        let config = self.home.path().join("claude-config");
+        std::fs::create_dir_all(&config).unwrap();
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("HANGAR_HOME", self.home.path().join("hangar"))
+            .env("HANGAR_DRIVER_BIN", driver_bin())
+            .env("HANGAR_CLAUDE_BIN", claude_bin().unwrap())
+            .envs(claude_env(&self.fake.base_url(), &config));
+        if !self.url.is_empty() {
+            c.env("HANGAR_URL", &self.url);
+        }
+        c
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.hangar().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "hangar {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn token(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("hangar/token"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = reqwest::Client::new()
+            .request(method.parse().unwrap(), format!("{}{path}", self.url))
+            .bearer_auth(self.token());
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A tmux server of the test's own, where `hangar sb attach` gets a terminal.
+struct Terminal {
+    socket: PathBuf,
+}
+
+impl Terminal {
+    fn new(dir: &Path, argv: &[String]) -> Terminal {
+        let socket = dir.join("terminal.sock");
+        let st = Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args([
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+                "-x",
+                "200",
+                "-y",
+                "50",
+            ])
+            .args(argv)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        Terminal { socket }
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["capture-pane", "-p", "-t", "t"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .status();
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_turn_in_a_local_sandbox_with_the_uid_split() {
+    assert!(is_root(), "the uid split needs root (CI runs as root)");
+    let s = Server::start(Script::new([
+        Step::tool(
+            "Bash",
+            json!({"command": "echo made > made.txt && id -u > uid.txt", "description": "make"}),
+        ),
+        Step::text("made it"),
+    ]));
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let env = s.home.path().join("loc.yaml");
+    // The scripted model listens on the host's loopback.
+    std::fs::write(&env, "name: loc\nprovider: local\nnetwork: host\n").unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "loc",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    let sb = out
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("sandbox: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    assert!(out.contains("uid split: on"), "{out}");
+
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "ask", "prompt": "make a file"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let approval = until("the approval", async || {
+        let (_, a) = s
+            .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+            .await;
+        a["approvals"].as_array().and_then(|v| v.first().cloned())
+    })
+    .await;
+
+    // A person's terminal, attached to the run's tmux session, shows the live run.
+    let mut attach = s.hangar();
+    attach.args(["sb", "attach", &sb]);
+    let argv: Vec<String> = std::iter::once("env".to_owned())
+        .chain(
+            attach
+                .get_envs()
+                .filter_map(|(k, v)| Some(format!("{}={}", k.to_str()?, v?.to_str()?))),
+        )
+        .chain(std::iter::once(
+            attach.get_program().to_string_lossy().into_owned(),
+        ))
+        .chain(attach.get_args().map(|a| a.to_string_lossy().into_owned()))
+        .collect();
+    let term = Terminal::new(s.home.path(), &argv);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let screen = loop {
+        let screen = term.screen();
+        // The harness's own stream, as the driver relays it into the run log.
+        if screen.contains("\"claude_code_version\":\"2.1.") {
+            break screen;
+        }
+        assert!(Instant::now() < deadline, "the attached terminal shows: {screen}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        screen.contains("tool_use"),
+        "the harness's stream: {screen}"
+    );
+
+    // The agent cannot enter the control folder.
+    let out = s
+        .hangar()
+        .args([
+            "sb",
+            "exec",
+            &sb,
+            "--",
+            "sh",
+            "-c",
+            "ls /run/hangar; cat /run/hangar/*/run.log",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the agent read the control folder");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+
+    let (status, r) = s
+        .call(
+            "POST",
+            &format!(
+                "/v1/runs/{run}/approvals/{}",
+                approval["request_id"].as_str().unwrap()
+            ),
+            Some(json!({"decision": "allow"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let t = until("the turn to end", async || {
+        let (_, t) = s.call("GET", &format!("/v1/turns/{turn}"), None).await;
+        (t["state"] == "ended").then_some(t)
+    })
+    .await;
+    assert_eq!(t["status"], 0, "{t}");
+
+    // The file is in the sandbox's copy, made by the agent's uid, not in the repo.
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+    let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("made.txt")).unwrap(),
+        "made\n"
+    );
+    let uid: u32 = std::fs::read_to_string(ws.join("uid.txt"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(uid, 0, "the harness ran as root");
+    assert!(!repo.path().join("made.txt").exists());
+    // The turn's session ended with the driver: no tmux session is left for the run.
+    let out = s
+        .hangar()
+        .args(["sb", "attach", &sb, "--run", &run])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+
+    // `sb rm` leaves nothing: no folder, no process with the sandbox's folder in its mounts.
+    let host_dir = ws.parent().unwrap().to_owned();
+    s.ok(&["sb", "rm", &sb]);
+    assert!(!host_dir.exists(), "{} is left", host_dir.display());
+    let needle = host_dir.display().to_string();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(m) = std::fs::read_to_string(p.path().join("mountinfo")) {
+            assert!(
+                !m.contains(&needle),
+                "process {:?} still mounts it",
+                p.file_name()
+            );
+        }
+    }
+    let list = s.ok(&["sb", "list"]);
+    assert!(!list.contains(&sb), "{list}");
+}

@@ -1,0 +1,330 @@
+//! Sandboxes (H1, S1, S2): `hangar sb create | list | exec | attach | rm` and their API, over
+//! the providers of hangar-sandbox. The store keeps each sandbox's provider handle (the
+//! `hangar_sandbox::Sandbox` as its provider left it) so any control plane on this machine can
+//! work it later.
+//!
+//! Rows without a handle are the plain folders sessions used before sandboxes had providers;
+//! they have no provider to exec in or remove.
+
+use std::path::{Path, PathBuf};
+
+use hangar_sandbox::{
+    Capabilities, CreateRequest, ExecRequest, LocalProvider, Output, Provider, ProviderKind,
+    Sandbox, SandboxError, Who,
+};
+use hangar_store::{NewSandbox, new_id};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::envs::spec_of;
+use crate::error::ControlError;
+use crate::plane::ControlPlane;
+
+/// The providers this control plane works with.
+#[derive(Debug, Default)]
+pub struct Providers {
+    pub(crate) local: LocalProvider,
+}
+
+/// Runs `$body` with `$p` bound to the provider of `$kind`.
+macro_rules! with_provider {
+    ($plane:expr, $kind:expr, |$p:ident| $body:expr) => {
+        match $kind {
+            hangar_sandbox::ProviderKind::Local => {
+                let $p = &$plane.providers.local;
+                $body
+            }
+            other => Err(crate::sandboxes::unavailable(other)),
+        }
+    };
+}
+pub(crate) use with_provider;
+
+pub(crate) fn unavailable(kind: ProviderKind) -> ControlError {
+    ControlError::BadRequest(format!(
+        "this control plane cannot make {kind} sandboxes yet (it has the local provider); use an environment with provider local"
+    ))
+}
+
+impl From<SandboxError> for ControlError {
+    fn from(e: SandboxError) -> ControlError {
+        match e {
+            SandboxError::Invalid(m) | SandboxError::Unsupported(m) => ControlError::BadRequest(m),
+            SandboxError::Unavailable(m) => ControlError::Unavailable(m),
+            SandboxError::Gone(id) => ControlError::Conflict(format!(
+                "sandbox {id} is gone (its provider no longer has it); remove it with `hangar sb rm {id}`"
+            )),
+            SandboxError::Failed(m) => ControlError::Internal(m),
+        }
+    }
+}
+
+/// A sandbox as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SandboxView {
+    pub id: String,
+    pub environment: String,
+    pub provider: String,
+    pub person: String,
+    /// `live` or `removed`.
+    pub state: String,
+    /// The work tree inside the sandbox.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    /// The work tree on this machine.
+    pub host_workspace: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Capabilities>,
+    pub created_at: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed_at: Option<i64>,
+}
+
+fn view(row: &hangar_store::Sandbox) -> SandboxView {
+    let sb = handle_of(row).ok().flatten();
+    SandboxView {
+        id: row.id.clone(),
+        environment: row.environment.clone(),
+        provider: row.kind.clone(),
+        person: row.person.clone(),
+        state: row.state.clone(),
+        workspace: sb.as_ref().map(|s| s.workspace.clone()),
+        host_workspace: row.workdir.clone(),
+        capabilities: sb.map(|s| s.capabilities),
+        created_at: row.created_at,
+        removed_at: row.removed_at,
+    }
+}
+
+/// The provider's sandbox behind a row (`None` for a plain folder).
+pub(crate) fn handle_of(row: &hangar_store::Sandbox) -> Result<Option<Sandbox>, ControlError> {
+    row.handle
+        .as_ref()
+        .map(|h| {
+            serde_json::from_value::<Sandbox>(h.clone()).map_err(|e| {
+                ControlError::Internal(format!("sandbox {}: its stored handle: {e}", row.id))
+            })
+        })
+        .transpose()
+}
+
+impl ControlPlane {
+    /// A live sandbox with a provider, or an error that says why not.
+    pub(crate) async fn provider_sandbox(&self, id: &str) -> Result<Sandbox, ControlError> {
+        let row = self.store.sandbox(id).await.map_err(|e| match e {
+            hangar_store::StoreError::NotFound { .. } => {
+                ControlError::NotFound(format!("no sandbox {id} (`hangar sb list` shows them)"))
+            }
+            e => e.into(),
+        })?;
+        if row.state != "live" {
+            return Err(ControlError::Conflict(format!("sandbox {id} was removed")));
+        }
+        handle_of(&row)?.ok_or_else(|| {
+            ControlError::BadRequest(format!(
+                "sandbox {id} is a plain folder ({}), not a sandbox a provider made",
+                row.workdir
+            ))
+        })
+    }
+
+    /// Makes a sandbox of environment `env` holding a copy of `repo`, for `person`.
+    pub async fn create_sandbox(
+        &self,
+        env: &str,
+        repo: &Path,
+        person: &str,
+    ) -> Result<SandboxView, ControlError> {
+        let row = self.store.environment(env).await.map_err(|e| match e {
+            hangar_store::StoreError::NotFound { .. } => ControlError::NotFound(format!(
+                "no environment {env:?} (`hangar env list` shows them; `hangar env apply FILE` makes one)"
+            )),
+            e => e.into(),
+        })?;
+        let spec = spec_of(&row)?;
+        let repo = repo
+            .canonicalize()
+            .map_err(|e| ControlError::BadRequest(format!("--repo {}: {e}", repo.display())))?;
+        if !repo.is_dir() {
+            return Err(ControlError::BadRequest(format!(
+                "--repo {}: not a folder",
+                repo.display()
+            )));
+        }
+        let req = CreateRequest {
+            id: new_id("sb")?,
+            env: spec.clone(),
+            repo: repo.clone(),
+            person: person.to_owned(),
+            home: self.tools.home.clone(),
+        };
+        let sb = with_provider!(self, spec.provider, |p| {
+            p.check(&spec).await?;
+            p.create(&req).await.map_err(ControlError::from)
+        })?;
+        let host_workspace = sb
+            .host_workspace
+            .clone()
+            .unwrap_or_else(|| sb.workspace.clone());
+        let handle =
+            serde_json::to_value(&sb).map_err(|e| ControlError::Internal(e.to_string()))?;
+        let stored = self
+            .store
+            .create_sandbox(&NewSandbox {
+                id: sb.id.clone(),
+                environment: spec.name.clone(),
+                kind: spec.provider.as_str().into(),
+                workdir: host_workspace.display().to_string(),
+                person: person.to_owned(),
+                handle: Some(handle),
+            })
+            .await;
+        let stored = match stored {
+            Ok(s) => s,
+            Err(e) => {
+                // Nothing may be left behind that the store does not know about.
+                let _ = with_provider!(self, spec.provider, |p| p
+                    .destroy(&sb, false)
+                    .await
+                    .map_err(ControlError::from));
+                return Err(e.into());
+            }
+        };
+        self.store
+            .audit()
+            .append(
+                person,
+                "sandbox.created",
+                &json!({"sandbox": sb.id, "environment": spec.name, "provider": spec.provider.as_str(), "repo": repo.display().to_string(), "capabilities": sb.capabilities}),
+            )
+            .await?;
+        Ok(view(&stored))
+    }
+
+    /// Sandboxes, oldest first (removed ones too, marked so).
+    pub async fn list_sandboxes(&self) -> Result<Vec<SandboxView>, ControlError> {
+        Ok(self.store.sandboxes(None).await?.iter().map(view).collect())
+    }
+
+    /// One sandbox.
+    pub async fn sandbox_view(&self, id: &str) -> Result<SandboxView, ControlError> {
+        match self.store.sandbox(id).await {
+            Ok(row) => Ok(view(&row)),
+            Err(hangar_store::StoreError::NotFound { .. }) => Err(ControlError::NotFound(format!(
+                "no sandbox {id} (`hangar sb list` shows them)"
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Runs a command to its end in a sandbox, as the agent or as hangar's user; audited.
+    pub async fn sandbox_exec(
+        &self,
+        id: &str,
+        who: Who,
+        argv: Vec<String>,
+        stdin: Option<Vec<u8>>,
+        person: &str,
+    ) -> Result<Output, ControlError> {
+        if argv.is_empty() {
+            return Err(ControlError::BadRequest(
+                "no command: `hangar sb exec SB -- CMD [ARGS...]`".into(),
+            ));
+        }
+        let sb = self.provider_sandbox(id).await?;
+        self.store
+            .audit()
+            .append(
+                person,
+                "sandbox.exec",
+                &json!({"sandbox": id, "as": who, "argv": argv}),
+            )
+            .await?;
+        let req = ExecRequest {
+            argv,
+            stdin,
+            ..ExecRequest::default()
+        };
+        with_provider!(self, sb.env.provider, |p| p
+            .exec(&sb, who, &req)
+            .await
+            .map_err(ControlError::from))
+    }
+
+    /// The host command that attaches a terminal to the tmux session of `run` (default: the
+    /// newest live run) in a sandbox.
+    pub async fn sandbox_attach(
+        &self,
+        id: &str,
+        run: Option<&str>,
+    ) -> Result<(String, Vec<String>), ControlError> {
+        let sb = self.provider_sandbox(id).await?;
+        let run = match run {
+            Some(r) => r.to_owned(),
+            None => self.newest_live_run_in(id).await?.ok_or_else(|| {
+                ControlError::Conflict(format!(
+                    "no turn is running in sandbox {id}; start one with `hangar session start --sb {id} PROMPT`"
+                ))
+            })?,
+        };
+        let alive = with_provider!(self, sb.env.provider, |p| p
+            .tmux_alive(&sb, &run)
+            .await
+            .map_err(ControlError::from))?;
+        if !alive {
+            return Err(ControlError::Conflict(format!(
+                "run {run} has no tmux session in sandbox {id} (its turn has ended)"
+            )));
+        }
+        let argv = with_provider!(self, sb.env.provider, |p| Ok::<_, ControlError>(
+            p.attach_argv(&sb, &run)
+        ))?;
+        Ok((run, argv))
+    }
+
+    /// The newest live run of any session in the sandbox.
+    async fn newest_live_run_in(&self, sandbox: &str) -> Result<Option<String>, ControlError> {
+        let mut newest: Option<(i64, String)> = None;
+        for session in self.store.sessions(Some(sandbox)).await? {
+            if let Some(run) = self.live_run_of(&session.id).await?
+                && newest.as_ref().is_none_or(|(t, _)| run.created_at > *t)
+            {
+                newest = Some((run.created_at, run.id));
+            }
+        }
+        Ok(newest.map(|(_, id)| id))
+    }
+
+    /// Destroys a sandbox (container, processes, mounts, its folder; `keep_logs` keeps the runs'
+    /// control folders) and marks it removed. Refused while a turn runs in it, unless `force`.
+    pub async fn remove_sandbox(
+        &self,
+        id: &str,
+        keep_logs: bool,
+        force: bool,
+        person: &str,
+    ) -> Result<SandboxView, ControlError> {
+        let sb = self.provider_sandbox(id).await?;
+        if let Some(run) = self.newest_live_run_in(id).await?
+            && !force
+        {
+            return Err(ControlError::Conflict(format!(
+                "a turn is running in sandbox {id} (run {run}): `hangar interrupt {run}` first, or `hangar sb rm --force {id}`"
+            )));
+        }
+        with_provider!(self, sb.env.provider, |p| p
+            .destroy(&sb, keep_logs)
+            .await
+            .map_err(ControlError::from))?;
+        self.store.mark_sandbox_removed(id).await?;
+        self.store
+            .audit()
+            .append(
+                person,
+                "sandbox.removed",
+                &json!({"sandbox": id, "keep_logs": keep_logs, "force": force}),
+            )
+            .await?;
+        self.sandbox_view(id).await
+    }
+}
