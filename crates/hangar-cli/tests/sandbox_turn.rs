@@ -250,7 +250,10 @@ async fn a_claude_turn_in_a_local_sandbox_with_the_uid_split() {
         if screen.contains("\"claude_code_version\":\"2.1.") {
             break screen;
         }
-        assert!(Instant::now() < deadline, "the attached terminal shows: {screen}");
+        assert!(
+            Instant::now() < deadline,
+            "the attached terminal shows: {screen}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(
@@ -331,4 +334,97 @@ async fn a_claude_turn_in_a_local_sandbox_with_the_uid_split() {
     }
     let list = s.ok(&["sb", "list"]);
     assert!(!list.contains(&sb), "{list}");
+}
+
+/// The agent's side of the uid split, probed by a real tool call: `tests/fixtures/probe.sh`
+/// (copied into the repository) tries each thing and writes one line per try.
+async fn the_agent_cannot_reach_hangar(env_yaml: &str) {
+    assert!(is_root(), "the uid split needs root (CI runs as root)");
+    let s = Server::start(Script::new([
+        Step::tool(
+            "Bash",
+            json!({"command": "sh probe.sh", "description": "probe"}),
+        ),
+        Step::text("probed"),
+    ]));
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/probe.sh"),
+        repo.path().join("probe.sh"),
+    )
+    .unwrap();
+    let env = s.home.path().join("env.yaml");
+    std::fs::write(&env, env_yaml).unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "probe",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    let sb = out
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("sandbox: ")
+        .unwrap()
+        .to_owned();
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "auto", "prompt": "probe"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let t = until("the turn to end", async || {
+        let (_, t) = s.call("GET", &format!("/v1/turns/{turn}"), None).await;
+        (t["state"] == "ended").then_some(t)
+    })
+    .await;
+    assert_eq!(t["status"], 0, "{t}");
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+    let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
+    let probe = std::fs::read_to_string(ws.join("probe.txt")).unwrap();
+    assert!(
+        probe.contains("done: yes"),
+        "the probe did not finish: {probe}"
+    );
+    assert!(probe.contains("driver-found: yes"), "{probe}");
+    let uid: u32 = probe
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("uid: ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(uid, 0, "{probe}");
+    for line in probe.lines().skip(1) {
+        assert!(
+            !line.ends_with("ALLOWED"),
+            "the agent could: {line}\n{probe}"
+        );
+    }
+    for name in [
+        "read-run-key",
+        "write-command",
+        "replace-driver",
+        "read-driver-environ",
+        "read-driver-mem",
+    ] {
+        assert!(
+            probe.contains(&format!("{name}: denied")),
+            "{name}: {probe}"
+        );
+    }
+    s.ok(&["sb", "rm", &sb]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_local_sandbox_the_agent_cannot_reach_hangar() {
+    the_agent_cannot_reach_hangar("name: probe\nprovider: local\nnetwork: host\n").await;
 }
