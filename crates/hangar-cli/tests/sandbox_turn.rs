@@ -29,16 +29,38 @@ struct Server {
     fake: FakeAnthropic,
     child: Option<Child>,
     url: String,
+    env: Vec<(String, String)>,
 }
 
 impl Server {
     fn start(script: Script) -> Server {
+        Server::start_with(script, Vec::new(), None)
+    }
+
+    /// With more variables for the server and, set in its vault first, a credential.
+    fn start_with(
+        script: Script,
+        env: Vec<(String, String)>,
+        credential: Option<(&str, &str)>,
+    ) -> Server {
         let mut s = Server {
             home: tempfile::tempdir().unwrap(),
             fake: FakeAnthropic::start(script).unwrap(),
             child: None,
             url: String::new(),
+            env,
         };
+        if let Some((name, value)) = credential {
+            let mut c = s
+                .hangar()
+                .args(["credential", "set", name])
+                .stdin(Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(value.as_bytes()).unwrap();
+            assert!(c.wait().unwrap().success());
+        }
         let mut child = s
             .hangar()
             .args(["serve", "--listen", "127.0.0.1:0"])
@@ -65,7 +87,8 @@ impl Server {
             .env("HANGAR_HOME", self.home.path().join("hangar"))
             .env("HANGAR_DRIVER_BIN", driver_bin())
             .env("HANGAR_CLAUDE_BIN", claude_bin().unwrap())
-            .envs(claude_env(&self.fake.base_url(), &config));
+            .envs(claude_env(&self.fake.base_url(), &config))
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         if !self.url.is_empty() {
             c.env("HANGAR_URL", &self.url);
         }
@@ -99,6 +122,16 @@ impl Server {
         let resp = req.send().await.unwrap();
         let status = resp.status().as_u16();
         (status, resp.json().await.unwrap_or(Value::Null))
+    }
+}
+
+impl Server {
+    async fn turn_ended(&self, turn: &str) -> Value {
+        until("the turn to end", async || {
+            let (_, t) = self.call("GET", &format!("/v1/turns/{turn}"), None).await;
+            (t["state"] == "ended").then_some(t)
+        })
+        .await
     }
 }
 
@@ -427,4 +460,195 @@ async fn the_agent_cannot_reach_hangar(env_yaml: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_local_sandbox_the_agent_cannot_reach_hangar() {
     the_agent_cannot_reach_hangar("name: probe\nprovider: local\nnetwork: host\n").await;
+}
+
+fn hook_bin() -> PathBuf {
+    std::env::var_os("HANGAR_TOWER_HOOK_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/debug/hangar-tower-hook"))
+}
+
+/// `HANGAR_GOVERNANCE_HOOK=required` in a local sandbox with the uid split: hangar installs the
+/// Tower hook at each turn start (T16) and the real Claude Code runs it before the tool call,
+/// with the run's key file (T15, gone when the run ends); no person is asked under `ask` and Tower
+/// sees exactly one call (T7). A hook changed between turns is audited `governance.hook_tampered`
+/// and warned about on the next turn, which gets hangar's hook again (T17). A sandbox without the
+/// uid split refuses the turn (T9).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tower_hook_is_installed_checked_and_run_in_a_sandbox() {
+    assert!(is_root(), "the uid split needs root (CI runs as root)");
+    let tower = hangar_testkit::TowerDouble::start().unwrap();
+    let extra = vec![
+        ("HANGAR_GOVERNANCE_HOOK".to_owned(), "required".to_owned()),
+        ("HANGAR_GOVERNANCE_URL".to_owned(), tower.url()),
+        (
+            "HANGAR_GOVERNANCE_HOOK_CREDENTIAL".to_owned(),
+            "tower".to_owned(),
+        ),
+        (
+            "HANGAR_TOWER_HOOK_BIN".to_owned(),
+            hook_bin().display().to_string(),
+        ),
+    ];
+    let s = Server::start_with(
+        Script::new([
+            Step::tool(
+                "Bash",
+                json!({"command": "echo one > one.txt", "description": "one"}),
+            ),
+            Step::text("one done"),
+            Step::tool(
+                "Bash",
+                json!({"command": "echo two > two.txt", "description": "two"}),
+            ),
+            Step::text("two done"),
+        ]),
+        extra,
+        Some(("tower", hangar_testkit::TOWER_KEY)),
+    );
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let env = s.home.path().join("gov.yaml");
+    std::fs::write(&env, "name: gov\nprovider: local\nnetwork: host\n").unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "gov",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    let sb = out
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("sandbox: ")
+        .unwrap()
+        .to_owned();
+
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "ask", "prompt": "one"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let session = started["session"]["id"].as_str().unwrap().to_owned();
+    let run1 = started["run"]["id"].as_str().unwrap().to_owned();
+    let t1 = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(t1["status"], 0, "{t1}");
+    let calls = tower.calls();
+    assert_eq!(calls.len(), 1, "one call, one approval: {calls:?}");
+    assert_eq!(calls[0].target, "/hooks/claude-code");
+    assert_eq!(
+        calls[0].authorization.as_deref(),
+        Some(format!("Bearer {}", hangar_testkit::TOWER_KEY).as_str())
+    );
+    let (_, approvals) = s
+        .call("GET", &format!("/v1/runs/{run1}/approvals"), None)
+        .await;
+    assert_eq!(approvals["approvals"], json!([]), "no person was asked");
+    let hooks = t1["manifest"]["hooks"].to_string();
+    assert!(hooks.contains("hangar:tower_hook"), "{t1}");
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+    let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("one.txt")).unwrap(),
+        "one\n"
+    );
+    // The run's key file is gone once the run ended (T15).
+    let out = s
+        .hangar()
+        .args([
+            "sb",
+            "exec",
+            &sb,
+            "--as",
+            "hangar",
+            "--",
+            "ls",
+            "/var/lib/hangar",
+        ])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(listing.contains("tower_hook"), "{listing}");
+    assert!(
+        !listing.contains(".tower-key"),
+        "the key file stayed: {listing}"
+    );
+
+    // Someone changes the hook between turns: audited, warned, installed again.
+    s.ok(&[
+        "sb",
+        "exec",
+        &sb,
+        "--as",
+        "hangar",
+        "--",
+        "sh",
+        "-c",
+        "echo changed >> /var/lib/hangar/tower_hook",
+    ]);
+    let out = s.ok(&["send", &session, "two"]);
+    let run2 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("run: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    let (_, r2) = s.call("GET", &format!("/v1/runs/{run2}"), None).await;
+    let t2 = s.turn_ended(r2["turn_id"].as_str().unwrap()).await;
+    assert_eq!(t2["status"], 0, "{t2}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("two.txt")).unwrap(),
+        "two\n"
+    );
+    assert_eq!(tower.calls().len(), 2);
+    let audit = s.ok(&["audit"]);
+    assert!(audit.contains("governance.hook_tampered"), "{audit}");
+    let (_, ev) = s
+        .call("GET", &format!("/v1/runs/{run2}/events?limit=500"), None)
+        .await;
+    assert!(
+        ev.to_string()
+            .contains("was changed since hangar installed it"),
+        "the turn carries the warning: {ev}"
+    );
+
+    // Without the uid split the hook could be removed: the turn is refused, saying why.
+    std::fs::write(
+        &env,
+        "name: nosplit\nprovider: local\nnetwork: host\nuid_split: false\n",
+    )
+    .unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "nosplit",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    let sb2 = out
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("sandbox: ")
+        .unwrap()
+        .to_owned();
+    let (status, body) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb2, "policy": "ask", "prompt": "x"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("has no uid split"), "{body}");
+    assert_eq!(tower.calls().len(), 2);
+    s.ok(&["sb", "rm", &sb]);
+    s.ok(&["sb", "rm", &sb2]);
 }

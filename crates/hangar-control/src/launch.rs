@@ -78,14 +78,15 @@ pub fn hook_required(tools: &Tools) -> bool {
 }
 
 /// Why a turn that requires the Tower hook cannot run here (T9, T18): the hook must sit where
-/// the agent cannot remove it, which needs the uid split; local sandboxes have none yet.
+/// the agent cannot remove it, which needs the uid split; a plain folder has none (sandboxes:
+/// `sandbox_turn::hook::refusal`).
 pub fn hook_refusal(harness: Harness) -> &'static str {
     match harness {
         Harness::Codex => {
             "Codex turns that require the Tower hook are refused: a hardened Codex turn runs with hooks disabled, and turning them on would also run hooks the agent writes and trusts in ~/.codex"
         }
         Harness::Claude => {
-            "the Tower hook is required (HANGAR_GOVERNANCE_HOOK=required), but this sandbox runs the agent as the driver's own user (no uid split), so the agent could remove the hook; run the turn where hangar owns the harness's settings (Docker with the uid split)"
+            "the Tower hook is required (HANGAR_GOVERNANCE_HOOK=required), but a plain folder runs the agent as the driver's own user (no uid split), so the agent could remove the hook; run the turn in a sandbox with the uid split (`hangar sb create`, then `--sb`)"
         }
     }
 }

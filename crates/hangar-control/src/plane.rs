@@ -272,8 +272,8 @@ impl ControlPlane {
                 return Err(e);
             }
         };
-        if launch::hook_required(&self.tools) {
-            // The hook is not installed in any sandbox yet: every such turn is refused, audited.
+        if in_sandbox.is_none() && launch::hook_required(&self.tools) {
+            // A plain folder has no uid split: every such turn is refused, audited.
             let why = launch::hook_refusal(session.harness);
             self.refuse_turn(&turn, &run_id, person, why).await?;
             return Err(ControlError::BadRequest(why.into()));
@@ -351,10 +351,37 @@ impl ControlPlane {
         };
         let real_ctl = sb.ctl_host().join(ctl.file_name().unwrap_or_default());
         let ctl_inside = self.ctl_into_sandbox(sb, ctl).await?;
-        let tower = tower.map(|(url, file)| {
+        let mut tower = tower.map(|(url, file)| {
             let name = file.file_name().unwrap_or_default().to_owned();
             (url, ctl_inside.join(name))
         });
+        // The Tower hook, where it must hold (T4-T9, T15-T17).
+        let mut hook_flags: Vec<std::ffi::OsString> = Vec::new();
+        let hooked = crate::sandbox_turn::hook::required(&self.tools, sb);
+        if hooked {
+            if let Some(why) = crate::sandbox_turn::hook::refusal(sb, session.harness) {
+                return Err(ControlError::BadRequest(why));
+            }
+            let h = self.install_hook(sb, run_id).await?;
+            if let Some(what) = &h.tampered {
+                self.store
+                    .audit()
+                    .append(
+                        "hangar",
+                        "governance.hook_tampered",
+                        &json!({"sandbox": sb.id, "run": run_id, "found": what}),
+                    )
+                    .await?;
+                self.warn_run(&real_ctl, what).await?;
+            }
+            tower = Some((h.url.clone(), h.key_inside.clone()));
+            hook_flags.extend([
+                "--tower-hook".into(),
+                crate::sandbox_turn::hook::path_inside().into_os_string(),
+                "--tower-hook-digest".into(),
+                h.digest.clone().into(),
+            ]);
+        }
         let l = Launch {
             fork,
             tower,
@@ -367,6 +394,7 @@ impl ControlPlane {
             options,
         };
         let mut args = launch::driver_args(&self.tools, &l)?;
+        args.extend(hook_flags);
         if let Some(a) = &sb.agent {
             args.extend([
                 "--agent-uid".into(),
@@ -377,7 +405,12 @@ impl ControlPlane {
                 a.home.clone().into_os_string(),
             ]);
         }
-        let manifest = launch::manifest(&self.tools, &l, &args);
+        let mut manifest = launch::manifest(&self.tools, &l, &args);
+        if hooked {
+            // T7: the asked policy is kept; what answers is the rules, with Tower through the hook.
+            manifest.policy_effective = "tower_hook".into();
+            manifest = manifest.sealed();
+        }
         self.start_in_sandbox(sb, run_id, &real_ctl, &ctl_inside, &args)
             .await?;
         Ok((manifest, None))

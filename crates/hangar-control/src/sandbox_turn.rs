@@ -232,3 +232,261 @@ mod tests {
         assert!(env.contains(&("HANGAR_TREE_SLOW_MS".into(), "5".into())));
     }
 }
+
+/// The Tower hook in a sandbox (T4-T9, T15-T17).
+pub(crate) mod hook {
+    use std::path::{Path, PathBuf};
+
+    use hangar_sandbox::layout::HANGAR_LIB;
+    use hangar_sandbox::{ProviderKind, Sandbox};
+    use hangar_store::Harness;
+
+    use crate::launch::{self, Tools};
+
+    /// Where the hook is installed inside (the driver's settings point Claude Code at it).
+    pub(crate) fn path_inside() -> PathBuf {
+        Path::new(HANGAR_LIB).join("tower_hook")
+    }
+
+    /// The run's Tower credential inside: a file of the run, hangar's, readable by the agent (the
+    /// hook runs as the agent) but not changeable by it; removed when the run ends.
+    pub(crate) fn key_inside(run: &str) -> PathBuf {
+        Path::new(HANGAR_LIB).join(format!("{run}.tower-key"))
+    }
+
+    /// Whether turns in `sb` must run with the hook: `HANGAR_GOVERNANCE_HOOK=required` for all,
+    /// or the environment's `governance: {hook: required}` (an environment cannot loosen the
+    /// first).
+    pub(crate) fn required(tools: &Tools, sb: &Sandbox) -> bool {
+        launch::hook_required(tools)
+            || sb.env.governance.hook == Some(hangar_sandbox::HookMode::Required)
+    }
+
+    /// Why the hook cannot be made to hold in `sb` for `harness`, if it cannot (T9, T18).
+    /// `HANGAR_UID_SPLIT` plays no part: only what the provider reports does.
+    pub(crate) fn refusal(sb: &Sandbox, harness: Harness) -> Option<String> {
+        if harness == Harness::Codex {
+            return Some(launch::hook_refusal(Harness::Codex).to_owned());
+        }
+        let caps = &sb.capabilities;
+        match sb.env.provider {
+            ProviderKind::Kubernetes | ProviderKind::E2b => {
+                return Some(format!(
+                    "the Tower hook is required, but a {} sandbox runs the agent as the only uid, so the agent could remove the hook; the turn is refused",
+                    sb.env.provider
+                ));
+            }
+            ProviderKind::Local | ProviderKind::Docker => {}
+        }
+        if !caps.uid_split {
+            return Some(format!(
+                "the Tower hook is required, but sandbox {} has no uid split ({}), so the agent could remove the hook; the turn is refused",
+                sb.id,
+                caps.uid_split_off.as_deref().unwrap_or("uid_split is off")
+            ));
+        }
+        if caps.sudo || sb.env.sudo {
+            return Some(format!(
+                "the Tower hook is required, but sandbox {} gives the agent sudo (sudo: true), so the agent could remove the hook; the turn is refused",
+                sb.id
+            ));
+        }
+        None
+    }
+
+    /// The hook executable on this machine: `HANGAR_TOWER_HOOK_BIN`, else `hangar-tower-hook`
+    /// beside the driver.
+    pub(crate) fn binary(tools: &Tools) -> Result<PathBuf, String> {
+        let named = tools
+            .env
+            .iter()
+            .find(|(k, _)| k == "HANGAR_TOWER_HOOK_BIN")
+            .map(|(_, v)| PathBuf::from(v))
+            .or_else(|| std::env::var_os("HANGAR_TOWER_HOOK_BIN").map(PathBuf::from));
+        let path = named.unwrap_or_else(|| {
+            tools
+                .driver
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join("hangar-tower-hook")
+        });
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!(
+                "the Tower hook is required, but its executable {} is missing (build it with scripts/build-hook and set HANGAR_TOWER_HOOK_BIN); the turn is refused",
+                path.display()
+            ))
+        }
+    }
+}
+
+/// What installing the hook for a turn gave.
+#[derive(Debug)]
+pub(crate) struct HookInstalled {
+    pub digest: String,
+    pub url: String,
+    pub key_inside: PathBuf,
+    /// What was found in place of the hook hangar installed last time, if something else was.
+    pub tampered: Option<String>,
+}
+
+/// SHA-256 of bytes, hex.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+impl ControlPlane {
+    /// Installs the Tower hook for a turn in `sb` (T16, T17): reads what is there first (a hook
+    /// other than the one hangar installed last time is reported as tampered), writes hangar's
+    /// hook again, checks its digest inside, and writes the run's key file. The last installed
+    /// digest is kept in the sandbox's folder on this machine, out of the agent's reach.
+    pub(crate) async fn install_hook(
+        &self,
+        sb: &Sandbox,
+        run_id: &str,
+    ) -> Result<HookInstalled, ControlError> {
+        let bin = hook::binary(&self.tools).map_err(ControlError::BadRequest)?;
+        let (url, cred) = crate::launch::governance(&self.tools)?;
+        let inside = hook::path_inside();
+        let want = hangar_core::file_digest(&bin).map_err(|e| {
+            ControlError::Internal(format!("the Tower hook {}: {e}", bin.display()))
+        })?;
+        let record = sb.host_dir.join("tower_hook.sha256");
+        let last = tokio::fs::read_to_string(&record).await.ok();
+        let found = with_provider!(self, sb.env.provider, |p| Ok::<_, ControlError>(
+            p.read_file(sb, &inside).await.ok()
+        ))?;
+        let tampered = match (&last, &found) {
+            (Some(last), Some(bytes)) => {
+                let got = sha256_hex(bytes);
+                (got != last.trim()).then(|| {
+                    format!(
+                        "the Tower hook in sandbox {} was changed since hangar installed it (SHA-256 {got}, installed {}); hangar installs it again",
+                        sb.id,
+                        last.trim()
+                    )
+                })
+            }
+            (Some(last), None) => Some(format!(
+                "the Tower hook in sandbox {} was removed since hangar installed it (SHA-256 {}); hangar installs it again",
+                sb.id,
+                last.trim()
+            )),
+            _ => None,
+        };
+        with_provider!(self, sb.env.provider, |p| p
+            .copy_in(sb, &bin, &inside, Who::Hangar, 0o755)
+            .await
+            .map_err(|e| ControlError::Launch(format!(
+                "cannot install the Tower hook: {e}"
+            ))))?;
+        let now = with_provider!(self, sb.env.provider, |p| p
+            .read_file(sb, &inside)
+            .await
+            .map_err(|e| ControlError::Launch(format!(
+                "cannot read the Tower hook back: {e}"
+            ))))?;
+        let got = sha256_hex(&now);
+        if got != want {
+            return Err(ControlError::Refused(format!(
+                "the Tower hook in sandbox {} is not the one hangar wrote (SHA-256 {got}, expected {want}); the turn is refused",
+                sb.id
+            )));
+        }
+        tokio::fs::write(&record, format!("{want}\n"))
+            .await
+            .map_err(|e| ControlError::Internal(format!("{}: {e}", record.display())))?;
+        // The run's key file, written by hangar's user (T15).
+        let key = self.store.credential(&cred).await.map_err(|e| {
+            ControlError::BadRequest(format!(
+                "the Tower hook: the credential {cred:?} (HANGAR_GOVERNANCE_HOOK_CREDENTIAL) cannot be read: {e}"
+            ))
+        })?;
+        let tmp = sb.host_dir.join(format!(".{run_id}.tower-key"));
+        let bytes = key.expose().to_vec();
+        let t = tmp.clone();
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&t)
+                .and_then(|mut f| f.write_all(&bytes))
+        })
+        .await
+        .map_err(|e| ControlError::Internal(e.to_string()))?
+        .map_err(|e| ControlError::Internal(format!("{}: {e}", tmp.display())))?;
+        let key_inside = hook::key_inside(run_id);
+        let copied = with_provider!(self, sb.env.provider, |p| p
+            .copy_in(sb, &tmp, &key_inside, Who::Hangar, 0o444)
+            .await
+            .map_err(|e| ControlError::Launch(format!("cannot write the run's Tower key: {e}"))));
+        let _ = tokio::fs::remove_file(&tmp).await;
+        copied?;
+        Ok(HookInstalled {
+            digest: want,
+            url,
+            key_inside,
+            tampered,
+        })
+    }
+
+    /// After a sandboxed run ends: its Tower key file goes (T15).
+    pub(crate) async fn sandbox_run_ended(&self, run_id: &str) {
+        let Some(sb) = self.sandbox_of_run(run_id).await else {
+            return;
+        };
+        let key = hook::key_inside(run_id);
+        let req = ExecRequest::new(["rm", "-f", &key.display().to_string()]);
+        let _ = with_provider!(self, sb.env.provider, |p| p
+            .exec(&sb, Who::Hangar, &req)
+            .await
+            .map_err(ControlError::from));
+    }
+
+    /// The provider's sandbox a run is in, if it is in one.
+    pub(crate) async fn sandbox_of_run(&self, run_id: &str) -> Option<Sandbox> {
+        let run = self.store.run(run_id).await.ok()?;
+        let turn = self.store.turn(&run.turn_id).await.ok()?;
+        let session = self.store.session(&turn.session_id).await.ok()?;
+        let row = self.store.sandbox(&session.sandbox_id).await.ok()?;
+        if row.state != "live" {
+            return None;
+        }
+        crate::sandboxes::handle_of(&row).ok()?
+    }
+}
+
+impl ControlPlane {
+    /// A warning on a sandboxed turn from the control plane itself, written into the run log
+    /// before the driver starts (the driver appends after it), so the turn's events carry it.
+    pub(crate) async fn warn_run(
+        &self,
+        real_ctl: &Path,
+        message: &str,
+    ) -> Result<(), ControlError> {
+        let line = hangar_protocol::runlog::HangarLine::Warning {
+            message: message.to_owned(),
+        }
+        .to_json()
+            + "\n";
+        let log = real_ctl.join("run.log");
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&log)
+                .and_then(|mut f| f.write_all(line.as_bytes()))
+        })
+        .await
+        .map_err(|e| ControlError::Internal(e.to_string()))?
+        .map_err(|e| ControlError::Launch(format!("cannot write the run log: {e}")))
+    }
+}

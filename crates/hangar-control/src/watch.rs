@@ -311,6 +311,7 @@ async fn end_turn(
     handed_back: &[u64],
     totals: &Totals,
 ) {
+    plane.sandbox_run_ended(&run.id).await;
     let store = &plane.store;
     let mut u = TurnUpdate::to(TurnState::Ended);
     u.status = Some(i64::from(status));
