@@ -19,7 +19,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hangar_sandbox::{CreateRequest, EnvSpec, ExecRequest, LocalProvider, Provider, Who};
+use futures_util::StreamExt;
+use hangar_sandbox::{
+    CreateRequest, DockerProvider, EnvSpec, ExecRequest, LocalProvider, Provider, Who,
+};
 
 const ROUNDS: usize = 20;
 
@@ -129,6 +132,47 @@ fn bare_bwrap() -> Duration {
     d
 }
 
+/// `docker run --rm --network none IMAGE true` through the Engine API: create, start, wait,
+/// remove.
+async fn bare_docker_run(p: &DockerProvider, image: &str) -> Duration {
+    use bollard::models::{ContainerCreateBody, HostConfig};
+    let docker = p.client();
+    let t = Instant::now();
+    let made = docker
+        .create_container(
+            None,
+            ContainerCreateBody {
+                image: Some(image.to_owned()),
+                cmd: Some(vec!["true".into()]),
+                host_config: Some(HostConfig {
+                    network_mode: Some("none".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    docker.start_container(&made.id, None).await.unwrap();
+    let mut wait = docker.wait_container(&made.id, None);
+    while let Some(w) = wait.next().await {
+        assert_eq!(w.unwrap().status_code, 0);
+    }
+    docker
+        .remove_container(
+            &made.id,
+            Some(
+                bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+                    .force(true)
+                    .v(true)
+                    .build(),
+            ),
+        )
+        .await
+        .unwrap();
+    t.elapsed()
+}
+
 fn count(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .unwrap()
@@ -180,4 +224,31 @@ async fn main() {
         count(repo.path())
     );
     println!("  local   destroy           p50 {:7.1} ms", p50(&mut gone));
+
+    if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
+        println!("  docker  skipped (HANGAR_TEST_DOCKER=0)");
+        return;
+    }
+    let image =
+        std::env::var("HANGAR_TEST_IMAGE").unwrap_or_else(|_| "hangar-base:bookworm".into());
+    let docker = DockerProvider::connect().await.unwrap();
+    let env =
+        EnvSpec::from_yaml(&format!("name: bench\nprovider: docker\nimage: {image}\n")).unwrap();
+    docker.check(&env).await.unwrap();
+    let (mut made, mut gone, mut bare) = (Vec::new(), Vec::new(), Vec::new());
+    for n in 0..ROUNDS {
+        let (m, g) = create_to_ready(&docker, &env, repo.path(), home.path(), ROUNDS + n).await;
+        made.push(m);
+        gone.push(g);
+        bare.push(bare_docker_run(&docker, &image).await);
+    }
+    println!(
+        "  docker  create -> ready   p50 {:7.1} ms   (target < 1500 ms; uid split on, {image})",
+        p50(&mut made)
+    );
+    println!(
+        "  docker  bare run --rm true p50 {:6.1} ms   (baseline: create, start, wait, remove via the API)",
+        p50(&mut bare)
+    );
+    println!("  docker  destroy           p50 {:7.1} ms", p50(&mut gone));
 }

@@ -112,6 +112,16 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Removes one entry of a folder: a folder with everything in it, or a file or link.
+pub fn remove_entry(p: &Path) -> io::Result<()> {
+    let is_dir = fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    if is_dir {
+        remove_tree(p)
+    } else {
+        fs::remove_file(p)
+    }
+}
+
 fn make_writable(dir: &Path) {
     let Ok(m) = fs::symlink_metadata(dir) else {
         return;

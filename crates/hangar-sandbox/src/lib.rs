@@ -18,12 +18,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod copy;
+pub mod docker;
 pub mod env;
+mod inside;
 pub mod layout;
 pub mod local;
 mod procs;
 mod uids;
 
+pub use docker::DockerProvider;
 pub use env::{Egress, EnvSpec, Governance, HookMode, ProviderKind, Resources};
 pub use local::LocalProvider;
 

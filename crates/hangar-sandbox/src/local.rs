@@ -35,7 +35,7 @@ use tokio::process::Command;
 use crate::layout::{self, AGENT_HOME, CTL_INSIDE, HANGAR_LIB, WORKSPACE};
 use crate::{
     AgentUser, Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output,
-    Provider, ProviderKind, Sandbox, SandboxError, Who, copy, procs, uids,
+    Provider, ProviderKind, Sandbox, SandboxError, Who, copy, inside, procs, uids,
 };
 
 /// Top-level folders of `/` a sandbox gets its own of.
@@ -597,30 +597,11 @@ impl Provider for LocalProvider {
         who: Who,
         mode: u32,
     ) -> Result<(), SandboxError> {
-        let bytes = tokio::fs::read(src)
-            .await
-            .map_err(|e| failed(src.display(), e))?;
-        let owner = match (who, sb.agent.as_ref()) {
-            (Who::Agent, Some(a)) => format!("{}:{}", a.uid, a.gid),
-            _ => String::new(),
-        };
-        install_inside(self, sb, bytes, dest, &owner, mode).await
+        inside::copy_in(self, sb, src, dest, who, mode).await
     }
 
     async fn read_file(&self, sb: &Sandbox, path: &Path) -> Result<Vec<u8>, SandboxError> {
-        let mut req = ExecRequest::new(["cat", "--"]);
-        req.argv.push(path.to_string_lossy().into_owned());
-        req.cwd = Some(PathBuf::from("/"));
-        let out = self.exec(sb, Who::Hangar, &req).await?;
-        if !out.success() {
-            return Err(SandboxError::Failed(format!(
-                "cannot read {} in sandbox {}: {}",
-                path.display(),
-                sb.id,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(out.stdout)
+        inside::read(self, sb, path).await
     }
 
     async fn start_tmux(
@@ -719,7 +700,7 @@ impl Provider for LocalProvider {
                     .flatten()
                 {
                     if e.file_name() != "ctl" {
-                        remove_entry(&e.path())?;
+                        copy::remove_entry(&e.path()).map_err(|e| failed(host.display(), e))?;
                     }
                 }
                 Ok(())
@@ -734,66 +715,6 @@ impl Provider for LocalProvider {
         }
         Ok(())
     }
-}
-
-fn remove_entry(p: &Path) -> Result<(), SandboxError> {
-    let is_dir = std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
-    if is_dir {
-        copy::remove_tree(p)
-    } else {
-        std::fs::remove_file(p)
-    }
-    .map_err(|e| failed(p.display(), e))
-}
-
-/// Writes `bytes` to `dest` inside as hangar's user, through a temporary file in the same folder
-/// renamed into place, then owned by `owner` (`uid:gid`, or hangar's) with `mode`. Done inside
-/// so that a symbolic link the agent planted resolves in the sandbox, never on the host.
-pub(crate) async fn install_inside<P: Provider>(
-    p: &P,
-    sb: &Sandbox,
-    bytes: Vec<u8>,
-    dest: &Path,
-    owner: &str,
-    mode: u32,
-) -> Result<(), SandboxError> {
-    if !dest.is_absolute() || dest.file_name().is_none() {
-        return Err(SandboxError::Invalid(format!(
-            "copy in: {} is not an absolute file path",
-            dest.display()
-        )));
-    }
-    const SCRIPT: &str = r#"set -e
-dest=$1 owner=$2 mode=$3
-dir=$(dirname -- "$dest")
-if [ ! -d "$dir" ]; then
-  mkdir -p -- "$dir"
-  if [ -n "$owner" ]; then chown -- "$owner" "$dir"; fi
-fi
-tmp=$(mktemp -- "$dir/.hangar-copy.XXXXXX")
-trap 'rm -f -- "$tmp"' EXIT
-cat > "$tmp"
-if [ -n "$owner" ]; then chown -- "$owner" "$tmp"; fi
-chmod -- "$mode" "$tmp"
-mv -f -- "$tmp" "$dest"
-trap - EXIT
-"#;
-    let mut req = ExecRequest::new(["sh", "-c", SCRIPT, "sh"]);
-    req.argv.push(dest.to_string_lossy().into_owned());
-    req.argv.push(owner.to_owned());
-    req.argv.push(format!("{:o}", mode & 0o7777));
-    req.cwd = Some(PathBuf::from("/"));
-    req.stdin = Some(bytes);
-    let out = p.exec(sb, Who::Hangar, &req).await?;
-    if !out.success() {
-        return Err(SandboxError::Failed(format!(
-            "cannot copy into {} in sandbox {}: {}",
-            dest.display(),
-            sb.id,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
 }
 
 fn kill(pid: i32) {

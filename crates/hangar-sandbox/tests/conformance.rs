@@ -15,16 +15,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use hangar_sandbox::{CreateRequest, EnvSpec, ExecRequest, LocalProvider, Provider, Sandbox, Who};
+use hangar_sandbox::{
+    CreateRequest, DockerProvider, EnvSpec, ExecRequest, LocalProvider, Provider, Sandbox, Who,
+};
 use tempfile::TempDir;
 
 /// A provider under test and how to make its environments.
 trait Subject: Provider + Sized + 'static {
     /// `None` when the suite is told to skip this provider (said on stderr).
-    fn make() -> Option<Self>;
+    async fn make() -> Option<Self>;
     fn env_yaml(host_network: bool) -> String;
     /// Everything of a sandbox that should be gone after destroy, checked on the host.
-    fn traces(&self, sb: &Sandbox) -> Traces;
+    async fn traces(&self, sb: &Sandbox) -> Traces;
 }
 
 /// What a live sandbox leaves on the host: processes, mounts, folders, containers.
@@ -77,14 +79,14 @@ fn host_traces(host_dir: &Path, extra_mounts: &[String]) -> Traces {
 }
 
 impl Subject for LocalProvider {
-    fn make() -> Option<Self> {
+    async fn make() -> Option<Self> {
         Some(LocalProvider::new())
     }
     fn env_yaml(host_network: bool) -> String {
         let net = if host_network { "network: host\n" } else { "" };
         format!("name: conformance\nprovider: local\n{net}")
     }
-    fn traces(&self, sb: &Sandbox) -> Traces {
+    async fn traces(&self, sb: &Sandbox) -> Traces {
         let mut t = host_traces(&sb.host_dir, &[]);
         // The tmux server lives on the host, outside the sandbox's namespaces.
         let sock = sb.host_dir.join("tmux.sock");
@@ -154,7 +156,7 @@ fn make_repo() -> TempDir {
 }
 
 async fn fixture<P: Subject>(host_network: bool) -> Option<Fixture<P>> {
-    let p = P::make()?;
+    let p = P::make().await?;
     let env = EnvSpec::from_yaml(&P::env_yaml(host_network)).unwrap();
     p.check(&env).await.unwrap();
     let home = tempfile::tempdir().unwrap();
@@ -167,6 +169,11 @@ async fn fixture<P: Subject>(host_network: bool) -> Option<Fixture<P>> {
         home: home.path().to_owned(),
     };
     let sb = p.create(&req).await.unwrap();
+    let t = p.traces(&sb).await;
+    assert!(
+        !t.is_empty(),
+        "a live sandbox shows on the host: the checks can fail"
+    );
     Some(Fixture {
         p: std::sync::Arc::new(p),
         sb: Some(sb),
@@ -208,7 +215,7 @@ impl<P: Subject> Fixture<P> {
     async fn destroy_clean(&mut self, keep_logs: bool) {
         let sb = self.sb.take().unwrap();
         self.p.destroy(&sb, keep_logs).await.unwrap();
-        let mut t = self.p.traces(&sb);
+        let mut t = self.p.traces(&sb).await;
         if keep_logs {
             assert_eq!(
                 std::fs::read_dir(&sb.host_dir)
@@ -312,10 +319,12 @@ mod checks {
             String::from_utf8(o.stdout).unwrap().trim(),
             (3 << 20).to_string()
         );
-        // Nothing of the test's environment leaks in.
-        // SAFETY: set before the first exec reads it, in this test's process only.
+        // Nothing of the test's environment leaks in (docker adds the container's HOSTNAME).
         let env = f
-            .out(Who::Agent, "env | cut -d= -f1 | sort | tr '\\n' ' '")
+            .out(
+                Who::Agent,
+                "env | cut -d= -f1 | grep -vx HOSTNAME | sort | tr '\\n' ' '",
+            )
             .await;
         assert_eq!(env, "HOME LANG PATH PWD", "{env}");
         f.destroy_clean(false).await;
@@ -511,7 +520,7 @@ mod checks {
             .arg("kill-server")
             .status();
 
-        let before = f.p.traces(&sb);
+        let before = f.p.traces(&sb).await;
         assert!(
             !before.is_empty(),
             "a live sandbox shows on the host: the check can fail"
@@ -536,7 +545,7 @@ mod checks {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert!(
-            !f.p.traces(&sb).pids.is_empty(),
+            !f.p.traces(&sb).await.pids.is_empty(),
             "a running command shows on the host"
         );
         f.destroy_clean(false).await;
@@ -654,6 +663,82 @@ macro_rules! conformance {
 }
 
 conformance!(local, LocalProvider);
+conformance!(docker, DockerProvider);
+
+/// The image the docker suite runs (`scripts/build-image` makes it).
+fn image() -> String {
+    std::env::var("HANGAR_TEST_IMAGE").unwrap_or_else(|_| "hangar-base:bookworm".into())
+}
+
+/// Host paths of containers' root file systems, recorded while they live, so that destroy can be
+/// checked to have unmounted them.
+static ROOTFS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+impl Subject for DockerProvider {
+    async fn make() -> Option<Self> {
+        if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
+            eprintln!("HANGAR_TEST_DOCKER=0: the docker conformance suite is skipped");
+            return None;
+        }
+        match DockerProvider::connect().await {
+            Ok(p) => Some(p),
+            Err(e) => panic!(
+                "{e}\nthe docker suite needs dockerd and the test image: scripts/start-docker && scripts/build-image (HANGAR_TEST_DOCKER=0 skips it)"
+            ),
+        }
+    }
+    fn env_yaml(host_network: bool) -> String {
+        let net = if host_network { "network: host\n" } else { "" };
+        format!(
+            "name: conformance\nprovider: docker\nimage: {}\n{net}",
+            image()
+        )
+    }
+    async fn traces(&self, sb: &Sandbox) -> Traces {
+        let cid = sb.handle["container"].as_str().unwrap().to_owned();
+        if let Ok(info) = self.client().inspect_container(&cid, None).await
+            && let Some(merged) = info
+                .graph_driver
+                .and_then(|g| g.data.get("MergedDir").cloned())
+        {
+            ROOTFS.lock().unwrap().push((cid.clone(), merged));
+        }
+        let mounts: Vec<String> = ROOTFS
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(c, _)| *c == cid)
+            .map(|(_, m)| m.clone())
+            .collect();
+        let mut t = host_traces(&sb.host_dir, &mounts);
+        // The container's processes, by their cgroup (named after the container).
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            if let Ok(cg) = std::fs::read_to_string(e.path().join("cgroup"))
+                && cg.contains(&cid)
+                && let Some(pid) = e.file_name().to_str().and_then(|s| s.parse().ok())
+                && !t.pids.contains(&pid)
+            {
+                t.pids.push(pid);
+            }
+        }
+        let filters = std::collections::HashMap::from([(
+            "label".to_owned(),
+            vec![format!("dev.hangar.sandbox={}", sb.id)],
+        )]);
+        let listed = self
+            .client()
+            .list_containers(Some(
+                bollard::query_parameters::ListContainersOptionsBuilder::default()
+                    .all(true)
+                    .filters(&filters)
+                    .build(),
+            ))
+            .await
+            .unwrap();
+        t.containers = listed.into_iter().filter_map(|c| c.id).collect();
+        t
+    }
+}
 
 /// Without root the local provider still works, with the split off and saying why: the whole
 /// local suite again, as `nobody`. (When the suite itself runs without root, it has just done so.)

@@ -1,0 +1,799 @@
+//! The docker provider: a container per sandbox, through the Docker Engine API (`bollard`; no
+//! docker CLI), against the local dockerd (`DOCKER_HOST` or `/var/run/docker.sock`).
+//!
+//! A sandbox's container (`hangar-<id>`, labelled `dev.hangar.sandbox=<id>`) runs a long-lived
+//! pid 1 (`sleep infinity` under docker's init, which reaps orphans), as root, with:
+//! - the workspace: `<host_dir>/workspace`, a copy of the repository made on the host (owned by
+//!   the agent's uid under the split: without a user namespace a container's uids are the
+//!   host's), bound at `/workspace`;
+//! - the control folder: `<host_dir>/ctl`, root's 0700, bound at `/run/hangar`, so the agent can
+//!   neither read nor write it;
+//! - `/var/lib/hangar` (root's, 0755: the driver and the hook are copied in per turn), the agent
+//!   in `/etc/passwd` and `/home/agent`, all made by a setup command at create;
+//! - hangar's pinned harness CLI bound read-only at the same path when the provider is given it
+//!   ([`DockerProvider::with_ro_binds`]) for images that have none;
+//! - `--network none` for `egress: none`, the host's network for `network: host`, docker's
+//!   default network for `egress: open`; cpu, memory (no swap beyond it) and pids limits;
+//!   `no-new-privileges` unless the environment gives the agent `sudo` (then the image's sudo
+//!   lets `agent` become root without a password).
+//!
+//! Commands are Engine API execs (as `uid:gid`). tmux: one server per container, root's, its
+//! socket in a root-only folder (`/run/hangar-tmux`); an agent's window drops to the agent with
+//! `setpriv`. Attaching is `docker exec -it ... tmux attach` (the person's terminal needs the
+//! CLI's terminal handling). `destroy` removes the container with its anonymous volumes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use bollard::Docker;
+use bollard::errors::Error as DockerError;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+
+use crate::layout::{self, AGENT_HOME, CTL_INSIDE, WORKSPACE};
+use crate::{
+    AgentUser, Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output,
+    Provider, ProviderKind, Sandbox, SandboxError, Who, copy, inside, uids,
+};
+
+/// The root-owned tmux server's socket inside (its folder is root's, 0700).
+const TMUX_SOCKET: &str = "/run/hangar-tmux/default";
+const LABEL: &str = "dev.hangar.sandbox";
+
+/// The docker provider.
+#[derive(Debug)]
+pub struct DockerProvider {
+    docker: Docker,
+    ro_binds: Vec<PathBuf>,
+    /// What `check` found per image id: `Ok` or what is missing.
+    checked: Mutex<HashMap<String, Result<(), String>>>,
+}
+
+fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Failed(format!("{what}: {e}"))
+}
+
+fn not_found(e: &DockerError) -> bool {
+    matches!(
+        e,
+        DockerError::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
+}
+
+/// Container ids in the handle.
+fn container(sb: &Sandbox) -> Result<&str, SandboxError> {
+    sb.handle
+        .get("container")
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| SandboxError::Failed(format!("sandbox {} has no container", sb.id)))
+}
+
+impl DockerProvider {
+    /// Connects to the local dockerd and agrees on an API version with it.
+    pub async fn connect() -> Result<DockerProvider, SandboxError> {
+        let unavailable = |e: DockerError| {
+            SandboxError::Unavailable(format!(
+                "dockerd does not answer ({e}); start it (scripts/start-docker, or systemctl start docker) or set DOCKER_HOST"
+            ))
+        };
+        let docker = Docker::connect_with_local_defaults().map_err(unavailable)?;
+        let docker = docker.negotiate_version().await.map_err(unavailable)?;
+        Ok(DockerProvider {
+            docker,
+            ro_binds: Vec::new(),
+            checked: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Host folders every container sees read-only at the same path: hangar's pinned harness
+    /// CLI (e.g. `.tools/npm`), for images without one of their own.
+    pub fn with_ro_binds(mut self, paths: Vec<PathBuf>) -> DockerProvider {
+        self.ro_binds = paths;
+        self
+    }
+
+    /// The Engine API client (tests and benchmarks compare against plain containers with it).
+    pub fn client(&self) -> &Docker {
+        &self.docker
+    }
+
+    fn gone_or(&self, sb: &Sandbox, e: DockerError) -> SandboxError {
+        if not_found(&e) {
+            SandboxError::Gone(sb.id.clone())
+        } else {
+            failed(format!("docker, sandbox {}", sb.id), e)
+        }
+    }
+
+    /// Runs `argv` in the container as `user` (`uid:gid`) and collects its output.
+    async fn run(
+        &self,
+        sb: &Sandbox,
+        user: String,
+        env: Vec<String>,
+        cwd: String,
+        argv: Vec<String>,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Output, SandboxError> {
+        let id = container(sb)?;
+        let exec = self
+            .docker
+            .create_exec(
+                id,
+                CreateExecOptions {
+                    attach_stdin: Some(stdin.is_some()),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    env: Some(env),
+                    cmd: Some(argv),
+                    user: Some(user),
+                    working_dir: Some(cwd),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| self.gone_or(sb, e))?;
+        let started = self
+            .docker
+            .start_exec(&exec.id, Some(StartExecOptions::default()))
+            .await
+            .map_err(|e| self.gone_or(sb, e))?;
+        let StartExecResults::Attached {
+            mut output,
+            mut input,
+        } = started
+        else {
+            return Err(SandboxError::Failed(
+                "docker started the exec detached".into(),
+            ));
+        };
+        let writer = tokio::spawn(async move {
+            if let Some(bytes) = stdin {
+                // The command may exit without reading it all: not an error of ours.
+                let _ = input.write_all(&bytes).await;
+            }
+            // End of input (a half-close: the output still comes back).
+            let _ = input.shutdown().await;
+        });
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        while let Some(item) = output.next().await {
+            match item {
+                Ok(bollard::container::LogOutput::StdOut { message })
+                | Ok(bollard::container::LogOutput::Console { message }) => {
+                    stdout.extend_from_slice(&message)
+                }
+                Ok(bollard::container::LogOutput::StdErr { message }) => {
+                    stderr.extend_from_slice(&message)
+                }
+                Ok(bollard::container::LogOutput::StdIn { .. }) => {}
+                Err(e) => return Err(self.gone_or(sb, e)),
+            }
+        }
+        let _ = writer.await;
+        // The stream ends as the process does; its exit code follows within moments.
+        let mut status = None;
+        for _ in 0..100 {
+            let info = self
+                .docker
+                .inspect_exec(&exec.id)
+                .await
+                .map_err(|e| self.gone_or(sb, e))?;
+            if info.running != Some(true) {
+                status = info.exit_code;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let status = status.ok_or_else(|| {
+            SandboxError::Failed(format!(
+                "sandbox {}: the command's exit status never came (is the container still there?)",
+                sb.id
+            ))
+        })?;
+        Ok(Output {
+            status: i32::try_from(status).unwrap_or(-1),
+            stdout,
+            stderr,
+        })
+    }
+
+    fn user(sb: &Sandbox, who: Who) -> String {
+        match (who, &sb.agent) {
+            (Who::Agent, Some(a)) => format!("{}:{}", a.uid, a.gid),
+            _ => "0:0".into(),
+        }
+    }
+
+    fn env_strings(sb: &Sandbox, who: Who, req: &ExecRequest) -> Vec<String> {
+        layout::base_env(who, sb.agent.as_ref(), req)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect()
+    }
+
+    /// What the image lacks of what hangar needs, found by running a shell in it once.
+    async fn probe_image(&self, env: &EnvSpec, image: &str) -> Result<(), String> {
+        let mut need = vec!["git", "tmux", "cat", "mktemp", "setpriv", "env"];
+        if env.sudo {
+            need.push("sudo");
+        }
+        let script = format!(
+            "for p in {}; do command -v \"$p\" >/dev/null 2>&1 || echo \"$p\"; done",
+            need.join(" ")
+        );
+        let body = ContainerCreateBody {
+            image: Some(image.to_owned()),
+            entrypoint: Some(vec!["/bin/sh".into(), "-c".into(), script]),
+            cmd: Some(vec![]),
+            user: Some("0:0".into()),
+            labels: Some(HashMap::from([(LABEL.to_owned(), "check".to_owned())])),
+            host_config: Some(HostConfig {
+                network_mode: Some("none".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let made = self
+            .docker
+            .create_container(None, body)
+            .await
+            .map_err(|e| format!("cannot make a container of {image}: {e}"))?;
+        let result = async {
+            self.docker
+                .start_container(&made.id, None)
+                .await
+                .map_err(|e| format!("{image} has no usable /bin/sh ({e})"))?;
+            let mut wait = self.docker.wait_container(&made.id, None);
+            let mut code = 0;
+            while let Some(w) = wait.next().await {
+                match w {
+                    Ok(r) => code = r.status_code,
+                    Err(DockerError::DockerContainerWaitError { code: c, .. }) => code = c,
+                    Err(e) => return Err(format!("waiting for the check of {image}: {e}")),
+                }
+            }
+            let mut logs = self.docker.logs(
+                &made.id,
+                Some(LogsOptionsBuilder::default().stdout(true).stderr(true).build()),
+            );
+            let (mut missing, mut errors) = (String::new(), String::new());
+            while let Some(l) = logs.next().await {
+                match l {
+                    Ok(bollard::container::LogOutput::StdOut { message }) => {
+                        missing.push_str(&String::from_utf8_lossy(&message))
+                    }
+                    Ok(other) => errors.push_str(&other.to_string()),
+                    Err(e) => return Err(format!("reading the check of {image}: {e}")),
+                }
+            }
+            let missing: Vec<&str> = missing.split_whitespace().collect();
+            if code != 0 {
+                Err(format!(
+                    "{image} cannot run /bin/sh (status {code}: {})",
+                    errors.trim()
+                ))
+            } else if !missing.is_empty() {
+                Err(format!(
+                    "image {image} lacks what hangar needs: {} (hangar needs a shell, git, tmux, coreutils and setpriv from util-linux{}); add them to the image",
+                    missing.join(", "),
+                    if env.sudo { ", and sudo for sudo: true" } else { "" }
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        .await;
+        let _ = self
+            .docker
+            .remove_container(
+                &made.id,
+                Some(
+                    RemoveContainerOptionsBuilder::default()
+                        .force(true)
+                        .v(true)
+                        .build(),
+                ),
+            )
+            .await;
+        result
+    }
+
+    /// Makes, starts and sets up the container; on error the caller removes what was made.
+    async fn build(
+        &self,
+        req: &CreateRequest,
+        host_dir: &Path,
+        agent: Option<&AgentUser>,
+        name: &str,
+    ) -> Result<String, SandboxError> {
+        let env = &req.env;
+        let image = env
+            .image
+            .clone()
+            .ok_or_else(|| SandboxError::Invalid("image: required for provider docker".into()))?;
+        let owner = agent.map(|a| (a.uid, a.gid));
+        let ctl = host_dir.join("ctl");
+        std::fs::create_dir(&ctl).map_err(|e| failed(ctl.display(), e))?;
+        set_mode(&ctl, 0o700)?;
+        let repo = std::fs::canonicalize(&req.repo)
+            .map_err(|e| SandboxError::Invalid(format!("repo {}: {e}", req.repo.display())))?;
+        let home = std::fs::canonicalize(&req.home).ok();
+        let workspace = host_dir.join("workspace");
+        {
+            let workspace = workspace.clone();
+            tokio::task::spawn_blocking(move || {
+                let skip = home.as_deref().filter(|h| h.starts_with(&repo));
+                copy::copy_tree(&repo, &workspace, owner, skip)
+            })
+            .await
+            .map_err(|e| failed("copying the repo", e))?
+            .map_err(|e| failed("cannot copy the repo into the sandbox", e))?;
+        }
+
+        let mut binds = vec![
+            format!("{}:{WORKSPACE}", workspace.display()),
+            format!("{}:{CTL_INSIDE}", ctl.display()),
+        ];
+        for p in &self.ro_binds {
+            binds.push(format!("{0}:{0}:ro", p.display()));
+        }
+        let network_mode = if env.host_network {
+            "host"
+        } else if env.egress == Egress::None {
+            "none"
+        } else {
+            "default"
+        };
+        let r = &env.resources;
+        let host_config = HostConfig {
+            binds: Some(binds),
+            network_mode: Some(network_mode.into()),
+            init: Some(true),
+            nano_cpus: r.cpu.map(|c| (c * 1e9) as i64),
+            memory: r.memory.map(|m| m as i64),
+            memory_swap: r.memory.map(|m| m as i64),
+            pids_limit: r.pids.map(i64::from),
+            security_opt: (!env.sudo).then(|| vec!["no-new-privileges".to_owned()]),
+            ..Default::default()
+        };
+        let body = ContainerCreateBody {
+            image: Some(image.clone()),
+            entrypoint: Some(vec!["sleep".into(), "infinity".into()]),
+            cmd: Some(vec![]),
+            user: Some("0:0".into()),
+            working_dir: Some(WORKSPACE.into()),
+            env: Some(vec![
+                format!("PATH={}", layout::PATH),
+                "LANG=C.UTF-8".into(),
+            ]),
+            labels: Some(HashMap::from([(LABEL.to_owned(), req.id.clone())])),
+            host_config: Some(host_config),
+            ..Default::default()
+        };
+        let made = self
+            .docker
+            .create_container(
+                Some(CreateContainerOptionsBuilder::default().name(name).build()),
+                body,
+            )
+            .await
+            .map_err(|e| {
+                if not_found(&e) {
+                    SandboxError::Unavailable(format!(
+                        "image {image} is not on this machine and images cannot be pulled here; build it (scripts/build-image) or docker load it"
+                    ))
+                } else {
+                    failed(format!("cannot make the container of sandbox {}", req.id), e)
+                }
+            })?;
+        self.docker
+            .start_container(&made.id, None)
+            .await
+            .map_err(|e| {
+                failed(
+                    format!("cannot start the container of sandbox {}", req.id),
+                    e,
+                )
+            })?;
+        Ok(made.id)
+    }
+
+    /// The agent's user, its home, hangar's folders: made inside as root.
+    async fn set_up(&self, sb: &Sandbox) -> Result<(), SandboxError> {
+        const SCRIPT: &str = r#"set -e
+uid=$1 sudo=$2
+if [ -n "$uid" ]; then
+  grep -q "^agent:" /etc/passwd || echo "agent:x:$uid:$uid:hangar agent:/home/agent:/bin/sh" >> /etc/passwd
+  grep -q "^agent:" /etc/group || echo "agent:x:$uid:" >> /etc/group
+fi
+mkdir -p /home/agent /var/lib/hangar /run/hangar-tmux
+if [ -n "$uid" ]; then chown "$uid:$uid" /home/agent; fi
+chmod 700 /home/agent /run/hangar-tmux
+chown 0:0 /var/lib/hangar
+chmod 755 /var/lib/hangar
+if [ "$sudo" = yes ]; then
+  mkdir -p /etc/sudoers.d
+  echo "agent ALL=(ALL) NOPASSWD:ALL" > /etc/sudoers.d/hangar-agent
+  chmod 440 /etc/sudoers.d/hangar-agent
+fi
+"#;
+        let uid = sb
+            .agent
+            .as_ref()
+            .map(|a| a.uid.to_string())
+            .unwrap_or_default();
+        let sudo = if sb.env.sudo && sb.agent.is_some() {
+            "yes"
+        } else {
+            ""
+        };
+        let argv = ["sh", "-c", SCRIPT, "sh", &uid, sudo]
+            .map(str::to_owned)
+            .to_vec();
+        let env = vec![format!("PATH={}", layout::PATH)];
+        let out = self
+            .run(sb, "0:0".into(), env, "/".into(), argv, None)
+            .await?;
+        if !out.success() {
+            return Err(SandboxError::Failed(format!(
+                "setting up sandbox {}: {}",
+                sb.id,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Takes back a create that failed half-way: the container (by id or name), the folder, the
+    /// agent's uid.
+    async fn undo(&self, container: &str, req: &CreateRequest, agent: Option<&AgentUser>) {
+        let _ = self.remove_container(container).await;
+        let _ = copy::remove_tree(&layout::host_dir(&req.home, &req.id));
+        if let Some(a) = agent {
+            uids::release(&req.home, &req.id, a.uid);
+        }
+    }
+
+    async fn remove_container(&self, id: &str) -> Result<(), SandboxError> {
+        match self
+            .docker
+            .remove_container(
+                id,
+                Some(
+                    RemoveContainerOptionsBuilder::default()
+                        .force(true)
+                        .v(true)
+                        .build(),
+                ),
+            )
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if not_found(&e) => Ok(()),
+            Err(e) => Err(failed(format!("cannot remove container {id}"), e)),
+        }
+    }
+}
+
+fn set_mode(p: &Path, mode: u32) -> Result<(), SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| failed(p.display(), e))
+}
+
+impl Provider for DockerProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Docker
+    }
+
+    fn capabilities(&self, env: &EnvSpec) -> Capabilities {
+        Capabilities {
+            provider: ProviderKind::Docker,
+            uid_split: env.uid_split,
+            uid_split_off: (!env.uid_split)
+                .then(|| "the environment sets uid_split: false".to_owned()),
+            sudo: env.sudo,
+            network_modes: vec![NetworkMode::None, NetworkMode::Host, NetworkMode::Open],
+            resource_limits: true,
+        }
+    }
+
+    async fn check(&self, env: &EnvSpec) -> Result<(), SandboxError> {
+        if env.provider != ProviderKind::Docker {
+            return Err(SandboxError::Unsupported(format!(
+                "environment {} is for provider {}, not docker",
+                env.name, env.provider
+            )));
+        }
+        let image = env
+            .image
+            .as_deref()
+            .ok_or_else(|| SandboxError::Invalid("image: required for provider docker".into()))?;
+        self.docker.ping().await.map_err(|e| {
+            SandboxError::Unavailable(format!(
+                "dockerd does not answer ({e}); start it (scripts/start-docker)"
+            ))
+        })?;
+        let info = self.docker.inspect_image(image).await.map_err(|e| {
+            if not_found(&e) {
+                SandboxError::Unavailable(format!(
+                    "image {image} is not on this machine and images cannot be pulled here; build it (scripts/build-image) or docker load it"
+                ))
+            } else {
+                failed(format!("docker, image {image}"), e)
+            }
+        })?;
+        let key = format!("{}/{}", info.id.unwrap_or_default(), env.sudo);
+        let known = self.checked.lock().ok().and_then(|m| m.get(&key).cloned());
+        let result = match known {
+            Some(r) => r,
+            None => {
+                let r = self.probe_image(env, image).await;
+                if let Ok(mut m) = self.checked.lock() {
+                    m.insert(key, r.clone());
+                }
+                r
+            }
+        };
+        result.map_err(SandboxError::Unavailable)
+    }
+
+    async fn create(&self, req: &CreateRequest) -> Result<Sandbox, SandboxError> {
+        if req.env.provider != ProviderKind::Docker {
+            return Err(SandboxError::Unsupported(format!(
+                "environment {} is for provider {}, not docker",
+                req.env.name, req.env.provider
+            )));
+        }
+        layout::check_id(&req.id)?;
+        let parent = req.home.join("sandboxes");
+        std::fs::create_dir_all(&parent).map_err(|e| failed(parent.display(), e))?;
+        let host_dir = layout::host_dir(&req.home, &req.id);
+        std::fs::create_dir(&host_dir).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                SandboxError::Failed(format!(
+                    "sandbox {} exists already ({})",
+                    req.id,
+                    host_dir.display()
+                ))
+            } else {
+                failed(host_dir.display(), e)
+            }
+        })?;
+        let capabilities = self.capabilities(&req.env);
+        let agent = if capabilities.uid_split {
+            match uids::claim(&req.home, &req.id) {
+                Ok(uid) => Some(AgentUser {
+                    uid,
+                    gid: uid,
+                    home: PathBuf::from(AGENT_HOME),
+                }),
+                Err(e) => {
+                    let _ = std::fs::remove_dir(&host_dir);
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        let name = format!("hangar-{}", req.id);
+        let built = match set_mode(&host_dir, 0o700) {
+            Ok(()) => self.build(req, &host_dir, agent.as_ref(), &name).await,
+            Err(e) => Err(e),
+        };
+        let cid = match built {
+            Ok(cid) => cid,
+            Err(e) => {
+                // A container made before the failure is found by its name.
+                self.undo(&name, req, agent.as_ref()).await;
+                return Err(e);
+            }
+        };
+        let sb = Sandbox {
+            id: req.id.clone(),
+            env: req.env.clone(),
+            host_dir: host_dir.clone(),
+            workspace: PathBuf::from(WORKSPACE),
+            host_workspace: Some(host_dir.join("workspace")),
+            ctl_inside: PathBuf::from(CTL_INSIDE),
+            agent: agent.clone(),
+            handle: serde_json::json!({ "container": cid, "name": name }),
+            capabilities,
+        };
+        if let Err(e) = self.set_up(&sb).await {
+            self.undo(&cid, req, agent.as_ref()).await;
+            return Err(e);
+        }
+        Ok(sb)
+    }
+
+    async fn exec(
+        &self,
+        sb: &Sandbox,
+        who: Who,
+        req: &ExecRequest,
+    ) -> Result<Output, SandboxError> {
+        layout::check_env(req)?;
+        if req.argv.is_empty() {
+            return Err(SandboxError::Invalid("the command is empty".into()));
+        }
+        let cwd = req
+            .cwd
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(WORKSPACE))
+            .to_string_lossy()
+            .into_owned();
+        self.run(
+            sb,
+            Self::user(sb, who),
+            Self::env_strings(sb, who, req),
+            cwd,
+            req.argv.clone(),
+            req.stdin.clone(),
+        )
+        .await
+    }
+
+    async fn copy_in(
+        &self,
+        sb: &Sandbox,
+        src: &Path,
+        dest: &Path,
+        who: Who,
+        mode: u32,
+    ) -> Result<(), SandboxError> {
+        inside::copy_in(self, sb, src, dest, who, mode).await
+    }
+
+    async fn read_file(&self, sb: &Sandbox, path: &Path) -> Result<Vec<u8>, SandboxError> {
+        inside::read(self, sb, path).await
+    }
+
+    async fn start_tmux(
+        &self,
+        sb: &Sandbox,
+        session: &str,
+        who: Who,
+        req: &ExecRequest,
+    ) -> Result<(), SandboxError> {
+        layout::check_session(session)?;
+        layout::check_env(req)?;
+        if req.argv.is_empty() {
+            return Err(SandboxError::Invalid("the command is empty".into()));
+        }
+        let cwd = req
+            .cwd
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(WORKSPACE))
+            .to_string_lossy()
+            .into_owned();
+        let mut argv: Vec<String> = [
+            "tmux",
+            "-S",
+            TMUX_SOCKET,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            session,
+            "-x",
+            "200",
+            "-y",
+            "50",
+            "-c",
+            &cwd,
+            "--",
+            "env",
+            "-i",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let mut env = Self::env_strings(sb, who, req);
+        if !env.iter().any(|v| v.starts_with("TERM=")) {
+            env.push("TERM=screen".into());
+        }
+        argv.extend(env);
+        if let (Who::Agent, Some(a)) = (who, &sb.agent) {
+            argv.extend([
+                "setpriv".to_owned(),
+                format!("--reuid={}", a.uid),
+                format!("--regid={}", a.gid),
+                "--clear-groups".to_owned(),
+                "--".to_owned(),
+            ]);
+        }
+        argv.extend(req.argv.iter().cloned());
+        let env = vec![format!("PATH={}", layout::PATH), "LANG=C.UTF-8".into()];
+        let out = self
+            .run(sb, "0:0".into(), env, "/".into(), argv, None)
+            .await?;
+        if !out.success() {
+            return Err(SandboxError::Failed(format!(
+                "tmux could not start session {session} in sandbox {}: {}",
+                sb.id,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn tmux_alive(&self, sb: &Sandbox, session: &str) -> Result<bool, SandboxError> {
+        layout::check_session(session)?;
+        let argv = [
+            "tmux",
+            "-S",
+            TMUX_SOCKET,
+            "has-session",
+            "-t",
+            &format!("={session}"),
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let env = vec![format!("PATH={}", layout::PATH)];
+        let out = self
+            .run(sb, "0:0".into(), env, "/".into(), argv, None)
+            .await?;
+        Ok(out.success())
+    }
+
+    fn attach_argv(&self, sb: &Sandbox, session: &str) -> Vec<String> {
+        let id = container(sb).unwrap_or(&sb.id).to_owned();
+        [
+            "docker",
+            "exec",
+            "-it",
+            "-u",
+            "0:0",
+            &id,
+            "tmux",
+            "-S",
+            TMUX_SOCKET,
+            "attach-session",
+            "-t",
+        ]
+        .map(str::to_owned)
+        .into_iter()
+        .chain([format!("={session}")])
+        .collect()
+    }
+
+    async fn destroy(&self, sb: &Sandbox, keep_logs: bool) -> Result<(), SandboxError> {
+        if let Ok(id) = container(sb) {
+            self.remove_container(id).await?;
+        }
+        let host = sb.host_dir.clone();
+        if host.exists() {
+            tokio::task::spawn_blocking(move || -> Result<(), SandboxError> {
+                if keep_logs {
+                    for e in std::fs::read_dir(&host)
+                        .map_err(|e| failed(host.display(), e))?
+                        .flatten()
+                    {
+                        if e.file_name() != "ctl" {
+                            copy::remove_entry(&e.path()).map_err(|e| failed(host.display(), e))?;
+                        }
+                    }
+                    Ok(())
+                } else {
+                    copy::remove_tree(&host).map_err(|e| failed(host.display(), e))
+                }
+            })
+            .await
+            .map_err(|e| failed("removing the sandbox", e))??;
+        }
+        if let (Some(a), Some(home)) = (&sb.agent, sb.host_dir.parent().and_then(Path::parent)) {
+            uids::release(home, &sb.id, a.uid);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,230 @@
+//! What only the docker provider promises, beyond the conformance suite: the image check names
+//! what is missing, resource limits reach the container, the tmux server is root's alone, and
+//! `uid_split: false` is said. Needs dockerd and the test image (`scripts/start-docker`,
+//! `scripts/build-image`); `HANGAR_TEST_DOCKER=0` skips, saying so.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use std::path::Path;
+
+use hangar_sandbox::{
+    CreateRequest, DockerProvider, EnvSpec, ExecRequest, Provider, Sandbox, SandboxError, Who,
+};
+
+fn image() -> String {
+    std::env::var("HANGAR_TEST_IMAGE").unwrap_or_else(|_| "hangar-base:bookworm".into())
+}
+
+async fn provider() -> Option<DockerProvider> {
+    if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
+        eprintln!("HANGAR_TEST_DOCKER=0: the docker tests are skipped");
+        return None;
+    }
+    Some(DockerProvider::connect().await.unwrap_or_else(|e| {
+        panic!("{e}\nrun scripts/start-docker && scripts/build-image (HANGAR_TEST_DOCKER=0 skips)")
+    }))
+}
+
+fn env(extra: &str) -> EnvSpec {
+    EnvSpec::from_yaml(&format!(
+        "name: d\nprovider: docker\nimage: {}\n{extra}",
+        image()
+    ))
+    .unwrap()
+}
+
+async fn make(p: &DockerProvider, home: &Path, env: EnvSpec, n: u32) -> Sandbox {
+    let repo = home.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("f"), "x").unwrap();
+    p.create(&CreateRequest {
+        id: format!("docker-{}-{n}", std::process::id()),
+        env,
+        repo,
+        person: "ada@example.com".into(),
+        home: home.to_owned(),
+    })
+    .await
+    .unwrap()
+}
+
+async fn sh(p: &DockerProvider, sb: &Sandbox, who: Who, script: &str) -> (i32, String) {
+    let o = p
+        .exec(sb, who, &ExecRequest::new(["sh", "-c", script]))
+        .await
+        .unwrap();
+    let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&o.stderr));
+    (o.status, text.trim().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_image_check_says_what_is_missing() {
+    let Some(p) = provider().await else { return };
+    p.check(&env("")).await.unwrap();
+
+    let e = p
+        .check(
+            &EnvSpec::from_yaml("name: d\nprovider: docker\nimage: hangar-no-such:image\n")
+                .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, SandboxError::Unavailable(m) if m.contains("cannot be pulled") && m.contains("scripts/build-image")),
+        "{e}"
+    );
+
+    // An image without git and tmux: the test image with them removed, committed.
+    let home = tempfile::tempdir().unwrap();
+    let sb = make(&p, home.path(), env("uid_split: false\n"), 0).await;
+    let (st, out) = sh(&p, &sb, Who::Hangar, "rm /usr/bin/git /usr/bin/tmux").await;
+    assert_eq!(st, 0, "{out}");
+    let tag = format!("{}", std::process::id());
+    let lacking = format!("hangar-test-lacking:{tag}");
+    p.client()
+        .commit_container(
+            bollard::query_parameters::CommitContainerOptionsBuilder::default()
+                .container(sb.handle["container"].as_str().unwrap())
+                .repo("hangar-test-lacking")
+                .tag(&tag)
+                .build(),
+            bollard::models::ContainerConfig::default(),
+        )
+        .await
+        .unwrap();
+    p.destroy(&sb, false).await.unwrap();
+    let lacking_env =
+        EnvSpec::from_yaml(&format!("name: d\nprovider: docker\nimage: {lacking}\n")).unwrap();
+    let e = p.check(&lacking_env).await.unwrap_err();
+    let sudo_env = EnvSpec::from_yaml(&format!(
+        "name: d\nprovider: docker\nimage: {}\nsudo: true\n",
+        image()
+    ))
+    .unwrap();
+    let e_sudo = p.check(&sudo_env).await;
+    let _ = p
+        .client()
+        .remove_image(
+            &lacking,
+            Some(
+                bollard::query_parameters::RemoveImageOptionsBuilder::default()
+                    .force(true)
+                    .build(),
+            ),
+            None,
+        )
+        .await;
+    let m = e.to_string();
+    assert!(m.contains("lacks what hangar needs: git, tmux ("), "{m}");
+    // The test image has no sudo, so sudo: true is refused at the check.
+    let m = e_sudo.unwrap_err().to_string();
+    assert!(m.contains("sudo"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_limits_reach_the_container() {
+    let Some(p) = provider().await else { return };
+    let home = tempfile::tempdir().unwrap();
+    let sb = make(
+        &p,
+        home.path(),
+        env("resources: {cpu: 0.5, memory: 256m, pids: 64}\n"),
+        1,
+    )
+    .await;
+    assert!(sb.capabilities.resource_limits);
+    let info = p
+        .client()
+        .inspect_container(sb.handle["container"].as_str().unwrap(), None)
+        .await
+        .unwrap();
+    let hc = info.host_config.unwrap();
+    assert_eq!(
+        (hc.nano_cpus, hc.memory, hc.pids_limit),
+        (Some(500_000_000), Some(256 << 20), Some(64))
+    );
+    let (_, pids) = sh(
+        &p,
+        &sb,
+        Who::Agent,
+        "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max",
+    )
+    .await;
+    assert_eq!(pids, "64");
+    p.destroy(&sb, false).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tmux_server_is_roots_alone() {
+    let Some(p) = provider().await else { return };
+    let home = tempfile::tempdir().unwrap();
+    let sb = make(&p, home.path(), env(""), 2).await;
+    p.start_tmux(&sb, "s1", Who::Hangar, &ExecRequest::new(["sleep", "300"]))
+        .await
+        .unwrap();
+    assert!(p.tmux_alive(&sb, "s1").await.unwrap());
+    let (_, owner) = sh(&p, &sb, Who::Hangar, "stat -c '%U %a' /run/hangar-tmux").await;
+    assert_eq!(owner, "root 700");
+    for probe in [
+        "ls /run/hangar-tmux",
+        "tmux -S /run/hangar-tmux/default list-sessions",
+    ] {
+        let (st, out) = sh(&p, &sb, Who::Agent, probe).await;
+        assert_ne!(st, 0, "the agent could: {probe}: {out}");
+    }
+    p.destroy(&sb, false).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_split_everything_is_root_and_says_so() {
+    let Some(p) = provider().await else { return };
+    let home = tempfile::tempdir().unwrap();
+    let sb = make(&p, home.path(), env("uid_split: false\n"), 3).await;
+    assert!(!sb.capabilities.uid_split);
+    assert!(
+        sb.capabilities
+            .uid_split_off
+            .as_deref()
+            .unwrap()
+            .contains("uid_split: false")
+    );
+    assert!(sb.agent.is_none());
+    assert_eq!(sh(&p, &sb, Who::Agent, "id -u").await, (0, "0".into()));
+    p.destroy(&sb, false).await.unwrap();
+}
+
+/// An image without the harness runs hangar's pinned Claude Code, bound read-only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pinned_harness_cli_is_bound_read_only_for_a_plain_image() {
+    let Some(p) = provider().await else { return };
+    let claude = hangar_testkit::claude_bin().unwrap();
+    let real = std::fs::canonicalize(&claude).unwrap();
+    // The npm prefix holding node_modules/ (.tools/npm).
+    let prefix = real
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        .and_then(Path::parent)
+        .unwrap()
+        .to_owned();
+    let p = p.with_ro_binds(vec![prefix.clone()]);
+    let home = tempfile::tempdir().unwrap();
+    let sb = make(&p, home.path(), env(""), 4).await;
+    let bin = prefix.join("node_modules/.bin/claude");
+    let (st, out) = sh(&p, &sb, Who::Agent, &format!("{} --version", bin.display())).await;
+    assert_eq!(st, 0, "{out}");
+    assert!(out.contains(hangar_testkit::CLAUDE_CODE_VERSION), "{out}");
+    let (st, _) = sh(
+        &p,
+        &sb,
+        Who::Hangar,
+        &format!("touch {}/x", prefix.display()),
+    )
+    .await;
+    assert_ne!(st, 0, "the pinned CLI is writable from the sandbox");
+    p.destroy(&sb, false).await.unwrap();
+}
