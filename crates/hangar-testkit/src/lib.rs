@@ -152,6 +152,7 @@ mod codex;
 mod conn;
 mod error;
 mod http;
+mod jose;
 mod openai;
 mod recorded;
 mod responses;
@@ -167,10 +168,13 @@ pub use codex::{
     codex_bin, codex_env, codex_offline_args,
 };
 pub use error::TestkitError;
+pub use jose::PassportAlg;
 pub use recorded::{RecordedRequest, RequestKind};
 pub use script::{
     Block, Expect, Script, Step, error_body, error_type_for_status, openai_error_body,
     openai_error_type_for_status,
 };
 pub use server::{FakeAnthropic, FakeOpenAi, ServerOptions};
-pub use tower::{TOWER_KEY, TowerAnswer, TowerDouble, TowerFault, TowerRequest};
+pub use tower::{
+    PassportFault, TOWER_KEY, TowerAnswer, TowerDouble, TowerExchange, TowerFault, TowerRequest,
+};

@@ -6,6 +6,17 @@
 //! request needs `Authorization: Bearer <key>`: an unknown key gets 401, a key marked forbidden
 //! 403, both with `{"error","message"}`. Only in the double: `POST /_test/approvals/<id>/sign`
 //! `{"decision": "allow"|"deny", "person": ...}`, and the knobs below to fail in each way.
+//!
+//! Passports: `POST /oauth/token` (RFC 8693, form-encoded) verifies hangar's sandbox token
+//! against hangar's keys ([`TowerDouble::trust_hangar`]: fetched from
+//! `<hangar>/.well-known/jwks.json` at each exchange, or [`TowerDouble::trust_keys`]) and its
+//! claims (`iss`, `aud` = the double, `exp`, at most 5 minutes, `sub` `hangar:env:...`), then
+//! issues a passport (`iss` the double, `sub` the token's person, `agent` the `audience`,
+//! `email`, `iat`, `exp`, `jti`) signed with its own key, published at
+//! `/.well-known/jwks.json`. The passports it issued, unexpired, are accepted as bearer tokens.
+//! [`PassportFault`] gets them wrong in each way hangar checks, or refuses the exchange; and
+//! [`TowerDouble::set_passport_seconds`] makes them short-lived. Neither endpoint needs a bearer
+//! token, and the [`TowerFault`] knobs do not touch them.
 
 use std::collections::HashMap;
 use std::io::{BufReader, Write};
@@ -19,6 +30,52 @@ use serde_json::{Value, json};
 
 use crate::error::TestkitError;
 use crate::http::{self, HttpRequest};
+use crate::jose::{self, PassportAlg, Signer};
+
+const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const JWT_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+
+/// How the double gets a passport wrong (each check hangar makes), or refuses the exchange.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PassportFault {
+    /// Issue good passports.
+    None,
+    /// `agent` names another agent.
+    WrongAgent,
+    /// `sub` and `email` are another person's.
+    WrongPerson,
+    /// `iss` is not the double.
+    WrongIssuer,
+    /// `exp` has passed already.
+    Expired,
+    /// Signed by a key that is not in the double's JWKS (under the published key's `kid`).
+    BadSignature,
+    /// `400 {"error": "invalid_grant"}`.
+    ExchangeRefused,
+}
+
+/// One token exchange the double answered.
+#[derive(Clone, Debug)]
+pub struct TowerExchange {
+    /// The form as sent.
+    pub form: Vec<(String, String)>,
+    /// The claims of hangar's sandbox token, once verified (`Null` when it did not verify).
+    pub subject: Value,
+    /// The passport issued, if one was.
+    pub passport: Option<String>,
+    /// Why none was.
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+enum Trust {
+    /// hangar's URL: its keys are read from `<url>/.well-known/jwks.json`, and it is the issuer.
+    Url(String),
+    Keys {
+        issuer: String,
+        jwks: Value,
+    },
+}
 
 /// How Tower answers a call (`/hooks/claude-code`, `/approvals`).
 #[derive(Clone, Debug, PartialEq)]
@@ -79,6 +136,13 @@ struct State {
     forbidden: Vec<String>,
     requests: Vec<TowerRequest>,
     approvals: HashMap<String, Approval>,
+    passport_key: Signer,
+    /// Signs [`PassportFault::BadSignature`] passports (same `kid`, another key).
+    rogue_key: Signer,
+    trust: Option<Trust>,
+    passport_fault: PassportFault,
+    passport_seconds: u64,
+    exchanges: Vec<TowerExchange>,
 }
 
 #[derive(Debug)]
@@ -128,6 +192,12 @@ impl TowerDouble {
                 forbidden: Vec::new(),
                 requests: Vec::new(),
                 approvals: HashMap::new(),
+                passport_key: Signer::generate(PassportAlg::EdDsa, "tower-double-1")?,
+                rogue_key: Signer::generate(PassportAlg::EdDsa, "tower-double-1")?,
+                trust: None,
+                passport_fault: PassportFault::None,
+                passport_seconds: 900,
+                exchanges: Vec::new(),
             }),
             changed: Condvar::new(),
             stopping: AtomicBool::new(false),
@@ -189,6 +259,71 @@ impl TowerDouble {
         self.shared.lock().forbidden = keys.iter().map(|k| (*k).to_owned()).collect();
     }
 
+    /// Trusts the sandbox tokens of the hangar at `url` (its keys read from
+    /// `<url>/.well-known/jwks.json` at each exchange; `iss` must be `url`).
+    pub fn trust_hangar(&self, url: &str) {
+        self.shared.lock().trust = Some(Trust::Url(url.trim_end_matches('/').to_owned()));
+    }
+
+    /// Trusts sandbox tokens from `issuer` signed by a key of `jwks` (`{"keys": [...]}`).
+    pub fn trust_keys(&self, issuer: &str, jwks: Value) {
+        self.shared.lock().trust = Some(Trust::Keys {
+            issuer: issuer.trim_end_matches('/').to_owned(),
+            jwks,
+        });
+    }
+
+    /// How passports are issued from now on ([`PassportFault::None`]: good ones).
+    pub fn set_passport_fault(&self, f: PassportFault) {
+        self.shared.lock().passport_fault = f;
+    }
+
+    /// A passport's lifetime (900 s unless told otherwise).
+    pub fn set_passport_seconds(&self, s: u64) {
+        self.shared.lock().passport_seconds = s;
+    }
+
+    /// Signs passports with a new key of this algorithm from now on.
+    pub fn set_passport_alg(&self, alg: PassportAlg) -> Result<(), TestkitError> {
+        let key = Signer::generate(alg, "tower-double-2")?;
+        let rogue = Signer::generate(alg, "tower-double-2")?;
+        let mut st = self.shared.lock();
+        st.passport_key = key;
+        st.rogue_key = rogue;
+        Ok(())
+    }
+
+    /// A passport for `sub` (with `email`, for `agent`) as the double would issue one now, the
+    /// passport fault and lifetime applied, without an exchange: for tests of what reads it.
+    pub fn mint_passport(&self, sub: &str, email: Option<&str>, agent: &str) -> String {
+        let (fault, seconds, key, rogue) = {
+            let st = self.shared.lock();
+            (
+                st.passport_fault.clone(),
+                st.passport_seconds,
+                st.passport_key.clone(),
+                st.rogue_key.clone(),
+            )
+        };
+        make_passport(
+            &self.shared,
+            sub,
+            email,
+            agent,
+            (&fault, seconds, &key, &rogue),
+        )
+    }
+
+    /// The double's public keys (`/.well-known/jwks.json`).
+    pub fn jwks(&self) -> Value {
+        json!({"keys": [self.shared.lock().passport_key.public_jwk()]})
+    }
+
+    /// Every token exchange so far, in order.
+    pub fn exchanges(&self) -> Vec<TowerExchange> {
+        self.shared.lock().exchanges.clone()
+    }
+
     /// Signs a pending approval as `person` (`allow` true or false); false if there is none.
     pub fn sign(&self, id: &str, allow: bool, person: &str) -> bool {
         sign(&self.shared, id, allow, person)
@@ -203,7 +338,11 @@ impl TowerDouble {
     pub fn calls(&self) -> Vec<TowerRequest> {
         self.requests()
             .into_iter()
-            .filter(|r| r.method == "POST" && !r.target.starts_with("/_test/"))
+            .filter(|r| {
+                r.method == "POST"
+                    && !r.target.starts_with("/_test/")
+                    && !r.target.starts_with("/oauth/")
+            })
             .collect()
     }
 
@@ -307,7 +446,7 @@ fn respond(
             st.fault.clone(),
             st.delay,
             st.answer.clone(),
-            token.is_some_and(|t| st.keys.iter().any(|k| k == t)),
+            token.is_some_and(|t| st.keys.iter().any(|k| k == t) || passport_ok(&st, t)),
             token.is_some_and(|t| st.forbidden.iter().any(|k| k == t)),
         )
     };
@@ -334,6 +473,18 @@ fn respond(
                 &error("not_found", "no pending approval with that id"),
             )
         };
+    }
+    // Passports: no bearer token, no faults but their own.
+    match (req.method.as_str(), path.as_str()) {
+        ("GET", "/.well-known/jwks.json") => {
+            let jwks = json!({"keys": [shared.lock().passport_key.public_jwk()]});
+            return send(w, 200, &jwks);
+        }
+        ("POST", "/oauth/token") => {
+            let (status, v) = exchange(shared, &req.body);
+            return send(w, status, &v);
+        }
+        _ => {}
     }
     if !delay.is_zero() {
         thread::sleep(delay);
@@ -460,4 +611,196 @@ fn respond(
             &error("not_found", "no such endpoint in the Tower contract"),
         ),
     }
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Whether `token` is a passport the double issued that has not expired.
+fn passport_ok(st: &State, token: &str) -> bool {
+    let jwks = json!({"keys": [st.passport_key.public_jwk()]});
+    jose::verify(token, &jwks).is_ok_and(|c| {
+        c.get("exp")
+            .and_then(Value::as_i64)
+            .is_some_and(|e| e > now_secs())
+    })
+}
+
+/// `POST /oauth/token`: hangar's sandbox token in, a passport out (or why not).
+fn exchange(shared: &Arc<Shared>, body: &[u8]) -> (u16, Value) {
+    let form = jose::form(body);
+    let get = |k: &str| {
+        form.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    let (trust, fault, seconds, key, rogue) = {
+        let st = shared.lock();
+        (
+            st.trust.clone(),
+            st.passport_fault.clone(),
+            st.passport_seconds,
+            st.passport_key.clone(),
+            st.rogue_key.clone(),
+        )
+    };
+    let record = |subject: Value, passport: Option<String>, error: Option<String>| {
+        shared.lock().exchanges.push(TowerExchange {
+            form: form.clone(),
+            subject,
+            passport,
+            error,
+        });
+    };
+    let refuse = |code: &str, why: String, subject: Value| {
+        record(subject, None, Some(why.clone()));
+        (400, json!({"error": code, "error_description": why}))
+    };
+    if get("grant_type").as_deref() != Some(TOKEN_EXCHANGE) {
+        return refuse(
+            "unsupported_grant_type",
+            "grant_type must be token-exchange".into(),
+            Value::Null,
+        );
+    }
+    if get("subject_token_type").as_deref() != Some(JWT_TYPE) {
+        return refuse(
+            "invalid_request",
+            "subject_token_type must be the JWT type".into(),
+            Value::Null,
+        );
+    }
+    let (Some(subject), Some(audience)) = (get("subject_token"), get("audience")) else {
+        return refuse(
+            "invalid_request",
+            "subject_token and audience are required".into(),
+            Value::Null,
+        );
+    };
+    let (issuer, jwks) = match trust {
+        None => {
+            return refuse(
+                "invalid_grant",
+                "the Tower double trusts no hangar (trust_hangar or trust_keys)".into(),
+                Value::Null,
+            );
+        }
+        Some(Trust::Keys { issuer, jwks }) => (issuer, jwks),
+        Some(Trust::Url(url)) => {
+            let got = crate::browser::http(
+                "GET",
+                &format!("{url}/.well-known/jwks.json"),
+                None,
+                None,
+                Duration::from_secs(10),
+            );
+            match got {
+                Ok((200, b)) => (url, serde_json::from_slice(&b).unwrap_or(Value::Null)),
+                Ok((status, _)) => {
+                    return refuse(
+                        "invalid_grant",
+                        format!("hangar's keys at {url}/.well-known/jwks.json answered {status}"),
+                        Value::Null,
+                    );
+                }
+                Err(e) => {
+                    return refuse(
+                        "invalid_grant",
+                        format!("hangar's keys at {url}/.well-known/jwks.json: {e}"),
+                        Value::Null,
+                    );
+                }
+            }
+        }
+    };
+    let claims = match jose::verify(&subject, &jwks) {
+        Ok(c) => c,
+        Err(e) => return refuse("invalid_grant", format!("hangar's token: {e}"), Value::Null),
+    };
+    let now = now_secs();
+    let text = |k: &str| claims.get(k).and_then(Value::as_str).unwrap_or_default();
+    let num = |k: &str| claims.get(k).and_then(Value::as_i64);
+    let problem = if text("iss") != issuer {
+        Some(format!(
+            "iss {:?} is not the trusted hangar {issuer:?}",
+            text("iss")
+        ))
+    } else if text("aud") != shared.base {
+        Some(format!("aud {:?} is not this Tower", text("aud")))
+    } else if !text("sub").starts_with("hangar:env:") {
+        Some(format!("sub {:?} is not hangar:env:<env>", text("sub")))
+    } else if text("jti").is_empty() {
+        Some("no jti".into())
+    } else if num("exp").is_none_or(|e| e <= now) {
+        Some("expired".into())
+    } else if num("exp").zip(num("iat")).is_none_or(|(e, i)| e - i > 300) {
+        Some("lives longer than 5 minutes".into())
+    } else {
+        None
+    };
+    if let Some(p) = problem {
+        return refuse("invalid_grant", format!("hangar's token: {p}"), claims);
+    }
+    if fault == PassportFault::ExchangeRefused {
+        return refuse(
+            "invalid_grant",
+            "the Tower double refuses this exchange".into(),
+            claims,
+        );
+    }
+    let person = claims.get("person").and_then(Value::as_str);
+    let token = make_passport(
+        shared,
+        person.unwrap_or(text("sub")),
+        claims.get("email").and_then(Value::as_str),
+        &audience,
+        (&fault, seconds, &key, &rogue),
+    );
+    record(claims, Some(token.clone()), None);
+    (
+        200,
+        json!({"access_token": token, "issued_token_type": JWT_TYPE, "token_type": "Bearer",
+               "expires_in": seconds}),
+    )
+}
+
+/// A passport for `sub`, signed (or got wrong) as `fault` says.
+fn make_passport(
+    shared: &Shared,
+    sub: &str,
+    email: Option<&str>,
+    agent: &str,
+    (fault, seconds, key, rogue): (&PassportFault, u64, &Signer, &Signer),
+) -> String {
+    let now = now_secs();
+    let mut passport = json!({
+        "iss": shared.base,
+        "sub": sub,
+        "agent": agent,
+        "email": email,
+        "iat": now,
+        "exp": now + i64::try_from(seconds).unwrap_or(900),
+        "jti": format!("pp_{}", shared.next_id.fetch_add(1, Ordering::SeqCst)),
+    });
+    let mut signer = key;
+    match fault {
+        PassportFault::WrongAgent => passport["agent"] = json!("someone-else"),
+        PassportFault::WrongPerson => {
+            passport["sub"] = json!("mallory@example.com");
+            passport["email"] = json!("mallory@example.com");
+        }
+        PassportFault::WrongIssuer => passport["iss"] = json!("http://not-tower.invalid"),
+        PassportFault::Expired => {
+            passport["iat"] = json!(now - 1000);
+            passport["exp"] = json!(now - 100);
+        }
+        PassportFault::BadSignature => signer = rogue,
+        PassportFault::None | PassportFault::ExchangeRefused => {}
+    }
+    signer.sign(&passport)
 }
