@@ -12,13 +12,18 @@
 //!   next turn (S19), as do messages the driver handed back.
 //! * A run's steps are its trees; [`ControlPlane::fork`] rebuilds one into a new sandbox,
 //!   checks it, and makes a session whose conversation is the source's up to that step (S31).
+//! * Policy `governed` gives each run a key file for Tower: the coding agent's key, or a passport
+//!   (`passport`: minted, exchanged at Tower, checked and kept fresh while the run lives).
 //!
-//! Non-goals: no HTTP (the server crate), no sandbox providers yet (local folders only).
+//! Non-goals: no HTTP server (the server crate; the only HTTP here is the passport exchange with
+//! Tower), no sandbox providers yet (local folders only).
 
 mod envs;
 mod error;
 mod fork;
+pub mod jwt;
 mod launch;
+pub mod passport;
 mod plane;
 mod sandbox_turn;
 mod sandboxes;

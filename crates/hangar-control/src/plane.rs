@@ -70,6 +70,7 @@ pub struct ControlPlane {
     newest: watch::Sender<i64>,
     watching: Mutex<HashSet<String>>,
     pub(crate) providers: crate::sandboxes::Providers,
+    pub(crate) keys: crate::passport::Keys,
 }
 
 impl ControlPlane {
@@ -83,6 +84,7 @@ impl ControlPlane {
             newest,
             watching: Mutex::new(HashSet::new()),
             providers: crate::sandboxes::Providers::default(),
+            keys: crate::passport::Keys::default(),
         })
     }
 
@@ -104,6 +106,7 @@ impl ControlPlane {
         let runs = self.store.live_runs().await?;
         let n = runs.len();
         for run in runs {
+            self.resume_passport(&run).await;
             self.watch(run);
         }
         Ok(n)
@@ -286,6 +289,7 @@ impl ControlPlane {
                 &ctl,
                 &sandbox,
                 in_sandbox.as_ref(),
+                person,
             )
             .await;
         let (manifest, pid) = match launched {
@@ -313,19 +317,24 @@ impl ControlPlane {
 
     /// Starts the turn's driver: detached on this machine for a plain folder, in a tmux session
     /// inside the sandbox otherwise. The manifest, and the driver's pid when it is ours to see.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one call site, every argument its own"
+    )]
     async fn launch(
-        &self,
+        self: &Arc<Self>,
         session: &Session,
         options: &TurnOptions,
         run_id: &str,
         ctl: &std::path::Path,
         sandbox: &hangar_store::Sandbox,
         sb: Option<&hangar_sandbox::Sandbox>,
+        person: &str,
     ) -> Result<(hangar_core::Manifest, Option<u32>), ControlError> {
-        // Policy governed: the run's copy of Tower's key, in the control folder (hangar's user's,
-        // read by the driver only), removed with the folder.
+        // Policy governed: the run's copy of Tower's key or its passport, in the control folder
+        // (hangar's user's, read by the driver only), removed when the run ends.
         let tower = if session.policy == Policy::Governed {
-            Some(self.tower_key(ctl).await?)
+            Some(self.tower_credential(ctl, sandbox, run_id, person).await?)
         } else {
             None
         };
@@ -418,29 +427,22 @@ impl ControlPlane {
 
     /// Writes the coding agent's key in Tower (the vault credential) as `<ctl>/tower.key`
     /// (0600); Tower's address and the file.
-    async fn tower_key(&self, ctl: &std::path::Path) -> Result<(String, PathBuf), ControlError> {
+    pub(crate) async fn tower_key(
+        &self,
+        ctl: &std::path::Path,
+    ) -> Result<(String, PathBuf), ControlError> {
         let (url, cred) = launch::governance(&self.tools)?;
         let key = self.store.credential(&cred).await.map_err(|e| {
             ControlError::BadRequest(format!(
                 "policy governed: the credential {cred:?} (HANGAR_GOVERNANCE_HOOK_CREDENTIAL) cannot be read: {e}"
             ))
         })?;
-        let file = ctl.join("tower.key");
+        let file = ctl.join(crate::passport::KEY_FILE);
         let bytes = key.expose().to_vec();
         let path = file.clone();
-        blocking(move || {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&path)
-                .and_then(|mut f| f.write_all(&bytes))
-        })
-        .await?
-        .map_err(|e| ControlError::Internal(format!("cannot write {}: {e}", file.display())))?;
+        blocking(move || crate::passport::write_key_file(&path, &bytes))
+            .await?
+            .map_err(|e| ControlError::Internal(format!("cannot write {}: {e}", file.display())))?;
         Ok((url, file))
     }
 
@@ -456,6 +458,9 @@ impl ControlPlane {
         self.store.update_turn_state(&turn.id, &u).await?;
         self.store.end_run(run_id).await?;
         self.store.destroy_run_key(run_id).await?;
+        if let Ok(r) = self.store.run(run_id).await {
+            crate::passport::remove_key_file(std::path::Path::new(&r.ctl_path));
+        }
         self.store
             .audit()
             .append(

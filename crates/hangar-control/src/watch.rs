@@ -323,6 +323,7 @@ async fn end_turn(
         tracing::warn!(run = %run.id, error = %e, "cannot record the turn's end");
     }
     let _ = store.end_run(&run.id).await;
+    crate::passport::remove_key_file(Path::new(&run.ctl_path));
     if matches!(store.destroy_run_key(&run.id).await, Ok(true)) {
         let _ = store
             .audit()

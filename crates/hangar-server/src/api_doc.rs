@@ -44,6 +44,14 @@ fn health() -> Value {
         &["ok", "version"],
     )
 }
+fn jwks() -> Value {
+    obj(
+        json!({"keys": {"type": "array", "items": obj(json!({"kty": string(), "crv": string(), "x": string(), "kid": string(), "alg": string(), "use": string()}), &["kty", "kid"])}}),
+        &["keys"],
+    )
+}
+/// Routes served without a token.
+const PUBLIC: &[&str] = &["/v1/health", "/.well-known/jwks.json"];
 fn start_session_req() -> Value {
     obj(
         json!({"dir": string(), "sandbox": string(), "env": string(), "harness": {"enum": ["claude", "codex"]}, "policy": {"enum": ["ask", "auto", "governed"]},
@@ -205,6 +213,14 @@ pub fn endpoints() -> Vec<Endpoint> {
             "Whether the server is up (no token needed)",
             None,
             health,
+            200,
+        ),
+        e(
+            "GET",
+            "/.well-known/jwks.json",
+            "The public keys of hangar's passport signing key, for Tower (no token needed)",
+            None,
+            jwks,
             200,
         ),
         e("GET", "/v1/sessions", "All sessions", None, sessions, 200),
@@ -469,7 +485,7 @@ pub fn openapi() -> Value {
                 "default": {"description": "an error a person can act on", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
             },
         });
-        if e.path != "/v1/health" {
+        if !PUBLIC.contains(&e.path) {
             op["security"] = json!([{"bearer": []}]);
         }
         if !params.is_empty() {
@@ -484,7 +500,7 @@ pub fn openapi() -> Value {
     }
     json!({
         "openapi": "3.1.0",
-        "info": {"title": "hangar", "version": env!("CARGO_PKG_VERSION"), "description": "hangar serve's HTTP API. Every route but /v1/health needs `Authorization: Bearer <token>`. Errors are `{\"error\":{\"code\",\"message\"}}`."},
+        "info": {"title": "hangar", "version": env!("CARGO_PKG_VERSION"), "description": "hangar serve's HTTP API. Every route but /v1/health and /.well-known/jwks.json needs `Authorization: Bearer <token>`. Errors are `{\"error\":{\"code\",\"message\"}}`."},
         "paths": Value::Object(paths),
         "components": components(),
     })

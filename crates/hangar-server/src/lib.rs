@@ -8,6 +8,7 @@ pub mod api_doc;
 pub mod auth;
 pub mod error;
 mod fork;
+mod jwks;
 mod routes;
 mod runlog;
 mod sandboxes;

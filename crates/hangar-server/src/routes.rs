@@ -1,4 +1,5 @@
-//! The HTTP API under `/v1/`. Every route but `/v1/health` needs a bearer token. The web page's
+//! The HTTP API under `/v1/`. Every route but `/v1/health` and `/.well-known/jwks.json` needs a
+//! bearer token. The web page's
 //! routes (`/`, `/ui/...`, `/assets/...`) are merged in from `web`.
 
 use std::path::PathBuf;
@@ -27,6 +28,7 @@ type ApiResult = Result<axum::response::Response, ApiError>;
 pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<ControlPlane>>)> {
     let mut all = vec![
         ("GET", "/v1/health", get(health)),
+        ("GET", "/.well-known/jwks.json", get(crate::jwks::jwks)),
         ("GET", "/v1/sessions", get(list_sessions)),
         ("POST", "/v1/sessions", post(start_session)),
         ("GET", "/v1/sessions/{id}", get(get_session)),
