@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{LONG, Rig};
-use hangar_testkit::{TOWER_KEY, TowerAnswer, TowerDouble, TowerFault, workspace_root};
+use hangar_testkit::{
+    PassportFault, TOWER_KEY, TowerAnswer, TowerDouble, TowerFault, workspace_root,
+};
 use serde_json::{Value, json};
 
 const MAKE: &str = "echo hi > made.txt";
@@ -248,6 +250,37 @@ fn every_fault_blocks_the_call_and_the_turn_shows_why() {
         assert!(err, "{}: {text}", hook.display());
         assert!(!p.ws.join("made.txt").exists(), "{}", hook.display());
     }
+}
+
+/// A passport in the key file (`HANGAR_GOVERNANCE_HOOK_AUTH=passport`): the hook sends the file's
+/// content as it is, no JWT code of its own; Tower accepts its own unexpired passports and
+/// refuses an expired one (401), which blocks the call.
+#[test]
+fn the_hook_sends_the_passport_in_the_key_file() {
+    let p = place();
+    let t = TowerDouble::start().unwrap();
+    let passport = t.mint_passport("ada@example.com", Some("ada@example.com"), "hangar");
+    std::fs::write(&p.key, format!("{passport}\n")).unwrap();
+    let (_rig, text, err) = hooked_turn(&t.url(), &p, MAKE, &[]);
+    assert!(!err, "{text}");
+    assert!(p.ws.join("made.txt").exists());
+    let calls = t.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0].authorization.as_deref(),
+        Some(format!("Bearer {passport}").as_str())
+    );
+    std::fs::remove_file(p.ws.join("made.txt")).unwrap();
+
+    t.set_passport_fault(PassportFault::Expired);
+    let expired = t.mint_passport("ada@example.com", Some("ada@example.com"), "hangar");
+    std::fs::write(&p.key, &expired).unwrap();
+    let (_rig, text, err) = hooked_turn(&t.url(), &p, MAKE, &[]);
+    assert!(
+        err && text.contains("refused the key or passport (401)"),
+        "{text}"
+    );
+    assert!(!p.ws.join("made.txt").exists());
 }
 
 #[test]
