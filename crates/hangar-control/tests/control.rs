@@ -428,6 +428,12 @@ async fn governed_asks_tower_with_the_vault_credential() {
     let turn = wait_turn_ended(&plane, &started.turn.id).await;
     assert_eq!(turn.status, Some(0));
     assert!(env.work.path().join("made.txt").exists());
+    // T15: the run's copy of the key is removed when the run ends.
+    assert!(
+        !PathBuf::from(&started.run.ctl_path)
+            .join("tower.key")
+            .exists()
+    );
     let calls = tower.calls();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].target, "/approvals");
