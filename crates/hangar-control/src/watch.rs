@@ -311,6 +311,8 @@ async fn end_turn(
     handed_back: &[u64],
     totals: &Totals,
 ) {
+    // The run's key file for Tower goes first (T15): nobody sees the turn ended with it there.
+    crate::passport::remove_key_file(Path::new(&run.ctl_path));
     plane.sandbox_run_ended(&run.id).await;
     let store = &plane.store;
     let mut u = TurnUpdate::to(TurnState::Ended);
@@ -323,7 +325,6 @@ async fn end_turn(
         tracing::warn!(run = %run.id, error = %e, "cannot record the turn's end");
     }
     let _ = store.end_run(&run.id).await;
-    crate::passport::remove_key_file(Path::new(&run.ctl_path));
     if matches!(store.destroy_run_key(&run.id).await, Ok(true)) {
         let _ = store
             .audit()
