@@ -652,3 +652,129 @@ async fn the_tower_hook_is_installed_checked_and_run_in_a_sandbox() {
     s.ok(&["sb", "rm", &sb]);
     s.ok(&["sb", "rm", &sb2]);
 }
+
+/// `HANGAR_GOVERNANCE_HOOK_AUTH=passport` with the Tower hook in a sandbox (T11-T15): the hook's
+/// key file inside holds the sandbox's own passport, which the real hook shows Tower; with
+/// short-lived passports the refresh loop swaps the file inside the sandbox while the turn runs
+/// (the second call shows a renewed one), and the file is gone once the run ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tower_hook_in_a_sandbox_shows_the_sandboxs_renewed_passport() {
+    assert!(is_root(), "the uid split needs root (CI runs as root)");
+    let tower = hangar_testkit::TowerDouble::start().unwrap();
+    tower.set_passport_seconds(9);
+    let extra = vec![
+        ("HANGAR_GOVERNANCE_HOOK".to_owned(), "required".to_owned()),
+        ("HANGAR_GOVERNANCE_URL".to_owned(), tower.url()),
+        (
+            "HANGAR_GOVERNANCE_HOOK_AUTH".to_owned(),
+            "passport".to_owned(),
+        ),
+        (
+            "HANGAR_TOWER_HOOK_BIN".to_owned(),
+            hook_bin().display().to_string(),
+        ),
+    ];
+    let s = Server::start_with(
+        Script::new([
+            Step::tool(
+                "Bash",
+                json!({"command": "sleep 7 && echo one > one.txt", "description": "one"}),
+            ),
+            Step::tool(
+                "Bash",
+                json!({"command": "echo two > two.txt", "description": "two"}),
+            ),
+            Step::text("done"),
+        ]),
+        extra,
+        None,
+    );
+    // Tower trusts the keys this hangar publishes; its issuer is HANGAR_URL's default (the server
+    // was started without one).
+    let keys: Value = reqwest::get(format!("{}/.well-known/jwks.json", s.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    tower.trust_keys("http://127.0.0.1:7700", keys);
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let env = s.home.path().join("gov.yaml");
+    std::fs::write(&env, "name: gov\nprovider: local\nnetwork: host\n").unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "gov",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    let sb = out
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("sandbox: ")
+        .unwrap()
+        .to_owned();
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "ask", "prompt": "slowly"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let t = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], 0, "{t}");
+    let calls = tower.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let issued: Vec<String> = tower
+        .exchanges()
+        .into_iter()
+        .filter_map(|e| e.passport)
+        .collect();
+    assert!(issued.len() >= 2, "renewed during the turn");
+    let bearers: Vec<String> = calls
+        .iter()
+        .map(|c| {
+            assert_eq!(c.target, "/hooks/claude-code");
+            c.authorization
+                .as_deref()
+                .and_then(|a| a.strip_prefix("Bearer "))
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(bearers.iter().all(|b| issued.contains(b)), "{bearers:?}");
+    assert_ne!(
+        bearers[0], bearers[1],
+        "the second call showed a renewed passport"
+    );
+    let audit = s.ok(&["audit"]);
+    assert!(audit.contains("governance.passport_issued"), "{audit}");
+    assert!(audit.contains("governance.passport_renewed"), "{audit}");
+    let out = s
+        .hangar()
+        .args([
+            "sb",
+            "exec",
+            &sb,
+            "--as",
+            "hangar",
+            "--",
+            "ls",
+            "-a",
+            "/var/lib/hangar",
+        ])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(listing.contains("tower_hook"), "{listing}");
+    assert!(
+        !listing.contains("tower-key"),
+        "a key file stayed: {listing}"
+    );
+    s.ok(&["sb", "rm", &sb]);
+}

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use hangar_sandbox::Provider as _;
 use hangar_store::{Run, RunState, Sandbox, Secret, StoreError};
 use serde_json::{Value, json};
 
@@ -152,10 +153,13 @@ pub struct Passport {
     pub exp: i64,
 }
 
-/// The control plane's signing key, once loaded (one lock, so two first uses make one key).
+/// The control plane's signing key, once loaded (one lock, so two first uses make one key), and
+/// the runs whose passports a refresh loop keeps, each with whether it has ended (a swap and the
+/// end of a run take this lock, so no swap follows the end).
 #[derive(Debug, Default)]
 pub(crate) struct Keys {
     key: tokio::sync::Mutex<Option<EdKey>>,
+    runs: tokio::sync::Mutex<std::collections::HashMap<String, bool>>,
 }
 
 pub(crate) fn now_secs() -> i64 {
@@ -412,20 +416,26 @@ impl ControlPlane {
         }
     }
 
-    /// Policy governed, `HANGAR_GOVERNANCE_HOOK_AUTH=passport`: a checked passport for the run,
-    /// written as its key file, and a refresh loop that keeps it current while the run lives.
-    /// No passport: the reason (audited `governance.passport_refused`).
-    pub(crate) async fn tower_passport(
-        self: &Arc<Self>,
-        ctl: &Path,
-        sandbox: &Sandbox,
+    /// Issues the run's passport; no passport, the reason (audited `governance.passport_refused`).
+    async fn passport_for_run(
+        &self,
+        tower: &TowerAt,
+        holder: &Holder,
         run_id: &str,
         person: &str,
-    ) -> Result<(String, PathBuf), ControlError> {
-        let tower = TowerAt::from_tools(&self.tools)?;
-        let holder = Holder::of(sandbox);
-        let p = match self.issue_passport(&tower, &holder).await {
-            Ok(p) => p,
+    ) -> Result<Passport, ControlError> {
+        match self.issue_passport(tower, holder).await {
+            Ok(p) => {
+                self.store
+                    .audit()
+                    .append(
+                        person,
+                        "governance.passport_issued",
+                        &json!({"run": run_id, "sub": p.sub, "jti": p.jti, "exp": p.exp}),
+                    )
+                    .await?;
+                Ok(p)
+            }
             Err(why) => {
                 let why = format!("no passport from Tower, so no turn: {why}");
                 self.store
@@ -436,54 +446,134 @@ impl ControlPlane {
                         &json!({"run": run_id, "sandbox": holder.sandbox, "why": why}),
                     )
                     .await?;
-                return Err(ControlError::BadRequest(why));
+                Err(ControlError::BadRequest(why))
             }
-        };
+        }
+    }
+
+    /// Policy governed, `HANGAR_GOVERNANCE_HOOK_AUTH=passport`: a checked passport for the run,
+    /// written as its key file, and a refresh loop that keeps it current while the run lives.
+    pub(crate) async fn tower_passport(
+        self: &Arc<Self>,
+        ctl: &Path,
+        sandbox: &Sandbox,
+        run_id: &str,
+        person: &str,
+    ) -> Result<(String, PathBuf), ControlError> {
+        let tower = TowerAt::from_tools(&self.tools)?;
+        let holder = Holder::of(sandbox);
+        let p = self
+            .passport_for_run(&tower, &holder, run_id, person)
+            .await?;
         let file = ctl.join(KEY_FILE);
         let (f, bytes) = (file.clone(), p.token.clone().into_bytes());
         tokio::task::spawn_blocking(move || write_key_file(&f, &bytes))
             .await
             .map_err(|e| ControlError::Internal(format!("a blocking task failed: {e}")))?
             .map_err(|e| ControlError::Internal(format!("cannot write {}: {e}", file.display())))?;
-        self.store
-            .audit()
-            .append(
-                person,
-                "governance.passport_issued",
-                &json!({"run": run_id, "sub": p.sub, "jti": p.jti, "exp": p.exp}),
-            )
-            .await?;
-        self.keep_passport(run_id.to_owned(), file.clone(), tower.clone(), holder, &p);
-        Ok((tower.url, file))
+        let url = tower.url.clone();
+        self.keep_passport(Keep {
+            run_id: run_id.to_owned(),
+            file: KeyFile::Local(file.clone()),
+            tower,
+            holder,
+            iat: p.iat,
+            exp: p.exp,
+        })
+        .await;
+        Ok((url, file))
+    }
+
+    /// The Tower hook's key file in a sandbox (`inside`): Tower's address, what to write, and,
+    /// for a passport, the refresh loop to start once it is written.
+    pub(crate) async fn hook_credential(
+        &self,
+        row: &Sandbox,
+        run_id: &str,
+        person: &str,
+        inside: &Path,
+    ) -> Result<(String, Vec<u8>, Option<Keep>), ControlError> {
+        match hook_auth(&self.tools)? {
+            HookAuth::Key => {
+                let (url, cred) = crate::launch::governance(&self.tools)?;
+                let key = self.store.credential(&cred).await.map_err(|e| {
+                    ControlError::BadRequest(format!(
+                        "the Tower hook: the credential {cred:?} (HANGAR_GOVERNANCE_HOOK_CREDENTIAL) cannot be read: {e}"
+                    ))
+                })?;
+                Ok((url, key.expose().to_vec(), None))
+            }
+            HookAuth::Passport => {
+                let tower = TowerAt::from_tools(&self.tools)?;
+                let holder = Holder::of(row);
+                let p = self
+                    .passport_for_run(&tower, &holder, run_id, person)
+                    .await?;
+                let keep = Keep {
+                    run_id: run_id.to_owned(),
+                    file: KeyFile::InSandbox(inside.to_owned()),
+                    tower: tower.clone(),
+                    holder,
+                    iat: p.iat,
+                    exp: p.exp,
+                };
+                Ok((tower.url, p.token.into_bytes(), Some(keep)))
+            }
+        }
     }
 
     /// Starts the refresh loop of a run's passport.
-    pub(crate) fn keep_passport(
-        self: &Arc<Self>,
-        run_id: String,
-        file: PathBuf,
-        tower: TowerAt,
-        holder: Holder,
-        p: &Passport,
-    ) {
+    pub(crate) async fn keep_passport(self: &Arc<Self>, k: Keep) {
+        self.keys.runs.lock().await.insert(k.run_id.clone(), false);
         let me = Arc::clone(self);
-        let (iat, exp) = (p.iat, p.exp);
         tokio::spawn(async move {
-            refresh_loop(me, run_id, file, tower, holder, iat, exp).await;
+            let run_id = k.run_id.clone();
+            refresh_loop(&me, k).await;
+            me.keys.runs.lock().await.remove(&run_id);
         });
     }
 
-    /// After a restart: resumes the refresh loop of a live run whose passport file is there.
+    /// The run has ended: its key file on this machine goes, and its refresh loop (if any) writes
+    /// no passport again (T14, T15). A key file inside a sandbox goes with the sandbox's
+    /// `sandbox_run_ended`, after this.
+    pub(crate) async fn key_files_gone(&self, run: &Run) {
+        let mut runs = self.keys.runs.lock().await;
+        if let Some(ended) = runs.get_mut(&run.id) {
+            *ended = true;
+        }
+        remove_key_file(Path::new(&run.ctl_path));
+        drop(runs);
+    }
+
+    /// After a restart: resumes the refresh loop of a live run whose passport is there (the
+    /// control folder's key file, or the Tower hook's in its sandbox).
     pub(crate) async fn resume_passport(self: &Arc<Self>, run: &Run) {
         if !matches!(hook_auth(&self.tools), Ok(HookAuth::Passport)) {
             return;
         }
-        let file = PathBuf::from(&run.ctl_path).join(KEY_FILE);
-        let Ok(token) = tokio::fs::read_to_string(&file).await else {
-            return;
-        };
         let Ok(tower) = TowerAt::from_tools(&self.tools) else {
             return;
+        };
+        let local = PathBuf::from(&run.ctl_path).join(KEY_FILE);
+        let (file, token) = match tokio::fs::read_to_string(&local).await {
+            Ok(t) => (KeyFile::Local(local), t),
+            Err(_) => {
+                let Some(sb) = self.sandbox_of_run(&run.id).await else {
+                    return;
+                };
+                let inside = crate::sandbox_turn::hook::key_inside(&run.id);
+                let read = crate::sandboxes::with_provider!(self, sb.env.provider, |p| p
+                    .read_file(&sb, &inside)
+                    .await
+                    .map_err(ControlError::from));
+                match read {
+                    Ok(b) => (
+                        KeyFile::InSandbox(inside),
+                        String::from_utf8_lossy(&b).into_owned(),
+                    ),
+                    Err(_) => return,
+                }
+            }
         };
         let holder = async {
             let turn = self.store.turn(&run.turn_id).await.ok()?;
@@ -495,6 +585,7 @@ impl ControlPlane {
         let Some(holder) = holder else { return };
         // What the file holds says when to renew it; a file that is not a passport is renewed now.
         let claims = token
+            .trim()
             .split('.')
             .nth(1)
             .and_then(|c| {
@@ -503,71 +594,132 @@ impl ControlPlane {
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
             .unwrap_or(Value::Null);
         let now = now_secs();
-        let p = Passport {
-            token: String::new(),
-            sub: String::new(),
-            jti: String::new(),
+        self.keep_passport(Keep {
+            run_id: run.id.clone(),
+            file,
+            tower,
+            holder,
             iat: claims.get("iat").and_then(Value::as_i64).unwrap_or(now),
             exp: claims.get("exp").and_then(Value::as_i64).unwrap_or(now),
-        };
-        self.keep_passport(run.id.clone(), file, tower, holder, &p);
+        })
+        .await;
     }
 
     /// Whether a run is still live with its key (the refresh loop's condition).
     async fn run_is_live(&self, run_id: &str) -> bool {
         matches!(self.store.run(run_id).await, Ok(r) if r.state == RunState::Live && r.has_key)
     }
+
+    /// Swaps the new passport in while the run lives and its key file is there; false when it is
+    /// not (the loop stops).
+    async fn swap_passport(&self, run_id: &str, file: &KeyFile, token: &str) -> bool {
+        let runs = self.keys.runs.lock().await;
+        if runs.get(run_id) != Some(&false) || !self.run_is_live(run_id).await {
+            return false;
+        }
+        let bytes = token.as_bytes().to_vec();
+        let swapped = match file {
+            KeyFile::Local(f) => {
+                let f = f.clone();
+                matches!(
+                    tokio::task::spawn_blocking(move || swap_key_file(&f, &bytes)).await,
+                    Ok(Ok(()))
+                )
+            }
+            KeyFile::InSandbox(inside) => self.swap_inside(run_id, inside, &bytes).await,
+        };
+        drop(runs);
+        swapped
+    }
+
+    /// The hook's key file inside the run's sandbox: the new passport is copied in beside it and
+    /// renamed over it only if it is still there.
+    async fn swap_inside(&self, run_id: &str, inside: &Path, bytes: &[u8]) -> bool {
+        use hangar_sandbox::{ExecRequest, Who};
+        let Some(sb) = self.sandbox_of_run(run_id).await else {
+            return false;
+        };
+        let Ok(host_tmp) = write_temp(&sb.host_dir.join(format!("{run_id}.tower-key")), bytes)
+        else {
+            return false;
+        };
+        let name = inside
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp_inside = inside.with_file_name(format!(".{name}.new"));
+        let copied = crate::sandboxes::with_provider!(self, sb.env.provider, |p| p
+            .copy_in(&sb, &host_tmp, &tmp_inside, Who::Hangar, 0o444)
+            .await
+            .map_err(ControlError::from));
+        let _ = std::fs::remove_file(&host_tmp);
+        if copied.is_err() {
+            return false;
+        }
+        let req = ExecRequest::new([
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            r#"if [ -e "$1" ]; then mv -f "$2" "$1"; else rm -f "$2"; exit 3; fi"#.to_owned(),
+            "sh".to_owned(),
+            inside.display().to_string(),
+            tmp_inside.display().to_string(),
+        ]);
+        let done = crate::sandboxes::with_provider!(self, sb.env.provider, |p| p
+            .exec(&sb, Who::Hangar, &req)
+            .await
+            .map_err(ControlError::from));
+        matches!(done, Ok(o) if o.success())
+    }
 }
 
-async fn refresh_loop(
-    plane: Arc<ControlPlane>,
+/// Where a run's passport lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KeyFile {
+    /// On this machine (the run's control folder).
+    Local(PathBuf),
+    /// Inside the run's sandbox (the Tower hook's key file), written through its provider.
+    InSandbox(PathBuf),
+}
+
+/// A refresh loop to start: the run, its key file, Tower, the holder, the passport's times.
+#[derive(Clone, Debug)]
+pub(crate) struct Keep {
     run_id: String,
-    file: PathBuf,
+    file: KeyFile,
     tower: TowerAt,
     holder: Holder,
-    mut iat: i64,
-    mut exp: i64,
-) {
-    let mut due = renew_at(iat, exp);
+    iat: i64,
+    exp: i64,
+}
+
+async fn refresh_loop(plane: &Arc<ControlPlane>, k: Keep) {
+    let mut due = renew_at(k.iat, k.exp);
     let mut failing = false;
     loop {
         tokio::time::sleep(CHECK_EVERY).await;
-        if !plane.run_is_live(&run_id).await {
-            remove_key_file_at(&file).await;
-            return;
-        }
-        if !tokio::fs::try_exists(&file).await.unwrap_or(false) {
+        if !plane.run_is_live(&k.run_id).await {
             return;
         }
         if now_secs() < due {
             continue;
         }
-        match plane.issue_passport(&tower, &holder).await {
+        match plane.issue_passport(&k.tower, &k.holder).await {
             Ok(p) => {
                 failing = false;
-                if !plane.run_is_live(&run_id).await {
-                    remove_key_file_at(&file).await;
+                // Only while the run lives and its key file is there: an ended run never gets one.
+                if !plane.swap_passport(&k.run_id, &k.file, &p.token).await {
                     return;
                 }
-                let (f, bytes) = (file.clone(), p.token.clone().into_bytes());
-                let swapped = tokio::task::spawn_blocking(move || swap_key_file(&f, &bytes)).await;
-                match swapped {
-                    Ok(Ok(())) => {
-                        let _ = plane
-                            .store
-                            .audit()
-                            .append(
-                                "hangar",
-                                "governance.passport_renewed",
-                                &json!({"run": run_id, "sub": p.sub, "jti": p.jti, "exp": p.exp}),
-                            )
-                            .await;
-                        (iat, exp) = (p.iat, p.exp);
-                        due = renew_at(iat, exp);
-                    }
-                    // The key file is gone: the run has ended; nothing is written back.
-                    _ => return,
-                }
+                let _ = plane
+                    .store
+                    .audit()
+                    .append(
+                        "hangar",
+                        "governance.passport_renewed",
+                        &json!({"run": k.run_id, "sub": p.sub, "jti": p.jti, "exp": p.exp}),
+                    )
+                    .await;
+                due = renew_at(p.iat, p.exp);
             }
             Err(why) => {
                 if !failing {
@@ -577,11 +729,11 @@ async fn refresh_loop(
                         .append(
                             "hangar",
                             "governance.passport_refresh_failed",
-                            &json!({"run": run_id, "why": why}),
+                            &json!({"run": k.run_id, "why": why}),
                         )
                         .await;
                 }
-                tracing::warn!(run = %run_id, error = %why, "cannot renew the run's passport");
+                tracing::warn!(run = %k.run_id, error = %why, "cannot renew the run's passport");
                 failing = true;
                 due = now_secs() + i64::try_from(RETRY_AFTER.as_secs()).unwrap_or(5);
             }
@@ -648,10 +800,6 @@ pub(crate) fn swap_key_file(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Removes a run's key file (the key or the passport) when the run ends (T15).
 pub(crate) fn remove_key_file(ctl: &Path) {
     let _ = std::fs::remove_file(ctl.join(KEY_FILE));
-}
-
-async fn remove_key_file_at(file: &Path) {
-    let _ = tokio::fs::remove_file(file).await;
 }
 
 #[cfg(test)]

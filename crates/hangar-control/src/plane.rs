@@ -332,8 +332,10 @@ impl ControlPlane {
         person: &str,
     ) -> Result<(hangar_core::Manifest, Option<u32>), ControlError> {
         // Policy governed: the run's copy of Tower's key or its passport, in the control folder
-        // (hangar's user's, read by the driver only), removed when the run ends.
-        let tower = if session.policy == Policy::Governed {
+        // (hangar's user's, read by the driver only), removed when the run ends. With the Tower
+        // hook the hook asks Tower instead, with a key file of its own.
+        let hooked_here = sb.is_some_and(|s| crate::sandbox_turn::hook::required(&self.tools, s));
+        let tower = if session.policy == Policy::Governed && !hooked_here {
             Some(self.tower_credential(ctl, sandbox, run_id, person).await?)
         } else {
             None
@@ -371,7 +373,7 @@ impl ControlPlane {
             if let Some(why) = crate::sandbox_turn::hook::refusal(sb, session.harness) {
                 return Err(ControlError::BadRequest(why));
             }
-            let h = self.install_hook(sb, run_id).await?;
+            let h = self.install_hook(sb, sandbox, run_id, person).await?;
             if let Some(what) = &h.tampered {
                 self.store
                     .audit()
@@ -459,7 +461,7 @@ impl ControlPlane {
         self.store.end_run(run_id).await?;
         self.store.destroy_run_key(run_id).await?;
         if let Ok(r) = self.store.run(run_id).await {
-            crate::passport::remove_key_file(std::path::Path::new(&r.ctl_path));
+            self.key_files_gone(&r).await;
         }
         self.store
             .audit()

@@ -343,12 +343,18 @@ impl ControlPlane {
     /// hook again, checks its digest inside, and writes the run's key file. The last installed
     /// digest is kept in the sandbox's folder on this machine, out of the agent's reach.
     pub(crate) async fn install_hook(
-        &self,
+        self: &std::sync::Arc<Self>,
         sb: &Sandbox,
+        row: &hangar_store::Sandbox,
         run_id: &str,
+        person: &str,
     ) -> Result<HookInstalled, ControlError> {
         let bin = hook::binary(&self.tools).map_err(ControlError::BadRequest)?;
-        let (url, cred) = crate::launch::governance(&self.tools)?;
+        // What the hook shows Tower: the key, or the sandbox's passport (T11-T14).
+        let key_inside = hook::key_inside(run_id);
+        let (url, bytes, keep) = self
+            .hook_credential(row, run_id, person, &key_inside)
+            .await?;
         let inside = hook::path_inside();
         let want = hangar_core::file_digest(&bin).map_err(|e| {
             ControlError::Internal(format!("the Tower hook {}: {e}", bin.display()))
@@ -399,13 +405,7 @@ impl ControlPlane {
             .await
             .map_err(|e| ControlError::Internal(format!("{}: {e}", record.display())))?;
         // The run's key file, written by hangar's user (T15).
-        let key = self.store.credential(&cred).await.map_err(|e| {
-            ControlError::BadRequest(format!(
-                "the Tower hook: the credential {cred:?} (HANGAR_GOVERNANCE_HOOK_CREDENTIAL) cannot be read: {e}"
-            ))
-        })?;
         let tmp = sb.host_dir.join(format!(".{run_id}.tower-key"));
-        let bytes = key.expose().to_vec();
         let t = tmp.clone();
         tokio::task::spawn_blocking(move || {
             use std::io::Write;
@@ -420,13 +420,15 @@ impl ControlPlane {
         .await
         .map_err(|e| ControlError::Internal(e.to_string()))?
         .map_err(|e| ControlError::Internal(format!("{}: {e}", tmp.display())))?;
-        let key_inside = hook::key_inside(run_id);
         let copied = with_provider!(self, sb.env.provider, |p| p
             .copy_in(sb, &tmp, &key_inside, Who::Hangar, 0o444)
             .await
             .map_err(|e| ControlError::Launch(format!("cannot write the run's Tower key: {e}"))));
         let _ = tokio::fs::remove_file(&tmp).await;
         copied?;
+        if let Some(k) = keep {
+            self.keep_passport(k).await;
+        }
         Ok(HookInstalled {
             digest: want,
             url,

@@ -311,8 +311,9 @@ async fn end_turn(
     handed_back: &[u64],
     totals: &Totals,
 ) {
-    // The run's key file for Tower goes first (T15): nobody sees the turn ended with it there.
-    crate::passport::remove_key_file(Path::new(&run.ctl_path));
+    // The run's key files for Tower go first (T15): no renewal writes one back after this, and
+    // nobody sees the turn ended with one there.
+    plane.key_files_gone(run).await;
     plane.sandbox_run_ended(&run.id).await;
     let store = &plane.store;
     let mut u = TurnUpdate::to(TurnState::Ended);
