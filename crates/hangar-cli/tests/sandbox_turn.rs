@@ -455,6 +455,38 @@ async fn the_agent_cannot_reach_hangar(env_yaml: &str) {
         );
     }
     s.ok(&["sb", "rm", &sb]);
+    assert_nothing_left(&sb, &ws);
+}
+
+/// After `sb rm`: no folder, no container, no process holding the sandbox's folder.
+fn assert_nothing_left(sb: &str, host_workspace: &Path) {
+    let host_dir = host_workspace.parent().unwrap();
+    assert!(!host_dir.exists(), "{} is left", host_dir.display());
+    let needle = host_dir.display().to_string();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(m) = std::fs::read_to_string(p.path().join("mountinfo")) {
+            assert!(
+                !m.contains(&needle),
+                "process {:?} still mounts it",
+                p.file_name()
+            );
+        }
+    }
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "-q",
+            "--filter",
+            &format!("label=dev.hangar.sandbox={sb}"),
+        ])
+        .output();
+    if let Ok(out) = out {
+        assert!(
+            String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+            "a container of {sb} is left"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -475,7 +507,21 @@ fn hook_bin() -> PathBuf {
 /// and warned about on the next turn, which gets hangar's hook again (T17). A sandbox without the
 /// uid split refuses the turn (T9).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_tower_hook_is_installed_checked_and_run_in_a_sandbox() {
+async fn the_tower_hook_is_installed_checked_and_run_in_a_local_sandbox() {
+    tower_hook_in("provider: local\nnetwork: host\n").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tower_hook_is_installed_checked_and_run_in_a_docker_sandbox() {
+    tower_hook_in(&format!(
+        "provider: docker\nimage: {}\nnetwork: host\n",
+        docker_image()
+    ))
+    .await;
+}
+
+/// `provider` is the environment's YAML without its name.
+async fn tower_hook_in(provider: &str) {
     assert!(is_root(), "the uid split needs root (CI runs as root)");
     let tower = hangar_testkit::TowerDouble::start().unwrap();
     let extra = vec![
@@ -509,7 +555,7 @@ async fn the_tower_hook_is_installed_checked_and_run_in_a_sandbox() {
     let repo = tempfile::tempdir().unwrap();
     std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
     let env = s.home.path().join("gov.yaml");
-    std::fs::write(&env, "name: gov\nprovider: local\nnetwork: host\n").unwrap();
+    std::fs::write(&env, format!("name: gov\n{provider}")).unwrap();
     s.ok(&["env", "apply", env.to_str().unwrap()]);
     let out = s.ok(&[
         "sb",
@@ -618,11 +664,7 @@ async fn the_tower_hook_is_installed_checked_and_run_in_a_sandbox() {
     );
 
     // Without the uid split the hook could be removed: the turn is refused, saying why.
-    std::fs::write(
-        &env,
-        "name: nosplit\nprovider: local\nnetwork: host\nuid_split: false\n",
-    )
-    .unwrap();
+    std::fs::write(&env, format!("name: nosplit\n{provider}uid_split: false\n")).unwrap();
     s.ok(&["env", "apply", env.to_str().unwrap()]);
     let out = s.ok(&[
         "sb",
@@ -777,4 +819,22 @@ async fn the_tower_hook_in_a_sandbox_shows_the_sandboxs_renewed_passport() {
         "a key file stayed: {listing}"
     );
     s.ok(&["sb", "rm", &sb]);
+}
+
+/// The image the docker sandboxes use (`scripts/build-image` makes it; CI runs that).
+fn docker_image() -> String {
+    std::env::var("HANGAR_TEST_IMAGE").unwrap_or_else(|_| "hangar-base:bookworm".into())
+}
+
+/// The same probe in a Docker sandbox with the uid split (host networking: the scripted model
+/// listens on this machine's loopback): the Foundation's Claude Code turn, run in a container
+/// whose driver was copied in for the turn and whose Claude Code is hangar's pinned copy, bound
+/// read-only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_docker_sandbox_the_agent_cannot_reach_hangar() {
+    the_agent_cannot_reach_hangar(&format!(
+        "name: probe\nprovider: docker\nimage: {}\nnetwork: host\n",
+        docker_image()
+    ))
+    .await;
 }

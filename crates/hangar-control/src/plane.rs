@@ -406,6 +406,17 @@ impl ControlPlane {
         };
         let mut args = launch::driver_args(&self.tools, &l)?;
         args.extend(hook_flags);
+        if sb.env.provider == hangar_sandbox::ProviderKind::Docker {
+            // The container sees the pinned CLI's real files (bound at the same path), not the
+            // links to them.
+            for i in 1..args.len() {
+                if (args[i - 1] == "--claude-bin" || args[i - 1] == "--codex-bin")
+                    && let Ok(real) = std::path::Path::new(&args[i]).canonicalize()
+                {
+                    args[i] = real.into_os_string();
+                }
+            }
+        }
         if let Some(a) = &sb.agent {
             args.extend([
                 "--agent-uid".into(),

@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use hangar_sandbox::{
-    Capabilities, CreateRequest, ExecRequest, LocalProvider, Output, Provider, ProviderKind,
-    Sandbox, SandboxError, Who,
+    Capabilities, CreateRequest, DockerProvider, ExecRequest, LocalProvider, Output, Provider,
+    ProviderKind, Sandbox, SandboxError, Who,
 };
 use hangar_store::{NewSandbox, new_id};
 use serde::Serialize;
@@ -20,10 +20,49 @@ use crate::envs::spec_of;
 use crate::error::ControlError;
 use crate::plane::ControlPlane;
 
-/// The providers this control plane works with.
+/// The providers this control plane works with. Docker is reached on first use (a control plane
+/// on a machine without dockerd works, and says so only when a docker sandbox is asked for).
 #[derive(Debug, Default)]
 pub struct Providers {
     pub(crate) local: LocalProvider,
+    docker: tokio::sync::OnceCell<DockerProvider>,
+}
+
+impl Providers {
+    /// The docker provider, connected now if it was not yet; `ro_binds` are the host folders of
+    /// hangar's pinned harness CLIs, bound read-only into containers whose image has none.
+    pub(crate) async fn docker(
+        &self,
+        ro_binds: Vec<PathBuf>,
+    ) -> Result<&DockerProvider, ControlError> {
+        self.docker
+            .get_or_try_init(|| async {
+                Ok::<_, ControlError>(DockerProvider::connect().await?.with_ro_binds(ro_binds))
+            })
+            .await
+    }
+}
+
+/// The host folders that hold a pinned harness CLI (`…/node_modules` when it is an npm install,
+/// else the executable's folder), for containers to see at the same path.
+pub(crate) fn harness_binds(tools: &crate::launch::Tools) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for bin in [&tools.claude, &tools.codex] {
+        let Ok(real) = bin.canonicalize() else {
+            continue;
+        };
+        let dir = real
+            .ancestors()
+            .find(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+            .map(Path::to_path_buf)
+            .or_else(|| real.parent().map(Path::to_path_buf));
+        if let Some(d) = dir
+            && !out.contains(&d)
+        {
+            out.push(d);
+        }
+    }
+    out
 }
 
 /// Runs `$body` with `$p` bound to the provider of `$kind`.
@@ -34,6 +73,16 @@ macro_rules! with_provider {
                 let $p = &$plane.providers.local;
                 $body
             }
+            hangar_sandbox::ProviderKind::Docker => {
+                match $plane
+                    .providers
+                    .docker(crate::sandboxes::harness_binds(&$plane.tools))
+                    .await
+                {
+                    Ok($p) => $body,
+                    Err(e) => Err(e),
+                }
+            }
             other => Err(crate::sandboxes::unavailable(other)),
         }
     };
@@ -42,7 +91,7 @@ pub(crate) use with_provider;
 
 pub(crate) fn unavailable(kind: ProviderKind) -> ControlError {
     ControlError::BadRequest(format!(
-        "this control plane cannot make {kind} sandboxes yet (it has the local provider); use an environment with provider local"
+        "this control plane cannot make {kind} sandboxes yet (it has the local and docker providers); use an environment with provider local or docker"
     ))
 }
 
