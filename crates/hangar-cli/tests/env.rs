@@ -101,6 +101,14 @@ fn invalid_environments_are_refused_naming_the_key() {
             "resources.memory:",
         ),
         ("name: dev\nprovider: [local\n", "not valid YAML"),
+        (
+            "name: dev\nprovider: local\ngovernance: {rules: {add: [{id: no-cows, reason: moo}]}}\n",
+            "governance.rules: rule \"no-cows\" has no condition",
+        ),
+        (
+            "name: dev\nprovider: local\ngovernance: {rules: {disable: [no-such-rule]}}\n",
+            "governance.rules:",
+        ),
     ] {
         std::fs::write(&file, yaml).unwrap();
         let out = hangar(home.path(), &["env", "apply", file.to_str().unwrap()]);

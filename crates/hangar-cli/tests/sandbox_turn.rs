@@ -838,3 +838,60 @@ async fn in_a_docker_sandbox_the_agent_cannot_reach_hangar() {
     ))
     .await;
 }
+
+/// An environment's rules reach the driver of each turn in its sandboxes: a rule it adds denies
+/// the agent's command under `auto`, and the agent is told which rule and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_environment_adds_a_deny_rule_for_its_sandboxes() {
+    let s = Server::start(Script::new([
+        Step::tool(
+            "Bash",
+            json!({"command": "cowsay moo > cow.txt", "description": "moo"}),
+        ),
+        Step::text("no cows then"),
+    ]));
+    let repo = tempfile::tempdir().unwrap();
+    let env = s.home.path().join("rules.yaml");
+    std::fs::write(
+        &env,
+        "name: strict\nprovider: local\nnetwork: host\ngovernance:\n  rules:\n    add:\n      - {id: no-cows, reason: this team does not moo, commands: [cowsay]}\n",
+    )
+    .unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "strict",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    let sb = out
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("sandbox: ")
+        .unwrap()
+        .to_owned();
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "auto", "prompt": "moo"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let t = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], 0, "{t}");
+    let (_, ev) = s
+        .call("GET", &format!("/v1/runs/{run}/events?limit=500"), None)
+        .await;
+    let ev = ev.to_string();
+    assert!(ev.contains("no-cows"), "the rule is named: {ev}");
+    assert!(ev.contains("this team does not moo"), "{ev}");
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+    let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
+    assert!(!ws.join("cow.txt").exists(), "the command ran");
+    s.ok(&["sb", "rm", &sb]);
+}

@@ -53,6 +53,30 @@ fn view(env: &Environment) -> EnvView {
     }
 }
 
+/// An environment's `governance.rules` (`{add: [rule tables], disable: [ids]}`) as the rules file
+/// the driver reads with `--rules` (hangar-rules' TOML: `disable = [...]`, `[[rule]]`), checked
+/// by hangar-rules itself; `None` when the environment changes nothing.
+pub(crate) fn rules_file(env: &EnvSpec) -> Result<Option<String>, ControlError> {
+    let Some(r) = &env.governance.rules else {
+        return Ok(None);
+    };
+    let mut file = serde_json::Map::new();
+    if let Some(d) = r.get("disable") {
+        file.insert("disable".into(), d.clone());
+    }
+    if let Some(a) = r.get("add") {
+        file.insert("rule".into(), a.clone());
+    }
+    let text = toml::to_string(&Value::Object(file)).map_err(|e| {
+        ControlError::BadRequest(format!(
+            "governance.rules: cannot be written as a rules file: {e}"
+        ))
+    })?;
+    hangar_rules::Rules::configure(&text)
+        .map_err(|e| ControlError::BadRequest(format!("governance.rules: {e}")))?;
+    Ok(Some(text))
+}
+
 impl ControlPlane {
     /// Validates `spec` and stores it under its name, replacing an earlier one (sandboxes
     /// already made keep the spec they were made with). Returns the view and whether it is new.
@@ -62,6 +86,7 @@ impl ControlPlane {
         person: &str,
     ) -> Result<(EnvView, bool), ControlError> {
         let env = EnvSpec::from_value(spec).map_err(|e| ControlError::BadRequest(e.to_string()))?;
+        rules_file(&env)?;
         let stored = env.to_yaml_value();
         let created = self.store.put_environment(&env.name, &stored).await?;
         self.store

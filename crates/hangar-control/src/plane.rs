@@ -406,6 +406,18 @@ impl ControlPlane {
         };
         let mut args = launch::driver_args(&self.tools, &l)?;
         args.extend(hook_flags);
+        // The environment's changes to the deny-risky rules, as the run's rules file.
+        if let Some(text) = crate::envs::rules_file(&sb.env)? {
+            tokio::fs::write(real_ctl.join("rules.toml"), text)
+                .await
+                .map_err(|e| {
+                    ControlError::Launch(format!("cannot write the run's rules file: {e}"))
+                })?;
+            args.extend([
+                "--rules".into(),
+                ctl_inside.join("rules.toml").into_os_string(),
+            ]);
+        }
         if sb.env.provider == hangar_sandbox::ProviderKind::Docker {
             // The container sees the pinned CLI's real files (bound at the same path), not the
             // links to them.
