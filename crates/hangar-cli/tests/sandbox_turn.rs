@@ -137,6 +137,16 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // A test that failed half-way leaves no sandbox (and no tmux server) behind.
+        if self.child.is_some()
+            && let Ok(out) = self.hangar().args(["sb", "list"]).output()
+        {
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                if let Some(id) = line.split_whitespace().next() {
+                    let _ = self.hangar().args(["sb", "rm", "--force", id]).output();
+                }
+            }
+        }
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
