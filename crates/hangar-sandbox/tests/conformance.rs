@@ -468,9 +468,13 @@ mod checks {
             assert!(Instant::now() < deadline, "the tmux process did not run");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // Still ticking after the call returned (waited for, not timed: the machine may be loaded).
         let a = ticks().await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        assert!(ticks().await > a, "the tmux process stopped");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ticks().await <= a {
+            assert!(Instant::now() < deadline, "the tmux process stopped");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         // Its uid is the agent's.
         let agent_uid = f.out(Who::Agent, "id -u").await;
 
