@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hangar_core::{Batch, EventKind, Hook, Manifest, ParseContext, ProgressEvent, ingest};
-use hangar_store::{Decision, EncodedEvent, Run, Store, StoreError, TurnState, TurnUpdate, Usage};
+use hangar_store::{
+    Decision, EncodedEvent, Run, SliceEffect, Store, StoreError, TurnState, TurnUpdate, Usage,
+};
 use serde_json::json;
 
 use crate::plane::ControlPlane;
@@ -84,7 +86,12 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
             Some(h) => h,
             None => read_slice(&log, cursor, ctx.clone()),
         };
-        let (batch, new_ctx) = match read.await {
+        let Slice {
+            batch,
+            ctx: new_ctx,
+            encoded: events,
+            state,
+        } = match read.await {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => {
                 tracing::warn!(run = %run.id, error = %e, "cannot read the run log");
@@ -100,16 +107,16 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
                 .map(|m| m.len() > batch.new_cursor)
                 .unwrap_or(false);
             let next = more.then(|| read_slice(&log, batch.new_cursor, new_ctx.clone()));
-            let events: Vec<EncodedEvent> = batch.events.iter().map(stored_event).collect();
-            let state = serde_json::to_value(&new_ctx).ok();
+            let effects = effects_of(&batch.events);
             let commit = plane
                 .store
-                .commit_events_with_state(
+                .commit_slice(
                     &run.id,
                     cursor as i64,
                     batch.new_cursor as i64,
                     &events,
                     state.as_ref(),
+                    &effects,
                 )
                 .await;
             match commit {
@@ -147,13 +154,36 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
     }
 }
 
-/// A slice of the log read and parsed on a blocking thread: the batch and the context after it.
-type SliceRead = tokio::task::JoinHandle<Result<(Batch, ParseContext), hangar_core::CoreError>>;
+/// A slice of the log read, parsed and encoded for the store.
+struct Slice {
+    /// Its events and the cursor after it.
+    batch: Batch,
+    /// The parser's context after it.
+    ctx: ParseContext,
+    /// Its events as the store takes them.
+    encoded: Vec<EncodedEvent>,
+    /// `ctx` as JSON, stored with the cursor.
+    state: Option<serde_json::Value>,
+}
 
-/// Reads and parses the log from `cursor` with `ctx` on a blocking thread.
+/// A slice being read on a blocking thread.
+type SliceRead = tokio::task::JoinHandle<Result<Slice, hangar_core::CoreError>>;
+
+/// Reads, parses and encodes the log from `cursor` with `ctx` on a blocking thread (all of the
+/// CPU work of a slice but its commit, so it overlaps the previous slice's commit).
 fn read_slice(log: &Path, cursor: u64, mut ctx: ParseContext) -> SliceRead {
     let path = log.to_owned();
-    tokio::task::spawn_blocking(move || ingest(&path, cursor, &mut ctx).map(|b| (b, ctx)))
+    tokio::task::spawn_blocking(move || {
+        let batch = ingest(&path, cursor, &mut ctx)?;
+        let encoded = batch.events.iter().map(stored_event).collect();
+        let state = serde_json::to_value(&ctx).ok();
+        Ok(Slice {
+            batch,
+            ctx,
+            encoded,
+            state,
+        })
+    })
 }
 
 /// An event as the run watchers store it: its kind, and its whole JSON (offset included),
@@ -205,7 +235,48 @@ async fn record_harness_argv(
     }
 }
 
-/// Acts on a committed slice; `true` when the turn is over.
+/// What a slice changes in the store besides its events, committed with them: permission
+/// requests, answers given without a person (the policy, or the harness withdrew the request;
+/// a person's answer is recorded when it is sent), and the harness's session id.
+fn effects_of(events: &[ProgressEvent]) -> Vec<SliceEffect<'_>> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Session { harness_session_id } => {
+                Some(SliceEffect::HarnessSession(harness_session_id))
+            }
+            EventKind::ApprovalRequested {
+                request_id,
+                tool_name,
+                input,
+                ..
+            } => Some(SliceEffect::ApprovalRequested {
+                request_id,
+                tool_name,
+                input,
+            }),
+            EventKind::ApprovalAnswered {
+                request_id,
+                decision,
+                by,
+                ..
+            } if by != "command" => Some(SliceEffect::ApprovalSettled {
+                request_id,
+                decision: if decision == "allow" {
+                    Decision::Allow
+                } else {
+                    Decision::Deny
+                },
+                by,
+                note: Some(decision),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Acts on a committed slice (its store effects are committed with it: [`effects_of`]);
+/// `true` when the turn is over.
 async fn act(
     plane: &Arc<ControlPlane>,
     run: &Run,
@@ -213,49 +284,11 @@ async fn act(
     totals: &mut Totals,
 ) -> bool {
     let store = &plane.store;
-    let session = match store.turn(&run.turn_id).await {
-        Ok(t) => t.session_id,
-        Err(_) => return false,
-    };
     for e in events {
-        let r = match &e.kind {
+        match &e.kind {
             EventKind::Started { argv, hooks, .. } if !argv.is_empty() => {
-                record_harness_argv(store, &run.turn_id, argv, hooks).await
-            }
-            EventKind::Session { harness_session_id } => {
-                store
-                    .set_harness_session_id(&session, harness_session_id)
-                    .await
-            }
-            EventKind::ApprovalRequested {
-                request_id,
-                tool_name,
-                input,
-                ..
-            } => store
-                .upsert_approval_requested(&run.id, request_id, tool_name, input)
-                .await
-                .map(|_| ()),
-            EventKind::ApprovalAnswered {
-                request_id,
-                decision,
-                by,
-                ..
-            } if by != "command" => {
-                // Answered without a person (the policy, or the harness withdrew it).
-                let d = if decision == "allow" {
-                    Decision::Allow
-                } else {
-                    Decision::Deny
-                };
-                match store
-                    .answer_approval(&run.id, request_id, d, by, Some(decision))
-                    .await
-                {
-                    Ok(_)
-                    | Err(StoreError::AlreadyAnswered { .. })
-                    | Err(StoreError::NotFound { .. }) => Ok(()),
-                    Err(e) => Err(e),
+                if let Err(err) = record_harness_argv(store, &run.turn_id, argv, hooks).await {
+                    tracing::warn!(run = %run.id, error = %err, "cannot record the harness's argv");
                 }
             }
             EventKind::Usage {
@@ -270,7 +303,6 @@ async fn act(
                 if let Some(c) = cost_usd {
                     totals.cost = Some(totals.cost.unwrap_or(0.0) + c);
                 }
-                Ok(())
             }
             EventKind::TurnEnd {
                 status,
@@ -291,10 +323,7 @@ async fn act(
                 .await;
                 return true;
             }
-            _ => Ok(()),
-        };
-        if let Err(err) = r {
-            tracing::warn!(run = %run.id, error = %err, "cannot record an event's effect");
+            _ => {}
         }
     }
     false

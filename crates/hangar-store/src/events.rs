@@ -16,6 +16,8 @@
 //! Non-goals: parsing run logs, notifying listeners (poll `events_after`, or LISTEN later).
 
 use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 use sqlx::types::Json;
@@ -33,8 +35,12 @@ const ORDER_LOCK: &str = "SELECT pg_advisory_xact_lock(4243, hashtext(current_sc
 const INSERT: &str = "INSERT INTO events (session_id, run_id, kind, payload, created_at) \
                       VALUES ($1, $2, $3, $4, $5) RETURNING id";
 
-/// Rows per multi-row INSERT on SQLite (five parameters each; SQLite allows 32,766).
-const SQLITE_ROWS: usize = 200;
+/// Row counts of SQLite's multi-row INSERTs, largest first: a slice of events is written as a
+/// few statements of these sizes, so only these few statements are ever prepared (and stay in
+/// the connection's statement cache). Five parameters a row; SQLite allows 32,766. (Numbered
+/// parameters would bind the shared three once, but sqlx looks each one's name up, a linear
+/// scan in SQLite: quadratic in the statement's size.)
+const SQLITE_ROWS: [usize; 5] = [1024, 128, 16, 4, 1];
 
 /// Many events in one statement (a per-row INSERT costs a round trip each and held ingest to
 /// about 19k events/s).
@@ -59,8 +65,15 @@ impl InsertEvents for sqlx::SqliteConnection {
         events: &[E],
         ids: &mut Vec<i64>,
     ) -> Result<(), sqlx::Error> {
-        for chunk in events.chunks(SQLITE_ROWS) {
-            insert_sqlite(self, session, run_id, now, chunk, ids).await?;
+        // Bound once per row: shared, not copied.
+        let (session, run_id): (Arc<str>, Arc<str>) = (session.into(), run_id.into());
+        let mut rest = events;
+        for rows in SQLITE_ROWS {
+            while rest.len() >= rows {
+                let (chunk, tail) = rest.split_at(rows);
+                insert_sqlite(self, &session, &run_id, now, chunk, ids).await?;
+                rest = tail;
+            }
         }
         Ok(())
     }
@@ -79,12 +92,40 @@ impl InsertEvents for sqlx::PgConnection {
     }
 }
 
-/// Stores `events` in order with one multi-row INSERT; appends their ids (ascending: SQLite hands
-/// out rowids in the order of the VALUES rows, one writer at a time).
+/// The multi-row INSERT of `rows` events if `rows` is one of [`SQLITE_ROWS`] (built once).
+fn sqlite_insert(rows: usize) -> Option<&'static str> {
+    static SQL: OnceLock<Vec<String>> = OnceLock::new();
+    let all = SQL.get_or_init(|| SQLITE_ROWS.iter().map(|n| sqlite_insert_sql(*n)).collect());
+    SQLITE_ROWS
+        .iter()
+        .position(|n| *n == rows)
+        .and_then(|i| all.get(i))
+        .map(String::as_str)
+}
+
+/// The multi-row INSERT of `rows` events.
+fn sqlite_insert_sql(rows: usize) -> String {
+    let mut sql = String::with_capacity(80 + rows * 17);
+    sql.push_str("INSERT INTO events (session_id, run_id, created_at, kind, payload) VALUES ");
+    for i in 0..rows {
+        sql.push_str(if i == 0 {
+            "(?, ?, ?, ?, ?)"
+        } else {
+            ", (?, ?, ?, ?, ?)"
+        });
+    }
+    sql
+}
+
+/// Stores `events` in order with one multi-row INSERT and appends their ids. No `RETURNING`
+/// (sqlx hands each returned row over from its worker thread): the ids are the `changes()`
+/// rowids ending at `last_insert_rowid()`, because under the write lock one INSERT gives its
+/// rows consecutive ids (AUTOINCREMENT: each new row gets one more than the largest id the table
+/// ever held, and SQLite fails the INSERT rather than wrap or pick a random id).
 async fn insert_sqlite<E: EventRow>(
     tx: &mut sqlx::SqliteConnection,
-    session: &str,
-    run_id: &str,
+    session: &Arc<str>,
+    run_id: &Arc<str>,
     now: i64,
     events: &[E],
     ids: &mut Vec<i64>,
@@ -92,28 +133,28 @@ async fn insert_sqlite<E: EventRow>(
     if events.is_empty() {
         return Ok(());
     }
-    let mut sql = String::with_capacity(100 + events.len() * 18);
-    sql.push_str("INSERT INTO events (session_id, run_id, created_at, kind, payload) VALUES ");
-    for i in 0..events.len() {
-        sql.push_str(if i == 0 {
-            "(?, ?, ?, ?, ?)"
-        } else {
-            ", (?, ?, ?, ?, ?)"
-        });
-    }
-    sql.push_str(" RETURNING id");
-    let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql));
+    let mut q = match sqlite_insert(events.len()) {
+        Some(sql) => sqlx::query(sql),
+        None => sqlx::query(sqlx::AssertSqlSafe(sqlite_insert_sql(events.len()))),
+    };
     for e in events {
         q = q
-            .bind(session)
-            .bind(run_id)
+            .bind(Arc::clone(session))
+            .bind(Arc::clone(run_id))
             .bind(now)
             .bind(e.row_kind())
             .bind(e.row_json());
     }
-    let mut got = q.fetch_all(&mut *tx).await?;
-    got.sort_unstable();
-    ids.extend(got);
+    let done = q.execute(&mut *tx).await?;
+    let n = i64::try_from(events.len()).unwrap_or(i64::MAX);
+    if i64::try_from(done.rows_affected()).ok() != Some(n) {
+        return Err(sqlx::Error::Protocol(format!(
+            "an INSERT of {n} events stored {}",
+            done.rows_affected()
+        )));
+    }
+    let last = done.last_insert_rowid();
+    ids.extend(last - n + 1..=last);
     Ok(())
 }
 
@@ -208,6 +249,73 @@ pub(crate) fn storable(v: &Value) -> Cow<'_, Value> {
     }
 }
 
+/// Applies a [`SliceEffect`] in a commit's transaction: the same SQL on both backends.
+trait ApplyEffect {
+    async fn apply(
+        &mut self,
+        run_id: &str,
+        session: &str,
+        now: i64,
+        effect: &SliceEffect<'_>,
+    ) -> Result<(), sqlx::Error>;
+}
+
+macro_rules! impl_apply_effect {
+    ($conn:ty) => {
+        impl ApplyEffect for $conn {
+            async fn apply(
+                &mut self,
+                run_id: &str,
+                session: &str,
+                now: i64,
+                effect: &SliceEffect<'_>,
+            ) -> Result<(), sqlx::Error> {
+                let q = match *effect {
+                    SliceEffect::ApprovalRequested {
+                        request_id,
+                        tool_name,
+                        input,
+                    } => sqlx::query(
+                        "INSERT INTO approvals (run_id, request_id, tool_name, input, requested_at) \
+                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, request_id) DO NOTHING",
+                    )
+                    .bind(run_id)
+                    .bind(request_id)
+                    .bind(tool_name)
+                    .bind(Json(storable(input)))
+                    .bind(now),
+                    SliceEffect::ApprovalSettled {
+                        request_id,
+                        decision,
+                        by,
+                        note,
+                    } => sqlx::query(
+                        "UPDATE approvals SET decision = $3, answered_by = $4, answer_note = $5, \
+                         answered_at = $6 \
+                         WHERE run_id = $1 AND request_id = $2 AND decision IS NULL",
+                    )
+                    .bind(run_id)
+                    .bind(request_id)
+                    .bind(decision.as_str())
+                    .bind(by)
+                    .bind(note)
+                    .bind(now),
+                    SliceEffect::HarnessSession(id) => {
+                        sqlx::query("UPDATE sessions SET harness_session_id = $2 WHERE id = $1")
+                            .bind(session)
+                            .bind(id)
+                    }
+                };
+                q.execute(&mut *self).await?;
+                Ok(())
+            }
+        }
+    };
+}
+
+impl_apply_effect!(sqlx::SqliteConnection);
+impl_apply_effect!(sqlx::PgConnection);
+
 fn event_from(r: &impl Cols) -> Result<Event, StoreError> {
     Ok(Event {
         id: r.int("id")?,
@@ -243,6 +351,22 @@ impl Store {
         new_cursor: i64,
         events: &[E],
         state: Option<&Value>,
+    ) -> Result<Vec<i64>, StoreError> {
+        self.commit_slice(run_id, expected_cursor, new_cursor, events, state, &[])
+            .await
+    }
+
+    /// [`Store::commit_events_with_state`], also applying what the slice changes besides its
+    /// events (`effects`, in order) in the same transaction: a watcher that stops between
+    /// committing a slice and acting on it cannot lose a permission request.
+    pub async fn commit_slice<E: EventRow>(
+        &self,
+        run_id: &str,
+        expected_cursor: i64,
+        new_cursor: i64,
+        events: &[E],
+        state: Option<&Value>,
+        effects: &[SliceEffect<'_>],
     ) -> Result<Vec<i64>, StoreError> {
         if new_cursor < expected_cursor {
             return Err(StoreError::Invalid(format!(
@@ -287,6 +411,9 @@ impl Store {
             }
             let mut ids = Vec::with_capacity(events.len());
             InsertEvents::insert_events(&mut *tx, &session, run_id, now, events, &mut ids).await?;
+            for effect in effects {
+                ApplyEffect::apply(&mut *tx, run_id, &session, now, effect).await?;
+            }
             ids
         });
         Ok(ids)

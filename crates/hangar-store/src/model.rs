@@ -348,6 +348,36 @@ impl EncodedEvent {
     }
 }
 
+/// What a slice of a run log changes besides adding its events: applied in order by
+/// [`crate::Store::commit_slice`] in the transaction that stores the events, so a restarted
+/// watcher (which resumes after the committed cursor) can never miss one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SliceEffect<'a> {
+    /// The harness asked permission for a tool call: recorded the first time it is seen.
+    ApprovalRequested {
+        /// The request's id.
+        request_id: &'a str,
+        /// The tool.
+        tool_name: &'a str,
+        /// The tool's input.
+        input: &'a Value,
+    },
+    /// A permission request answered without a person (the policy, or the harness withdrew
+    /// it): recorded unless it was answered already (the first answer stands) or never seen.
+    ApprovalSettled {
+        /// The request's id.
+        request_id: &'a str,
+        /// The answer.
+        decision: Decision,
+        /// Who answered (`policy`, `harness`, ...).
+        by: &'a str,
+        /// A note kept with the answer.
+        note: Option<&'a str>,
+    },
+    /// The harness's own session (or thread) id, for the run's session to resume next turn.
+    HarnessSession(&'a str),
+}
+
 /// What [`crate::Store::commit_events`] can store: an event's kind and its JSON text.
 pub trait EventRow: Sync {
     /// What happened.

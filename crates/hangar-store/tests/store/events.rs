@@ -10,6 +10,7 @@ crate::common::suite!(
     a_large_slice_keeps_its_order,
     the_watch_state_is_committed_with_its_cursor,
     commit_events_is_exactly_once,
+    a_slice_commits_its_effects_with_it,
     concurrent_committers_one_wins,
     events_page_by_session_and_run,
 );
@@ -179,6 +180,135 @@ async fn commit_events_is_exactly_once(kind: Kind) {
             .await,
         Err(StoreError::Invalid(_))
     ));
+    db.cleanup().await;
+}
+
+/// Permission requests, answers without a person and the harness's session id are stored in
+/// the transaction that commits their slice, in order, and not at all by a losing committer.
+async fn a_slice_commits_its_effects_with_it(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    let input = json!({"command": "ls\u{0}"});
+    let effects = [
+        SliceEffect::HarnessSession("claude-abc"),
+        SliceEffect::ApprovalRequested {
+            request_id: "req-1",
+            tool_name: "Bash",
+            input: &input,
+        },
+        SliceEffect::ApprovalRequested {
+            request_id: "req-2",
+            tool_name: "Edit",
+            input: &input,
+        },
+        // Asked and settled by the policy within one slice: in order.
+        SliceEffect::ApprovalSettled {
+            request_id: "req-2",
+            decision: Decision::Deny,
+            by: "policy",
+            note: Some("deny"),
+        },
+        // Never asked: nothing to settle.
+        SliceEffect::ApprovalSettled {
+            request_id: "req-9",
+            decision: Decision::Allow,
+            by: "policy",
+            note: None,
+        },
+    ];
+    store
+        .commit_slice("run-1", 0, 50, &[ev("session", 1)], None, &effects)
+        .await
+        .unwrap();
+    let pending = store.pending_approvals("run-1").await.unwrap();
+    assert_eq!(
+        pending
+            .iter()
+            .map(|a| a.request_id.as_str())
+            .collect::<Vec<_>>(),
+        ["req-1"]
+    );
+    assert_eq!(pending[0].input, json!({"command": "ls\u{FFFD}"}));
+    let settled = store.approval("run-1", "req-2").await.unwrap();
+    assert_eq!(
+        (
+            settled.decision,
+            settled.answered_by.as_deref(),
+            settled.note.as_deref()
+        ),
+        (Some(Decision::Deny), Some("policy"), Some("deny"))
+    );
+    assert!(store.approval("run-1", "req-9").await.is_err());
+    assert_eq!(
+        store
+            .session("ses-1")
+            .await
+            .unwrap()
+            .harness_session_id
+            .as_deref(),
+        Some("claude-abc")
+    );
+
+    // A person answers first: a later answer without a person does not replace it, and a
+    // request seen again changes nothing.
+    store
+        .answer_approval("run-1", "req-1", Decision::Allow, "ann@example.com", None)
+        .await
+        .unwrap();
+    let again = [
+        SliceEffect::ApprovalRequested {
+            request_id: "req-1",
+            tool_name: "Other",
+            input: &json!({}),
+        },
+        SliceEffect::ApprovalSettled {
+            request_id: "req-1",
+            decision: Decision::Deny,
+            by: "harness",
+            note: Some("cancelled"),
+        },
+    ];
+    store
+        .commit_slice("run-1", 50, 60, &[] as &[NewEvent], None, &again)
+        .await
+        .unwrap();
+    let first = store.approval("run-1", "req-1").await.unwrap();
+    assert_eq!(
+        (
+            first.tool_name.as_str(),
+            first.decision,
+            first.answered_by.as_deref()
+        ),
+        ("Bash", Some(Decision::Allow), Some("ann@example.com"))
+    );
+
+    // A losing committer (the cursor moved) records none of its effects.
+    let late = [
+        SliceEffect::ApprovalRequested {
+            request_id: "req-3",
+            tool_name: "Bash",
+            input: &input,
+        },
+        SliceEffect::HarnessSession("claude-late"),
+    ];
+    assert!(matches!(
+        store
+            .commit_slice("run-1", 0, 70, &[ev("x", 2)], None, &late)
+            .await,
+        Err(StoreError::CursorMoved { .. })
+    ));
+    assert!(store.approval("run-1", "req-3").await.is_err());
+    assert_eq!(
+        store
+            .session("ses-1")
+            .await
+            .unwrap()
+            .harness_session_id
+            .as_deref(),
+        Some("claude-abc")
+    );
     db.cleanup().await;
 }
 
