@@ -39,9 +39,10 @@
 //!    as the watcher has recorded it. Latency: from the start of the `answer` call to the stub
 //!    reading the `control_response` on its stdin (CLOCK_MONOTONIC on both sides). Baseline:
 //!    one run alone, `answer` and the bare mailbox (`Mailbox::request`, no control plane)
-//!    interleaved. A second, diagnostic phase of 200 runs answers half through a timed
-//!    step-by-step copy of `answer` and half through a PROTOTYPE that keeps each run's mailbox
-//!    in memory. The driver is `$HANGAR_DRIVER_BIN` or `<workspace>/target/release/hangar-driver`
+//!    interleaved. A second phase of 200 runs answers half through `answer` and half through a
+//!    timed step-by-step copy of the answer path before live mailboxes were kept in memory (the
+//!    run and its key read from the store for every command, a blocking thread polling for
+//!    the ack): the old path measured in the same run, under the same load. The driver is `$HANGAR_DRIVER_BIN` or `<workspace>/target/release/hangar-driver`
 //!    (`cargo build --release -p hangar-driver`).
 //!
 //! Every wait has a timeout; errors are `Result`s (the bench profile aborts on panic, so no
@@ -2049,10 +2050,8 @@ mod approval {
         Plane,
         /// The bare mailbox: `Mailbox::request`, nothing recorded.
         Mailbox,
-        /// [`answer_mirror`]: a step-by-step copy of `answer`, timed per step.
+        /// [`answer_mirror`]: a step-by-step copy of the previous `answer`, timed per step.
         Traced,
-        /// [`answer_mirror`] with the run's mailbox kept in memory (the prototype).
-        Cached,
     }
 
     /// One answer: when the call started and returned (CLOCK_MONOTONIC ns); for the mirrored
@@ -2268,14 +2267,14 @@ mod approval {
         )?;
 
         // Under load: `runs` runs at once, every answer through ControlPlane::answer; then a
-        // second, diagnostic phase: half through a timed copy of answer(), half through the
-        // prototype that keeps each run's mailbox in memory.
+        // second phase: half through answer(), half through a timed copy of the previous
+        // answer path (store reads before every command).
         let main = load_phase(&ctx, &plane, &reader, procs, runs, |_, _| Via::Plane).await?;
         let diag = load_phase(&ctx, &plane, &reader, procs, runs, |l, _| {
             if l.i % 2 == 0 {
                 Via::Traced
             } else {
-                Via::Cached
+                Via::Plane
             }
         })
         .await?;
@@ -2326,6 +2325,7 @@ mod approval {
             );
         }
         let audited = store.audit().verify().await.map_err(err("audit verify"))?;
+        let p99 = |s: Option<Stats>| s.map_or_else(|| "-".into(), |s| format!("{:.1} ms", s.p99));
 
         let row = |out: &mut String, s: Option<Stats>, label: &str| {
             let _ = writeln!(out, "{}", Stats::row(s, label));
@@ -2371,7 +2371,7 @@ mod approval {
             row(
                 &mut out,
                 stats(&main.lat, |l| (!l.inotify).then_some(l.to_harness)),
-                "  answer() -> harness, drivers without (rescan every 250ms)",
+                "  answer() -> harness, drivers without (rescan every 20 ms)",
             );
         }
         let limit = fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
@@ -2386,7 +2386,7 @@ mod approval {
         );
         let _ = writeln!(
             out,
-            "  diagnostic phase, {runs} more runs x {ROUNDS} ({} with inotify): half answered by a timed step-by-step copy of answer(), half by a PROTOTYPE that keeps each run's mailbox in memory (no store read before sending):",
+            "  second phase, {runs} more runs x {ROUNDS} ({} with inotify): half answered by answer(), half by a timed step-by-step copy of the PREVIOUS answer path (the run and its key read from the store before every command; a blocking thread polls for the ack):",
             diag.inotify
         );
         let traced = |i: usize| {
@@ -2398,11 +2398,31 @@ mod approval {
                 }
             }
         };
+        let diag_plane = stats(&diag.lat, via(Via::Plane));
+        row(&mut out, diag_plane, "answer() -> harness");
+        if diag.inotify < runs {
+            row(
+                &mut out,
+                stats(&diag.lat, |l| {
+                    (l.via == Via::Plane && l.inotify).then_some(l.to_harness)
+                }),
+                "  drivers with an inotify doorbell",
+            );
+            row(
+                &mut out,
+                stats(&diag.lat, |l| {
+                    (l.via == Via::Plane && !l.inotify).then_some(l.to_harness)
+                }),
+                "  drivers without (rescan every 20 ms)",
+            );
+        }
         row(
             &mut out,
-            stats(&diag.lat, via(Via::Traced)),
-            "copy of answer() -> harness",
+            stats(&diag.lat, |l| (l.via == Via::Plane).then_some(l.returned)),
+            "answer() returned (acked+recorded)",
         );
+        let previous = stats(&diag.lat, via(Via::Traced));
+        row(&mut out, previous, "PREVIOUS answer path -> harness");
         row(&mut out, stats(&diag.lat, traced(0)), "  1 store.run()");
         row(
             &mut out,
@@ -2424,32 +2444,6 @@ mod approval {
             stats(&diag.lat, traced(4)),
             "  then 2 writes + audit, ack wait, 4 writes + 2 audits",
         );
-        row(
-            &mut out,
-            stats(&diag.lat, via(Via::Cached)),
-            "PROTOTYPE, mailbox kept in memory: -> harness",
-        );
-        if diag.inotify < runs {
-            row(
-                &mut out,
-                stats(&diag.lat, |l| {
-                    (l.via == Via::Cached && l.inotify).then_some(l.to_harness)
-                }),
-                "  drivers with an inotify doorbell",
-            );
-            row(
-                &mut out,
-                stats(&diag.lat, |l| {
-                    (l.via == Via::Cached && !l.inotify).then_some(l.to_harness)
-                }),
-                "  drivers without (rescan every 250ms)",
-            );
-        }
-        row(
-            &mut out,
-            stats(&diag.lat, |l| (l.via == Via::Cached).then_some(l.returned)),
-            "PROTOTYPE, mailbox kept in memory: returned",
-        );
         let _ = writeln!(
             out,
             "  checked: every stub got every answer (allow) once, every driver exited 0, every turn ended 0, every answered approval recorded for {PERSON}, stored events = rebuild for all {} runs, audit chain of {audited} records verified; load average {load_before} before, {} after",
@@ -2458,10 +2452,11 @@ mod approval {
         );
         let _ = writeln!(
             out,
-            "approval latency under load ({runs} concurrent runs, no target set): answer() -> harness p99 {}, baseline alone {}",
-            under.map_or_else(|| "-".into(), |s| format!("{:.1} ms", s.p99)),
-            stats(&base_lat, via(Via::Plane))
-                .map_or_else(|| "-".into(), |s| format!("{:.1} ms", s.p99)),
+            "approval latency under load ({runs} concurrent runs, no target set): answer() -> harness p99 {} (second phase {}), the previous path in the same phase {}, baseline alone {}",
+            p99(under),
+            p99(diag_plane),
+            p99(previous),
+            p99(stats(&base_lat, via(Via::Plane))),
         );
         Ok(out)
     }
@@ -2690,10 +2685,9 @@ mod approval {
                 .map_err(err(format!("approve {run}/{req}")))?;
                 ensure!(out == Outcome::Done, "approve {run}/{req}: {out:?}");
             }
-            Via::Traced | Via::Cached => {
-                let cached = (via == Via::Cached).then_some(mailbox);
+            Via::Traced => {
                 steps = Some(
-                    answer_mirror(plane.store(), &home, cached, &run, &req)
+                    answer_mirror(plane.store(), &home, &run, &req)
                         .await
                         .map_err(|e| format!("answer {run}/{req}: {e}"))?,
                 );
@@ -2710,49 +2704,32 @@ mod approval {
         })
     }
 
-    /// A step-by-step copy of `ControlPlane::answer(run, req, allow)` (plane.rs: `command`,
-    /// `mailbox`, `deliver`, then the approval's record and audit), returning when each of its
-    /// first steps ended: [the run read, the key read from the vault, the mailbox opened, the
-    /// command landed in `in/`]. With `cached` (the PROTOTYPE), the run's mailbox is the one
-    /// kept in memory since the run started: nothing is read from the store and no folder is
-    /// checked before the command is sent; everything after is the same.
-    async fn answer_mirror(
-        store: &Store,
-        home: &Path,
-        cached: Option<Mailbox>,
-        run: &str,
-        req: &str,
-    ) -> Res<[u64; 4]> {
+    /// A step-by-step copy of `ControlPlane::answer(run, req, allow)` as it was before live
+    /// mailboxes were kept in memory (plane.rs: `command`, `mailbox`, `deliver`, then the
+    /// approval's record and audit), returning when each of its first steps ended: [the run
+    /// read, the key read from the vault, the mailbox opened, the command landed in `in/`].
+    async fn answer_mirror(store: &Store, home: &Path, run: &str, req: &str) -> Res<[u64; 4]> {
         use hangar_protocol::RunKey;
         use hangar_protocol::client::Delivery;
         use hangar_store::{AckStatus, Decision};
         let mut at = [0u64; 4];
-        let mailbox = match cached {
-            Some(m) => {
-                at = [mono_ns(); 4];
-                m
-            }
-            None => {
-                let r = store.run(run).await.map_err(err("run"))?;
-                ensure!(r.state == RunState::Live && r.has_key, "the run ended");
-                at[0] = mono_ns();
-                let key = store.run_key(run).await.map_err(err("run_key"))?;
-                let bytes: [u8; 32] = key
-                    .expose()
-                    .try_into()
-                    .map_err(|_| "the vault's key is not 32 bytes")?;
-                at[1] = mono_ns();
-                let (home, rid) = (home.to_owned(), run.to_owned());
-                let m = tokio::task::spawn_blocking(move || {
-                    Mailbox::open_with_key(&home, &rid, RunKey::from_bytes(bytes))
-                })
-                .await
-                .map_err(err("a blocking task"))?
-                .map_err(err("open the mailbox"))?;
-                at[2] = mono_ns();
-                m
-            }
-        };
+        let r = store.run(run).await.map_err(err("run"))?;
+        ensure!(r.state == RunState::Live && r.has_key, "the run ended");
+        at[0] = mono_ns();
+        let key = store.run_key(run).await.map_err(err("run_key"))?;
+        let bytes: [u8; 32] = key
+            .expose()
+            .try_into()
+            .map_err(|_| "the vault's key is not 32 bytes")?;
+        at[1] = mono_ns();
+        let (home, rid) = (home.to_owned(), run.to_owned());
+        let mailbox = tokio::task::spawn_blocking(move || {
+            Mailbox::open_with_key(&home, &rid, RunKey::from_bytes(bytes))
+        })
+        .await
+        .map_err(err("a blocking task"))?
+        .map_err(err("open the mailbox"))?;
+        at[2] = mono_ns();
         let b = body::approve(req, None);
         let (m, b2) = (mailbox.clone(), b.clone());
         let delivery = tokio::task::spawn_blocking(move || m.send(Kind::Approve, b2))

@@ -8,7 +8,8 @@
 //!   events and commits events, cursor and parser state in one transaction (S21); after a restart
 //!   [`ControlPlane::reattach`] resumes every live run from where its cursor is.
 //! * Commands (`steer`, `interrupt`, `approve`, `deny`) go through the signed mailbox, recorded
-//!   and audited with the person who sent them. A message that finds the turn ended starts the
+//!   and audited with the person who sent them; a live run's mailbox is kept in memory, so a
+//!   command reads nothing from the store before it is delivered. A message that finds the turn ended starts the
 //!   next turn (S19), as do messages the driver handed back.
 //! * A run's steps are its trees; [`ControlPlane::fork`] rebuilds one into a new sandbox,
 //!   checks it, and makes a session whose conversation is the source's up to that step (S31).
@@ -23,6 +24,7 @@ mod error;
 mod fork;
 pub mod jwt;
 mod launch;
+mod live;
 pub mod passport;
 mod plane;
 mod sandbox_turn;

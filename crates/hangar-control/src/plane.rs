@@ -71,6 +71,7 @@ pub struct ControlPlane {
     watching: Mutex<HashSet<String>>,
     pub(crate) providers: crate::sandboxes::Providers,
     pub(crate) keys: crate::passport::Keys,
+    pub(crate) mailboxes: crate::live::Mailboxes,
 }
 
 impl ControlPlane {
@@ -85,6 +86,7 @@ impl ControlPlane {
             watching: Mutex::new(HashSet::new()),
             providers: crate::sandboxes::Providers::default(),
             keys: crate::passport::Keys::default(),
+            mailboxes: Default::default(),
         })
     }
 
@@ -498,16 +500,21 @@ impl ControlPlane {
     }
 
     /// The mailbox of a live run, with its key from the vault.
-    async fn mailbox(&self, run_id: &str) -> Result<Mailbox, ControlError> {
+    /// A live run's mailbox: the one kept in memory, or opened with the key from the vault (and
+    /// kept).
+    pub(crate) async fn mailbox(&self, run_id: &str) -> Result<Mailbox, ControlError> {
+        if let Some(m) = self.mailboxes.get(run_id) {
+            return Ok(m);
+        }
         let key = self.store.run_key(run_id).await?;
         let bytes: [u8; 32] = key.expose().try_into().map_err(|_| {
             ControlError::Internal(format!("run {run_id}: the vault's key is not 32 bytes"))
         })?;
         let (home, rid) = (self.tools.home.clone(), run_id.to_owned());
-        Ok(
-            blocking(move || Mailbox::open_with_key(&home, &rid, RunKey::from_bytes(bytes)))
-                .await??,
-        )
+        let m = blocking(move || Mailbox::open_with_key(&home, &rid, RunKey::from_bytes(bytes)))
+            .await??;
+        self.mailboxes.insert(run_id, m.clone());
+        Ok(m)
     }
 
     /// Sends one command, recording and auditing it; with `wait`, waits for the signed ack.
@@ -548,8 +555,7 @@ impl ControlPlane {
         if !wait {
             return Ok((Outcome::Done, true));
         }
-        let m = mailbox.clone();
-        let outcome = blocking(move || m.wait(&sent, ACK_TIMEOUT)).await??;
+        let outcome = crate::live::wait_ack(mailbox, &sent, ACK_TIMEOUT).await?;
         let (status, reason) = match &outcome {
             Outcome::Done => (AckStatus::Done, None),
             Outcome::Refused(r) => (AckStatus::Refused, Some(r.clone())),
@@ -688,13 +694,19 @@ impl ControlPlane {
         b: Value,
         person: &str,
     ) -> Result<Reply, ControlError> {
-        let run = self.store.run(run_id).await?;
-        if run.state != hangar_store::RunState::Live || !run.has_key {
-            return Ok(Reply::Ended {
-                run: run_id.to_owned(),
-            });
-        }
-        let mailbox = self.mailbox(run_id).await?;
+        // A mailbox in memory is a live run's (a turn that ended meanwhile refuses the command).
+        let mailbox = match self.mailboxes.get(run_id) {
+            Some(m) => m,
+            None => {
+                let run = self.store.run(run_id).await?;
+                if run.state != hangar_store::RunState::Live || !run.has_key {
+                    return Ok(Reply::Ended {
+                        run: run_id.to_owned(),
+                    });
+                }
+                self.mailbox(run_id).await?
+            }
+        };
         Ok(
             match self
                 .deliver(&mailbox, run_id, kind, b, person, true)

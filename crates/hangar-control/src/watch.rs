@@ -108,6 +108,14 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
                 .unwrap_or(false);
             let next = more.then(|| read_slice(&log, batch.new_cursor, new_ctx.clone()));
             let effects = effects_of(&batch.events);
+            if effects
+                .iter()
+                .any(|e| matches!(e, SliceEffect::ApprovalRequested { .. }))
+                && let Err(e) = plane.mailbox(&run.id).await
+            {
+                // Answers still go through; they read the key from the store first.
+                tracing::warn!(run = %run.id, error = %e, "cannot open the run's mailbox");
+            }
             let commit = plane
                 .store
                 .commit_slice(
@@ -345,6 +353,7 @@ async fn end_turn(
     plane.key_files_gone(run).await;
     plane.sandbox_run_ended(&run.id).await;
     let store = &plane.store;
+    plane.mailboxes.remove(&run.id);
     let mut u = TurnUpdate::to(TurnState::Ended);
     u.status = Some(i64::from(status));
     u.reason = Some(reason.to_owned());

@@ -34,6 +34,8 @@ pub struct Inbox {
     ctl: ControlDir,
     verifier: Verifier,
     inotify: Option<OwnedFd>,
+    /// `in/` is watched: a command rings the doorbell.
+    doorbell: bool,
     seen: HashSet<OsString>,
     closings: u32,
     open: bool,
@@ -44,10 +46,11 @@ impl Inbox {
         // SAFETY: inotify_init1 takes flags only; a valid fd (>= 0) is owned by nobody else.
         let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
         let inotify = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
-        let inbox = Inbox {
+        let mut inbox = Inbox {
             ctl,
             verifier,
             inotify,
+            doorbell: false,
             seen: HashSet::new(),
             closings: 0,
             open: true,
@@ -56,21 +59,29 @@ impl Inbox {
         inbox
     }
 
-    fn watch(&self) {
+    fn watch(&mut self) {
         let (Some(fd), Ok(path)) = (
             &self.inotify,
             CString::new(self.ctl.inbox().as_os_str().as_bytes()),
         ) else {
+            self.doorbell = false;
             return;
         };
         // SAFETY: fd is our inotify instance and path a valid NUL-terminated string.
-        unsafe {
+        let wd = unsafe {
             libc::inotify_add_watch(
                 fd.as_raw_fd(),
                 path.as_ptr(),
                 libc::IN_MOVED_TO | libc::IN_CLOSE_WRITE | libc::IN_ONLYDIR,
-            );
-        }
+            )
+        };
+        self.doorbell = wd >= 0;
+    }
+
+    /// Whether a command landing in `in/` wakes the main loop (inotify instances are limited per
+    /// user, 128 by default: many drivers of one user run without).
+    pub fn has_doorbell(&self) -> bool {
+        self.doorbell
     }
 
     /// Starts the doorbell thread: each batch of inotify events sends one [`Event::Wake`]. Without

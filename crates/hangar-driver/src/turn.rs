@@ -45,6 +45,9 @@ pub const EXIT_HARNESS_ERROR: i32 = 1;
 
 /// How long the main loop sleeps between scans of `in/` when the doorbell is quiet.
 const RESCAN: Duration = Duration::from_millis(250);
+/// The same without a doorbell (no inotify instance left for the user): a command waits for
+/// the next scan, so scans are frequent (a listing of a near-empty folder, about 50 a second).
+const RESCAN_WITHOUT_DOORBELL: Duration = Duration::from_millis(20);
 
 /// How the turn ended, for the caller (the verify loop decides on it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,8 +161,13 @@ impl Turn {
     /// Runs until everything passed on is done (or the harness is gone). Does not close `in/`:
     /// the caller may still send a message of its own (the verify loop) before [`Turn::finish`].
     pub fn run_until_settled(&mut self, rx: &Receiver<Event>) -> Outcome {
+        let rescan = if self.inbox.has_doorbell() {
+            RESCAN
+        } else {
+            RESCAN_WITHOUT_DOORBELL
+        };
         loop {
-            match rx.recv_timeout(RESCAN) {
+            match rx.recv_timeout(rescan) {
                 Ok(Event::Wake) | Err(RecvTimeoutError::Timeout) => {
                     self.on_os_signals();
                     for c in self.inbox.take(&self.log) {

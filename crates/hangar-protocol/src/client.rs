@@ -258,24 +258,12 @@ impl Mailbox {
 
     /// Waits for the driver's signed answer to `sent`. Files that do not verify are ignored.
     pub fn wait(&self, sent: &Sent, timeout: Duration) -> Result<Outcome, MailboxError> {
-        let path = self.ctl.ack_for(&sent.name);
         let started = Instant::now();
         let deadline = started + timeout;
         let mut pause = FIRST_PAUSE;
         loop {
-            if let Ok(bytes) = fs::read(&path) {
-                let c = &sent.command;
-                if let Some(ack) =
-                    Ack::parse_verified(&bytes, &self.key, &self.run, &sent.name, c.seq, &c.nonce)
-                {
-                    return Ok(match ack.status {
-                        AckStatus::Done => Outcome::Done,
-                        AckStatus::Refused => Outcome::Refused(ack.reason),
-                        AckStatus::Ended => Outcome::Ended {
-                            handed_back: sent.command.clone(),
-                        },
-                    });
-                }
+            if let Some(outcome) = self.poll_ack(sent) {
+                return Ok(outcome);
             }
             if Instant::now() >= deadline {
                 return Err(MailboxError::Timeout(timeout));
@@ -283,6 +271,22 @@ impl Mailbox {
             std::thread::sleep(pause);
             pause = next_pause(pause, started.elapsed());
         }
+    }
+
+    /// The driver's signed answer to `sent` if it is there yet (one small read; a file that does
+    /// not verify counts as not there). [`Mailbox::wait`] polls it; a caller with its own timer
+    /// (an async runtime) can too.
+    pub fn poll_ack(&self, sent: &Sent) -> Option<Outcome> {
+        let bytes = fs::read(self.ctl.ack_for(&sent.name)).ok()?;
+        let c = &sent.command;
+        let ack = Ack::parse_verified(&bytes, &self.key, &self.run, &sent.name, c.seq, &c.nonce)?;
+        Some(match ack.status {
+            AckStatus::Done => Outcome::Done,
+            AckStatus::Refused => Outcome::Refused(ack.reason),
+            AckStatus::Ended => Outcome::Ended {
+                handed_back: sent.command.clone(),
+            },
+        })
     }
 
     /// Sends and waits.

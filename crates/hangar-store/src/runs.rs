@@ -4,7 +4,7 @@
 //! Non-goals: starting or watching drivers (the control plane does), moving the cursor outside
 //! [`Store::commit_events`].
 
-use crate::db::{Cols, in_tx, on_db};
+use crate::db::{Cols, in_tx, on_db, write_db};
 use crate::error::StoreError;
 use crate::model::*;
 use crate::secrets::RUN_KEY;
@@ -92,7 +92,7 @@ impl Store {
 
     /// Records the driver's process id.
     pub async fn set_driver_pid(&self, run_id: &str, pid: i64) -> Result<(), StoreError> {
-        let n = on_db!(self, pool => {
+        let n = write_db!(self, pool => {
             sqlx::query("UPDATE runs SET driver_pid = $2 WHERE id = $1")
                 .bind(run_id)
                 .bind(pid)
@@ -108,7 +108,7 @@ impl Store {
 
     /// Marks a run ended; true if it was live.
     pub async fn end_run(&self, run_id: &str) -> Result<bool, StoreError> {
-        let n = on_db!(self, pool => {
+        let n = write_db!(self, pool => {
             sqlx::query("UPDATE runs SET state = 'ended', ended_at = $2 WHERE id = $1 AND state = 'live'")
                 .bind(run_id)
                 .bind(now_ms())

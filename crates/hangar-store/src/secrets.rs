@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::db::on_db;
+use crate::db::{on_db, write_db};
 use crate::error::StoreError;
 use crate::vault::{Secret, Vault, VaultError};
 use crate::{Store, now_ms};
@@ -117,7 +117,7 @@ impl Store {
 
     /// Forgets a run's key; true if it had one.
     pub async fn destroy_run_key(&self, run_id: &str) -> Result<bool, StoreError> {
-        let n = on_db!(self, pool => {
+        let n = write_db!(self, pool => {
             sqlx::query("UPDATE runs SET run_key = NULL WHERE id = $1 AND run_key IS NOT NULL")
                 .bind(run_id)
                 .execute(pool)

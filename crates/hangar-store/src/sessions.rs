@@ -6,7 +6,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::db::{Cols, in_tx, on_db};
+use crate::db::{Cols, in_tx, on_db, write_db};
 use crate::error::StoreError;
 use crate::model::*;
 use crate::{Store, now_ms};
@@ -277,7 +277,7 @@ impl Store {
         session_id: &str,
         harness_session_id: &str,
     ) -> Result<(), StoreError> {
-        let done = on_db!(self, pool => {
+        let done = write_db!(self, pool => {
             sqlx::query("UPDATE sessions SET harness_session_id = $2 WHERE id = $1")
                 .bind(session_id)
                 .bind(harness_session_id)
@@ -298,7 +298,7 @@ impl Store {
         turn_id: &str,
         manifest: &Value,
     ) -> Result<(), StoreError> {
-        let done = on_db!(self, pool => {
+        let done = write_db!(self, pool => {
             sqlx::query("UPDATE turns SET manifest = $2 WHERE id = $1")
                 .bind(turn_id)
                 .bind(Json(manifest))
@@ -380,7 +380,7 @@ impl Store {
         let ends = matches!(u.state, TurnState::Ended | TurnState::Refused).then_some(now);
         let usage = u.usage;
         // `from` has at most two states; $13 and $14 carry them ('' matches no state).
-        let done = on_db!(self, pool => {
+        let done = write_db!(self, pool => {
             sqlx::query(
                 "UPDATE turns SET state = $2, status = COALESCE($3, status), \
                  reason = COALESCE($4, reason), manifest = COALESCE($5, manifest), \

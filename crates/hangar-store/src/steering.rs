@@ -9,7 +9,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::db::{Cols, on_db};
+use crate::db::{Cols, on_db, write_db};
 use crate::error::StoreError;
 use crate::events::storable;
 use crate::model::*;
@@ -58,7 +58,7 @@ impl Store {
         body: &Value,
         sent_by: &str,
     ) -> Result<Command, StoreError> {
-        on_db!(self, pool => {
+        write_db!(self, pool => {
             sqlx::query(
                 "INSERT INTO commands (run_id, seq, kind, body, sent_by, sent_at) \
                  VALUES ($1, $2, $3, $4, $5, $6)",
@@ -84,7 +84,7 @@ impl Store {
         status: AckStatus,
         reason: Option<&str>,
     ) -> Result<bool, StoreError> {
-        let n = on_db!(self, pool => {
+        let n = write_db!(self, pool => {
             sqlx::query(
                 "UPDATE commands SET ack_status = $3, ack_reason = $4, acked_at = $5 \
                  WHERE run_id = $1 AND seq = $2 AND ack_status IS NULL",
@@ -134,7 +134,7 @@ impl Store {
         tool_name: &str,
         input: &Value,
     ) -> Result<bool, StoreError> {
-        let n = on_db!(self, pool => {
+        let n = write_db!(self, pool => {
             sqlx::query(
                 "INSERT INTO approvals (run_id, request_id, tool_name, input, requested_at) \
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, request_id) DO NOTHING",
@@ -161,7 +161,7 @@ impl Store {
         answered_by: &str,
         note: Option<&str>,
     ) -> Result<Approval, StoreError> {
-        let n = on_db!(self, pool => {
+        let n = write_db!(self, pool => {
             sqlx::query(
                 "UPDATE approvals SET decision = $3, answered_by = $4, answer_note = $5, \
                  answered_at = $6 WHERE run_id = $1 AND request_id = $2 AND decision IS NULL",
