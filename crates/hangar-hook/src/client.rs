@@ -114,33 +114,7 @@ impl Tower {
     /// `POST TOWER/<path>` (`hooks/claude-code` or `approvals`) with `body`; Tower's decision.
     pub fn call(&self, path: &str, body: &Value, deadline: Instant) -> Result<Decision, Fault> {
         let v = self.json("POST", &format!("/{path}"), Some(body), deadline)?;
-        let reason = v
-            .get("reason")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        match v.get("decision").and_then(Value::as_str) {
-            Some("allow") => Ok(Decision::Allow { reason }),
-            Some("deny") => Ok(Decision::Deny { reason }),
-            Some("wait") => {
-                let id = v
-                    .get("approval")
-                    .and_then(|a| a.get("id"))
-                    .and_then(Value::as_str)
-                    .filter(|id| valid_id(id))
-                    .ok_or_else(|| {
-                        Fault("Tower said wait but named no readable approval id".into())
-                    })?;
-                Ok(Decision::Wait {
-                    id: id.to_owned(),
-                    reason,
-                })
-            }
-            _ => Err(Fault(format!(
-                "Tower's answer has no decision hangar can read: {}",
-                short(&v.to_string())
-            ))),
-        }
+        decision_of(&v)
     }
 
     /// One long poll of approval `id` (`wait` seconds, at most 60).
@@ -154,31 +128,7 @@ impl Tower {
             None,
             deadline,
         )?;
-        let state = v.get("state").and_then(Value::as_str);
-        let state = match state {
-            Some(s @ ("pending" | "allowed" | "denied" | "expired")) => s.to_owned(),
-            _ => {
-                return Err(Fault(format!(
-                    "Tower's approval answer has no state hangar can read: {}",
-                    short(&v.to_string())
-                )));
-            }
-        };
-        let signer = v.get("signer").and_then(|s| {
-            s.get("person")
-                .or_else(|| s.get("email"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        });
-        Ok(ApprovalState {
-            state,
-            reason: v
-                .get("reason")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            signer,
-        })
+        approval_state_of(&v)
     }
 
     /// Asks until the approval is signed, refused or expired, or `limit` passes: `Ok` when a
@@ -222,29 +172,7 @@ impl Tower {
         deadline: Instant,
     ) -> Result<Value, Fault> {
         let (status, bytes) = self.request(method, path, body, deadline)?;
-        if status != 200 {
-            let detail = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .and_then(|v| {
-                    let code = v.get("error").and_then(Value::as_str)?.to_owned();
-                    let msg = v.get("message").and_then(Value::as_str).unwrap_or_default();
-                    Some(format!("{code}: {msg}"))
-                })
-                .unwrap_or_else(|| short(&String::from_utf8_lossy(&bytes)));
-            let what = match status {
-                401 => "Tower refused the key or passport (401)".to_owned(),
-                403 => "Tower does not let this key or passport make the call (403)".to_owned(),
-                s if s >= 500 => format!("Tower failed ({s})"),
-                s => format!("Tower answered {s}"),
-            };
-            return Err(Fault(format!("{what}: {detail}")));
-        }
-        serde_json::from_slice(&bytes).map_err(|_| {
-            Fault(format!(
-                "Tower's answer is not JSON: {}",
-                short(&String::from_utf8_lossy(&bytes))
-            ))
-        })
+        answer_json(status, &bytes)
     }
 
     fn request(
@@ -338,6 +266,126 @@ impl Tower {
     }
 }
 
+/// The JSON body of an answer, or the fault its status says.
+fn answer_json(status: u16, bytes: &[u8]) -> Result<Value, Fault> {
+    if status != 200 {
+        let detail = serde_json::from_slice::<Value>(bytes)
+            .ok()
+            .and_then(|v| {
+                let code = v.get("error").and_then(Value::as_str)?.to_owned();
+                let msg = v.get("message").and_then(Value::as_str).unwrap_or_default();
+                Some(format!("{code}: {msg}"))
+            })
+            .unwrap_or_else(|| short(&String::from_utf8_lossy(bytes)));
+        let what = match status {
+            401 => "Tower refused the key or passport (401)".to_owned(),
+            403 => "Tower does not let this key or passport make the call (403)".to_owned(),
+            s if s >= 500 => format!("Tower failed ({s})"),
+            s => format!("Tower answered {s}"),
+        };
+        return Err(Fault(format!("{what}: {detail}")));
+    }
+    serde_json::from_slice(bytes).map_err(|_| {
+        Fault(format!(
+            "Tower's answer is not JSON: {}",
+            short(&String::from_utf8_lossy(bytes))
+        ))
+    })
+}
+
+/// Tower's decision in the JSON answer to a call.
+fn decision_of(v: &Value) -> Result<Decision, Fault> {
+    let reason = v
+        .get("reason")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    match v.get("decision").and_then(Value::as_str) {
+        Some("allow") => Ok(Decision::Allow { reason }),
+        Some("deny") => Ok(Decision::Deny { reason }),
+        Some("wait") => {
+            let id = v
+                .get("approval")
+                .and_then(|a| a.get("id"))
+                .and_then(Value::as_str)
+                .filter(|id| valid_id(id))
+                .ok_or_else(|| Fault("Tower said wait but named no readable approval id".into()))?;
+            Ok(Decision::Wait {
+                id: id.to_owned(),
+                reason,
+            })
+        }
+        _ => Err(Fault(format!(
+            "Tower's answer has no decision hangar can read: {}",
+            short(&v.to_string())
+        ))),
+    }
+}
+
+/// An approval's state in the JSON answer to a poll.
+fn approval_state_of(v: &Value) -> Result<ApprovalState, Fault> {
+    let state = v.get("state").and_then(Value::as_str);
+    let state = match state {
+        Some(s @ ("pending" | "allowed" | "denied" | "expired")) => s.to_owned(),
+        _ => {
+            return Err(Fault(format!(
+                "Tower's approval answer has no state hangar can read: {}",
+                short(&v.to_string())
+            )));
+        }
+    };
+    let signer = v.get("signer").and_then(|s| {
+        s.get("person")
+            .or_else(|| s.get("email"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    Ok(ApprovalState {
+        state,
+        reason: v
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        signer,
+    })
+}
+
+/// Entry points for `fuzz/` (built with `--cfg fuzzing` only): the reading of Tower's answer
+/// as the client does it once the bytes are in, without a network.
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    use super::*;
+
+    /// Whether the client would stop reading after these bytes.
+    pub fn complete(raw: &[u8]) -> bool {
+        super::complete(raw)
+    }
+
+    /// The status and body of a raw HTTP answer.
+    pub fn response(raw: &[u8]) -> Result<(u16, Vec<u8>), Fault> {
+        parse_response(raw)
+    }
+
+    /// A raw HTTP answer to a call (`hooks/claude-code`, `approvals`) read as [`Tower::call`]
+    /// reads it.
+    pub fn decision(raw: &[u8]) -> Result<Decision, Fault> {
+        let (status, body) = parse_response(raw)?;
+        decision_of(&answer_json(status, &body)?)
+    }
+
+    /// A raw HTTP answer to a poll read as [`Tower::poll`] reads it.
+    pub fn approval_state(raw: &[u8]) -> Result<ApprovalState, Fault> {
+        let (status, body) = parse_response(raw)?;
+        approval_state_of(&answer_json(status, &body)?)
+    }
+
+    /// Whether an approval id would be used in a poll's path.
+    pub fn valid_id(id: &str) -> bool {
+        super::valid_id(id)
+    }
+}
+
 /// Approval ids are tokens, never paths.
 fn valid_id(id: &str) -> bool {
     !id.is_empty()
@@ -388,7 +436,8 @@ fn complete(raw: &[u8]) -> bool {
     };
     let head = String::from_utf8_lossy(&raw[..end]);
     match content_length(&head) {
-        Some(n) => raw.len() >= end + n,
+        // A content-length near usize::MAX must not wrap (found by `scripts/fuzz tower_answer`).
+        Some(n) => end.checked_add(n).is_some_and(|total| raw.len() >= total),
         None => chunked(&head) && raw.ends_with(b"0\r\n\r\n"),
     }
 }
@@ -441,11 +490,13 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
         if size == 0 {
             return Some(out);
         }
-        if b.len() < size + 2 {
+        // A size near usize::MAX must not wrap (found by `scripts/fuzz tower_answer`).
+        let end = size.checked_add(2)?;
+        if b.len() < end {
             return None;
         }
         out.extend_from_slice(&b[..size]);
-        b = &b[size + 2..];
+        b = &b[end..];
     }
 }
 
@@ -470,5 +521,28 @@ mod tests {
         assert!(Tower::new("https://tower.example", "k").is_err());
         assert!(Tower::new("http://127.0.0.1:1", " ").is_err());
         assert!(!valid_id("../x") && valid_id("ap_1"));
+    }
+
+    /// Found by `scripts/fuzz tower_answer`: a content-length near `usize::MAX` overflowed
+    /// while checking whether the whole answer was in.
+    #[test]
+    fn a_huge_content_length_is_never_complete_and_is_cut_short() {
+        let raw = b"HTTP/1.1 200 OK\r\ncontent-length: 18446744073709551615\r\n\r\n{}";
+        assert!(!complete(raw));
+        let f = parse_response(raw).unwrap_err();
+        assert!(f.0.contains("cut short"), "{f}");
+    }
+
+    /// Found by `scripts/fuzz tower_answer`: a chunk size near `usize::MAX` overflowed (a panic:
+    /// the driver's governed turn died, the hook aborted) instead of being a cut-short answer.
+    #[test]
+    fn a_huge_chunk_size_is_a_fault_not_a_panic() {
+        for size in ["ffffffffffffffff", "fffffffffffffffe", "fffffffffffffffd"] {
+            let raw = format!(
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{size}\r\n{{}}\r\n0\r\n\r\n"
+            );
+            let f = parse_response(raw.as_bytes()).unwrap_err();
+            assert!(f.0.contains("cut short"), "{f}");
+        }
     }
 }

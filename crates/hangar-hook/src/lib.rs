@@ -122,12 +122,9 @@ pub fn run(argv: &[String], input: &[u8]) -> Outcome {
         Ok(a) => a,
         Err(e) => return block(format!("the hook is misconfigured: {e}")),
     };
-    if input.len() > MAX_INPUT {
-        return block("the hook input is larger than 16 MiB");
-    }
-    let call: Value = match serde_json::from_slice(input) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => return block("the hook input from Claude Code is not a JSON object"),
+    let call = match read_call(input) {
+        Ok(c) => c,
+        Err(o) => return o,
     };
     let key = match std::fs::read_to_string(&args.key_file) {
         Ok(k) => k,
@@ -178,6 +175,30 @@ pub fn run(argv: &[String], input: &[u8]) -> Outcome {
     }
     // Tower allowed (or a person signed): hangar's own rules still apply.
     check_rules(&args, &call)
+}
+
+/// Claude Code's hook input: one JSON object, at most 16 MiB.
+fn read_call(input: &[u8]) -> Result<Value, Outcome> {
+    if input.len() > MAX_INPUT {
+        return Err(block("the hook input is larger than 16 MiB"));
+    }
+    match serde_json::from_slice(input) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        _ => Err(block(
+            "the hook input from Claude Code is not a JSON object",
+        )),
+    }
+}
+
+/// What the hook does with Claude Code's hook input once Tower has allowed the call (or a
+/// person signed): the reading of the input and the deny-risky rules, as [`run`] does them.
+/// For `fuzz/` only (built with `--cfg fuzzing`): no key file, no network.
+#[cfg(fuzzing)]
+pub fn fuzz_after_allow(args: &Args, input: &[u8]) -> Outcome {
+    match read_call(input) {
+        Ok(call) => check_rules(args, &call),
+        Err(o) => o,
+    }
 }
 
 fn check_rules(args: &Args, call: &Value) -> Outcome {
