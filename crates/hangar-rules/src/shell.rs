@@ -21,6 +21,49 @@ use crate::paths::{Cwd, resolve};
 const MAX_DEPTH: usize = 12;
 /// The longest command line read; longer ones are denied as unreadable.
 pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
+/// The most nesting ([`nesting_bound`], summed over the scripts being read inside one another)
+/// that is read; more is denied as unreadable. brush-parser and the walk recurse once per
+/// level, and a few kilobytes of `{ { { …` overflowed the stack and killed the driver or the
+/// hook (found by `scripts/fuzz rules`).
+pub const MAX_NESTING: usize = 8192;
+/// Up to this much nesting a command is read on the caller's stack; more is read again on a
+/// thread of its own with [`DEEP_STACK`] bytes of stack.
+const SHALLOW_NESTING: usize = 64;
+/// The stack of that thread: room for [`MAX_NESTING`] levels (about 6 KiB each in a release
+/// build, several times more in a debug one). Only what is used is ever touched.
+const DEEP_STACK: usize = 1 << 30;
+/// How many command names the walk may copy into `fed_by`/`feeds` lists for one command line;
+/// more is denied as unreadable. Without it `ls | ls | …` took time and memory quadratic in
+/// its length: 20 kB took 10 s (found by `scripts/fuzz rules`).
+const MAX_LINKS: usize = 1_000_000;
+
+/// An upper bound of how deeply `text` can nest once parsed: every `(`, `{`, `[`, `!` and
+/// backquote, and every compound-command keyword, wherever it stands (quoted or not: counting
+/// too many only denies sooner). Backslash-newlines are dropped first, as the shell does.
+pub fn nesting_bound(text: &str) -> usize {
+    let text = text.replace("\\\n", "");
+    let marks = text
+        .bytes()
+        .filter(|c| matches!(c, b'(' | b'{' | b'[' | b'!' | b'`'))
+        .count();
+    let keywords = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| {
+            matches!(
+                *w,
+                "if" | "elif"
+                    | "while"
+                    | "until"
+                    | "for"
+                    | "select"
+                    | "case"
+                    | "function"
+                    | "coproc"
+            )
+        })
+        .count();
+    marks + keywords
+}
 
 /// One argument of a command as the shell would pass it, when that is known statically.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,22 +129,54 @@ pub fn read(
     workspace: &Path,
     home: Option<&Path>,
 ) -> (Vec<Invocation>, Vec<Failure>) {
-    let mut w = Walker {
+    let walker = |limit: usize| Walker {
         home: home.map(Path::to_path_buf),
         cwd: Cwd::Known(workspace.to_path_buf()),
         out: Vec::new(),
         failures: Vec::new(),
         depth: 0,
         functions: Vec::new(),
+        nesting: 0,
+        nesting_limit: limit,
+        needs_deep: false,
+        links: 0,
     };
+    let mut w = walker(SHALLOW_NESTING);
     if command.len() > MAX_COMMAND_BYTES {
         w.failures.push(Failure::Unparsable(format!(
             "the command is longer than {MAX_COMMAND_BYTES} bytes"
         )));
-    } else {
-        w.script(command);
+        return (w.out, w.failures);
     }
-    (w.out, w.failures)
+    w.script(command);
+    if !w.needs_deep {
+        return (w.out, w.failures);
+    }
+    // Too deep for the caller's stack: read it again on a thread with room for MAX_NESTING.
+    let mut deep = walker(MAX_NESTING);
+    let read = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("hangar-rules-deep".into())
+            .stack_size(DEEP_STACK)
+            .spawn_scoped(s, move || {
+                deep.script(command);
+                (deep.out, deep.failures)
+            })
+            .map(|h| h.join())
+    });
+    match read {
+        Ok(Ok(done)) => done,
+        Ok(Err(_)) => (
+            Vec::new(),
+            vec![Failure::Unparsable("reading the command failed".to_owned())],
+        ),
+        Err(e) => (
+            Vec::new(),
+            vec![Failure::Unparsable(format!(
+                "the command nests too deeply to read here ({e})"
+            ))],
+        ),
+    }
 }
 
 fn options() -> ParserOptions {
@@ -116,6 +191,14 @@ struct Walker {
     depth: usize,
     /// Names of the shell functions whose bodies are being walked.
     functions: Vec<String>,
+    /// The [`nesting_bound`]s of the scripts being read, one inside the other.
+    nesting: usize,
+    /// How much of it this walk may read ([`SHALLOW_NESTING`] or [`MAX_NESTING`]).
+    nesting_limit: usize,
+    /// Set when a shallow walk met more nesting than it may read: read again, deep.
+    needs_deep: bool,
+    /// Command names copied into `fed_by`/`feeds` lists so far (see [`MAX_LINKS`]).
+    links: usize,
 }
 
 /// A word after expansion: its value when known, and the commands of its substitutions.
@@ -136,6 +219,22 @@ impl Walker {
             )));
             return;
         }
+        if self.needs_deep {
+            return;
+        }
+        let nesting = nesting_bound(text);
+        if self.nesting + nesting > self.nesting_limit {
+            if self.nesting_limit < MAX_NESTING {
+                self.needs_deep = true;
+            } else {
+                self.failures.push(Failure::Unparsable(format!(
+                    "it has more than {MAX_NESTING} brackets, `!` and compound-command keywords \
+                     (counted in every script it runs), too many to read"
+                )));
+            }
+            return;
+        }
+        self.nesting += nesting;
         let mut parser = Parser::new(std::io::Cursor::new(text.as_bytes()), &options());
         match parser.parse_program() {
             Ok(program) => {
@@ -149,6 +248,23 @@ impl Walker {
                 "the shell cannot parse it: {e}"
             ))),
         }
+        self.nesting -= nesting;
+    }
+
+    /// Counts `n` command names about to be copied; false (and a failure, once) past
+    /// [`MAX_LINKS`].
+    fn link(&mut self, n: usize) -> bool {
+        if self.links > MAX_LINKS {
+            return false;
+        }
+        self.links = self.links.saturating_add(n);
+        if self.links > MAX_LINKS {
+            self.failures.push(Failure::Unparsable(format!(
+                "its pipelines connect more than {MAX_LINKS} pairs of commands, too many to read"
+            )));
+            return false;
+        }
+        true
     }
 
     /// Walks a script in a subshell: `cd` inside does not change the caller's directory.
@@ -158,6 +274,9 @@ impl Walker {
         let first = self.out.len();
         self.script(text);
         self.cwd = saved;
+        if !self.link(self.out.len() - first) {
+            return Vec::new();
+        }
         self.out[first..].iter().map(|i| i.name.clone()).collect()
     }
 
@@ -178,18 +297,35 @@ impl Walker {
         // The literal text an `echo`/`printf` stage writes, for a shell reading it next.
         let mut literal_output: Option<String> = None;
         let mut stages = Vec::new();
-        for cmd in &p.seq {
+        for (k, cmd) in p.seq.iter().enumerate() {
             let first = self.out.len();
+            if !self.link(fed_by.len()) {
+                return;
+            }
             let stdin = Stdin {
                 fed_by: fed_by.clone(),
                 literal: literal_output.take(),
             };
             self.command(cmd, &stdin);
-            literal_output = literal_echo(cmd);
-            fed_by.extend(self.out[first..].iter().map(|i| i.name.clone()));
             stages.push(first..self.out.len());
+            // Only a next stage reads what this one wrote (skipping this for the last stage
+            // keeps nested compound commands, each a pipeline of one, linear).
+            if k + 1 < p.seq.len() {
+                literal_output = literal_echo(cmd);
+                if !self.link(self.out.len() - first) {
+                    return;
+                }
+                fed_by.extend(self.out[first..].iter().map(|i| i.name.clone()));
+            }
+        }
+        if stages.len() < 2 {
+            return;
         }
         for (k, stage) in stages.iter().enumerate() {
+            let later_count: usize = stages[k + 1..].iter().map(|r| r.len()).sum();
+            if !self.link(later_count.saturating_mul(stage.len() + 1)) {
+                return;
+            }
             let later: Vec<String> = stages[k + 1..]
                 .iter()
                 .flat_map(|r| self.out[r.clone()].iter().map(|i| i.name.clone()))
@@ -482,6 +618,9 @@ impl Walker {
         let first = self.out.len();
         self.compound_list(list);
         self.cwd = saved;
+        if !self.link(self.out.len() - first) {
+            return Vec::new();
+        }
         self.out[first..].iter().map(|i| i.name.clone()).collect()
     }
 
@@ -496,6 +635,9 @@ impl Walker {
     }
 
     fn simple(&mut self, sc: &SimpleCommand, stdin: &Stdin) {
+        if !self.link(stdin.fed_by.len()) {
+            return;
+        }
         let mut st = SimpleState {
             words: Vec::new(),
             redirects: Vec::new(),
@@ -531,6 +673,9 @@ impl Walker {
             return;
         }
         for w in &words {
+            if !self.link(w.fed_by.len()) {
+                return;
+            }
             fed_by.extend(w.fed_by.iter().cloned());
         }
         let argv: Vec<Arg> = words.into_iter().map(|w| w.arg).collect();
@@ -572,6 +717,9 @@ impl Walker {
             }
             CommandPrefixOrSuffixItem::ProcessSubstitution(kind, sub) => {
                 let names = self.subshell_list(&sub.list);
+                if !self.link(names.len()) {
+                    return;
+                }
                 if matches!(kind, ast::ProcessSubstitutionKind::Read) {
                     st.fed_by.extend(names.iter().cloned());
                 }

@@ -1,0 +1,97 @@
+//! What `scripts/fuzz rules` found, each kept as the input that showed it. The commands are
+//! data: they are parsed, never run.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
+
+use hangar_rules::shell::{MAX_NESTING, nesting_bound};
+use hangar_rules::{Context, Rules};
+
+fn ctx() -> Context {
+    Context {
+        workspace: "/work/ws".into(),
+        home: Some("/home/agent".into()),
+        protected: vec!["/run/hangar/ctl".into()],
+    }
+}
+
+fn nested(open: &str, inner: &str, close: &str, n: usize) -> String {
+    format!("{}{inner}{}", open.repeat(n), close.repeat(n))
+}
+
+/// A few kilobytes of nesting overflowed the stack inside brush-parser (or the walk over its
+/// tree): a SIGSEGV that killed the driver's turn or the Tower hook. Now what fits in
+/// [`MAX_NESTING`] is read on a thread with room for it, and more is denied as unreadable.
+#[test]
+fn deep_nesting_is_read_or_denied_never_a_crash() {
+    let rules = Rules::default_set();
+    let shapes: [(&str, &str, &str, &str); 7] = [
+        ("", "{ ", "ls; ", "}; "),
+        ("", "if true; then ", "ls; ", "fi; "),
+        ("", "while true; do ", "ls", "; done"),
+        ("", "case x in x) ", "ls", " ;; esac"),
+        ("[[ ", "( ", "a ]]", " )"),
+        ("echo ", "${a:-", "x", "}"),
+        ("", "cat <(", "ls", ")"),
+    ];
+    for (lead, open, inner, close) in shapes {
+        let nested = |n| format!("{lead}{}", nested(open, inner, close, n));
+        // Read on the caller's stack (a test thread's 2 MiB, in a debug build).
+        let v = rules.check_command(&nested(60), &ctx());
+        assert!(!v.reason.contains("brackets"), "{}", v.reason);
+        // Deeper than the 8 MiB main thread held before, within what is read.
+        let cmd = nested(3000);
+        let v = rules.check_command(&cmd, &ctx());
+        if !v.allowed() {
+            assert!(
+                !v.reason
+                    .contains("brackets, `!` and compound-command keywords"),
+                "{open:?} x3000 was refused as too deep: {}",
+                v.reason
+            );
+        }
+        // Past the limit: denied, not read.
+        let cmd = nested(MAX_NESTING + 1);
+        if cmd.len() <= hangar_rules::shell::MAX_COMMAND_BYTES {
+            let v = rules.check_command(&cmd, &ctx());
+            assert!(!v.allowed(), "{open:?} x{} was allowed", MAX_NESTING + 1);
+            assert_eq!(v.rule.as_deref(), Some(hangar_rules::UNPARSABLE));
+        }
+    }
+    // Nesting made inside a script the command runs counts too (`sh -c` with ANSI-C escapes
+    // makes its braces without writing one).
+    let inner = "\\x7b ".repeat(MAX_NESTING + 1);
+    let v = rules.check_command(&format!("sh -c $'{inner}'"), &ctx());
+    assert!(!v.allowed());
+}
+
+#[test]
+fn the_nesting_bound_counts_what_can_nest() {
+    assert_eq!(nesting_bound("ls -la"), 0);
+    assert_eq!(nesting_bound("if [ -f x ]; then (cd a && { b; }); fi"), 4);
+    assert_eq!(nesting_bound("echo '(((' \"{\""), 4);
+    // A backslash-newline joins a keyword, as the shell does.
+    assert_eq!(nesting_bound("i\\\nf true; then :; fi"), 1);
+    assert_eq!(
+        nesting_bound("elif while until for select case function coproc"),
+        8
+    );
+    assert_eq!(nesting_bound("iffy fortune casey"), 0);
+}
+
+/// `ls | ls | …` took time and memory quadratic in its length (20 kB: 10 s, 1 GB) while the
+/// driver's turn waited. Past a budget of command names copied between stages it is denied.
+#[test]
+fn very_long_pipelines_are_denied_not_slow() {
+    let rules = Rules::default_set();
+    let cmd = format!("ls {}", "| ls ".repeat(5000));
+    let v = rules.check_command(&cmd, &ctx());
+    assert!(!v.allowed());
+    assert!(v.reason.contains("pipelines"), "{}", v.reason);
+    // An ordinary pipeline is still read.
+    let v = rules.check_command("cat a | grep b | sort | uniq -c | sort -rn | head", &ctx());
+    assert!(v.allowed(), "{}", v.reason);
+    // A deep nest of one-stage pipelines stays linear.
+    let cmd = nested("while true; do ", "ls", "; done", 3000);
+    let t = std::time::Instant::now();
+    let _ = rules.check_command(&cmd, &ctx());
+    assert!(t.elapsed().as_secs() < 30, "took {:?}", t.elapsed());
+}
