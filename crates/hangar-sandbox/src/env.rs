@@ -214,10 +214,13 @@ fn parse_size(key: &str, v: &Value) -> Result<u64, SandboxError> {
         _ => (s, 1),
     };
     let n: f64 = num.trim().parse().map_err(|_| err())?;
-    if !n.is_finite() || n <= 0.0 {
+    let bytes = n * mul as f64;
+    // Less than a byte would become a limit of 0, which Docker reads as no limit at all (found
+    // by `scripts/fuzz env_yaml`).
+    if !bytes.is_finite() || bytes < 1.0 {
         return Err(err());
     }
-    Ok((n * mul as f64) as u64)
+    Ok(bytes as u64)
 }
 
 fn valid_name(s: &str) -> bool {
@@ -731,6 +734,13 @@ mod tests {
             assert_eq!(parse_size("m", &v).unwrap(), n);
         }
         assert!(parse_size("m", &Value::from("0")).is_err());
+        // Found by `scripts/fuzz env_yaml`: a size under one byte was taken as a limit of 0 (no
+        // limit for Docker), and what `hangar env show` printed for it did not read back.
+        for tiny in ["0.1b", "0.5", "0.0000001k", "1e-300g"] {
+            assert!(parse_size("m", &Value::from(tiny)).is_err(), "{tiny}");
+        }
+        let e = err("name: a\nprovider: docker\nimage: i\nresources: {memory: '0.5'}\n");
+        assert!(e.starts_with("resources.memory:"), "{e}");
         assert!(parse_size("m", &Value::from("12x")).is_err());
     }
 }
