@@ -41,7 +41,13 @@ const MAX_LINKS: usize = 1_000_000;
 /// backquote, and every compound-command keyword, wherever it stands (quoted or not: counting
 /// too many only denies sooner). Backslash-newlines are dropped first, as the shell does.
 pub fn nesting_bound(text: &str) -> usize {
-    let text = text.replace("\\\n", "");
+    let joined;
+    let text = if text.contains("\\\n") {
+        joined = text.replace("\\\n", "");
+        joined.as_str()
+    } else {
+        text
+    };
     let marks = text
         .bytes()
         .filter(|c| matches!(c, b'(' | b'{' | b'[' | b'!' | b'`'))
