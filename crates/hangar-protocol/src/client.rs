@@ -279,7 +279,14 @@ impl Mailbox {
     pub fn poll_ack(&self, sent: &Sent) -> Option<Outcome> {
         let bytes = fs::read(self.ctl.ack_for(&sent.name)).ok()?;
         let c = &sent.command;
-        let ack = Ack::parse_verified(&bytes, &self.key, &self.run, &sent.name, c.seq, &c.nonce)?;
+        let ack = Ack::parse_verified(&bytes, &self.key, &self.run, &sent.name, c.seq, &c.nonce)
+            // A command the driver could not read (over the size limit, say) is refused under its
+            // file name alone: the driver never learnt its sequence number or nonce. The ack is
+            // still signed with the run's key, and only a refusal is taken that way.
+            .or_else(|| {
+                Ack::parse_verified(&bytes, &self.key, &self.run, &sent.name, 0, "")
+                    .filter(|a| a.status == AckStatus::Refused)
+            })?;
         Some(match ack.status {
             AckStatus::Done => Outcome::Done,
             AckStatus::Refused => Outcome::Refused(ack.reason),
@@ -457,6 +464,52 @@ mod tests {
         assert_eq!(
             m.wait(&sent, Duration::from_millis(50)).unwrap(),
             Outcome::Refused("no".into())
+        );
+    }
+
+    #[test]
+    fn a_refusal_of_an_unreadable_command_is_taken_by_its_name_but_nothing_else_is() {
+        let home = tempfile::tempdir().unwrap();
+        let m = Mailbox::create(home.path(), "r").unwrap();
+        let Delivery::Landed(sent) = m.send(Kind::Interrupt, body::empty()).unwrap() else {
+            panic!()
+        };
+        // What the driver writes for a command it could not read: no sequence number, no nonce.
+        let name_only = |status| Ack::seal(m.key(), "r", &sent.name, 0, "", status, "too large");
+        fs::write(
+            m.ctl().ack_for(&sent.name),
+            name_only(AckStatus::Done).to_bytes(),
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                m.wait(&sent, Duration::from_millis(50)),
+                Err(MailboxError::Timeout(_))
+            ),
+            "a name-only ack may only refuse"
+        );
+        let forged = Ack::seal(
+            &RunKey::from_bytes([0; 32]),
+            "r",
+            &sent.name,
+            0,
+            "",
+            AckStatus::Refused,
+            "forged",
+        );
+        fs::write(m.ctl().ack_for(&sent.name), forged.to_bytes()).unwrap();
+        assert!(matches!(
+            m.wait(&sent, Duration::from_millis(50)),
+            Err(MailboxError::Timeout(_))
+        ));
+        fs::write(
+            m.ctl().ack_for(&sent.name),
+            name_only(AckStatus::Refused).to_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            m.wait(&sent, Duration::from_millis(50)).unwrap(),
+            Outcome::Refused("too large".into())
         );
     }
 }
