@@ -3,7 +3,8 @@
 //! with a token (nothing shows without one), watches a tool call arrive live, approves it from the
 //! page and the file appears; steers and the model gets the steer; sends the next prompt and
 //! interrupts it (status 130); ticks two steps of the timeline and sees the diff between them;
-//! forks a step into a new session and sees its first turn; and when the server dies mid-turn
+//! forks a step into a new session and sees its first turn; sends a steer over the size limit and
+//! sees the driver refuse it and why, with nothing changed; and when the server dies mid-turn
 //! the page resumes from the last event it had, with no gap and no repeat. Screenshots of each main view go to
 //! `target/screenshots/web/` (or `$HANGAR_SCREENSHOTS_DIR`).
 #![allow(
@@ -664,6 +665,87 @@ fn steer_send_the_next_prompt_and_interrupt_from_the_page() {
     .unwrap();
     b.click("#interrupt").unwrap();
     wait_text(&b, "#action-answer[data-outcome=ended]", "ended");
+}
+
+#[test]
+fn a_command_the_driver_refuses_shows_its_reason_on_the_page_and_changes_nothing() {
+    let s = Server::new(Script::new([
+        Step::slow_text(40, Duration::from_millis(300)),
+        Step::text("after the steer"),
+    ]));
+    let (turn, run) = s.start_session("auto", "talk to me");
+    let b = Browser::start(1280, 900).unwrap();
+    s.sign_in(&b);
+    b.goto(&format!("{}/ui/turns/{turn}", s.url)).unwrap();
+    wait_text(&b, "#stream-state", "live");
+    s.fake.wait_for_requests(1, WAIT).unwrap();
+
+    // A steer over the command size limit (a pasted log, say): the control plane signs it and
+    // sends it, and the driver refuses it without reading it. The page shows the driver's answer
+    // and why, and the refusal in the feed.
+    let big = format!(
+        "BIG-STEER {}",
+        "x".repeat(hangar_protocol::MAX_COMMAND_BYTES as usize)
+    );
+    b.js(
+        "document.querySelector('#message').value = arguments[0];",
+        json!([big]),
+    )
+    .unwrap();
+    b.click("#send").unwrap();
+    let said = b
+        .wait_js(
+            "the driver's answer",
+            "const a = document.querySelector('#action-answer'); return a && a.dataset.outcome && a.dataset.outcome !== 'pending' ? a.dataset.outcome + ': ' + a.innerText : null;",
+            json!([]),
+            WAIT,
+        )
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(said.starts_with("refused: "), "{said}");
+    assert!(
+        said.contains(&format!(
+            "larger than {} bytes",
+            hangar_protocol::MAX_COMMAND_BYTES
+        )),
+        "{said}"
+    );
+    // The driver did not read it, so it cannot name its kind: the feed says what it refused.
+    wait_text(
+        &b,
+        "#feed [data-kind=command_refused]",
+        "larger than 1048576 bytes (too_large)",
+    );
+    shot(&b, "12-refused");
+
+    // Nothing changed: the turn goes on, a steer of ordinary size is done, and the model never
+    // saw the refused one.
+    assert_eq!(s.turn(&turn)["state"], "running");
+    b.type_into("#message", "STEER: a small one").unwrap();
+    b.click("#send").unwrap();
+    wait_text(&b, "#action-answer[data-outcome=done]", "done");
+    wait_text(&b, "#feed [data-kind=assistant_text]", "after the steer");
+    assert_eq!(s.turn_ended(&turn)["status"], 0);
+    let reqs = s.fake.requests();
+    assert_eq!(
+        reqs.last().unwrap().last_user_text().as_deref(),
+        Some("STEER: a small one")
+    );
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| format!("{:?}", r.last_user_text()).contains("BIG-STEER")),
+        "the refused steer reached the model"
+    );
+    // The stored events say the same: one refusal, of the steer, as too large.
+    let refused: Vec<Value> = s
+        .events(&run)
+        .into_iter()
+        .filter(|e| e["kind"] == "command_refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
 }
 
 #[test]

@@ -768,7 +768,7 @@
           el = row(id, k, 'sys', label(p.command), `#${p.seq}: ${p.outcome}`);
           break;
         case 'command_refused':
-          el = row(id, k, 'bad', label('refused'), `${p.command || 'command'}${p.seq !== undefined ? ' #' + p.seq : ''}: ${p.reason} (${p.code})`);
+          el = row(id, k, 'bad', label('refused'), `${p.command ? p.command + (p.seq !== undefined && p.seq !== null ? ' #' + p.seq : '') : 'a command it could not read'}: ${p.reason} (${p.code})`);
           break;
         case 'tree':
           v.trees.push({ id, ...p });
