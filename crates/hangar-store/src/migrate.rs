@@ -55,6 +55,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0003_sandboxes.sql"),
         postgres: include_str!("../migrations/postgres/0003_sandboxes.sql"),
     },
+    Migration {
+        version: 4,
+        name: "harness_checks",
+        sqlite: include_str!("../migrations/sqlite/0004_harness_checks.sql"),
+        postgres: include_str!("../migrations/postgres/0004_harness_checks.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -15,6 +15,7 @@ mod audit;
 mod entities;
 mod events;
 mod forks;
+mod harness_checks;
 mod schema;
 mod secrets;
 mod tokens;
