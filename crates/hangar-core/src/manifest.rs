@@ -21,7 +21,11 @@
 //! 7. `policy_effective` (string);
 //! 8. `hooks` (list, **sorted** by `(name, digest)` bytes, duplicates removed; each item is
 //!    `name` (string) then `digest` (string));
-//! 9. `driver_digest` (string).
+//! 9. `driver_digest` (string);
+//! 10. `harness_check` (string), **only when it is not empty**: how the harness's version was let
+//!     run (`passed:built-in`, `passed:recorded`, `unknown-version`, `unverified`; see
+//!     `hangar_control::conformance`). Manifests from before this field encode, and so digest,
+//!     exactly as they did.
 //!
 //! `harness_digest` is the SHA-256 of those bytes as 64 lowercase hex digits; the manifest's own
 //! `harness_digest` field is not part of the encoding. Length prefixes make the encoding
@@ -70,6 +74,10 @@ pub struct Manifest {
     pub hooks: Vec<Hook>,
     /// SHA-256 of the driver binary.
     pub driver_digest: String,
+    /// How the harness's version was let run (the conformance check); empty in manifests from
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub harness_check: String,
     /// [`harness_digest`] of the fields above, once [`Manifest::sealed`].
     #[serde(default)]
     pub harness_digest: String,
@@ -117,6 +125,9 @@ pub fn canonical_bytes(m: &Manifest) -> Vec<u8> {
         string(&mut b, &h.digest);
     }
     string(&mut b, &m.driver_digest);
+    if !m.harness_check.is_empty() {
+        string(&mut b, &m.harness_check);
+    }
     b
 }
 

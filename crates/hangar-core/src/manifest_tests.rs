@@ -23,6 +23,7 @@ fn fixed() -> Manifest {
             digest: "ab".repeat(32),
         }],
         driver_digest: "cd".repeat(32),
+        harness_check: String::new(),
         harness_digest: String::new(),
     }
 }
@@ -56,6 +57,7 @@ fn the_encoding_is_as_documented() {
             },
         ],
         driver_digest: "dd".into(),
+        harness_check: String::new(),
         harness_digest: "ignored".into(),
     };
     let mut want = b"hangar.manifest.v1\0".to_vec();
@@ -123,6 +125,10 @@ fn every_field_changes_the_digest() {
         ),
         ("hook removed", Box::new(|m| m.hooks.clear())),
         ("driver", Box::new(|m| m.driver_digest = "00".repeat(32))),
+        (
+            "harness check",
+            Box::new(|m| m.harness_check = "unverified".into()),
+        ),
         // Moving bytes between neighbouring fields must not collide.
         (
             "slide",
@@ -204,4 +210,22 @@ fn file_digest_streams_sha256() {
         file_digest(&dir.path().join("missing")),
         Err(CoreError::Io { .. })
     ));
+}
+
+#[test]
+fn the_harness_check_is_appended_only_when_there_is_one() {
+    // Empty (manifests from before the field): the bytes, and so the pinned digest, are unchanged.
+    let before = canonical_bytes(&fixed());
+    let mut m = fixed();
+    m.harness_check = "passed:built-in".into();
+    let after = canonical_bytes(&m);
+    let mut want = before.clone();
+    want.extend_from_slice(&15u64.to_be_bytes());
+    want.extend_from_slice(b"passed:built-in");
+    assert_eq!(after, want);
+    // And a sealed manifest with it still verifies after a round trip through JSON.
+    let sealed = m.sealed();
+    let back: Manifest = serde_json::from_value(serde_json::to_value(&sealed).unwrap()).unwrap();
+    assert!(back.digest_matches());
+    assert_eq!(back.harness_check, "passed:built-in");
 }
