@@ -289,8 +289,9 @@ async fn a_claude_turn_in_a_local_sandbox_with_the_uid_split() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let screen = loop {
         let screen = term.screen();
-        // The harness's own stream, as the driver relays it into the run log.
-        if screen.contains("\"claude_code_version\":\"2.1.") {
+        // The harness's own stream, as the driver relays it into the run log: its first line,
+        // then the tool call (the pane may be caught between the two).
+        if screen.contains("\"claude_code_version\":\"2.1.") && screen.contains("tool_use") {
             break screen;
         }
         assert!(
