@@ -50,6 +50,10 @@ pub struct TurnArgs {
     /// Give up on a model server that has not answered for this long (Codex retries forever).
     #[arg(long, value_name = "SECS")]
     model_timeout: Option<u32>,
+    /// Run the harness even if its version has not passed hangar's conformance suite
+    /// (`scripts/conformance`); each turn warns and its manifest records it.
+    #[arg(long)]
+    unverified_harness: bool,
     /// `ask`: a person answers each permission request; `auto`: none are asked.
     #[arg(long, default_value = "ask", value_parser = ["ask", "auto"])]
     policy: String,
@@ -110,6 +114,9 @@ impl TurnArgs {
         }
         if let Some(t) = self.model_timeout {
             options["model_timeout"] = json!(t);
+        }
+        if self.unverified_harness {
+            options["unverified_harness"] = json!(true);
         }
         Ok(options)
     }

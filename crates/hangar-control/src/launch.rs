@@ -47,6 +47,10 @@ pub struct TurnOptions {
     pub max_verify_rounds: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_timeout: Option<u32>,
+    /// Run the harness even if its version has not passed the conformance suite (each turn
+    /// warns, and its manifest records `harness_check: unverified`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified_harness: bool,
 }
 
 /// Everything one launch needs.
@@ -256,6 +260,7 @@ pub fn manifest(tools: &Tools, l: &Launch<'_>, args: &[OsString]) -> Manifest {
         policy_effective: policy,
         hooks: Vec::new(),
         driver_digest: file_digest(&tools.driver).unwrap_or_else(|_| "unreadable".into()),
+        harness_check: String::new(),
         harness_digest: String::new(),
     }
     .sealed()

@@ -283,6 +283,31 @@ impl ControlPlane {
             self.refuse_turn(&turn, &run_id, person, why).await?;
             return Err(ControlError::BadRequest(why.into()));
         }
+        // The harness's version must have passed the conformance suite (or the session says to
+        // run it unverified).
+        let bin = match session.harness {
+            Harness::Claude => self.tools.claude.clone(),
+            Harness::Codex => self.tools.codex.clone(),
+        };
+        let version = blocking(move || launch::harness_version(&bin)).await?;
+        let verdict = match crate::conformance::check(
+            &self.store,
+            session.harness,
+            &version,
+            options.unverified_harness,
+        )
+        .await
+        {
+            Ok(v) => v,
+            Err(e) => {
+                self.refuse_turn(&turn, &run_id, person, &e.to_string())
+                    .await?;
+                return Err(e);
+            }
+        };
+        if !matches!(verdict, crate::conformance::Verdict::Passed { .. }) {
+            self.store.audit().append(person, "harness.unverified", &json!({"run": run_id, "harness": session.harness.as_str(), "version": version, "check": verdict.manifest_value()})).await?;
+        }
         let launched = self
             .launch(
                 &session,
@@ -292,6 +317,7 @@ impl ControlPlane {
                 &sandbox,
                 in_sandbox.as_ref(),
                 person,
+                (&verdict, &version),
             )
             .await;
         let (manifest, pid) = match launched {
@@ -332,7 +358,13 @@ impl ControlPlane {
         sandbox: &hangar_store::Sandbox,
         sb: Option<&hangar_sandbox::Sandbox>,
         person: &str,
+        (verdict, version): (&crate::conformance::Verdict, &str),
     ) -> Result<(hangar_core::Manifest, Option<u32>), ControlError> {
+        let warning = verdict.warning(session.harness, version);
+        let checked = |mut m: hangar_core::Manifest| {
+            m.harness_check = verdict.manifest_value();
+            m.sealed()
+        };
         // Policy governed: the run's copy of Tower's key or its passport, in the control folder
         // (hangar's user's, read by the driver only), removed when the run ends. With the Tower
         // hook the hook asks Tower instead, with a key file of its own.
@@ -358,7 +390,10 @@ impl ControlPlane {
                 options,
             };
             let args = launch::driver_args(&self.tools, &l)?;
-            let manifest = launch::manifest(&self.tools, &l, &args);
+            let manifest = checked(launch::manifest(&self.tools, &l, &args));
+            if let Some(w) = &warning {
+                self.warn_run(ctl, w).await?;
+            }
             let pid = launch::spawn_driver(&self.tools, &args, ctl)?;
             return Ok((manifest, Some(pid)));
         };
@@ -445,7 +480,10 @@ impl ControlPlane {
         if hooked {
             // T7: the asked policy is kept; what answers is the rules, with Tower through the hook.
             manifest.policy_effective = "tower_hook".into();
-            manifest = manifest.sealed();
+        }
+        let manifest = checked(manifest);
+        if let Some(w) = &warning {
+            self.warn_run(&real_ctl, w).await?;
         }
         self.start_in_sandbox(sb, run_id, &real_ctl, &ctl_inside, &args)
             .await?;

@@ -500,3 +500,147 @@ async fn a_required_hook_refuses_turns_where_the_agent_could_remove_it() {
     assert_eq!(refused, 2);
     assert!(env.fake.requests().is_empty(), "no harness ran");
 }
+
+/// A Claude Code of another version: a package of its own (version `v`) whose `claude` runs the
+/// pinned CLI.
+fn claude_of_version(dir: &std::path::Path, v: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(dir.join("package.json"), json!({"version": v}).to_string()).unwrap();
+    let bin = dir.join("claude");
+    let real = claude_bin().unwrap().canonicalize().unwrap();
+    std::fs::write(
+        &bin,
+        format!("#!/bin/sh\nexec '{}' \"$@\"\n", real.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_harness_version_that_has_not_passed_the_suite_is_refused_unless_the_session_says_so() {
+    let env = Env::new(Script::new([
+        Step::text("ran unverified"),
+        Step::text("ran after its suite passed"),
+    ]));
+    // The pinned version passes: built in.
+    let pinned = env.plane().await;
+    let started = pinned
+        .start_session(env.request(Policy::Auto, "pinned"))
+        .await
+        .unwrap();
+    let t = wait_turn_ended(&pinned, &started.turn.id).await;
+    let m = t.manifest.unwrap();
+    assert_eq!(m["harness_check"], "passed:built-in");
+    drop(pinned);
+
+    let pkg = tempfile::tempdir().unwrap();
+    let mut tools = env.tools();
+    tools.claude = claude_of_version(pkg.path(), "0.0.1-conformance");
+    let db = env.home.path().join("hangar.db");
+    let store = Store::open(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let vault = Vault::open_or_create(&env.home.path().join("master.key")).unwrap();
+    let plane = ControlPlane::new(store.with_vault(vault).await.unwrap(), tools);
+
+    // Never checked: refused, saying how to check it or run it anyway; audited; nothing ran.
+    let err = plane
+        .start_session(env.request(Policy::Auto, "x"))
+        .await
+        .unwrap_err();
+    let said = err.to_string();
+    assert!(
+        said.contains("claude 0.0.1-conformance has not passed hangar's conformance suite")
+            && said.contains("scripts/conformance --claude 0.0.1-conformance --record")
+            && said.contains("--unverified-harness"),
+        "{said}"
+    );
+    let requests_before = env.fake.requests().len();
+
+    // A recorded failing run is refused too, naming what failed.
+    plane
+        .store()
+        .record_harness_check(
+            Harness::Claude,
+            "0.0.1-conformance",
+            hangar_control::conformance::SUITE,
+            false,
+            &json!({"steer": "fails: the steer never reached the model", "interrupt": "holds"}),
+            "ada@example.com",
+        )
+        .await
+        .unwrap();
+    let err = plane
+        .start_session(env.request(Policy::Auto, "x"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("its suite failed: steer"), "{err}");
+    assert_eq!(env.fake.requests().len(), requests_before, "no harness ran");
+
+    // The session says to run it unverified: it runs, warns, and the manifest records it.
+    let mut req = env.request(Policy::Auto, "run it anyway");
+    req.options.unverified_harness = true;
+    let started = plane.start_session(req).await.unwrap();
+    let t = wait_turn_ended(&plane, &started.turn.id).await;
+    let m = t.manifest.clone().unwrap();
+    assert_eq!(m["harness_check"], "unverified");
+    assert_eq!(m["harness_version"], "0.0.1-conformance");
+    let manifest: hangar_core::Manifest = serde_json::from_value(m).unwrap();
+    assert!(manifest.digest_matches());
+    let warned = plane
+        .store()
+        .events_after(EventScope::Run(&started.run.id), 0, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .any(|e| {
+            e.payload
+                .to_string()
+                .contains("runs unverified, as the session asked")
+        });
+    assert!(warned, "the turn carries the warning");
+
+    // Its suite passes (recorded here): it runs without the override.
+    plane
+        .store()
+        .record_harness_check(
+            Harness::Claude,
+            "0.0.1-conformance",
+            hangar_control::conformance::SUITE,
+            true,
+            &json!({"steer": "holds"}),
+            "ada@example.com",
+        )
+        .await
+        .unwrap();
+    let started = plane
+        .start_session(env.request(Policy::Auto, "checked now"))
+        .await
+        .unwrap();
+    let t = wait_turn_ended(&plane, &started.turn.id).await;
+    assert_eq!(t.manifest.unwrap()["harness_check"], "passed:recorded");
+
+    let actions: Vec<String> = plane
+        .store()
+        .audit()
+        .records(0, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.action)
+        .collect();
+    assert_eq!(
+        actions.iter().filter(|a| *a == "turn.refused").count(),
+        2,
+        "{actions:?}"
+    );
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|a| *a == "harness.unverified")
+            .count(),
+        1,
+        "{actions:?}"
+    );
+}

@@ -442,7 +442,8 @@ fn components() -> Value {
         "schemas": {
             "Error": obj(json!({"error": obj(json!({"code": string(), "message": string()}), &["code", "message"])}), &["error"]),
             "TurnOptions": obj(json!({"model": string(), "codex_config": {"type": "array", "items": string()}, "verify": string(),
-                                      "max_verify_rounds": {"type": "integer"}, "model_timeout": {"type": "integer"}}), &[]),
+                                      "max_verify_rounds": {"type": "integer"}, "model_timeout": {"type": "integer"},
+                                      "unverified_harness": {"type": "boolean", "description": "run a harness version whose conformance suite has not passed (the manifest records it)"}}), &[]),
             "Session": obj(json!({"id": string(), "sandbox_id": string(), "harness": string(), "policy": string(),
                                   "harness_session_id": {"type": ["string", "null"]}, "options": any_obj(), "turn_count": {"type": "integer"}, "created_at": {"type": "integer"}}),
                            &["id", "harness", "policy"]),
