@@ -285,11 +285,31 @@ impl ControlPlane {
         }
         // The harness's version must have passed the conformance suite (or the session says to
         // run it unverified).
-        let bin = match session.harness {
-            Harness::Claude => self.tools.claude.clone(),
-            Harness::Codex => self.tools.codex.clone(),
+        // In a Docker sandbox the image's own CLI, when it has one, runs (and is the version
+        // checked); else hangar's pinned copy.
+        let image_cli = match in_sandbox.as_ref() {
+            Some(sb) if sb.env.provider == hangar_sandbox::ProviderKind::Docker => {
+                match crate::image_cli::find(self, sb, session.harness).await {
+                    Ok(found) => found,
+                    Err(e) => {
+                        self.refuse_turn(&turn, &run_id, person, &e.to_string())
+                            .await?;
+                        return Err(e);
+                    }
+                }
+            }
+            _ => None,
         };
-        let version = blocking(move || launch::harness_version(&bin)).await?;
+        let version = match &image_cli {
+            Some((_, v)) => v.clone(),
+            None => {
+                let bin = match session.harness {
+                    Harness::Claude => self.tools.claude.clone(),
+                    Harness::Codex => self.tools.codex.clone(),
+                };
+                blocking(move || launch::harness_version(&bin)).await?
+            }
+        };
         let verdict = match crate::conformance::check(
             &self.store,
             session.harness,
@@ -317,7 +337,11 @@ impl ControlPlane {
                 &sandbox,
                 in_sandbox.as_ref(),
                 person,
-                (&verdict, &version),
+                (
+                    &verdict,
+                    &version,
+                    image_cli.as_ref().map(|(p, _)| p.as_path()),
+                ),
             )
             .await;
         let (manifest, pid) = match launched {
@@ -358,10 +382,15 @@ impl ControlPlane {
         sandbox: &hangar_store::Sandbox,
         sb: Option<&hangar_sandbox::Sandbox>,
         person: &str,
-        (verdict, version): (&crate::conformance::Verdict, &str),
+        (verdict, version, image_cli): (
+            &crate::conformance::Verdict,
+            &str,
+            Option<&std::path::Path>,
+        ),
     ) -> Result<(hangar_core::Manifest, Option<u32>), ControlError> {
         let warning = verdict.warning(session.harness, version);
         let checked = |mut m: hangar_core::Manifest| {
+            m.harness_version = version.to_owned();
             m.harness_check = verdict.manifest_value();
             m.sealed()
         };
@@ -456,13 +485,19 @@ impl ControlPlane {
             ]);
         }
         if sb.env.provider == hangar_sandbox::ProviderKind::Docker {
-            // The container sees the pinned CLI's real files (bound at the same path), not the
-            // links to them.
+            // The image's own CLI when it has one; else the container sees the pinned CLI's
+            // real files (bound at the same path), not the links to them.
+            let own_flag = match session.harness {
+                Harness::Claude => "--claude-bin",
+                Harness::Codex => "--codex-bin",
+            };
             for i in 1..args.len() {
-                if (args[i - 1] == "--claude-bin" || args[i - 1] == "--codex-bin")
-                    && let Ok(real) = std::path::Path::new(&args[i]).canonicalize()
-                {
-                    args[i] = real.into_os_string();
+                if args[i - 1] == "--claude-bin" || args[i - 1] == "--codex-bin" {
+                    if let Some(own) = image_cli.filter(|_| args[i - 1] == own_flag) {
+                        args[i] = own.as_os_str().to_owned();
+                    } else if let Ok(real) = std::path::Path::new(&args[i]).canonicalize() {
+                        args[i] = real.into_os_string();
+                    }
                 }
             }
         }
