@@ -354,7 +354,23 @@ async fn a_handed_back_message_starts_the_next_turn_exactly_once() {
     })
     .await;
     unsafe { libc::kill(-harness, libc::SIGKILL) };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The harness has exited: a zombie the stopped driver has not reaped, all its threads gone
+    // (a killed process's leader shows `Z` while its other threads are still dying, and until
+    // they are, its stdin is open and a write into it succeeds). The driver must then hand the
+    // steer back, not write it into the dead harness's stdin.
+    until("the harness to exit", async || {
+        let status = std::fs::read_to_string(format!("/proc/{harness}/status")).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_owned())
+        };
+        let zombie = field("State:").is_some_and(|s| s.starts_with('Z'));
+        let threads = field("Threads:");
+        (status.is_empty() || (zombie && threads.as_deref() == Some("1"))).then_some(())
+    })
+    .await;
     unsafe { libc::kill(driver, libc::SIGCONT) };
     let reply = steer.await.unwrap().unwrap();
     assert!(matches!(reply, Reply::HandedBack { .. }), "{reply:?}");

@@ -91,8 +91,16 @@ fn widen_pipe(stdout: &ChildStdout) {
 }
 
 impl Harness {
-    /// Writes one JSON line to the harness's stdin.
+    /// Writes one JSON line to the harness's stdin. A harness that has exited takes nothing,
+    /// even when a process it left behind still holds its stdin open (the write would succeed
+    /// and the message be lost): the caller hands the message back instead.
     pub fn send(&mut self, msg: &Value) -> io::Result<()> {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the harness has exited",
+            ));
+        }
         let stdin = self
             .stdin
             .as_mut()
