@@ -611,8 +611,10 @@ fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
 
 #[test]
 fn steer_send_the_next_prompt_and_interrupt_from_the_page() {
+    // The first answer streams for about 8 s, so the page's steer lands while it streams even
+    // on a loaded machine (a steer after the turn ended would start the next turn instead).
     let s = Server::new(Script::new([
-        Step::slow_text(10, Duration::from_millis(300)),
+        Step::slow_text(25, Duration::from_millis(300)),
         Step::text("after the steer"),
         Step::slow_text(200, Duration::from_millis(300)),
     ]));

@@ -250,18 +250,16 @@ fn an_interrupt_followed_by_a_message_is_not_130() {
     );
     rig.start("ask");
     rig.fake.wait_for_requests(1, LONG).unwrap();
-    assert_eq!(
-        rig.mailbox
-            .request(Kind::Interrupt, body::empty(), LONG)
-            .unwrap(),
-        Outcome::Done
-    );
-    assert_eq!(
-        rig.mailbox
-            .request(Kind::Steer, body::text("do this instead"), LONG)
-            .unwrap(),
-        Outcome::Done
-    );
+    // Both land before the driver looks (it is held meanwhile), as when a person interrupts and
+    // types at once; sent one after the other, the interrupted turn may end before the message
+    // comes, and the message then starts the next turn instead (a race, not the case here).
+    let driver = rig.driver_pid() as i32;
+    unsafe { libc::kill(driver, libc::SIGSTOP) };
+    let interrupt = rig.send(Kind::Interrupt, body::empty());
+    let steer = rig.send(Kind::Steer, body::text("do this instead"));
+    unsafe { libc::kill(driver, libc::SIGCONT) };
+    assert_eq!(rig.mailbox.wait(&interrupt, LONG).unwrap(), Outcome::Done);
+    assert_eq!(rig.mailbox.wait(&steer, LONG).unwrap(), Outcome::Done);
     assert_eq!(rig.wait_exit(LONG), 0);
     assert_eq!(
         rig.lines_of("result").last().unwrap()["result"],
