@@ -18,6 +18,7 @@ pub fn turn(t: &Turn) -> Value {
         "verify_state": t.verify_state,
         "usage": {"input_tokens": t.usage.input, "output_tokens": t.usage.output, "cached_input_tokens": t.usage.cached},
         "cost_usd": t.cost_usd, "created_at": t.created_at, "started_at": t.started_at, "ended_at": t.ended_at,
+        "git_trees": t.git_trees,
     })
 }
 

@@ -61,6 +61,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0004_harness_checks.sql"),
         postgres: include_str!("../migrations/postgres/0004_harness_checks.sql"),
     },
+    Migration {
+        version: 5,
+        name: "git_trees",
+        sqlite: include_str!("../migrations/sqlite/0005_git_trees.sql"),
+        postgres: include_str!("../migrations/postgres/0005_git_trees.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

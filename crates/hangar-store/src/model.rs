@@ -189,6 +189,9 @@ pub struct Turn {
     pub started_at: Option<i64>,
     /// When it ended or was refused.
     pub ended_at: Option<i64>,
+    /// A one-shot turn's start and end trees (S29), JSON owned by the control plane; none for
+    /// turns the driver ran (their trees are events).
+    pub git_trees: Option<Value>,
 }
 
 /// A change of a turn's state (see [`crate::Store::update_turn_state`]); each `Some` field is

@@ -13,7 +13,7 @@ use crate::{Store, now_ms};
 
 const TURN_COLS: &str = "id, session_id, idx, run_id, state, status, reason, prompt, manifest, \
      verify_state, input_tokens, output_tokens, cached_tokens, cost_usd, created_at, started_at, \
-     ended_at";
+     ended_at, git_trees";
 
 fn environment_from(r: &impl Cols) -> Result<Environment, StoreError> {
     Ok(Environment {
@@ -72,6 +72,7 @@ pub(crate) fn turn_from(r: &impl Cols) -> Result<Turn, StoreError> {
         created_at: r.int("created_at")?,
         started_at: r.opt_int("started_at")?,
         ended_at: r.opt_int("ended_at")?,
+        git_trees: r.opt_json("git_trees")?,
     })
 }
 
@@ -302,6 +303,22 @@ impl Store {
             sqlx::query("UPDATE turns SET manifest = $2 WHERE id = $1")
                 .bind(turn_id)
                 .bind(Json(manifest))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        if done == 0 {
+            return Err(not_found("turn", turn_id));
+        }
+        Ok(())
+    }
+
+    /// Records a one-shot turn's start and end trees (S29; JSON owned by the control plane).
+    pub async fn set_turn_git_trees(&self, turn_id: &str, trees: &Value) -> Result<(), StoreError> {
+        let done = write_db!(self, pool => {
+            sqlx::query("UPDATE turns SET git_trees = $2 WHERE id = $1")
+                .bind(turn_id)
+                .bind(Json(trees))
                 .execute(pool)
                 .await?
                 .rows_affected()
