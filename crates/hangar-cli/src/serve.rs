@@ -210,7 +210,7 @@ pub fn events_check(home: &Path, run: &str) -> Result<ExitCode, CliError> {
         let store = settings.open(home).await?;
         let fail = |e: hangar_store::StoreError| CliError::Failed(e.to_string());
         let r = store.run(run).await.map_err(fail)?;
-        let log = PathBuf::from(&r.ctl_path).join("run.log");
+        let log = hangar_control::run_log_path(home, &r);
         let rebuilt: Vec<serde_json::Value> = hangar_core::rebuild(&log)
             .iter()
             .filter(|e| e.offset < u64::try_from(r.log_cursor).unwrap_or(0))

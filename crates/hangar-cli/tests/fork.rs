@@ -189,6 +189,11 @@ impl Server {
     fn ctl(&self, run: &str) -> PathBuf {
         self.home.path().join(format!("hangar/runs/{run}.ctl"))
     }
+
+    /// Where the control plane keeps an ended run's pack and log.
+    fn kept(&self, run: &str) -> PathBuf {
+        self.home.path().join(format!("hangar/kept/{run}"))
+    }
 }
 
 impl Drop for Server {
@@ -472,9 +477,38 @@ async fn a_claude_fork_has_the_steps_files_and_the_conversation_up_to_it() {
         "{audit}"
     );
 
+    // The turn's pack and log are in the control plane's store: the run's control folder can
+    // go, and every step still forks and diffs.
+    let ctl = s.ctl(&run);
+    for name in ["trees.pack", "trees.idx", "run.log"] {
+        assert_eq!(
+            std::fs::read(s.kept(&run).join(name)).unwrap(),
+            std::fs::read(ctl.join(name)).unwrap(),
+            "{name} kept as the driver left it"
+        );
+    }
+    std::fs::remove_dir_all(&ctl).unwrap();
+    let again = s.home.path().join("after-ctl-gone");
+    let out = s
+        .hangar()
+        .args(["fork", &run, "--step", "2", "--dir"])
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(tree_of(&s, &again), steps[2]["tree"].as_str().unwrap());
+    assert_eq!(files(&again)["notes.txt"], "one\ntwo\n");
+    let out = s
+        .hangar()
+        .args(["diff", &run, "--from", "1", "--to", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("b.txt"), "{}", stdout(&out));
+
     // A pack whose index names one blob's content with another's id: the rebuilt tree is not
     // step 2's, so the fork is refused, and nothing is left behind.
-    let ctl = s.ctl(&run);
+    let ctl = s.kept(&run);
     let idx = ctl.join("trees.idx");
     let good = std::fs::read(&idx).unwrap();
     swap_in_idx(&idx, &blob_id("one\n"), &blob_id("one\ntwo\n"));

@@ -72,13 +72,16 @@ pub struct ControlPlane {
     pub(crate) providers: crate::sandboxes::Providers,
     pub(crate) keys: crate::passport::Keys,
     pub(crate) mailboxes: crate::live::Mailboxes,
+    pub(crate) traces: crate::traces::Traces,
 }
 
 impl ControlPlane {
     /// A control plane over `store` (which must have its vault attached).
     pub fn new(store: Store, tools: Tools) -> Arc<ControlPlane> {
         let (newest, _) = watch::channel(0);
+        let traces = crate::traces::Traces::from_tools(&tools);
         Arc::new(ControlPlane {
+            traces,
             store,
             tools,
             poll: Duration::from_millis(100),
@@ -277,6 +280,72 @@ impl ControlPlane {
                 return Err(e);
             }
         };
+        // One-shot (S29, S30): no driver, the harness once in its plain mode.
+        if let Some(why) = crate::oneshot::reason(&self.tools) {
+            let hooked = launch::hook_required(&self.tools)
+                || in_sandbox
+                    .as_ref()
+                    .is_some_and(|s| crate::sandbox_turn::hook::required(&self.tools, s));
+            if let Some(no) = crate::oneshot::refusal(session.policy, hooked) {
+                self.refuse_turn(&turn, &run_id, person, &no).await?;
+                return Err(ControlError::BadRequest(no));
+            }
+            let prompt = messages.join("\n\n");
+            let argv = crate::oneshot::argv(
+                &self.tools,
+                session.harness,
+                session.policy,
+                &options,
+                session.harness_session_id.as_deref(),
+                &prompt,
+            );
+            let mut manifest = launch::manifest(
+                &self.tools,
+                &launch::Launch {
+                    fork: None,
+                    tower: None,
+                    run_id: &run_id,
+                    ctl: &ctl,
+                    workdir: std::path::Path::new(&sandbox.workdir),
+                    harness: session.harness,
+                    policy: session.policy,
+                    resume: session.harness_session_id.as_deref(),
+                    options: &options,
+                },
+                &[],
+            );
+            manifest.argv = argv.clone();
+            manifest.policy_effective = format!("{} (one-shot)", session.policy.as_str());
+            manifest.driver_digest = "none: one-shot turn, no driver".into();
+            let manifest = manifest.sealed();
+            let one = crate::oneshot::OneShot {
+                run_id: run_id.clone(),
+                turn_id: turn.id.clone(),
+                ctl: ctl.clone(),
+                workdir: PathBuf::from(&sandbox.workdir),
+                argv,
+                policy: session.policy,
+                why,
+            };
+            if let Err(e) = self.start_one_shot(one, &session, in_sandbox.clone()).await {
+                self.refuse_turn(&turn, &run_id, person, &e.to_string())
+                    .await?;
+                return Err(e);
+            }
+            self.store
+                .set_driver_pid(&run_id, i64::from(std::process::id()))
+                .await?;
+            let mut update = TurnUpdate::to(TurnState::Running);
+            update.manifest = serde_json::to_value(&manifest).ok();
+            let turn = self.store.update_turn_state(&turn.id, &update).await?;
+            let run = self.store.run(&run.id).await?;
+            self.watch(run.clone());
+            return Ok(Started {
+                session: self.store.session(&session.id).await?,
+                turn,
+                run,
+            });
+        }
         if in_sandbox.is_none() && launch::hook_required(&self.tools) {
             // A plain folder has no uid split: every such turn is refused, audited.
             let why = launch::hook_refusal(session.harness);

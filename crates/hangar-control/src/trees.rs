@@ -2,7 +2,10 @@
 //! diff`).
 //!
 //! The trees' objects are where the driver left them: in `<ctl>/tree/` while the turn runs,
-//! in `<ctl>/trees.pack` after, and the rest in the repository's own objects (alternates). The
+//! in `<ctl>/trees.pack` after, and the rest in the repository's own objects (alternates). When
+//! the turn ends the control plane keeps the pack and the run log in its own store
+//! (`$HANGAR_HOME/kept/<run>/`, [`keep_run`]), so that a step can still be diffed and forked
+//! once the run's control folder is gone (a sandbox removed, a control folder cleaned up). The
 //! diff is git's own (`git diff`), run in a scratch bare repository of hangar's that only
 //! *reads* those objects: nothing of the agent's repository (its config, hooks, attributes) is
 //! used, and nothing is written into it.
@@ -18,6 +21,80 @@ use serde_json::Value;
 
 use crate::error::ControlError;
 use crate::plane::ControlPlane;
+
+/// Where a run's files are read from: the control plane's kept copies once the turn has ended
+/// (`$HANGAR_HOME/kept/<run>/`), else the run's control folder.
+#[derive(Clone, Debug)]
+pub(crate) struct RunFiles {
+    /// The turn's object store while the turn runs (`<ctl>/tree/`), if it is there.
+    pub store: Option<PathBuf>,
+    /// The turn's objects as one pack and its index, once the turn has ended.
+    pub pack: Option<(PathBuf, PathBuf)>,
+    /// The run log.
+    pub log: PathBuf,
+}
+
+/// The folder where the control plane keeps what a run leaves (its pack and its run log) once
+/// its turn has ended.
+pub(crate) fn kept_dir(home: &Path, run_id: &str) -> PathBuf {
+    home.join("kept").join(run_id)
+}
+
+/// The run's files: its kept copies where they are, else its control folder's.
+pub(crate) fn run_files(home: &Path, run_id: &str, ctl: &Path) -> RunFiles {
+    let kept = kept_dir(home, run_id);
+    let ctl = hangar_protocol::ctl::ControlDir::at(ctl.to_owned());
+    let store = Some(ctl.tree_store()).filter(|p| p.is_dir());
+    let pack_at = |dir: &Path| {
+        let (pack, idx) = (dir.join("trees.pack"), dir.join("trees.idx"));
+        (pack.is_file() && idx.is_file()).then_some((pack, idx))
+    };
+    let pack = pack_at(&kept).or_else(|| pack_at(ctl.root()));
+    let kept_log = kept.join("run.log");
+    let log = if kept_log.is_file() {
+        kept_log
+    } else {
+        ctl.run_log()
+    };
+    RunFiles { store, pack, log }
+}
+
+/// Copies the ended run's pack (with its index) and its run log from its control folder into
+/// the control plane's store (`$HANGAR_HOME/kept/<run>/`, hangar's user's only). Each file is
+/// written under a temporary name and renamed, so a reader never sees half of one. Files the
+/// run does not have (a turn that never hashed, a driver that died) are skipped.
+pub(crate) fn keep_run(home: &Path, run_id: &str, ctl: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let dir = kept_dir(home, run_id);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)?;
+    for name in ["trees.pack", "trees.idx", "run.log"] {
+        let from = ctl.join(name);
+        if !from.is_file() {
+            continue;
+        }
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::copy(&from, &tmp)?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&tmp, dir.join(name))?;
+    }
+    Ok(())
+}
+
+/// Where the run's log is read from: the control plane's kept copy (under hangar's home
+/// `home`) once the turn has ended and was kept, else the run's control folder.
+pub fn run_log_path(home: &Path, run: &hangar_store::Run) -> PathBuf {
+    run_files(home, &run.id, Path::new(&run.ctl_path)).log
+}
+
+impl ControlPlane {
+    /// [`run_log_path`] under this control plane's home.
+    pub fn run_log_path(&self, run: &hangar_store::Run) -> PathBuf {
+        run_log_path(&self.tools.home, run)
+    }
+}
 
 /// One step of a run: a tree the driver recorded.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -109,11 +186,11 @@ impl ControlPlane {
         let turn = self.store.turn(&run.turn_id).await?;
         let session = self.store.session(&turn.session_id).await?;
         let sandbox = self.store.sandbox(&session.sandbox_id).await?;
-        let ctl = PathBuf::from(&run.ctl_path);
+        let files = run_files(&self.tools.home, &run.id, Path::new(&run.ctl_path));
         let workdir = PathBuf::from(&sandbox.workdir);
         let (ta, tb) = (a.tree.clone(), b.tree.clone());
         let (files, patch) =
-            tokio::task::spawn_blocking(move || git_diff(&ctl, &workdir, &ta, &tb))
+            tokio::task::spawn_blocking(move || git_diff(&files, &workdir, &ta, &tb))
                 .await
                 .map_err(|e| ControlError::Internal(format!("the diff's thread: {e}")))??;
         Ok(TreeDiff {
@@ -128,7 +205,7 @@ impl ControlPlane {
 /// `git diff` of two trees, in a scratch bare repository whose objects are the run's (its store
 /// or its pack) and the work tree's repository's.
 fn git_diff(
-    ctl: &Path,
+    run: &RunFiles,
     workdir: &Path,
     a: &str,
     b: &str,
@@ -141,20 +218,15 @@ fn git_diff(
         false,
     )?;
     let objects = git_dir.join("objects");
-    let mut alternates = Vec::new();
-    let store = ctl.join("tree");
-    if store.is_dir() {
-        alternates.push(store);
-    }
-    let pack = ctl.join("trees.pack");
-    if pack.is_file() {
+    let mut alternates: Vec<PathBuf> = run.store.iter().cloned().collect();
+    if let Some((pack, idx)) = &run.pack {
         let packs = objects.join("pack");
         let copy = |from: &Path, to: &str| {
             std::fs::copy(from, packs.join(to))
                 .map_err(|e| ControlError::Internal(format!("cannot read {}: {e}", from.display())))
         };
-        copy(&pack, "pack-turn.pack")?;
-        copy(&ctl.join("trees.idx"), "pack-turn.idx")?;
+        copy(pack, "pack-turn.pack")?;
+        copy(idx, "pack-turn.idx")?;
     }
     if let Some(repo) = hangar_treehash::RepoLayout::discover(workdir).objects_dir() {
         alternates.push(repo);

@@ -351,6 +351,20 @@ async fn end_turn(
     // The run's key files for Tower go first (T15): no renewal writes one back after this, and
     // nobody sees the turn ended with one there.
     plane.key_files_gone(run).await;
+    // The turn's objects and its log go into the control plane's store before anyone sees the
+    // turn ended, so its steps outlive the control folder.
+    let (home, id, ctl) = (
+        plane.tools.home.clone(),
+        run.id.clone(),
+        PathBuf::from(&run.ctl_path),
+    );
+    match tokio::task::spawn_blocking(move || crate::trees::keep_run(&home, &id, &ctl)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(run = %run.id, error = %e, "cannot keep the run's pack and log")
+        }
+        Err(e) => tracing::warn!(run = %run.id, error = %e, "cannot keep the run's pack and log"),
+    }
     plane.sandbox_run_ended(&run.id).await;
     let store = &plane.store;
     plane.mailboxes.remove(&run.id);
@@ -370,6 +384,10 @@ async fn end_turn(
             .append("hangar", "run.key_destroyed", &json!({"run": run.id}))
             .await;
     }
+    // The turn's trace, off the watcher's path (an endpoint that is slow to answer never holds
+    // up the next turn).
+    let (me, id) = (Arc::clone(plane), run.id.clone());
+    tokio::spawn(async move { me.export_turn_trace(&id).await });
     if handed_back.is_empty() {
         return;
     }

@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use axum::Json;
@@ -40,7 +40,7 @@ pub(crate) async fn run_log(
 ) -> Result<Response, ApiError> {
     let run = plane.store().run(&id).await?;
     let ended = run.state != RunState::Live;
-    let path = PathBuf::from(&run.ctl_path).join("run.log");
+    let path = plane.run_log_path(&run);
     let max = q.max.unwrap_or(DEFAULT_MAX).clamp(4096, 16 << 20);
     let offset = q.offset;
     let read = tokio::task::spawn_blocking(move || complete_lines(&path, offset, max))

@@ -94,7 +94,7 @@ impl ControlPlane {
             }
             if let Some(r) = &t.run_id {
                 let r = self.store.run(r).await?;
-                earlier.push(run_log(&r.ctl_path));
+                earlier.push(self.run_log_path(&r));
             }
         }
         let sandbox_id = new_id("sb")?;
@@ -109,14 +109,14 @@ impl ControlPlane {
             None => self.tools.home.join("forks").join(&sandbox_id),
         };
         let harness = source.harness;
-        let (log, tree, n) = (run_log(&run.ctl_path), step.tree.clone(), req.step);
-        let ctl = PathBuf::from(&run.ctl_path);
+        let files = crate::trees::run_files(&self.tools.home, &run.id, Path::new(&run.ctl_path));
+        let (log, tree, n) = (files.log.clone(), step.tree.clone(), req.step);
         let workdir = PathBuf::from(&source_sandbox.workdir);
         let d = dir.clone();
         let made = blocking(move || -> Result<_, ControlError> {
             let conversation = cut::find(harness, &earlier, &log, n, &tree)?;
             let created = prepare(&d)?;
-            match rebuild::rebuild(&ctl, &workdir, &tree, &d) {
+            match rebuild::rebuild(&files, &workdir, &tree, &d) {
                 Ok(r) if r.rehashed == tree => Ok((conversation, r)),
                 Ok(r) => {
                     clean(&d, created);
@@ -266,10 +266,6 @@ impl ControlPlane {
 
 fn record_of(f: &Fork) -> Option<ForkRecord> {
     serde_json::from_value(f.record.clone()).ok()
-}
-
-fn run_log(ctl: &str) -> PathBuf {
-    hangar_protocol::ctl::ControlDir::at(PathBuf::from(ctl)).run_log()
 }
 
 /// Makes `dir` ready for the fork: it must not exist (it is created) or be an empty folder.

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::error::ControlError;
-use crate::trees::Scratch;
+use crate::trees::{RunFiles, Scratch};
 
 /// What the rebuild made.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,10 +49,10 @@ impl From<Failed> for ControlError {
     }
 }
 
-/// Rebuilds `tree` into `dest` (an empty folder), the objects read from `ctl` (the run's
-/// control folder) and the work tree `source`'s repository.
+/// Rebuilds `tree` into `dest` (an empty folder), the objects read from the run's files (its
+/// kept pack, or its control folder's) and the work tree `source`'s repository.
 pub(crate) fn rebuild(
-    ctl: &Path,
+    run: &RunFiles,
     source: &Path,
     tree: &str,
     dest: &Path,
@@ -61,7 +61,7 @@ pub(crate) fn rebuild(
         return Err(Failed::Store(format!("{tree:?} is not a tree id")));
     }
     let scratch = Scratch::new().map_err(|e| Failed::Internal(e.to_string()))?;
-    let turn_objects = turn_objects(ctl, &scratch.0)?;
+    let turn_objects = turn_objects(run, &scratch.0)?;
     let layout = hangar_treehash::RepoLayout::discover(source);
     // A scratch repository that reads every object there is: the turn's, the source's and
     // (once cloned) the fork's.
@@ -161,24 +161,16 @@ pub(crate) fn rebuild(
 }
 
 /// The run's own objects as alternates: its object store while the turn runs, and a copy of
-/// its pack (`trees.pack` + `.idx`) in the scratch folder once it has ended.
-fn turn_objects(ctl: &Path, scratch: &Path) -> Result<Vec<PathBuf>, Failed> {
-    let mut dirs = Vec::new();
-    let store = hangar_protocol::ctl::ControlDir::at(ctl.to_owned()).tree_store();
-    if store.is_dir() {
-        dirs.push(store);
-    }
-    let pack = ctl.join("trees.pack");
-    if pack.is_file() {
+/// its pack (`trees.pack` + `.idx`, the kept one once the turn has ended) in the scratch folder.
+fn turn_objects(run: &RunFiles, scratch: &Path) -> Result<Vec<PathBuf>, Failed> {
+    let mut dirs: Vec<PathBuf> = run.store.iter().cloned().collect();
+    if let Some((pack, idx)) = &run.pack {
         let objects = scratch.join("turn-objects");
         let packs = objects.join("pack");
         std::fs::create_dir_all(&packs)
             .map_err(|e| Failed::Internal(format!("{}: {e}", packs.display())))?;
-        for (from, to) in [
-            (pack, "pack-turn.pack"),
-            (ctl.join("trees.idx"), "pack-turn.idx"),
-        ] {
-            std::fs::copy(&from, packs.join(to)).map_err(|e| {
+        for (from, to) in [(pack, "pack-turn.pack"), (idx, "pack-turn.idx")] {
+            std::fs::copy(from, packs.join(to)).map_err(|e| {
                 Failed::Store(format!(
                     "cannot read the turn's objects {}: {e}",
                     from.display()
@@ -370,7 +362,13 @@ mod tests {
         let tree = hash_like_the_driver(&work, &ctl);
         let status_before = sh(&work, &["status", "--porcelain"]);
 
-        let r = rebuild(&ctl, &work, &tree, &dest).unwrap();
+        let r = rebuild(
+            &crate::trees::run_files(t.path(), "run-t", &ctl),
+            &work,
+            &tree,
+            &dest,
+        )
+        .unwrap();
         assert_eq!(
             r,
             Rebuilt {
@@ -418,7 +416,13 @@ mod tests {
         std::os::unix::fs::symlink("d/x.txt", work.join("link")).unwrap();
         let tree = hash_like_the_driver(&work, &ctl);
         std::fs::create_dir(&dest).unwrap();
-        let r = rebuild(&ctl, &work, &tree, &dest).unwrap();
+        let r = rebuild(
+            &crate::trees::run_files(t.path(), "run-t", &ctl),
+            &work,
+            &tree,
+            &dest,
+        )
+        .unwrap();
         assert_eq!(
             (r.repository, r.head, r.rehashed.as_str()),
             (false, None, tree.as_str())
@@ -432,7 +436,12 @@ mod tests {
         let other = t.path().join("other");
         std::fs::create_dir(&other).unwrap();
         let missing = "0123456789012345678901234567890123456789";
-        match rebuild(&ctl, &work, missing, &other) {
+        match rebuild(
+            &crate::trees::run_files(t.path(), "run-t", &ctl),
+            &work,
+            missing,
+            &other,
+        ) {
             Err(Failed::Store(m)) => assert!(m.contains(missing), "{m}"),
             other => panic!("{other:?}"),
         }
