@@ -906,3 +906,81 @@ async fn an_environment_adds_a_deny_rule_for_its_sandboxes() {
     assert!(!ws.join("cow.txt").exists(), "the command ran");
     s.ok(&["sb", "rm", &sb]);
 }
+
+/// A one-shot turn (S29, S30) in a local sandbox with the uid split: no driver is copied in;
+/// `claude -p` runs once as the agent's uid in the sandbox's copy, and the turn records the
+/// start and end trees of that copy, untrusted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_turn_in_a_local_sandbox_runs_as_the_agent() {
+    assert!(is_root(), "the uid split needs root (CI runs as root)");
+    let s = Server::start_with(
+        Script::new([
+            Step::tool(
+                "Bash",
+                json!({"command": "echo made > made.txt && id -u > uid.txt", "description": "make"}),
+            ),
+            Step::text("made it").expect_tool_result(),
+        ]),
+        vec![("HANGAR_LIVE_TURNS".into(), "false".into())],
+        None,
+    );
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let env = s.home.path().join("loc.yaml");
+    std::fs::write(&env, "name: loc\nprovider: local\nnetwork: host\n").unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "loc",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    let sb = out
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("sandbox: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+    let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
+    let tree = |dir: &Path| {
+        let out = s.hangar().arg("tree").arg(dir).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let start = tree(&ws);
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "auto", "prompt": "make a file"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], 0, "{t}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("made.txt")).unwrap(),
+        "made\n"
+    );
+    let uid: u32 = std::fs::read_to_string(ws.join("uid.txt"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(uid, 0, "the harness ran as root");
+    let g = &t["git_trees"];
+    assert_eq!(g["start"]["tree"], json!(start), "{g}");
+    assert_eq!(g["end"]["tree"], json!(tree(&ws)), "{g}");
+    assert_ne!(g["start"]["tree"], g["end"]["tree"]);
+    assert_eq!(g["trusted"], false, "{g}");
+    let argv = t["manifest"]["argv"].to_string();
+    assert!(
+        argv.contains("\"-p\"") && !argv.contains("hangar-driver"),
+        "{argv}"
+    );
+    s.ok(&["sb", "rm", &sb]);
+}
