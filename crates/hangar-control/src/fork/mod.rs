@@ -8,6 +8,11 @@
 //! turn) forks at the nearest turn before it, and the fork's record and the capability flag
 //! say so. The fork's first turn starts the harness with `--fork PARENT --fork-at CUT` (see
 //! [`ControlPlane::fork_point`]); later turns resume the fork's own session.
+//!
+//! Non-goals (yet): forks of runs in a provider's sandbox. They are refused, audited, with the
+//! reason: the harness's conversation lives in that sandbox's agent home, and a fork made as a
+//! plain folder would run the agent unconfined without it; such a fork needs a new sandbox of
+//! the same environment with the conversation copied across.
 
 mod cut;
 mod rebuild;
@@ -87,6 +92,28 @@ impl ControlPlane {
         let turn = self.store.turn(&run.turn_id).await?;
         let source = self.store.session(&turn.session_id).await?;
         let source_sandbox = self.store.sandbox(&source.sandbox_id).await?;
+        if let Some(sb) = crate::sandboxes::handle_of(&source_sandbox)? {
+            // The harness's conversation (Claude Code's session file, Codex's rollout) is in
+            // the sandbox's agent home, and the source ran confined: a fork made as a plain
+            // folder on this machine would lose the one and drop the other. Refused until a
+            // fork makes a sandbox of its own (S31 for sandboxed runs).
+            let why = format!(
+                "the fork is refused: run {} ran in {} sandbox {} (environment {}), and a fork of a sandboxed run is not made yet: it would have to be a new sandbox of the same environment holding the step's tree and a copy of the harness's conversation from the sandbox's agent home, while a fork today is a plain folder on this machine, where the agent would run unconfined and the conversation cannot be found",
+                run.id,
+                sb.env.provider.as_str(),
+                sb.id,
+                source_sandbox.environment
+            );
+            self.store
+                .audit()
+                .append(
+                    &req.person,
+                    "fork.refused",
+                    &json!({"run": req.run, "step": req.step, "tree": step.tree, "why": why}),
+                )
+                .await?;
+            return Err(ControlError::Refused(why));
+        }
         let mut earlier = Vec::new();
         for t in self.store.turns(&source.id).await? {
             if t.index >= turn.index {
