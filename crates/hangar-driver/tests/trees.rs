@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -58,18 +58,35 @@ fn git_tree(dir: &Path) -> String {
 
 /// Every file under `.git/objects`.
 fn objects(repo: &Path) -> BTreeSet<PathBuf> {
-    fn walk(d: &Path, out: &mut BTreeSet<PathBuf>) {
+    fingerprint(&repo.join(".git/objects"))
+        .into_keys()
+        .collect()
+}
+
+/// Every file and folder under `dir` with its mode, size, modification time and content: what
+/// a write, a touch or a "freshening" would change.
+fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, (u32, u64, i64, i64, Vec<u8>)> {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(d: &Path, out: &mut BTreeMap<PathBuf, (u32, u64, i64, i64, Vec<u8>)>) {
         for e in std::fs::read_dir(d).unwrap().flatten() {
             let p = e.path();
-            if p.is_dir() {
-                walk(&p, out);
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let body = if m.is_file() {
+                std::fs::read(&p).unwrap()
             } else {
-                out.insert(p);
+                Vec::new()
+            };
+            out.insert(
+                p.clone(),
+                (m.mode(), m.len(), m.mtime(), m.mtime_nsec(), body),
+            );
+            if m.is_dir() {
+                walk(&p, out);
             }
         }
     }
-    let mut out = BTreeSet::new();
-    walk(&repo.join(".git/objects"), &mut out);
+    let mut out = BTreeMap::new();
+    walk(dir, &mut out);
     out
 }
 
@@ -92,6 +109,9 @@ fn tree_lines(rig: &Rig) -> Vec<Value> {
 
 #[test]
 fn a_claude_turn_records_git_trees_at_start_end_and_after_file_changes() {
+    // The work folder is made first: Read and Edit take absolute paths.
+    let folder = tempfile::tempdir().unwrap();
+    let a_txt = folder.path().join("a.txt");
     let mut rig = Rig::new(
         Script::new([
             Step::tool(
@@ -102,12 +122,19 @@ fn a_claude_turn_records_git_trees_at_start_end_and_after_file_changes() {
                 "Bash",
                 json!({"command": "cat a.txt", "description": "read a"}),
             ),
+            Step::tool("Read", json!({"file_path": a_txt})),
+            Step::tool(
+                "Edit",
+                json!({"file_path": a_txt, "old_string": "a", "new_string": "edited"}),
+            ),
             Step::text("done"),
         ]),
         "change things",
     );
+    rig.work = folder;
     let work = rig.work.path().to_owned();
     seed_repo(&work);
+    let git_before = fingerprint(&work.join(".git"));
     let start_tree = git_tree(&work);
     let start_clone = tempfile::tempdir().unwrap();
     git(
@@ -138,24 +165,38 @@ fn a_claude_turn_records_git_trees_at_start_end_and_after_file_changes() {
         .map(|b| {
             (
                 b["id"].as_str().unwrap().to_owned(),
-                b["input"]["command"].as_str().unwrap().to_owned(),
+                b["input"]["command"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
             )
         })
         .collect();
-    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls.len(), 4, "{calls:?}");
     let after: Vec<&Value> = lines
         .iter()
         .filter(|l| l["tool_use_id"].is_string())
         .collect();
-    assert_eq!(after.len(), 1, "only the writing call: {lines:#?}");
+    // The writing Bash call and the Edit changed the tree; the reading Bash and Read did not.
+    assert_eq!(after.len(), 2, "only the writing calls: {lines:#?}");
     assert_eq!(after[0]["tool_use_id"], calls[0].0.as_str());
+    assert_eq!(after[1]["tool_use_id"], calls[3].0.as_str());
+    assert_eq!(std::fs::read_to_string(&a_txt).unwrap(), "edited\n");
     let end_tree = git_tree(&work);
     assert_ne!(end_tree, start_tree);
     assert_eq!(
-        after[0]["tree"],
+        after[1]["tree"],
         end_tree.as_str(),
-        "git's id after the call"
+        "git's id after the Edit"
     );
+    // After the Bash call: the end state with a.txt as it was before the Edit.
+    std::fs::write(&a_txt, "a\n").unwrap();
+    assert_eq!(
+        after[0]["tree"],
+        git_tree(&work).as_str(),
+        "git's id after the Bash call"
+    );
+    std::fs::write(&a_txt, "edited\n").unwrap();
     assert_eq!(lines.last().unwrap()["tree"], end_tree.as_str());
     // Without the uid split the agent could have changed what was hashed.
     assert!(lines.iter().all(|l| l["trusted"] == false), "{lines:#?}");
@@ -185,6 +226,10 @@ fn a_claude_turn_records_git_trees_at_start_end_and_after_file_changes() {
         objects(&work),
         objects_before,
         "nothing written into the repo's objects"
+    );
+    assert!(
+        fingerprint(&work.join(".git")) == git_before,
+        "nothing in the agent's .git written, touched or freshened"
     );
     let ids: Vec<String> = lines
         .iter()
