@@ -1,8 +1,16 @@
-//! `cargo bench -p hangar-treehash`: per-step time of this crate's hasher (with the inotify watch,
-//! and with full stat walks) against git's own method (`git add -A && git write-tree` on a
-//! scratch index kept between steps), on generated repositories of about 265, 4,847 and 38,570
-//! files, 1–3 files changed per step; every step's id is checked against git's. Then a 200 MB
-//! untracked file. `HANGAR_TREEHASH_BENCH_SIZES=265,4847` picks sizes, `…_STEPS=30` steps.
+//! `cargo bench -p hangar-treehash` (or `scripts/bench-trees` for the real repositories): per
+//! step, the seed's method (`git add -A && git write-tree` with a scratch index seeded from the
+//! repository's and an object directory of its own with the repository's objects as
+//! alternates) beside this crate's hasher, with the inotify watch and with full stat walks, over
+//! the same simulated agent steps (1-3 files changed, added or deleted each), every step's three
+//! ids compared. Prints p50, p90 and max per step, the cold first hash (a new scratch index / a
+//! new hasher; the page cache is warm), the heap each hasher holds, then a 200 MB untracked file
+//! (pseudo-random, so zlib cannot shrink it) by both methods.
+//!
+//! Repositories: `HANGAR_TREEHASH_BENCH_REPOS=name=PATH,...` (committed repositories, cloned
+//! into a scratch folder first; `scripts/bench-trees` fetches three real ones from package
+//! registries), else generated ones of `HANGAR_TREEHASH_BENCH_SIZES` files (265,4847,38570).
+//! `HANGAR_TREEHASH_BENCH_STEPS` (50) steps.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -11,9 +19,52 @@
 )]
 
 use hangar_treehash::{Options, Store, TreeHasher, UserConfig};
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// Counts the heap in use, so each hasher's share can be read off.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is passed to the system allocator unchanged; only counters are added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: as the caller promised for `l`.
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: as the caller promised for `p` and `l`.
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        // SAFETY: as the caller promised.
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+            let now = LIVE.fetch_add(new, Ordering::Relaxed) + new;
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn mb(bytes: usize) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
 
 struct Rng(u64);
 impl Rng {
@@ -55,11 +106,10 @@ fn run(c: &mut Command) -> String {
 }
 
 /// A repository of `n` files, ~10 per directory, three levels deep, committed.
-fn make_repo(root: &Path, home: &Path, n: usize) -> Vec<PathBuf> {
+fn make_repo(root: &Path, home: &Path, n: usize) {
     std::fs::create_dir_all(root).unwrap();
     run(git(home, root).args(["init", "-q"]));
     std::fs::write(root.join(".gitignore"), "*.o\ntarget/\n").unwrap();
-    let mut files = Vec::with_capacity(n);
     let mut rng = Rng(n as u64);
     for i in 0..n {
         let d = i / 10;
@@ -76,157 +126,287 @@ fn make_repo(root: &Path, home: &Path, n: usize) -> Vec<PathBuf> {
             .map(|j| (b'a' + ((i + j) % 26) as u8) as char)
             .collect();
         std::fs::write(&p, body).unwrap();
-        files.push(rel);
     }
     run(git(home, root).args(["add", "-A"]));
     run(git(home, root).args(["commit", "-qm", "init"]));
-    files
 }
 
-fn p50(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
+/// The tracked files (regular files only: edits append to them).
+fn tracked(home: &Path, root: &Path) -> Vec<PathBuf> {
+    run(git(home, root).args(["ls-files", "-s"]))
+        .lines()
+        .filter(|l| l.starts_with("100"))
+        .filter_map(|l| l.split_once('\t').map(|(_, p)| PathBuf::from(p)))
+        .collect()
 }
 
-fn edit(root: &Path, files: &[PathBuf], rng: &mut Rng, step: usize) {
+/// One simulated agent step: 1-3 changes, most of them edits, some new files, some deletions.
+fn step_edit(root: &Path, files: &mut Vec<PathBuf>, rng: &mut Rng, step: usize) {
     for k in 0..1 + rng.below(3) {
-        let f = &files[rng.below(files.len())];
-        std::fs::write(
-            root.join(f),
-            format!("step {step} change {k} {}\n", rng.next()),
-        )
-        .unwrap();
+        let roll = rng.below(20);
+        let i = rng.below(files.len());
+        if roll < 2 && files.len() > 10 {
+            let f = files.swap_remove(i);
+            let _ = std::fs::remove_file(root.join(f));
+        } else if roll < 5 {
+            let dir = files[i].parent().map(Path::to_path_buf).unwrap_or_default();
+            let rel = dir.join(format!("hangar-bench-{step}-{k}.txt"));
+            std::fs::write(root.join(&rel), format!("new in step {step}\n")).unwrap();
+            files.push(rel);
+        } else {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(root.join(&files[i]))
+                .unwrap();
+            writeln!(f, "step {step} change {k} {}", rng.next()).unwrap();
+        }
     }
 }
 
-fn bench_size(tmp: &Path, home: &Path, n: usize, steps: usize) {
-    let root = tmp.join(format!("repo-{n}"));
-    let t = Instant::now();
-    let files = make_repo(&root, home, n);
-    let setup = t.elapsed();
-    // git's method, with its scratch index kept between steps.
-    let scratch = tmp.join(format!("scratch-{n}"));
-    std::fs::create_dir_all(scratch.join("objects")).unwrap();
-    let index = scratch.join("index");
-    std::fs::copy(root.join(".git/index"), &index).unwrap();
-    let git_step = |c: &mut Command| {
-        c.env("GIT_INDEX_FILE", &index)
-            .env("GIT_OBJECT_DIRECTORY", scratch.join("objects"))
-            .env(
-                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-                root.join(".git/objects"),
-            );
-    };
-    let git_tree = || {
-        let mut add = git(home, &root);
+/// p50, p90 and max.
+fn spread(v: &[Duration]) -> (Duration, Duration, Duration) {
+    let mut s = v.to_vec();
+    s.sort();
+    let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.9), *s.last().unwrap())
+}
+
+/// The seed's method: `git add -A && git write-tree` on a scratch index and object directory.
+struct GitMethod<'a> {
+    home: &'a Path,
+    root: &'a Path,
+    scratch: PathBuf,
+}
+
+impl GitMethod<'_> {
+    fn new<'a>(home: &'a Path, root: &'a Path, scratch: PathBuf) -> GitMethod<'a> {
+        std::fs::create_dir_all(scratch.join("objects")).unwrap();
+        std::fs::copy(root.join(".git/index"), scratch.join("index")).unwrap();
+        GitMethod {
+            home,
+            root,
+            scratch,
+        }
+    }
+
+    fn tree(&self) -> String {
+        let env = |c: &mut Command| {
+            c.env("GIT_INDEX_FILE", self.scratch.join("index"))
+                .env("GIT_OBJECT_DIRECTORY", self.scratch.join("objects"))
+                .env(
+                    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                    self.root.join(".git/objects"),
+                );
+        };
+        let mut add = git(self.home, self.root);
         add.args(["add", "-A"]);
-        git_step(&mut add);
+        env(&mut add);
         run(&mut add);
-        let mut wt = git(home, &root);
+        let mut wt = git(self.home, self.root);
         wt.arg("write-tree");
-        git_step(&mut wt);
+        env(&mut wt);
         run(&mut wt)
-    };
-    git_tree();
-    let opts = |watch| Options {
+    }
+}
+
+fn opts(home: &Path, watch: bool) -> Options {
+    Options {
         user: UserConfig {
             home: Some(home.to_path_buf()),
             ..UserConfig::none()
         },
         watch,
         threads: 2,
-    };
+    }
+}
+
+fn time<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t = Instant::now();
+    let v = f();
+    (v, t.elapsed())
+}
+
+fn row(label: &str, cold: Duration, times: &[Duration], git_p50: Option<Duration>, extra: &str) {
+    let (p50, p90, max) = spread(times);
+    let speed = git_p50.map_or(String::new(), |g| {
+        format!("{:>6.1}x", g.as_secs_f64() / p50.as_secs_f64())
+    });
+    println!("  {label:<16} {p50:>9.2?} {p90:>9.2?} {max:>9.2?} {cold:>10.1?} {speed:>7}  {extra}");
+}
+
+fn bench_repo(tmp: &Path, home: &Path, name: &str, root: &Path, steps: usize) {
+    let mut files = tracked(home, root);
+    println!(
+        "\n{name}: {} tracked files ({}), {steps} steps",
+        files.len(),
+        root.display()
+    );
+    println!(
+        "  {:<16} {:>9} {:>9} {:>9} {:>10} {:>7}  heap held",
+        "method", "p50", "p90", "max", "cold first", "vs git"
+    );
+    let git_m = GitMethod::new(home, root, tmp.join(format!("scratch-{name}")));
+    let (first_git, git_cold) = time(|| git_m.tree());
+    let alternates = [root.join(".git/objects")];
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let mut walk = TreeHasher::with_options(
+        root,
+        Store::open(&tmp.join(format!("store-{name}-walk")), &alternates).unwrap(),
+        opts(home, false),
+    )
+    .unwrap();
+    let (first_walk, walk_cold) = time(|| walk.hash().unwrap().to_hex());
+    let walk_heap = LIVE.load(Ordering::Relaxed) - before;
+    let walk_peak = PEAK.load(Ordering::Relaxed) - before;
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let mut watch = TreeHasher::with_options(
+        root,
+        Store::open(&tmp.join(format!("store-{name}-watch")), &alternates).unwrap(),
+        opts(home, true),
+    )
+    .unwrap();
+    let (first_watch, watch_cold) = time(|| watch.hash().unwrap().to_hex());
+    let watch_heap = LIVE.load(Ordering::Relaxed) - before;
+    let watch_peak = PEAK.load(Ordering::Relaxed) - before;
+    assert_eq!(first_walk, first_git, "{name}: first hash (stat walk)");
+    assert_eq!(first_watch, first_git, "{name}: first hash (watch)");
+    assert!(watch.watching(), "{name}: the inotify watch is off");
+    // Past the racy window, as a turn's steps are.
+    std::thread::sleep(Duration::from_millis(2100));
     let mut rng = Rng(7);
-    let mut git_times = Vec::new();
-    let mut results = Vec::new();
-    for watch in [true, false] {
-        let store = Store::open(
-            &tmp.join(format!("store-{n}-{watch}")),
-            &[root.join(".git/objects")],
-        )
-        .unwrap();
-        let mut h = TreeHasher::with_options(&root, store, opts(watch)).unwrap();
-        let t = Instant::now();
-        h.hash().unwrap();
-        let first = t.elapsed();
-        // Past the racy window, as a turn's steps are.
-        std::thread::sleep(Duration::from_millis(2100));
-        h.hash().unwrap();
-        let mut times = Vec::new();
-        for step in 0..steps {
-            edit(&root, &files, &mut rng, step);
-            let t = Instant::now();
-            let ours = h.hash().unwrap().to_hex();
-            times.push(t.elapsed());
-            let t = Instant::now();
-            let theirs = git_tree();
-            git_times.push(t.elapsed());
-            assert_eq!(ours, theirs, "n={n} watch={watch} step {step}");
+    let (mut tg, mut tw, mut tn) = (Vec::new(), Vec::new(), Vec::new());
+    for step in 0..steps {
+        step_edit(root, &mut files, &mut rng, step);
+        // The three in a rotating order, so none is always the first to see the changes.
+        let mut ids = [String::new(), String::new(), String::new()];
+        for k in 0..3 {
+            match (step + k) % 3 {
+                0 => {
+                    let (id, t) = time(|| git_m.tree());
+                    tg.push(t);
+                    ids[0] = id;
+                }
+                1 => {
+                    let (id, t) = time(|| walk.hash().unwrap().to_hex());
+                    tn.push(t);
+                    ids[1] = id;
+                }
+                _ => {
+                    let (id, t) = time(|| watch.hash().unwrap().to_hex());
+                    tw.push(t);
+                    ids[2] = id;
+                }
+            }
         }
-        results.push((watch, first, p50(&mut times), *times.iter().max().unwrap()));
+        assert_eq!(ids[1], ids[0], "{name} step {step}: stat walk vs git");
+        assert_eq!(ids[2], ids[0], "{name} step {step}: watch vs git");
     }
-    let g = p50(&mut git_times);
-    println!("{n:>6} files (setup {setup:.1?}): git add -A && write-tree p50 {g:>9.2?}");
-    for (watch, first, p, max) in results {
-        println!(
-            "        ours, {:<10} p50 {p:>9.2?} (max {max:>9.2?}, first hash {first:>8.1?})  {:>5.1}x faster",
-            if watch { "watch" } else { "stat walk" },
-            g.as_secs_f64() / p.as_secs_f64()
-        );
+    let g = spread(&tg).0;
+    row("git add+write", git_cold, &tg, None, "");
+    row(
+        "ours, watch",
+        watch_cold,
+        &tw,
+        Some(g),
+        &format!("{:.1} MB (peak {:.1} MB)", mb(watch_heap), mb(watch_peak)),
+    );
+    row(
+        "ours, stat walk",
+        walk_cold,
+        &tn,
+        Some(g),
+        &format!("{:.1} MB (peak {:.1} MB)", mb(walk_heap), mb(walk_peak)),
+    );
+    println!("  every step's ids equal: {steps} x 3");
+    drop(walk);
+    drop(watch);
+}
+
+/// A 200 MB untracked file that no ignore rule covers, pseudo-random (incompressible).
+fn big_file(tmp: &Path, home: &Path, root: &Path) {
+    let git_m = GitMethod::new(home, root, tmp.join("scratch-big"));
+    git_m.tree();
+    let mut h = TreeHasher::with_options(
+        root,
+        Store::open(&tmp.join("store-big"), &[root.join(".git/objects")]).unwrap(),
+        opts(home, true),
+    )
+    .unwrap();
+    h.hash().unwrap();
+    let mut rng = Rng(200);
+    let mut block = vec![0u8; 1 << 20];
+    let path = root.join("big.bin");
+    let mut f = std::fs::File::create(&path).unwrap();
+    for _ in 0..200 {
+        for c in block.chunks_mut(8) {
+            c.copy_from_slice(&rng.next().to_le_bytes());
+        }
+        std::io::Write::write_all(&mut f, &block).unwrap();
     }
+    f.sync_all().unwrap();
+    drop(f);
+    let (ours, t_ours) = time(|| h.hash().unwrap().to_hex());
+    let (theirs, t_git) = time(|| git_m.tree());
+    assert_eq!(ours, theirs, "the 200 MB file's tree");
+    println!(
+        "\n200 MB untracked file (pseudo-random): git add -A && write-tree {t_git:.2?}, ours {t_ours:.2?} (hashed and stored; target < 1.5 s, cut-off 2 s)"
+    );
+    std::fs::remove_file(&path).unwrap();
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let sizes: Vec<usize> = std::env::var("HANGAR_TREEHASH_BENCH_SIZES")
-        .ok()
-        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![265, 4847, 38570]);
     let steps: usize = std::env::var("HANGAR_TREEHASH_BENCH_STEPS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
-    println!("hangar-treehash: per-step p50, {steps} steps of 1-3 changed files");
-    for n in sizes {
-        bench_size(tmp.path(), &home, n, steps);
-    }
-    // A 200 MB untracked file.
-    let root = tmp.path().join("repo-big");
-    make_repo(&root, &home, 10);
-    let store = Store::open(&tmp.path().join("store-big"), &[root.join(".git/objects")]).unwrap();
-    let mut h = TreeHasher::with_options(
-        &root,
-        store,
-        Options {
-            watch: true,
-            ..Options::default()
-        },
-    )
-    .unwrap();
-    h.hash().unwrap();
-    let mut block = vec![0u8; 1 << 20];
-    let mut f = std::fs::File::create(root.join("big.bin")).unwrap();
-    for i in 0..200u32 {
-        block[..4].copy_from_slice(&i.to_le_bytes());
-        std::io::Write::write_all(&mut f, &block).unwrap();
-    }
-    drop(f);
+        .unwrap_or(50);
+    let mut repos: Vec<(String, PathBuf)> = Vec::new();
     let t = Instant::now();
-    h.hash().unwrap();
+    match std::env::var("HANGAR_TREEHASH_BENCH_REPOS") {
+        Ok(list) => {
+            for item in list.split(',').filter(|s| !s.is_empty()) {
+                let (name, path) = item.split_once('=').expect("name=PATH");
+                let root = tmp.path().join(name);
+                run(git(&home, tmp.path())
+                    .args(["clone", "-q", "--no-hardlinks"])
+                    .arg(path)
+                    .arg(&root));
+                repos.push((name.to_owned(), root));
+            }
+        }
+        Err(_) => {
+            let sizes: Vec<usize> = std::env::var("HANGAR_TREEHASH_BENCH_SIZES")
+                .ok()
+                .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+                .unwrap_or_else(|| vec![265, 4847, 38570]);
+            for n in sizes {
+                let root = tmp.path().join(format!("generated-{n}"));
+                make_repo(&root, &home, n);
+                repos.push((format!("generated-{n}"), root));
+            }
+        }
+    }
     println!(
-        "200 MB untracked file: hashed and stored in {:.2?}",
-        t.elapsed()
+        "hangar-treehash: per step, the seed's git method beside ours (setup {:.1?}); load average {} at the start",
+        t.elapsed(),
+        loadavg()
     );
-    let t = Instant::now();
-    let info = h
-        .store()
-        .export_pack(&tmp.path().join("turn.pack"))
-        .unwrap();
-    println!(
-        "turn's pack: {} objects, exported in {:.2?}",
-        info.objects,
-        t.elapsed()
-    );
+    for (name, root) in &repos {
+        bench_repo(tmp.path(), &home, name, root, steps);
+    }
+    if let Some((_, root)) = repos.first() {
+        big_file(tmp.path(), &home, root);
+    }
+    println!("load average at the end: {}", loadavg());
 }
