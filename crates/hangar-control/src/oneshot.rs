@@ -16,8 +16,8 @@
 //! while it was hashed, with nobody between them. A start hash over the slow limit (2 s,
 //! `HANGAR_TREE_SLOW_MS`) is recorded `skipped: "slow"` and the end is not hashed.
 //!
-//! Non-goals: steering (nothing reads the mailbox: a command waits for its answer until it times
-//! out), approvals (policy `ask` runs with the harness's own defaults, which refuse what needs
+//! Non-goals: steering (nothing reads the mailbox: a command to a one-shot turn is refused at
+//! once, saying so, while this process runs it), approvals (policy `ask` runs with the harness's own defaults, which refuse what needs
 //! a person; `governed` and the Tower hook are refused), trees after tool calls, and forks
 //! into a one-shot turn (`--fork`).
 
@@ -285,6 +285,9 @@ impl ControlPlane {
             .await
             .map_err(|e| ControlError::Internal(e.to_string()))?
             .map_err(|e| ControlError::Launch(format!("cannot write the run log: {e}")))?;
+        if let Ok(mut set) = self.one_shots.lock() {
+            set.insert(o.run_id.clone());
+        }
         let me = Arc::clone(self);
         let limit = slow_limit(&self.tools);
         let env_host = harness_env(&self.tools, o.policy, true);
@@ -339,6 +342,9 @@ impl ControlPlane {
                 verify: None,
                 verify_rounds: None,
             });
+            if let Ok(mut set) = me.one_shots.lock() {
+                set.remove(&o.run_id);
+            }
             let l = log.clone();
             match tokio::task::spawn_blocking(move || append(&l, &lines)).await {
                 Ok(Ok(())) => {}

@@ -73,6 +73,8 @@ pub struct ControlPlane {
     pub(crate) keys: crate::passport::Keys,
     pub(crate) mailboxes: crate::live::Mailboxes,
     pub(crate) traces: crate::traces::Traces,
+    /// The one-shot turns running in this process (nothing reads their mailbox).
+    pub(crate) one_shots: Mutex<HashSet<String>>,
 }
 
 impl ControlPlane {
@@ -90,6 +92,7 @@ impl ControlPlane {
             providers: crate::sandboxes::Providers::default(),
             keys: crate::passport::Keys::default(),
             mailboxes: Default::default(),
+            one_shots: Mutex::new(HashSet::new()),
         })
     }
 
@@ -836,6 +839,14 @@ impl ControlPlane {
         b: Value,
         person: &str,
     ) -> Result<Reply, ControlError> {
+        if self.one_shots.lock().is_ok_and(|o| o.contains(run_id)) {
+            return Ok(Reply::Refused {
+                run: run_id.to_owned(),
+                reason: format!(
+                    "run {run_id} is a one-shot turn: its harness runs once in its plain mode and nothing reads commands; wait for it to end, then send the next message"
+                ),
+            });
+        }
         // A mailbox in memory is a live run's (a turn that ended meanwhile refuses the command).
         let mailbox = match self.mailboxes.get(run_id) {
             Some(m) => m,

@@ -187,7 +187,8 @@ async fn a_one_shot_claude_turn_records_its_start_and_end_trees() {
     let place = Place::new();
     let fake = FakeAnthropic::start(Script::new([
         bash("printf 'b\\n' > b.txt && printf 'more\\n' >> a.txt"),
-        Step::text("both done").expect_tool_result(),
+        // Slow enough for a steer to find the turn running.
+        Step::slow_text(10, Duration::from_millis(200)).expect_tool_result(),
     ]))
     .unwrap();
     let mut env = place.claude_env(&fake);
@@ -198,6 +199,19 @@ async fn a_one_shot_claude_turn_records_its_start_and_end_trees() {
         .start_session(place.request(Harness::Claude, "make b", TurnOptions::default()))
         .await
         .unwrap();
+    // Nothing reads a one-shot turn's commands: a steer is refused at once, saying why.
+    let t = Instant::now();
+    let reply = plane
+        .steer(&started.run.id, "and c", "ada@example.com")
+        .await
+        .unwrap();
+    match &reply {
+        hangar_control::Reply::Refused { reason, .. } => {
+            assert!(reason.contains("one-shot"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     let turn = ended(&plane, &started.turn.id).await;
     assert_eq!(turn.status, Some(0), "{turn:?}");
     assert_eq!(
