@@ -126,6 +126,11 @@ impl TurnArgs {
 pub struct RunArgs {
     #[command(flatten)]
     turn: TurnArgs,
+    /// Run the agent on this machine directly, not in a local sandbox on the folder (the
+    /// default without --sb or --env: bubblewrap, the folder itself at /workspace, the rest of
+    /// the system read-only).
+    #[arg(long, conflicts_with_all = ["sb", "env"])]
+    no_sandbox: bool,
     /// Print the run log's lines as written instead of progress.
     #[arg(long)]
     json: bool,
@@ -135,7 +140,11 @@ pub struct RunArgs {
 const TAKEOVER_AFTER: Duration = Duration::from_secs(5);
 
 pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
-    let body = a.turn.session_body()?;
+    let mut body = a.turn.session_body()?;
+    if a.turn.sb.is_none() && a.turn.env.is_none() && !a.no_sandbox {
+        // The embedded default: a local sandbox on the folder itself.
+        body["env"] = json!(hangar_control::IN_PLACE_ENV);
+    }
     let rt = serve::runtime()?;
     let result = rt.block_on(async {
         let api = Api::from_env(home)?;
@@ -192,6 +201,14 @@ async fn drive(
         progress::say(&format!(
             "session: {session} (the next turn: hangar send {session} TEXT)"
         ));
+        // A sandbox of a provider's (the built-in in-place one, or --sb/--env); a plain folder
+        // (--no-sandbox) is not one.
+        if body.get("env").is_some() || body.get("sandbox").is_some() {
+            let sb = started["session"]["sandbox_id"]
+                .as_str()
+                .unwrap_or_default();
+            progress::say(&format!("sandbox: {sb}"));
+        }
     }
     catch_ctrl_c();
     let mut printer = progress::Printer::new(&run, json_out);

@@ -343,3 +343,45 @@ fn codex_runs_through_the_same_commands() {
     }
     assert!(work.path().join("made.txt").exists());
 }
+
+#[test]
+fn hangar_run_works_in_a_local_sandbox_on_the_folder_unless_told_not_to() {
+    let env = Env::new(Script::new([
+        bash(
+            "pwd > where.txt; touch /usr/hangar-run-test 2>/dev/null && echo wrote > sys.txt; true",
+        ),
+        Step::text("done there"),
+        bash("pwd > where.txt"),
+        Step::text("done here"),
+    ]));
+    std::fs::write(env.work.path().join("mine.txt"), "kept").unwrap();
+    let (mut child, _run, _lines) = env.run(&["--policy", "auto", "look around"]);
+    assert_eq!(wait(&mut child), 0);
+    // In the sandbox: the folder itself at /workspace (the file lands in it), the rest of the
+    // system read-only.
+    assert_eq!(
+        std::fs::read_to_string(env.work.path().join("where.txt")).unwrap(),
+        "/workspace\n"
+    );
+    assert!(
+        !env.work.path().join("sys.txt").exists(),
+        "it wrote to /usr"
+    );
+    assert!(!std::path::Path::new("/usr/hangar-run-test").exists());
+    let listed = env.cmd(&["sb", "list"]);
+    let (out, err) = text(&listed);
+    assert!(listed.status.success(), "{err}");
+    assert!(out.contains("in-place"), "the sandbox is listed: {out}");
+
+    // --no-sandbox: on this machine, in the folder as it is.
+    let (mut child, _run, _lines) = env.run(&["--policy", "auto", "--no-sandbox", "look here"]);
+    assert_eq!(wait(&mut child), 0);
+    assert_eq!(
+        std::fs::read_to_string(env.work.path().join("where.txt")).unwrap(),
+        format!("{}\n", env.work.path().canonicalize().unwrap().display())
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.work.path().join("mine.txt")).unwrap(),
+        "kept"
+    );
+}

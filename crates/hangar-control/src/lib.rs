@@ -43,6 +43,6 @@ pub use hangar_sandbox as sandbox;
 pub use launch::{Tools, TurnOptions};
 pub use oneshot::HANGAR_LIVE_TURNS;
 pub use plane::{ControlPlane, Reply, SessionRequest, Started};
-pub use sandboxes::SandboxView;
+pub use sandboxes::{IN_PLACE_ENV, SandboxView};
 pub use trees::{FileChange, Step, TreeDiff, run_log_path};
 pub use watch::stored_event;

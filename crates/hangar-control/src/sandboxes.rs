@@ -20,6 +20,10 @@ use crate::envs::spec_of;
 use crate::error::ControlError;
 use crate::plane::ControlPlane;
 
+/// The built-in environment of a local sandbox on the folder itself (`hangar run` without
+/// `--sb`).
+pub const IN_PLACE_ENV: &str = "in-place";
+
 /// The providers this control plane works with. Docker is reached on first use (a control plane
 /// on a machine without dockerd works, and says so only when a docker sandbox is asked for).
 #[derive(Debug, Default)]
@@ -184,6 +188,9 @@ impl ControlPlane {
         repo: &Path,
         person: &str,
     ) -> Result<SandboxView, ControlError> {
+        if env == IN_PLACE_ENV {
+            self.builtin_in_place_env(person).await?;
+        }
         let row = self.store.environment(env).await.map_err(|e| match e {
             hangar_store::StoreError::NotFound { .. } => ControlError::NotFound(format!(
                 "no environment {env:?} (`hangar env list` shows them; `hangar env apply FILE` makes one)"
@@ -248,6 +255,26 @@ impl ControlPlane {
             )
             .await?;
         Ok(view(&stored))
+    }
+
+    /// The built-in environment `in-place` (what `hangar run` uses without `--sb`), made on
+    /// first use: the local provider on the folder itself, no uid split (the folder stays its
+    /// owner's), the host's network (the model's API). An operator may replace it with
+    /// `hangar env apply`.
+    async fn builtin_in_place_env(&self, person: &str) -> Result<(), ControlError> {
+        match self.store.environment(IN_PLACE_ENV).await {
+            Ok(_) => Ok(()),
+            Err(hangar_store::StoreError::NotFound { .. }) => {
+                let spec = json!({"name": IN_PLACE_ENV, "provider": "local", "workspace": "in-place", "uid_split": false, "network": "host"});
+                match self.apply_environment(&spec, person).await {
+                    Ok(_) | Err(ControlError::Store(hangar_store::StoreError::Conflict(_))) => {
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Sandboxes, oldest first (removed ones too, marked so).

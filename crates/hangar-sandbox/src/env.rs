@@ -133,6 +133,10 @@ pub struct EnvSpec {
     pub governance: Governance,
     #[serde(default)]
     pub resources: Resources,
+    /// `workspace: in-place` (local only, without the uid split): the sandbox works on the
+    /// repository folder itself instead of a copy. What `hangar run` uses without `--sb`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_place: bool,
 }
 
 const KEYS: &[&str] = &[
@@ -145,6 +149,7 @@ const KEYS: &[&str] = &[
     "sudo",
     "governance",
     "resources",
+    "workspace",
 ];
 
 fn bad(key: &str, msg: impl fmt::Display) -> SandboxError {
@@ -541,7 +546,38 @@ impl EnvSpec {
             ));
         }
 
+        let in_place = match map.get("workspace") {
+            None | Some(Value::Null) => false,
+            Some(v) => match string("workspace", v)? {
+                "copy" => false,
+                "in-place" => true,
+                other => {
+                    return Err(bad(
+                        "workspace",
+                        format!(
+                            "{other:?} is not allowed; copy (the default: a copy of the repository) or in-place (the folder itself, local only)"
+                        ),
+                    ));
+                }
+            },
+        };
+        if in_place && provider != ProviderKind::Local {
+            return Err(bad(
+                "workspace",
+                format!(
+                    "in-place is for the local provider; a {provider} sandbox works on a copy of the repository"
+                ),
+            ));
+        }
+        if in_place && uid_split {
+            return Err(bad(
+                "workspace",
+                "in-place works on your folder as it is, so the agent runs as hangar's user: set uid_split: false",
+            ));
+        }
+
         Ok(EnvSpec {
+            in_place,
             name: name.to_owned(),
             provider,
             image,
@@ -580,6 +616,9 @@ impl EnvSpec {
                 "governance".into(),
                 serde_json::to_value(&self.governance).unwrap_or(Value::Null),
             );
+        }
+        if self.in_place {
+            m.insert("workspace".into(), "in-place".into());
         }
         if !self.resources.is_empty() {
             m.insert(
@@ -657,6 +696,18 @@ mod tests {
             ("name: a\nprovider: e2b\nuid_split: true\n", "uid_split:"),
             ("name: a\nprovider: local\nsudo: true\n", "sudo:"),
             (
+                "name: a\nprovider: local\nworkspace: in-place\n",
+                "workspace:",
+            ),
+            (
+                "name: a\nprovider: docker\nimage: i\nuid_split: false\nworkspace: in-place\n",
+                "workspace:",
+            ),
+            (
+                "name: a\nprovider: local\nuid_split: false\nworkspace: here\n",
+                "workspace:",
+            ),
+            (
                 "name: a\nprovider: local\nresources: {memory: 1g}\n",
                 "resources:",
             ),
@@ -708,6 +759,20 @@ mod tests {
             let e = err(yaml);
             assert!(e.starts_with(key), "{yaml:?}: {e}");
         }
+    }
+
+    #[test]
+    fn an_in_place_workspace_reads_and_prints_back() {
+        let e = EnvSpec::from_yaml(
+            "name: here\nprovider: local\nuid_split: false\nnetwork: host\nworkspace: in-place\n",
+        )
+        .unwrap();
+        assert!(e.in_place);
+        assert_eq!(e.to_yaml_value()["workspace"], "in-place");
+        assert_eq!(EnvSpec::from_value(&e.to_yaml_value()).unwrap(), e);
+        let copy = EnvSpec::from_yaml("name: c\nprovider: local\nworkspace: copy\n").unwrap();
+        assert!(!copy.in_place);
+        assert!(copy.to_yaml_value().get("workspace").is_none());
     }
 
     #[test]

@@ -200,6 +200,23 @@ impl LocalProvider {
         }
         let repo = std::fs::canonicalize(&req.repo)
             .map_err(|e| SandboxError::Invalid(format!("repo {}: {e}", req.repo.display())))?;
+        if req.env.in_place {
+            // hangar's own home (the vault's key, the database) must not show under /workspace.
+            if let Some(home) = std::fs::canonicalize(&req.home)
+                .ok()
+                .filter(|h| h.starts_with(&repo))
+            {
+                return Err(SandboxError::Invalid(format!(
+                    "hangar's home {} is inside {}: an agent working in place there would see it; work in another folder, move HANGAR_HOME out of it, or make a sandbox with a copy (--env)",
+                    home.display(),
+                    repo.display()
+                )));
+            }
+            // The folder itself, bound at /workspace through this link (bubblewrap resolves it;
+            // destroy removes the link, never what it points to).
+            return std::os::unix::fs::symlink(&repo, dirs.workspace())
+                .map_err(|e| failed("cannot link the folder into the sandbox", e));
+        }
         let home = std::fs::canonicalize(&req.home).ok();
         let skip = home.as_deref().filter(|h| h.starts_with(&repo));
         copy::copy_tree(&repo, &dirs.workspace(), owner, skip)
@@ -537,7 +554,11 @@ impl Provider for LocalProvider {
             env: req.env.clone(),
             host_dir: host_dir.clone(),
             workspace: PathBuf::from(WORKSPACE),
-            host_workspace: Some(dirs.workspace()),
+            host_workspace: Some(if req.env.in_place {
+                std::fs::canonicalize(&req.repo).unwrap_or_else(|_| req.repo.clone())
+            } else {
+                dirs.workspace()
+            }),
             ctl_inside: PathBuf::from(CTL_INSIDE),
             agent,
             handle: serde_json::json!({ "tmux_socket": dirs.tmux_socket() }),

@@ -121,3 +121,74 @@ async fn capabilities_say_what_the_local_provider_can_do() {
     let docker = EnvSpec::from_yaml("name: d\nprovider: docker\nimage: i\n").unwrap();
     assert!(p.check(&docker).await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_place_sandbox_works_on_the_folder_and_destroy_leaves_it() {
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    let repo = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::write(repo.path().join("mine.txt"), "kept").unwrap();
+    let (p, sb) = make(
+        home.path(),
+        repo.path(),
+        "name: here\nprovider: local\nuid_split: false\nworkspace: in-place\n",
+    )
+    .await;
+    assert_eq!(
+        sb.host_workspace.as_deref(),
+        Some(repo.path().canonicalize().unwrap().as_path())
+    );
+    // The agent sees the folder's own files at /workspace and its writes land in the folder.
+    let (st, out) = sh(
+        &p,
+        &sb,
+        Who::Agent,
+        "cat /workspace/mine.txt && echo made > made.txt",
+    )
+    .await;
+    assert_eq!((st, out.as_str()), (0, "kept"));
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("made.txt")).unwrap(),
+        "made\n"
+    );
+    // No copy was made under the sandbox's folder.
+    assert!(
+        std::fs::symlink_metadata(sb.host_dir.join("workspace"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    p.destroy(&sb, false).await.unwrap();
+    assert!(!sb.host_dir.exists(), "the sandbox's folder is gone");
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("mine.txt")).unwrap(),
+        "kept",
+        "destroy left the folder's files"
+    );
+    assert!(repo.path().join("made.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_place_sandbox_of_a_folder_holding_hangars_home_is_refused() {
+    let repo = tempfile::tempdir_in("/var/tmp").unwrap();
+    let home = repo.path().join(".hangar");
+    std::fs::create_dir(&home).unwrap();
+    let env =
+        EnvSpec::from_yaml("name: here\nprovider: local\nuid_split: false\nworkspace: in-place\n")
+            .unwrap();
+    let err = LocalProvider::new()
+        .create(&CreateRequest {
+            id: format!("inplace-home-{}", std::process::id()),
+            env,
+            repo: repo.path().to_owned(),
+            person: "ada@example.com".into(),
+            home: home.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("is inside"), "{err}");
+    // Nothing of the attempt is left in hangar's home.
+    let left: Vec<_> = std::fs::read_dir(home.join("sandboxes"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
