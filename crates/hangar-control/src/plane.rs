@@ -531,6 +531,9 @@ impl ControlPlane {
                 h.digest.clone().into(),
             ]);
         }
+        if let Some(why) = crate::sandboxes::turn_unsupported(sb) {
+            return Err(ControlError::BadRequest(why));
+        }
         let l = Launch {
             fork,
             tower,

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use hangar_cloud::{E2bProvider, KubernetesProvider};
 use hangar_sandbox::{
     Capabilities, CreateRequest, DockerProvider, ExecRequest, LocalProvider, Output, Provider,
     ProviderKind, Sandbox, SandboxError, Who,
@@ -24,12 +25,17 @@ use crate::plane::ControlPlane;
 /// `--sb`).
 pub const IN_PLACE_ENV: &str = "in-place";
 
-/// The providers this control plane works with. Docker is reached on first use (a control plane
-/// on a machine without dockerd works, and says so only when a docker sandbox is asked for).
+/// The providers this control plane works with. Docker, Kubernetes and E2B are reached on first
+/// use (a control plane on a machine without dockerd, a kubeconfig or an E2B key works, and says
+/// what to set only when such a sandbox is asked for): Kubernetes through `KUBECONFIG` (or
+/// `~/.kube/config`, or the pod hangar runs in) and `HANGAR_K8S_NAMESPACE`, E2B through
+/// `HANGAR_E2B_API_KEY`, `HANGAR_E2B_URL` and `HANGAR_E2B_ENVD_URL`.
 #[derive(Debug, Default)]
 pub struct Providers {
     pub(crate) local: LocalProvider,
     docker: tokio::sync::OnceCell<DockerProvider>,
+    kubernetes: tokio::sync::OnceCell<KubernetesProvider>,
+    e2b: tokio::sync::OnceCell<E2bProvider>,
 }
 
 impl Providers {
@@ -44,6 +50,32 @@ impl Providers {
                 Ok::<_, ControlError>(DockerProvider::connect().await?.with_ro_binds(ro_binds))
             })
             .await
+    }
+
+    /// The kubernetes provider, configured now if it was not yet.
+    pub(crate) async fn kubernetes(&self) -> Result<&KubernetesProvider, ControlError> {
+        self.kubernetes
+            .get_or_try_init(|| async { Ok(KubernetesProvider::from_env().await?) })
+            .await
+    }
+
+    /// The e2b provider, configured now if it was not yet.
+    pub(crate) async fn e2b(&self) -> Result<&E2bProvider, ControlError> {
+        self.e2b
+            .get_or_try_init(|| async { Ok(E2bProvider::from_env()?) })
+            .await
+    }
+}
+
+/// Why a turn cannot run in `sb` although the governance allows it, if it cannot: the driver
+/// reads and writes the run's control folder, which a kubernetes or e2b sandbox does not see.
+pub(crate) fn turn_unsupported(sb: &Sandbox) -> Option<String> {
+    match sb.env.provider {
+        ProviderKind::Kubernetes | ProviderKind::E2b => Some(format!(
+            "turns do not run in {} sandboxes yet: the run's control folder is on this machine and sandbox {} cannot see it; use an environment with provider local or docker for turns",
+            sb.env.provider, sb.id
+        )),
+        ProviderKind::Local | ProviderKind::Docker => None,
     }
 }
 
@@ -87,17 +119,18 @@ macro_rules! with_provider {
                     Err(e) => Err(e),
                 }
             }
-            other => Err(crate::sandboxes::unavailable(other)),
+            hangar_sandbox::ProviderKind::Kubernetes => match $plane.providers.kubernetes().await {
+                Ok($p) => $body,
+                Err(e) => Err(e),
+            },
+            hangar_sandbox::ProviderKind::E2b => match $plane.providers.e2b().await {
+                Ok($p) => $body,
+                Err(e) => Err(e),
+            },
         }
     };
 }
 pub(crate) use with_provider;
-
-pub(crate) fn unavailable(kind: ProviderKind) -> ControlError {
-    ControlError::BadRequest(format!(
-        "this control plane cannot make {kind} sandboxes yet (it has the local and docker providers); use an environment with provider local or docker"
-    ))
-}
 
 impl From<SandboxError> for ControlError {
     fn from(e: SandboxError) -> ControlError {

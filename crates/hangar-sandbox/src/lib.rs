@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-mod copy;
+pub mod copy;
 pub mod docker;
 pub mod env;
-mod inside;
+pub mod inside;
 pub mod layout;
 pub mod local;
 mod procs;

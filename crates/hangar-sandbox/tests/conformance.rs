@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use hangar_cloud::{E2bProvider, KubernetesProvider};
+use hangar_fakecloud::FakeCloud;
 use hangar_sandbox::{
     CreateRequest, DockerProvider, EnvSpec, ExecRequest, LocalProvider, Provider, Sandbox, Who,
 };
@@ -27,6 +29,14 @@ trait Subject: Provider + Sized + 'static {
     fn env_yaml(host_network: bool) -> String;
     /// Everything of a sandbox that should be gone after destroy, checked on the host.
     async fn traces(&self, sb: &Sandbox) -> Traces;
+    /// Whether `<host_dir>/ctl` is seen inside (a remote sandbox cannot bind a host folder).
+    fn ctl_on_host() -> bool {
+        true
+    }
+    /// Why `attach_argv` cannot be run by this suite, when it cannot.
+    fn no_attach() -> Option<&'static str> {
+        None
+    }
 }
 
 /// What a live sandbox leaves on the host: processes, mounts, folders, containers.
@@ -479,6 +489,11 @@ mod checks {
         let agent_uid = f.out(Who::Agent, "id -u").await;
 
         // Attach from a terminal of the test's own (a tmux on the host), and see the output.
+        if let Some(why) = P::no_attach() {
+            eprintln!("attach is not checked: {why}");
+            f.destroy_clean(false).await;
+            return;
+        }
         let t = tempfile::tempdir().unwrap();
         let sock = t.path().join("viewer.sock");
         let argv = f.p.attach_argv(&sb, "run-1");
@@ -602,6 +617,14 @@ mod checks {
             return;
         };
         let sb = f.sb().clone();
+        if !P::ctl_on_host() {
+            eprintln!(
+                "{:?} sandboxes do not see the host's control folder: nothing to check",
+                sb.env.provider
+            );
+            f.destroy_clean(true).await;
+            return;
+        }
         let run = sb.ctl_host().join("run-1.ctl");
         std::fs::create_dir_all(&run).unwrap();
         std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -668,6 +691,8 @@ macro_rules! conformance {
 
 conformance!(local, LocalProvider);
 conformance!(docker, DockerProvider);
+conformance!(faked_api_kubernetes, KubernetesProvider);
+conformance!(faked_api_e2b, E2bProvider);
 
 /// The image the docker suite runs (`scripts/build-image` makes it).
 fn image() -> String {
@@ -777,4 +802,109 @@ fn local_without_root() {
         .and_then(|n| n.parse::<u32>().ok())
         .unwrap_or(0);
     assert!(passed >= 7, "{text}");
+}
+
+/// The fake Kubernetes API server and E2B API every faked_api test of this binary uses (no
+/// cluster or E2B account is reachable here): its pods and sandboxes are containers of the local
+/// dockerd, of the test image, so the docker suite's needs are theirs.
+fn fake() -> Option<&'static FakeCloud> {
+    static FAKE: std::sync::OnceLock<FakeCloud> = std::sync::OnceLock::new();
+    if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
+        eprintln!(
+            "HANGAR_TEST_DOCKER=0: the faked API suites (their pods are containers) are skipped"
+        );
+        return None;
+    }
+    Some(FAKE.get_or_init(|| {
+        FakeCloud::start("e2b-test-key")
+            .unwrap_or_else(|e| panic!("the fake cloud needs dockerd: scripts/start-docker ({e})"))
+    }))
+}
+
+/// What a fake's sandbox leaves: its folder on the host, its containers and their processes.
+async fn fake_traces(sb: &Sandbox) -> Traces {
+    let mut t = host_traces(&sb.host_dir, &[]);
+    t.containers = fake().unwrap().containers_of(&sb.id).await;
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cg) = std::fs::read_to_string(e.path().join("cgroup"))
+            && t.containers.iter().any(|c| cg.contains(c.as_str()))
+            && let Some(pid) = e.file_name().to_str().and_then(|s| s.parse().ok())
+        {
+            t.pids.push(pid);
+        }
+    }
+    t
+}
+
+impl Subject for KubernetesProvider {
+    async fn make() -> Option<Self> {
+        let f = fake()?;
+        static KUBECONFIG: std::sync::OnceLock<(TempDir, PathBuf)> = std::sync::OnceLock::new();
+        let (_, path) = KUBECONFIG.get_or_init(|| {
+            let d = tempfile::tempdir().unwrap();
+            let p = d.path().join("kubeconfig");
+            f.write_kubeconfig(&p, "hangar-test").unwrap();
+            (d, p)
+        });
+        Some(
+            KubernetesProvider::from_kubeconfig(path, None)
+                .await
+                .unwrap(),
+        )
+    }
+    fn env_yaml(open: bool) -> String {
+        let egress = if open { "egress: open\n" } else { "" };
+        format!(
+            "name: conformance\nprovider: kubernetes\nimage: {}\n{egress}",
+            image()
+        )
+    }
+    async fn traces(&self, sb: &Sandbox) -> Traces {
+        fake_traces(sb).await
+    }
+    fn ctl_on_host() -> bool {
+        false
+    }
+    fn no_attach() -> Option<&'static str> {
+        // The attach command is kubectl's (the fake serves its discovery, pod and websocket exec).
+        let found = Command::new("kubectl")
+            .args(["version", "--client"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        (!found).then_some("kubectl is not installed on this machine")
+    }
+}
+
+impl Subject for E2bProvider {
+    async fn make() -> Option<Self> {
+        let f = fake()?;
+        Some(
+            E2bProvider::new(
+                f.url(),
+                "e2b-test-key".into(),
+                f.envd_url(),
+                "e2b.invalid".into(),
+                Duration::from_secs(600),
+            )
+            .unwrap(),
+        )
+    }
+    fn env_yaml(open: bool) -> String {
+        let egress = if open { "egress: open\n" } else { "" };
+        format!(
+            "name: conformance\nprovider: e2b\nimage: {}\n{egress}",
+            image()
+        )
+    }
+    async fn traces(&self, sb: &Sandbox) -> Traces {
+        fake_traces(sb).await
+    }
+    fn ctl_on_host() -> bool {
+        false
+    }
+    fn no_attach() -> Option<&'static str> {
+        Some(
+            "an e2b sandbox is attached to through the E2B CLI (`e2b sandbox connect`), which the fake does not serve",
+        )
+    }
 }

@@ -1,0 +1,159 @@
+//! Sandbox providers on machines hangar does not run on: Kubernetes (a pod per sandbox, through
+//! the API server with `kube`) and E2B (a microVM per sandbox, through its HTTP API). Both run
+//! the agent and hangar's programs as one uid (no uid split), and say so in their
+//! [`Capabilities`](hangar_sandbox::Capabilities), so governance refuses what needs the split.
+//!
+//! They are kept out of hangar-sandbox so that what links it (the fuzz targets, the local and
+//! docker providers' users) does not build a Kubernetes client and TLS.
+//!
+//! No Kubernetes API server or E2B account is reachable from hangar's machines: both providers
+//! are tested against `hangar-fakecloud`, fakes of the few endpoints they call on 127.0.0.1 whose
+//! pods and sandboxes are containers of the local dockerd (see crates/README.md for what that
+//! does and does not verify).
+
+use std::path::{Path, PathBuf};
+
+use hangar_sandbox::{CreateRequest, SandboxError, copy, layout};
+
+pub mod e2b;
+pub mod kubernetes;
+
+pub use e2b::E2bProvider;
+pub use kubernetes::KubernetesProvider;
+
+pub(crate) fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Failed(format!("{what}: {e}"))
+}
+
+/// `argv` run as `env -i VARS sh -c 'cd DIR && exec "$@"'`: remote exec APIs start commands in
+/// the container's own environment and folder, so hangar's minimal environment (PATH and LANG
+/// unless `env` has them) and the working folder are set here.
+pub(crate) fn shell_wrap(env: &[(String, String)], cwd: &str, argv: &[String]) -> Vec<String> {
+    let mut out = vec!["env".to_owned(), "-i".to_owned()];
+    for (k, v) in [("PATH", layout::PATH), ("LANG", "C.UTF-8")] {
+        if !env.iter().any(|(ek, _)| ek == k) {
+            out.push(format!("{k}={v}"));
+        }
+    }
+    out.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+    out.extend(
+        [
+            "sh",
+            "-c",
+            "cd -- \"$0\" || exit 126; unset OLDPWD; exec \"$@\"",
+            cwd,
+        ]
+        .map(str::to_owned),
+    );
+    out.extend(argv.iter().cloned());
+    out
+}
+
+/// The folder on the host every sandbox has (`<home>/sandboxes/<id>`, 0700) with its `ctl/`.
+pub(crate) fn make_host_dir(req: &CreateRequest) -> Result<PathBuf, SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = req.home.join("sandboxes");
+    std::fs::create_dir_all(&parent).map_err(|e| failed(parent.display(), e))?;
+    let host_dir = layout::host_dir(&req.home, &req.id);
+    std::fs::create_dir(&host_dir).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            SandboxError::Failed(format!(
+                "sandbox {} exists already ({})",
+                req.id,
+                host_dir.display()
+            ))
+        } else {
+            failed(host_dir.display(), e)
+        }
+    })?;
+    let ctl = host_dir.join("ctl");
+    let made = std::fs::set_permissions(&host_dir, std::fs::Permissions::from_mode(0o700))
+        .and_then(|()| std::fs::create_dir(&ctl))
+        .and_then(|()| std::fs::set_permissions(&ctl, std::fs::Permissions::from_mode(0o700)));
+    if let Err(e) = made {
+        let _ = copy::remove_tree(&host_dir);
+        return Err(failed(host_dir.display(), e));
+    }
+    Ok(host_dir)
+}
+
+/// Removes the sandbox's folder on the host (all but `ctl/` when `keep_logs`).
+pub(crate) async fn remove_host_dir(host: &Path, keep_logs: bool) -> Result<(), SandboxError> {
+    let host = host.to_owned();
+    if !host.exists() {
+        return Ok(());
+    }
+    tokio::task::spawn_blocking(move || -> Result<(), SandboxError> {
+        if keep_logs {
+            for e in std::fs::read_dir(&host)
+                .map_err(|e| failed(host.display(), e))?
+                .flatten()
+            {
+                if e.file_name() != "ctl" {
+                    copy::remove_entry(&e.path()).map_err(|e| failed(host.display(), e))?;
+                }
+            }
+            Ok(())
+        } else {
+            copy::remove_tree(&host).map_err(|e| failed(host.display(), e))
+        }
+    })
+    .await
+    .map_err(|e| failed("removing the sandbox", e))?
+}
+
+/// The folder `root` as a tar (links kept as links, modes kept), leaving out `skip`.
+pub(crate) fn tar_tree(root: &Path, skip: Option<&Path>) -> std::io::Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    b.follow_symlinks(false);
+    b.mode(tar::HeaderMode::Complete);
+    fn walk(
+        b: &mut tar::Builder<Vec<u8>>,
+        root: &Path,
+        dir: &Path,
+        skip: Option<&Path>,
+    ) -> std::io::Result<()> {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let path = e.path();
+            if skip.is_some_and(|s| s == path) {
+                continue;
+            }
+            let rel = path.strip_prefix(root).map_err(std::io::Error::other)?;
+            let ft = e.file_type()?;
+            b.append_path_with_name(&path, rel)?;
+            if ft.is_dir() {
+                walk(b, root, &path, skip)?;
+            }
+        }
+        Ok(())
+    }
+    walk(&mut b, root, root, skip)?;
+    b.into_inner()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_wrapper_sets_the_environment_and_folder() {
+        let argv = shell_wrap(
+            &[("HOME".into(), "/home/agent".into())],
+            "/workspace",
+            &["echo".into(), "a b".into()],
+        );
+        assert_eq!(argv[..2], ["env", "-i"]);
+        assert!(argv.contains(&"HOME=/home/agent".to_owned()));
+        assert!(argv.iter().any(|a| a.starts_with("PATH=")));
+        assert_eq!(argv[argv.len() - 3..], ["/workspace", "echo", "a b"]);
+        let out = std::process::Command::new(&argv[0])
+            .args(&argv[1..argv.len() - 3])
+            .args(["/tmp", "sh", "-c", "pwd; echo $HOME"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "/tmp\n/home/agent\n");
+    }
+}

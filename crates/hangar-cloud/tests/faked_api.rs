@@ -1,0 +1,232 @@
+//! What the kubernetes and e2b providers send and refuse, against hangar-fakecloud (a fake
+//! Kubernetes API server and E2B API on 127.0.0.1 whose pods and sandboxes are containers of
+//! the local dockerd; no cluster or E2B account is reachable here). The suite every provider
+//! passes is hangar-sandbox's `tests/conformance.rs` (`faked_api_*`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use hangar_cloud::{E2bProvider, KubernetesProvider};
+use hangar_fakecloud::FakeCloud;
+use hangar_sandbox::{CreateRequest, EnvSpec, ExecRequest, Provider, SandboxError, Who};
+use serde_json::Value;
+
+const KEY: &str = "e2b-key";
+
+fn image() -> String {
+    std::env::var("HANGAR_TEST_IMAGE").unwrap_or_else(|_| "hangar-base:bookworm".into())
+}
+
+fn fake() -> Option<FakeCloud> {
+    if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
+        eprintln!(
+            "HANGAR_TEST_DOCKER=0: the faked API tests (their pods are containers) are skipped"
+        );
+        return None;
+    }
+    Some(FakeCloud::start(KEY).unwrap())
+}
+
+fn request(yaml: &str, home: &Path, repo: &Path, id: &str) -> CreateRequest {
+    CreateRequest {
+        id: id.into(),
+        env: EnvSpec::from_yaml(yaml).unwrap(),
+        repo: repo.to_owned(),
+        person: "ada@example.com".into(),
+        home: home.to_owned(),
+    }
+}
+
+async fn kube(f: &FakeCloud, dir: &Path) -> KubernetesProvider {
+    let path = dir.join("kubeconfig");
+    f.write_kubeconfig(&path, "team-a").unwrap();
+    KubernetesProvider::from_kubeconfig(&path, None)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_the_pod_is_locked_down_limited_and_isolated() {
+    let Some(f) = fake() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("f"), "x").unwrap();
+    let p = kube(&f, t.path()).await;
+    assert_eq!(p.namespace(), "team-a");
+    let yaml = format!(
+        "name: k\nprovider: kubernetes\nimage: {}\nresources: {{cpu: 0.5, memory: 256m}}\n",
+        image()
+    );
+    let req = request(&yaml, t.path(), repo.path(), "Sb_1");
+    p.check(&req.env).await.unwrap();
+    let sb = p.create(&req).await.unwrap();
+    assert!(!sb.capabilities.uid_split);
+    assert!(sb.agent.is_none());
+    // The image runs as root: the agent is root, which the capabilities say.
+    assert!(sb.capabilities.sudo);
+
+    let pods = f.pods();
+    assert_eq!(pods.len(), 1);
+    let pod = &pods[0];
+    assert_eq!(pod["metadata"]["name"], "hangar-sb-1");
+    assert_eq!(pod["metadata"]["labels"]["dev.hangar.sandbox"], "Sb_1");
+    let spec = &pod["spec"];
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    assert_eq!(spec["enableServiceLinks"], false);
+    let c = &spec["containers"][0];
+    assert_eq!(c["image"], image().as_str());
+    assert_eq!(c["resources"]["limits"]["cpu"], "500m");
+    assert_eq!(
+        c["resources"]["limits"]["memory"],
+        (256u64 << 20).to_string()
+    );
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+
+    let policies = f.network_policies();
+    assert_eq!(policies.len(), 1, "egress: none is a network policy");
+    let np = &policies[0];
+    assert_eq!(
+        np["spec"]["podSelector"]["matchLabels"]["dev.hangar.sandbox"],
+        "Sb_1"
+    );
+    assert_eq!(np["spec"]["egress"], Value::Array(vec![]));
+    assert_eq!(np["spec"]["ingress"], Value::Array(vec![]));
+    // The memory limit reached the container (the fake gives it docker's).
+    let o = p
+        .exec(
+            &sb,
+            Who::Agent,
+            &ExecRequest::new([
+                "sh",
+                "-c",
+                "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes",
+            ]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        (256u64 << 20).to_string()
+    );
+
+    p.destroy(&sb, false).await.unwrap();
+    assert!(f.pods().is_empty() && f.network_policies().is_empty());
+    assert!(f.containers_of("Sb_1").await.is_empty());
+    assert!(!sb.host_dir.exists());
+    let gone = p.exec(&sb, Who::Agent, &ExecRequest::new(["true"])).await;
+    assert!(matches!(gone, Err(SandboxError::Gone(_))), "{gone:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_what_a_pod_cannot_give_is_refused_and_nothing_is_left() {
+    let Some(f) = fake() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let p = kube(&f, t.path()).await;
+    for (yaml, want) in [
+        (
+            format!(
+                "name: k\nprovider: kubernetes\nimage: {}\nresources: {{pids: 100}}\n",
+                image()
+            ),
+            "resources.pids",
+        ),
+        (
+            format!(
+                "name: k\nprovider: kubernetes\nimage: {}\negress: {{allowlist: [github.com]}}\n",
+                image()
+            ),
+            "egress",
+        ),
+    ] {
+        let req = request(&yaml, t.path(), repo.path(), "refused");
+        let e = p.create(&req).await.unwrap_err();
+        assert!(
+            matches!(&e, SandboxError::Unsupported(m) if m.contains(want)),
+            "{e:?}"
+        );
+    }
+    // An image the cluster cannot get: said, and the pod and its policy are taken back.
+    let req = request(
+        "name: k\nprovider: kubernetes\nimage: hangar-no-such-image:1\n",
+        t.path(),
+        repo.path(),
+        "noimage",
+    );
+    let e = p.create(&req).await.unwrap_err();
+    assert!(
+        matches!(&e, SandboxError::Unavailable(m) if m.contains("ErrImagePull")),
+        "{e:?}"
+    );
+    assert!(f.pods().is_empty() && f.network_policies().is_empty());
+    assert!(!t.path().join("sandboxes/noimage").exists());
+}
+
+fn e2b(f: &FakeCloud, key: &str) -> E2bProvider {
+    E2bProvider::new(
+        f.url(),
+        key.into(),
+        f.envd_url(),
+        "e2b.invalid".into(),
+        Duration::from_secs(600),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_e2b_keys_templates_and_refusals() {
+    let Some(f) = fake() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let yaml = format!("name: e\nprovider: e2b\nimage: {}\n", image());
+    let e = e2b(&f, "wrong-key")
+        .create(&request(&yaml, t.path(), repo.path(), "badkey"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, SandboxError::Unavailable(m) if m.contains("HANGAR_E2B_API_KEY")),
+        "{e:?}"
+    );
+    let p = e2b(&f, KEY);
+    let e = p
+        .create(&request(
+            "name: e\nprovider: e2b\nimage: hangar-no-such-template\n",
+            t.path(),
+            repo.path(),
+            "notemplate",
+        ))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("hangar-no-such-template"), "{e:?}");
+    let e = p
+        .create(&request(
+            "name: e\nprovider: e2b\nresources: {cpu: 2}\n",
+            t.path(),
+            repo.path(),
+            "sized",
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, SandboxError::Unsupported(m) if m.contains("resources")),
+        "{e:?}"
+    );
+    assert!(!t.path().join("sandboxes/badkey").exists());
+
+    let sb = p
+        .create(&request(&yaml, t.path(), repo.path(), "ok"))
+        .await
+        .unwrap();
+    assert!(!sb.capabilities.uid_split && sb.capabilities.sudo);
+    assert_eq!(f.containers_of("ok").await.len(), 1);
+    p.destroy(&sb, false).await.unwrap();
+    assert!(f.containers_of("ok").await.is_empty());
+    let gone = p.exec(&sb, Who::Agent, &ExecRequest::new(["true"])).await;
+    assert!(matches!(gone, Err(SandboxError::Gone(_))), "{gone:?}");
+}
