@@ -53,12 +53,17 @@ impl Env {
     }
 
     async fn plane(&self) -> Arc<ControlPlane> {
+        self.plane_with(self.tools()).await
+    }
+
+    /// A control plane over this home's store and vault, with these tools.
+    async fn plane_with(&self, tools: Tools) -> Arc<ControlPlane> {
         let db = self.home.path().join("hangar.db");
         let store = Store::open(&format!("sqlite://{}", db.display()))
             .await
             .unwrap();
         let vault = Vault::open_or_create(&self.home.path().join("master.key")).unwrap();
-        ControlPlane::new(store.with_vault(vault).await.unwrap(), self.tools())
+        ControlPlane::new(store.with_vault(vault).await.unwrap(), tools)
     }
 
     fn request(&self, policy: Policy, prompt: &str) -> SessionRequest {
@@ -485,12 +490,7 @@ async fn a_required_hook_refuses_turns_where_the_agent_could_remove_it() {
     tools
         .env
         .push(("HANGAR_GOVERNANCE_HOOK".into(), "required".into()));
-    let db = env.home.path().join("hangar.db");
-    let store = Store::open(&format!("sqlite://{}", db.display()))
-        .await
-        .unwrap();
-    let vault = Vault::open_or_create(&env.home.path().join("master.key")).unwrap();
-    let plane = ControlPlane::new(store.with_vault(vault).await.unwrap(), tools);
+    let plane = env.plane_with(tools).await;
     let err = plane
         .start_session(env.request(Policy::Ask, "x"))
         .await
@@ -553,12 +553,7 @@ async fn a_harness_version_that_has_not_passed_the_suite_is_refused_unless_the_s
     let pkg = tempfile::tempdir().unwrap();
     let mut tools = env.tools();
     tools.claude = claude_of_version(pkg.path(), "0.0.1-conformance");
-    let db = env.home.path().join("hangar.db");
-    let store = Store::open(&format!("sqlite://{}", db.display()))
-        .await
-        .unwrap();
-    let vault = Vault::open_or_create(&env.home.path().join("master.key")).unwrap();
-    let plane = ControlPlane::new(store.with_vault(vault).await.unwrap(), tools);
+    let plane = env.plane_with(tools).await;
 
     // Never checked: refused, saying how to check it or run it anyway; audited; nothing ran.
     let err = plane
