@@ -171,7 +171,7 @@ pub use error::TestkitError;
 pub use jose::PassportAlg;
 pub use recorded::{RecordedRequest, RequestKind};
 pub use script::{
-    Block, Expect, Script, Step, error_body, error_type_for_status, openai_error_body,
+    Block, Expect, Responder, Script, Step, error_body, error_type_for_status, openai_error_body,
     openai_error_type_for_status,
 };
 pub use server::{FakeAnthropic, FakeOpenAi, ServerOptions};

@@ -361,6 +361,26 @@ pub struct Script {
     pub steps: VecDeque<Step>,
     /// Steps for one session each.
     pub sessions: BTreeMap<String, VecDeque<Step>>,
+    /// Answers a request when its queue is exhausted (see [`Script::responder`]).
+    pub responder: Option<Responder>,
+}
+
+/// A function that picks the step for a request from what the request holds (its last user
+/// text, whether it carries a tool result, ...): for long runs whose requests cannot be listed
+/// in advance (a chaos run kills harnesses and servers at random points).
+#[derive(Clone)]
+pub struct Responder(pub std::sync::Arc<dyn Fn(&RecordedRequest) -> Step + Send + Sync>);
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Responder(..)")
+    }
+}
+
+impl PartialEq for Responder {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl Script {
@@ -369,7 +389,19 @@ impl Script {
         Self {
             steps: steps.into_iter().collect(),
             sessions: BTreeMap::new(),
+            responder: None,
         }
+    }
+
+    /// Answers every request its queues do not (they are exhausted, or empty) with `f`'s step
+    /// for it, instead of refusing it as exhausted.
+    #[must_use]
+    pub fn responder(
+        mut self,
+        f: impl Fn(&RecordedRequest) -> Step + Send + Sync + 'static,
+    ) -> Self {
+        self.responder = Some(Responder(std::sync::Arc::new(f)));
+        self
     }
 
     /// Adds (or replaces) the queue for one session id.

@@ -18,7 +18,7 @@ use crate::conn::{self, Plan};
 use crate::error::TestkitError;
 use crate::http::HttpRequest;
 use crate::recorded::{RecordedRequest, RequestKind};
-use crate::script::{Script, Step, error_body, openai_error_body};
+use crate::script::{Responder, Script, Step, error_body, openai_error_body};
 use crate::{anthropic, openai};
 
 /// Which wire API a server speaks.
@@ -106,7 +106,13 @@ impl State {
         what: &str,
     ) -> Result<Step, &'static str> {
         let session = recorded.session_id();
-        let Some(step) = self.script.next_step(session) else {
+        let step = self.script.next_step(session).or_else(|| {
+            self.script
+                .responder
+                .as_ref()
+                .map(|Responder(f)| f(recorded))
+        });
+        let Some(step) = step else {
             let session = session
                 .map(|s| format!(" (session {s})"))
                 .unwrap_or_default();
