@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use hangar_core::{Batch, EventKind, Hook, Manifest, ParseContext, ProgressEvent, ingest};
 use hangar_store::{
-    Decision, EncodedEvent, Run, SliceEffect, Store, StoreError, TurnState, TurnUpdate, Usage,
+    AckStatus, Decision, EncodedEvent, Run, SliceEffect, Store, StoreError, TurnState, TurnUpdate,
+    Usage,
 };
 use serde_json::json;
 
@@ -66,13 +67,16 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
                         .map(|m| m.len() > cursor)
                         .unwrap_or(false)
                 {
+                    // What the driver would have done at the end: `in/` closed, what waited
+                    // there answered, its messages handed to the next turn.
+                    let handed_back = crate::orphan::close(&plane, &run.id).await;
                     end_turn(
                         &plane,
                         &run,
                         -1,
                         "the driver stopped without ending the turn",
                         None,
-                        &[],
+                        &handed_back,
                         &totals,
                     )
                     .await;
@@ -263,6 +267,42 @@ fn effects_of(events: &[ProgressEvent]) -> Vec<SliceEffect<'_>> {
                 tool_name,
                 input,
             }),
+            // A person's answer is recorded when it is sent; if the sender was stopped before
+            // it recorded it, the driver's line records it here (the first answer stands).
+            EventKind::ApprovalAnswered {
+                request_id,
+                decision,
+                by,
+                seq: Some(seq),
+            } if by == "command" => Some(SliceEffect::ApprovalAnsweredByCommand {
+                request_id,
+                decision: if decision == "allow" {
+                    Decision::Allow
+                } else {
+                    Decision::Deny
+                },
+                seq: i64::try_from(*seq).unwrap_or(i64::MAX),
+            }),
+            // The driver's answers to commands, for those nobody waited for (a prompt) or whose
+            // sender was stopped before it recorded the answer.
+            EventKind::CommandAcked { seq, outcome, .. } => Some(SliceEffect::CommandAnswered {
+                seq: i64::try_from(*seq).unwrap_or(i64::MAX),
+                status: if outcome == "ended" {
+                    AckStatus::Ended
+                } else {
+                    AckStatus::Done
+                },
+                reason: (outcome == "ended").then_some("the turn has ended"),
+            }),
+            EventKind::CommandRefused {
+                seq: Some(seq),
+                reason,
+                ..
+            } => Some(SliceEffect::CommandAnswered {
+                seq: i64::try_from(*seq).unwrap_or(i64::MAX),
+                status: AckStatus::Refused,
+                reason: Some(reason),
+            }),
             EventKind::ApprovalAnswered {
                 request_id,
                 decision,
@@ -366,6 +406,7 @@ async fn end_turn(
         Err(e) => tracing::warn!(run = %run.id, error = %e, "cannot keep the run's pack and log"),
     }
     plane.sandbox_run_ended(&run.id).await;
+    crate::orphan::settle_commands(plane, &run.id, handed_back).await;
     let store = &plane.store;
     plane.mailboxes.remove(&run.id);
     let mut u = TurnUpdate::to(TurnState::Ended);

@@ -305,6 +305,34 @@ macro_rules! impl_apply_effect {
                             .bind(session)
                             .bind(id)
                     }
+                    SliceEffect::CommandAnswered {
+                        seq,
+                        status,
+                        reason,
+                    } => sqlx::query(
+                        "UPDATE commands SET ack_status = $3, ack_reason = $4, acked_at = $5 \
+                         WHERE run_id = $1 AND seq = $2 AND ack_status IS NULL",
+                    )
+                    .bind(run_id)
+                    .bind(seq)
+                    .bind(status.as_str())
+                    .bind(reason)
+                    .bind(now),
+                    SliceEffect::ApprovalAnsweredByCommand {
+                        request_id,
+                        decision,
+                        seq,
+                    } => sqlx::query(
+                        "UPDATE approvals SET decision = $3, answered_by = COALESCE(\
+                         (SELECT sent_by FROM commands WHERE run_id = $1 AND seq = $4), 'command'), \
+                         answered_at = $5 \
+                         WHERE run_id = $1 AND request_id = $2 AND decision IS NULL",
+                    )
+                    .bind(run_id)
+                    .bind(request_id)
+                    .bind(decision.as_str())
+                    .bind(seq)
+                    .bind(now),
                 };
                 q.execute(&mut *self).await?;
                 Ok(())

@@ -379,6 +379,29 @@ pub enum SliceEffect<'a> {
     },
     /// The harness's own session (or thread) id, for the run's session to resume next turn.
     HarnessSession(&'a str),
+    /// The driver answered command `seq` (the run log's `hangar.command` / `hangar.refused`):
+    /// recorded unless an answer is already (the sender records the ack it waited for; this
+    /// records the ones nobody waited for, e.g. a prompt, or the sender's control plane was
+    /// killed before it recorded it).
+    CommandAnswered {
+        /// The command's sequence number.
+        seq: i64,
+        /// Its answer.
+        status: AckStatus,
+        /// Why, for a refusal or an end.
+        reason: Option<&'a str>,
+    },
+    /// A person's answer, carried out by the driver (`approval_answered` by `command` `seq`):
+    /// recorded unless the request is answered already, as answered by the command's sender
+    /// (the control plane that sent it may have been killed before it recorded the answer).
+    ApprovalAnsweredByCommand {
+        /// The request's id.
+        request_id: &'a str,
+        /// The answer.
+        decision: Decision,
+        /// The command that carried it.
+        seq: i64,
+    },
 }
 
 /// What [`crate::Store::commit_events`] can store: an event's kind and its JSON text.

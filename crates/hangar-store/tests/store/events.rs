@@ -11,6 +11,7 @@ crate::common::suite!(
     the_watch_state_is_committed_with_its_cursor,
     commit_events_is_exactly_once,
     a_slice_commits_its_effects_with_it,
+    a_slice_records_the_drivers_answers_nobody_recorded,
     concurrent_committers_one_wins,
     events_page_by_session_and_run,
 );
@@ -309,6 +310,119 @@ async fn a_slice_commits_its_effects_with_it(kind: Kind) {
             .as_deref(),
         Some("claude-abc")
     );
+    db.cleanup().await;
+}
+
+/// The driver's answers in the log (commands acked or refused, approvals answered by a
+/// command) are recorded with their slice when no sender recorded them (a prompt's ack, which
+/// nobody waits for; a control plane killed between delivering a command and recording its
+/// answer), and never replace an answer already recorded.
+async fn a_slice_records_the_drivers_answers_nobody_recorded(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    for (seq, kind) in [(1, "prompt"), (2, "approve"), (3, "steer"), (4, "deny")] {
+        store
+            .record_command("run-1", seq, kind, &json!({"text": "x"}), "ann@example.com")
+            .await
+            .unwrap();
+    }
+    store
+        .record_ack("run-1", 3, AckStatus::Ended, Some("the turn has ended"))
+        .await
+        .unwrap();
+    let input = json!({});
+    let asked = [
+        SliceEffect::ApprovalRequested {
+            request_id: "req-1",
+            tool_name: "Bash",
+            input: &input,
+        },
+        SliceEffect::ApprovalRequested {
+            request_id: "req-2",
+            tool_name: "Bash",
+            input: &input,
+        },
+    ];
+    store
+        .commit_slice("run-1", 0, 10, &[ev("a", 1)], None, &asked)
+        .await
+        .unwrap();
+    store
+        .answer_approval("run-1", "req-2", Decision::Deny, "bob@example.com", None)
+        .await
+        .unwrap();
+    let effects = [
+        SliceEffect::CommandAnswered {
+            seq: 1,
+            status: AckStatus::Done,
+            reason: None,
+        },
+        SliceEffect::ApprovalAnsweredByCommand {
+            request_id: "req-1",
+            decision: Decision::Allow,
+            seq: 2,
+        },
+        SliceEffect::CommandAnswered {
+            seq: 2,
+            status: AckStatus::Done,
+            reason: None,
+        },
+        // Recorded already by its sender: the first answer stands.
+        SliceEffect::CommandAnswered {
+            seq: 3,
+            status: AckStatus::Done,
+            reason: None,
+        },
+        SliceEffect::ApprovalAnsweredByCommand {
+            request_id: "req-2",
+            decision: Decision::Allow,
+            seq: 4,
+        },
+        SliceEffect::CommandAnswered {
+            seq: 4,
+            status: AckStatus::Refused,
+            reason: Some("already answered"),
+        },
+        // A command the store never heard of: nothing to record.
+        SliceEffect::CommandAnswered {
+            seq: 9,
+            status: AckStatus::Done,
+            reason: None,
+        },
+    ];
+    store
+        .commit_slice("run-1", 10, 20, &[ev("b", 2)], None, &effects)
+        .await
+        .unwrap();
+    let acks: Vec<_> = store
+        .commands("run-1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.seq, c.ack, c.ack_reason))
+        .collect();
+    assert_eq!(
+        acks,
+        [
+            (1, Some(AckStatus::Done), None),
+            (2, Some(AckStatus::Done), None),
+            (3, Some(AckStatus::Ended), Some("the turn has ended".into())),
+            (4, Some(AckStatus::Refused), Some("already answered".into())),
+        ]
+    );
+    let a = store.approval("run-1", "req-1").await.unwrap();
+    assert_eq!(
+        (a.decision, a.answered_by.as_deref()),
+        (Some(Decision::Allow), Some("ann@example.com"))
+    );
+    let b = store.approval("run-1", "req-2").await.unwrap();
+    assert_eq!(
+        (b.decision, b.answered_by.as_deref()),
+        (Some(Decision::Deny), Some("bob@example.com"))
+    );
+    assert!(store.pending_approvals("run-1").await.unwrap().is_empty());
     db.cleanup().await;
 }
 
