@@ -100,4 +100,10 @@ pub trait Adapter {
     }
     /// Whether messages passed on are still being worked on.
     fn busy(&self) -> bool;
+    /// The ids (as given to [`Adapter::message`]) of messages passed on that the harness never
+    /// began (no result covers them and the model never had them): when the harness is gone,
+    /// they are handed back for the next turn instead of being lost (S19).
+    fn never_started(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

@@ -75,6 +75,10 @@ pub const RULES_HOOK: &str = "hangar_rules";
 pub struct Claude {
     /// uuids of messages passed on that no `result` has covered yet.
     outstanding: Vec<String>,
+    /// The id each message was passed on with, by uuid.
+    ids: Vec<(String, String)>,
+    /// uuids of messages the model has had (`command_lifecycle` `started` or later).
+    started: std::collections::HashSet<String>,
     /// Register the deny-risky rules as a PreToolUse hook callback in `initialize`.
     rules_hook: bool,
 }
@@ -83,8 +87,8 @@ impl Claude {
     /// An adapter that registers the rules' PreToolUse hook (every real Claude Code turn).
     pub fn with_rules_hook() -> Claude {
         Claude {
-            outstanding: Vec::new(),
             rules_hook: true,
+            ..Claude::default()
         }
     }
 }
@@ -122,6 +126,7 @@ impl Adapter for Claude {
         let uuid = message_uuid(id);
         h.send(&user_message(text, &uuid))
             .map_err(|_| SendError::Gone)?;
+        self.ids.push((uuid.clone(), id.to_owned()));
         self.outstanding.push(uuid);
         Ok(())
     }
@@ -201,12 +206,26 @@ impl Adapter for Claude {
                 None => Vec::new(),
             },
             HarnessEvent::ToolResults(ids) => vec![Signal::ToolsDone { ids }],
+            HarnessEvent::Lifecycle { uuid, state } => {
+                if state != "queued" {
+                    self.started.insert(uuid);
+                }
+                Vec::new()
+            }
             HarnessEvent::Rpc(_) | HarnessEvent::Eof => Vec::new(),
         }
     }
 
     fn busy(&self) -> bool {
         !self.outstanding.is_empty()
+    }
+
+    fn never_started(&self) -> Vec<String> {
+        self.ids
+            .iter()
+            .filter(|(uuid, _)| self.outstanding.contains(uuid) && !self.started.contains(uuid))
+            .map(|(_, id)| id.clone())
+            .collect()
     }
 }
 
@@ -237,6 +256,64 @@ pub fn message_uuid(nonce_hex: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A harness killed with messages queued hands back those the model never had (found by
+    /// `scripts/chaos`: a steer acked `done` into a dying Claude Code was lost).
+    #[test]
+    fn messages_the_model_never_had_are_the_ones_handed_back() {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut h = Harness { stdin: None, child };
+        h.stdin = h.child.stdin.take();
+        let log = RunLog::open(
+            &std::env::temp_dir().join(format!("hangar-claude-test-{}.log", std::process::id())),
+        )
+        .unwrap();
+        let mut c = Claude::default();
+        let ids = [
+            "00112233445566778899aabbccddeeff",
+            "ffeeddccbbaa99887766554433221100",
+            "0123456789abcdef0123456789abcdef",
+        ];
+        for (i, id) in ids.iter().enumerate() {
+            c.message(&mut h, &format!("message {i}"), id).unwrap();
+        }
+        assert_eq!(c.never_started(), ids.to_vec());
+        for state in ["queued", "started"] {
+            c.on_event(
+                &mut h,
+                &log,
+                HarnessEvent::Lifecycle {
+                    uuid: message_uuid(ids[0]),
+                    state: state.into(),
+                },
+            );
+        }
+        c.on_event(
+            &mut h,
+            &log,
+            HarnessEvent::Lifecycle {
+                uuid: message_uuid(ids[1]),
+                state: "queued".into(),
+            },
+        );
+        assert_eq!(c.never_started(), ids[1..].to_vec());
+        // Covered by a result: done, not handed back.
+        c.on_event(
+            &mut h,
+            &log,
+            HarnessEvent::Result {
+                is_error: false,
+                uuids: Some(vec![message_uuid(ids[2])]),
+            },
+        );
+        assert_eq!(c.never_started(), vec![ids[1].to_owned()]);
+        let _ = h.child.kill();
+        let _ = h.child.wait();
+    }
 
     #[test]
     fn uuid_shape() {

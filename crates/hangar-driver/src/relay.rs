@@ -50,6 +50,9 @@ pub enum HarnessEvent {
     /// Results came for these tool calls, of tools that may change files (Claude Code's `user`
     /// lines with `tool_result`s); the turn's tree is hashed after them.
     ToolResults(Vec<String>),
+    /// A Claude Code `command_lifecycle` line: the message with this `uuid` is `queued`,
+    /// `started` (the model has it), `completed`, `cancelled`, ...
+    Lifecycle { uuid: String, state: String },
     /// stdout closed: the harness has exited or is about to.
     Eof,
 }
@@ -171,6 +174,19 @@ fn process(
                     && v.get("subtype").and_then(Value::as_str) == Some("hook_response")
                 {
                     events.push(HarnessEvent::HookResponse(v));
+                }
+            }
+            Some(b"command_lifecycle") => {
+                if let Ok(v) = serde_json::from_slice::<Value>(line)
+                    && let (Some(uuid), Some(state)) = (
+                        v.get("command_uuid").and_then(Value::as_str),
+                        v.get("state").and_then(Value::as_str),
+                    )
+                {
+                    events.push(HarnessEvent::Lifecycle {
+                        uuid: uuid.to_owned(),
+                        state: state.to_owned(),
+                    });
                 }
             }
             Some(b"control_request") | Some(b"control_cancel_request") => {

@@ -74,6 +74,8 @@ pub struct Turn {
     end_requested: bool,
     failed: Option<String>,
     handed_back: Vec<u64>,
+    /// Messages passed on to the harness: (seq, the id they were passed with).
+    passed: Vec<(u64, String)>,
     /// The job's check's final state (`passed`, `failed`, `not_run`) when there is a check.
     pub verify_state: Option<String>,
     /// Rounds of check feedback sent.
@@ -138,6 +140,7 @@ impl Turn {
             end_requested: false,
             failed: None,
             handed_back: Vec::new(),
+            passed: Vec::new(),
             verify_state: None,
             verify_rounds: None,
             stop_hook: None,
@@ -488,6 +491,7 @@ impl Turn {
                 let text = cmd.text().unwrap_or_default();
                 match self.adapter.message(&mut self.harness, text, &cmd.nonce) {
                     Ok(()) => {
+                        self.passed.push((cmd.seq, cmd.nonce.clone()));
                         self.interrupted = false;
                         Ok(())
                     }
@@ -658,6 +662,14 @@ impl Turn {
             self.log.hangar(&HangarLine::Error {
                 message: format!("the harness {how} before the turn finished"),
             });
+        }
+        // Messages the harness took but never began (it was killed, or crashed, with them
+        // queued) go to the next turn like those that came too late.
+        let never = self.adapter.never_started();
+        for (seq, id) in &self.passed {
+            if never.contains(id) && !self.handed_back.contains(seq) {
+                self.handed_back.push(*seq);
+            }
         }
         self.end_trees();
         self.log.hangar(&HangarLine::TurnEnd {
