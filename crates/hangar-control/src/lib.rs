@@ -28,6 +28,7 @@ pub mod jwt;
 mod launch;
 mod live;
 mod oneshot;
+mod orphan;
 pub mod passport;
 mod plane;
 mod sandbox_turn;

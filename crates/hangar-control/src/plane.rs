@@ -18,6 +18,9 @@ use tokio::sync::watch;
 use crate::error::ControlError;
 use crate::launch::{self, Launch, Tools, TurnOptions};
 
+/// Why a message recorded before it landed is answered without the driver: its turn had ended.
+const NOT_LANDED_ENDED: &str = "not landed: the turn had ended";
+
 /// How long a command waits for the driver's signed answer.
 const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -676,10 +679,39 @@ impl ControlPlane {
         wait: bool,
     ) -> Result<(Outcome, bool), ControlError> {
         let (m, b2) = (mailbox.clone(), b.clone());
-        let delivery = blocking(move || m.send(kind, b2)).await??;
+        // A message is recorded before it lands (scripts/chaos: a server killed between the
+        // two left a steer the harness had and the store did not); answers and interrupts
+        // after, off their latency (the watcher records their answers from the log).
+        let recorded_first = kind.is_message();
+        let delivery = if recorded_first {
+            let (store, run, who, b3) = (
+                self.store.clone(),
+                run_id.to_owned(),
+                person.to_owned(),
+                b.clone(),
+            );
+            let rt = tokio::runtime::Handle::current();
+            blocking(move || {
+                m.send_recorded(kind, b2, |c| {
+                    let seq = i64::try_from(c.seq).unwrap_or(i64::MAX);
+                    rt.block_on(store.record_command(&run, seq, kind.as_str(), &b3, &who))
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .await??
+        } else {
+            blocking(move || m.send(kind, b2)).await??
+        };
         let sent = match delivery {
             Delivery::Landed(sent) => sent,
             Delivery::TurnEnded(command) => {
+                if recorded_first {
+                    let seq = i64::try_from(command.seq).unwrap_or(i64::MAX);
+                    self.store
+                        .record_ack(run_id, seq, AckStatus::Ended, Some(NOT_LANDED_ENDED))
+                        .await?;
+                }
                 return Ok((
                     Outcome::Ended {
                         handed_back: command,
@@ -689,9 +721,11 @@ impl ControlPlane {
             }
         };
         let seq = i64::try_from(sent.command.seq).unwrap_or(i64::MAX);
-        self.store
-            .record_command(run_id, seq, kind.as_str(), &b, person)
-            .await?;
+        if !recorded_first {
+            self.store
+                .record_command(run_id, seq, kind.as_str(), &b, person)
+                .await?;
+        }
         self.store
             .audit()
             .append(

@@ -221,12 +221,26 @@ impl Mailbox {
     /// Seals and delivers a command. `Err(Ok(command))`-like cases are folded into
     /// [`Delivery::TurnEnded`].
     pub fn send(&self, kind: Kind, body: Value) -> Result<Delivery, MailboxError> {
+        self.send_recorded(kind, body, |_| Ok(()))
+    }
+
+    /// [`Mailbox::send`], calling `record` with the sealed command before it lands (its
+    /// sequence number is known by then, and no other client can land one meanwhile): a
+    /// sender that records what it sends can never have a command the driver carried out and
+    /// it has no record of, even if it is killed right after. If `record` fails, nothing lands.
+    pub fn send_recorded(
+        &self,
+        kind: Kind,
+        body: Value,
+        record: impl FnOnce(&Command) -> Result<(), String>,
+    ) -> Result<Delivery, MailboxError> {
         let (seq, _lock) = self.next_seq()?;
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce)
             .map_err(|e| io_err("OS random source")(io::Error::other(e.to_string())))?;
         let command = Command::seal(&self.key, &self.run, seq, nonce, kind, body);
         let name = format!("{seq:010}-{}.cmd", hex::encode(&nonce[..4]));
+        record(&command).map_err(|e| io_err("record the command")(io::Error::other(e)))?;
         self.deliver_bytes(&name, &command.to_bytes())
             .map(|landed| {
                 if landed {
@@ -408,6 +422,33 @@ mod tests {
             }
         }
         assert_eq!(seqs, vec![1, 2, 3, 4]);
+    }
+
+    /// The sender's record comes before the command lands, with its sequence number; a record
+    /// that fails lands nothing (and burns no number the driver would see out of order).
+    #[test]
+    fn a_recorded_send_records_before_it_lands() {
+        let home = tempfile::tempdir().unwrap();
+        let m = Mailbox::create(home.path(), "r").unwrap();
+        let inbox = m.ctl().inbox();
+        let mut seen = None;
+        let d = m
+            .send_recorded(Kind::Steer, body::text("x"), |c| {
+                seen = Some((c.seq, fs::read_dir(&inbox).unwrap().count()));
+                Ok(())
+            })
+            .unwrap();
+        assert!(matches!(d, Delivery::Landed(_)));
+        assert_eq!(seen, Some((1, 0)), "recorded as seq 1 with in/ still empty");
+        let refused = m.send_recorded(Kind::Steer, body::text("y"), |_| {
+            Err("the store is down".into())
+        });
+        assert!(refused.is_err());
+        assert_eq!(
+            fs::read_dir(&inbox).unwrap().count(),
+            1,
+            "nothing more landed"
+        );
     }
 
     #[test]
