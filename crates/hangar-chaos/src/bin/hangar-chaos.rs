@@ -1,0 +1,743 @@
+//! `hangar-chaos [N] [--seed S] [--postgres]`: N real turns (default 50) of the real Claude Code
+//! CLI under the real driver and a real `hangar serve` (SQLite, or PostgreSQL from
+//! `HANGAR_TEST_DATABASE_URL` with `--postgres`), the model scripted by hangar-testkit's fake,
+//! while things are killed with SIGKILL at random points (one per turn, chosen by the seed):
+//!
+//! * `hangar serve` while the model streams, with an approval pending (answered after the
+//!   restart), with a steer in flight (the HTTP request cut off by the kill), and as the turn
+//!   ends (the driver's `hangar.turn_end` written, not yet stored); each time it is started again;
+//! * the driver, then a message is sent: the turn must end reported as the driver's stop
+//!   (status -1) and the message start the next turn;
+//! * the harness (Claude Code), then a message is sent: the turn must end `harness_exited`
+//!   (status 1) and the message, handed back by the driver, start the next turn.
+//!
+//! Then it checks every run: its stored events equal a rebuild of its log (no event lost or
+//! stored twice), no permission request of a turn that ended normally is left pending, every
+//! recorded command has its answer (acked, refused, or reported as not landed), every steer the
+//! harness received is recorded, every message sent after a kill reached a later turn, and every
+//! turn ended with the status its kill calls for. It prints the counts and exits 1 on any
+//! violation. The seed is printed first: `hangar-chaos N --seed S` replays the same choices.
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a command-line tool reports on stdout/stderr"
+)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use hangar_chaos::{Api, Env, PgSchema, Res, Rng, Serve, alive, check_events, err, exe, kill};
+use hangar_store::Store;
+use hangar_testkit::{FakeAnthropic, RecordedRequest, Script, Step, claude_bin, claude_env};
+use serde_json::{Value, json};
+
+const USAGE: &str = "usage: hangar-chaos [N] [--seed S] [--postgres]";
+
+/// Where a turn gets its kill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Point {
+    None,
+    Streaming,
+    Approval,
+    Steer,
+    Ending,
+    Driver,
+    Harness,
+}
+
+const POINTS: [Point; 7] = [
+    Point::None,
+    Point::Streaming,
+    Point::Approval,
+    Point::Steer,
+    Point::Ending,
+    Point::Driver,
+    Point::Harness,
+];
+
+impl Point {
+    fn name(self) -> &'static str {
+        match self {
+            Point::None => "no kill",
+            Point::Streaming => "serve: streaming",
+            Point::Approval => "serve: approval pending",
+            Point::Steer => "serve: steer in flight",
+            Point::Ending => "serve: turn ending",
+            Point::Driver => "driver",
+            Point::Harness => "harness",
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let mut n = 50usize;
+    let mut seed = None;
+    let mut postgres = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--seed" => match args.next().and_then(|v| v.parse().ok()) {
+                Some(s) => seed = Some(s),
+                None => return usage(),
+            },
+            "--postgres" => postgres = true,
+            other => match other.parse() {
+                Ok(v) if v > 0 => n = v,
+                _ => return usage(),
+            },
+        }
+    }
+    let seed = seed.unwrap_or_else(Rng::fresh_seed);
+    println!("chaos: seed {seed} (replay: scripts/chaos {n} --seed {seed})");
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hangar-chaos: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(chaos(n, seed, postgres)) {
+        Ok(0) => {
+            println!("chaos: ok");
+            ExitCode::SUCCESS
+        }
+        Ok(v) => {
+            println!("chaos: FAILED ({v} violations; replay: scripts/chaos {n} --seed {seed})");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("hangar-chaos: {e} (replay: scripts/chaos {n} --seed {seed})");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage() -> ExitCode {
+    eprintln!("{USAGE}");
+    ExitCode::from(2)
+}
+
+/// The fake model's answer to any request: a tool call for a turn's prompt, a slow text after a
+/// tool result or for a message (a steer, or a message a turn starts with).
+fn respond(r: &RecordedRequest) -> Step {
+    if r.last_user_has_tool_result() {
+        return Step::text("the tool ran; here is a summary of what it did, streamed slowly")
+            .chunks(14)
+            .chunk_delay(Duration::from_millis(45));
+    }
+    let text = r.newest_input_text();
+    match text
+        .split_whitespace()
+        .skip_while(|w| *w != "CHAOS-TOOL")
+        .nth(1)
+    {
+        Some(tag) => Step::tool(
+            "Bash",
+            json!({"command": format!("echo {tag} >> chaos.txt"), "description": "note the turn"}),
+        ),
+        None => Step::text("noted")
+            .chunks(6)
+            .chunk_delay(Duration::from_millis(40)),
+    }
+}
+
+/// The whole run's state.
+struct Chaos {
+    env: Env,
+    serve: Serve,
+    api: Api,
+    store: Store,
+    fake: FakeAnthropic,
+    rng: Rng,
+    restarts: usize,
+    answered_after_restart: usize,
+    /// Kills done, by point (a kill that came too late, after the turn's result, is `late`).
+    kills: BTreeMap<Point, usize>,
+    /// Turns by the point chosen for them.
+    chosen: BTreeMap<Point, usize>,
+    late: usize,
+    violations: Vec<String>,
+    /// Steers sent: (session, text, what the API said).
+    steers: Vec<(String, String, String)>,
+    /// Messages sent after a driver or harness kill, which must reach a later turn: (session, text).
+    must_reach: Vec<(String, String)>,
+    /// Every run seen, and the status its turn must end with (None: any the log explains).
+    runs: Vec<RunSeen>,
+}
+
+struct RunSeen {
+    session: String,
+    run: String,
+    turn: String,
+    want: Want,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Want {
+    /// Status 0.
+    Ok,
+    /// The driver was killed: -1, reported as the driver's stop.
+    DriverStopped,
+    /// The harness was killed: 1, `harness_exited`.
+    HarnessExited,
+    /// A turn the control plane started with handed-back messages: 0.
+    HandedBack,
+}
+
+async fn chaos(n: usize, seed: u64, postgres: bool) -> Res<usize> {
+    let driver = exe("HANGAR_DRIVER_BIN", "hangar-driver")?;
+    let claude = claude_bin().map_err(|e| e.to_string())?;
+    let fake =
+        FakeAnthropic::start(Script::new([]).responder(respond)).map_err(err("the fake model"))?;
+    let pg = if postgres {
+        let base = std::env::var("HANGAR_TEST_DATABASE_URL").map_err(|_| {
+            "--postgres: HANGAR_TEST_DATABASE_URL is not set (url=$(scripts/start-postgres) && export \"$url\")".to_owned()
+        })?;
+        Some(PgSchema::new(&base, "chaos")?)
+    } else {
+        None
+    };
+    let env0 = Env::new(Vec::new())?;
+    let config = env0.root.path().join("claude-config");
+    std::fs::create_dir_all(&config).map_err(err("claude's config folder"))?;
+    let mut vars = vec![
+        ("HANGAR_DRIVER_BIN".to_owned(), driver.display().to_string()),
+        ("HANGAR_CLAUDE_BIN".to_owned(), claude.display().to_string()),
+    ];
+    vars.extend(claude_env(&fake.base_url(), &config));
+    if let Some(s) = &pg {
+        vars.push(("HANGAR_DATABASE_URL".to_owned(), s.url()));
+    }
+    let env = Env { vars, ..env0 };
+    let token = env.token("chaos@example.com")?;
+    let database = match &pg {
+        Some(s) => s.url(),
+        None => format!("sqlite://{}", env.home().join("hangar.db").display()),
+    };
+    let store = Store::open(&database)
+        .await
+        .map_err(err("open the store"))?;
+    let serve = Serve::start(&env, &[], &env.root.path().join("serve.log"))?;
+    let api = Api::new(&serve.url, &token)?;
+    println!(
+        "chaos: {n} turns of Claude Code {} (policy ask) under {} on {}; hangar serve's log: {}",
+        hangar_testkit::CLAUDE_CODE_VERSION,
+        driver.display(),
+        if pg.is_some() { "PostgreSQL" } else { "SQLite" },
+        serve.log.display()
+    );
+    let mut c = Chaos {
+        env,
+        serve,
+        api,
+        store,
+        fake,
+        rng: Rng::new(seed),
+        restarts: 0,
+        answered_after_restart: 0,
+        kills: BTreeMap::new(),
+        chosen: BTreeMap::new(),
+        late: 0,
+        violations: Vec::new(),
+        steers: Vec::new(),
+        must_reach: Vec::new(),
+        runs: Vec::new(),
+    };
+    // Turns go round a few sessions, one turn at a time (the fake model answers in order).
+    let sessions = n.div_ceil(5).max(1);
+    let mut ids: Vec<Option<String>> = vec![None; sessions];
+    let started = Instant::now();
+    for t in 0..n {
+        let s = t % sessions;
+        let point = POINTS[c.rng.below(POINTS.len() as u64) as usize];
+        *c.chosen.entry(point).or_default() += 1;
+        let dir = c.env.root.path().join(format!("work-{s}"));
+        std::fs::create_dir_all(&dir).map_err(err("a work folder"))?;
+        if verbose() {
+            println!("chaos: turn {t} (session {s}): {}", point.name());
+        }
+        let res = c.turn(t, &dir, &mut ids[s], point).await;
+        if let Err(e) = res {
+            println!("chaos: turn {t} ({}) failed: {e}", point.name());
+            c.violations
+                .push(format!("turn {t} ({}): {e}", point.name()));
+            // The run can no longer be followed: stop here with what is known.
+            break;
+        }
+        if (t + 1) % 10 == 0 {
+            println!(
+                "chaos: {} turns done ({:.0} s)",
+                t + 1,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let checked = match c.check_all(&ids).await {
+        Ok(x) => x,
+        Err(e) => {
+            c.keep();
+            return Err(e);
+        }
+    };
+    if !c.violations.is_empty() {
+        c.keep();
+    }
+    c.serve.stop();
+    let turns = c.runs.len();
+    println!(
+        "chaos: {n} turns driven, {turns} runs in all (turns started with handed-back messages included) in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    println!("  kill point                 turns  kills");
+    for p in POINTS {
+        println!(
+            "  {:<26} {:>5}  {:>5}",
+            p.name(),
+            c.chosen.get(&p).copied().unwrap_or(0),
+            c.kills.get(&p).copied().unwrap_or(0)
+        );
+    }
+    println!(
+        "  kills too late (after the turn's result; the turn must end normally) {}",
+        c.late
+    );
+    println!("  hangar serve restarts       {}", c.restarts);
+    println!(
+        "  events checked              {} (stored = rebuilt from the run logs)",
+        checked.events
+    );
+    println!(
+        "  approvals answered after a restart {}",
+        checked.answered_after_restart
+    );
+    println!(
+        "  commands checked            {} (acked {}, not landed {})",
+        checked.commands, checked.acked, checked.not_landed
+    );
+    println!(
+        "  steers: {} sent ({} cut off by a kill)",
+        c.steers.len(),
+        c.steers
+            .iter()
+            .filter(|s| s.2.starts_with("transport"))
+            .count()
+    );
+    println!(
+        "  messages handed to a next turn {}/{}",
+        checked.reached,
+        c.must_reach.len()
+    );
+    println!("  model requests               {}", c.fake.requests().len());
+    println!("  mismatches                   {}", c.violations.len());
+    for v in c.violations.iter().take(30) {
+        println!("  VIOLATION {v}");
+    }
+    Ok(c.violations.len())
+}
+
+#[derive(Default)]
+struct Checked {
+    events: usize,
+    commands: usize,
+    acked: usize,
+    not_landed: usize,
+    reached: usize,
+    answered_after_restart: usize,
+}
+
+fn verbose() -> bool {
+    std::env::var_os("HANGAR_CHAOS_VERBOSE").is_some_and(|v| v != "0")
+}
+
+impl Chaos {
+    /// Keeps the run's folder (logs, run logs, database) for a look after a failure.
+    fn keep(&mut self) {
+        let root = self.env.root.path().to_owned();
+        let dummy = tempfile::Builder::new()
+            .prefix("hangar-chaos-kept-")
+            .tempdir();
+        if let Ok(d) = dummy {
+            let old = std::mem::replace(&mut self.env.root, d);
+            let _ = old.keep();
+            println!("chaos: kept {} for a look", root.display());
+        }
+    }
+
+    async fn restart(&mut self) -> Res<()> {
+        self.serve.kill9();
+        let log = self.serve.log.clone();
+        self.serve = Serve::start(&self.env, &[], &log)?;
+        self.api = self.api.at(&self.serve.url);
+        self.restarts += 1;
+        Ok(())
+    }
+
+    fn killed(&mut self, p: Point) {
+        *self.kills.entry(p).or_default() += 1;
+    }
+
+    /// Waits for `f` to give a value, up to `secs`.
+    async fn until<T>(
+        &self,
+        what: &str,
+        secs: u64,
+        mut f: impl AsyncFnMut() -> Res<Option<T>>,
+    ) -> Res<T> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(v) = f().await? {
+                return Ok(v);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("timed out after {secs} s waiting for {what}"));
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Every turn of a session, oldest first.
+    async fn turns(&self, session: &str) -> Res<Vec<Value>> {
+        Ok(
+            self.api.get(&format!("/v1/sessions/{session}")).await?["turns"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Waits until no turn of the session runs (turns started with handed-back messages
+    /// included), and records the runs not seen yet.
+    async fn settle(&mut self, session: &str) -> Res<()> {
+        let turns = self
+            .until("the session's turns to end", 120, async || {
+                let turns = self.turns(session).await?;
+                let busy = turns
+                    .iter()
+                    .any(|t| t["state"] != "ended" && t["state"] != "refused");
+                Ok((!busy).then_some(turns))
+            })
+            .await?;
+        for t in turns {
+            let run = t["run_id"].as_str().unwrap_or_default().to_owned();
+            if !run.is_empty() && !self.runs.iter().any(|r| r.run == run) {
+                self.runs.push(RunSeen {
+                    session: session.to_owned(),
+                    run,
+                    turn: t["id"].as_str().unwrap_or_default().to_owned(),
+                    want: Want::HandedBack,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The driver's and the harness's pids, from the run's `hangar.started` line.
+    fn pids(&self, run: &str) -> Option<(u32, u32)> {
+        let log = std::fs::read_to_string(self.env.ctl(run).join("run.log")).ok()?;
+        let line = log.lines().find(|l| l.contains("\"hangar.started\""))?;
+        let v: Value = serde_json::from_str(line).ok()?;
+        Some((
+            u32::try_from(v["driver_pid"].as_u64()?).ok()?,
+            u32::try_from(v["harness_pid"].as_u64()?).ok()?,
+        ))
+    }
+
+    fn log_has(&self, run: &str, needle: &str) -> bool {
+        std::fs::read_to_string(self.env.ctl(run).join("run.log")).is_ok_and(|l| l.contains(needle))
+    }
+
+    /// One turn with its kill.
+    async fn turn(
+        &mut self,
+        t: usize,
+        dir: &Path,
+        session: &mut Option<String>,
+        point: Point,
+    ) -> Res<()> {
+        let prompt = format!("CHAOS-TOOL t{t} run the tool");
+        let (sid, run, turn) = match session.as_deref() {
+            None => {
+                let body =
+                    json!({"dir": dir, "policy": "ask", "harness": "claude", "prompt": prompt});
+                let (s, v) = self.api.call("POST", "/v1/sessions", Some(&body)).await?;
+                if s != 201 {
+                    return Err(format!("start a session: {s} {v}"));
+                }
+                let sid = v["session"]["id"].as_str().unwrap_or_default().to_owned();
+                *session = Some(sid.clone());
+                (
+                    sid,
+                    v["run"]["id"].as_str().unwrap_or_default().to_owned(),
+                    v["turn"]["id"].as_str().unwrap_or_default().to_owned(),
+                )
+            }
+            Some(sid) => {
+                let sid = sid.to_owned();
+                self.settle(&sid).await?;
+                let (s, v) = self
+                    .api
+                    .call(
+                        "POST",
+                        &format!("/v1/sessions/{sid}/messages"),
+                        Some(&json!({"text": prompt})),
+                    )
+                    .await?;
+                if s != 200 || v["outcome"] != "next_turn" {
+                    return Err(format!("start turn {t}: {s} {v}"));
+                }
+                (
+                    sid,
+                    v["run"].as_str().unwrap_or_default().to_owned(),
+                    v["turn"].as_str().unwrap_or_default().to_owned(),
+                )
+            }
+        };
+        let mut want = Want::Ok;
+        // The permission request for the tool call.
+        let rid = self
+            .until("the permission request", 90, async || {
+                let a = self.api.get(&format!("/v1/runs/{run}/approvals")).await?;
+                Ok(a["approvals"][0]["request_id"].as_str().map(str::to_owned))
+            })
+            .await?;
+        let mut answered_after_restart = false;
+        if point == Point::Approval {
+            tokio::time::sleep(self.rng.ms(0, 200)).await;
+            self.restart().await?;
+            self.killed(point);
+            let a = self.api.get(&format!("/v1/runs/{run}/approvals")).await?;
+            if a["approvals"][0]["request_id"].as_str() != Some(rid.as_str()) {
+                self.violations.push(format!(
+                    "run {run}: the pending approval {rid} is not listed after the restart: {a}"
+                ));
+            }
+            answered_after_restart = true;
+        }
+        let (s, v) = self
+            .api
+            .call(
+                "POST",
+                &format!("/v1/runs/{run}/approvals/{rid}"),
+                Some(&json!({"decision": "allow"})),
+            )
+            .await?;
+        if s != 200 || v["outcome"] != "done" {
+            self.violations.push(format!(
+                "run {run}: answering {rid}{}: {s} {v}",
+                if answered_after_restart {
+                    " after the restart"
+                } else {
+                    ""
+                }
+            ));
+        } else if answered_after_restart {
+            self.answered_after_restart += 1;
+        }
+        // The tool runs and the model streams its summary (about 0.6 s).
+        match point {
+            Point::None | Point::Approval => {}
+            Point::Streaming => {
+                tokio::time::sleep(self.rng.ms(0, 600)).await;
+                self.restart().await?;
+                self.killed(point);
+            }
+            Point::Steer => {
+                tokio::time::sleep(self.rng.ms(50, 400)).await;
+                let text = format!("CHAOS-STEER t{t} also mention the weather");
+                let api = self.api.clone();
+                let path = format!("/v1/runs/{run}/steer");
+                let body = json!({"text": text});
+                let call = tokio::spawn(async move { api.call("POST", &path, Some(&body)).await });
+                tokio::time::sleep(self.rng.ms(0, 40)).await;
+                self.restart().await?;
+                self.killed(point);
+                let said = match call.await {
+                    Ok(Ok((s, v))) => format!("{s} {v}"),
+                    Ok(Err(e)) => format!("transport: {e}"),
+                    Err(e) => format!("transport: {e}"),
+                };
+                self.steers.push((sid.clone(), text, said));
+            }
+            Point::Ending => {
+                let log = self.env.ctl(&run).join("run.log");
+                let deadline = Instant::now() + Duration::from_secs(90);
+                while !std::fs::read_to_string(&log)
+                    .is_ok_and(|l| l.contains("\"hangar.turn_end\""))
+                {
+                    if Instant::now() > deadline {
+                        return Err("timed out waiting for hangar.turn_end".into());
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                self.restart().await?;
+                self.killed(point);
+            }
+            Point::Driver | Point::Harness => {
+                tokio::time::sleep(self.rng.ms(0, 500)).await;
+                let Some((driver, harness)) = self.pids(&run) else {
+                    return Err(format!("run {run}: no hangar.started line"));
+                };
+                if self.log_has(&run, "\"type\":\"result\"") {
+                    // Too late: the turn's result is in; it ends normally.
+                    self.late += 1;
+                } else {
+                    let victim = if point == Point::Driver {
+                        driver
+                    } else {
+                        harness
+                    };
+                    kill(victim, libc::SIGKILL);
+                    self.killed(point);
+                    want = if point == Point::Driver {
+                        Want::DriverStopped
+                    } else {
+                        Want::HarnessExited
+                    };
+                    // A message right after: it must reach a later turn.
+                    let text = format!(
+                        "CHAOS-AFTER-{} t{t} carry on",
+                        if point == Point::Driver {
+                            "DRIVER"
+                        } else {
+                            "HARNESS"
+                        }
+                    );
+                    let (s, v) = self
+                        .api
+                        .call(
+                            "POST",
+                            &format!("/v1/runs/{run}/steer"),
+                            Some(&json!({"text": text})),
+                        )
+                        .await?;
+                    self.steers
+                        .push((sid.clone(), text.clone(), format!("{s} {v}")));
+                    self.must_reach.push((sid.clone(), text));
+                    if point == Point::Driver {
+                        // The harness goes with its driver (its stdin closed); make sure.
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        if alive(harness) {
+                            kill(harness, libc::SIGKILL);
+                        }
+                    }
+                }
+            }
+        }
+        self.runs.push(RunSeen {
+            session: sid.clone(),
+            run,
+            turn,
+            want,
+        });
+        self.settle(&sid).await
+    }
+
+    /// The checks over every run.
+    async fn check_all(&mut self, sessions: &[Option<String>]) -> Res<Checked> {
+        let mut c = Checked {
+            answered_after_restart: self.answered_after_restart,
+            ..Checked::default()
+        };
+        for s in sessions.iter().flatten() {
+            self.settle(s).await?;
+        }
+        let requests = self.fake.requests();
+        let mut v = Vec::new();
+        for r in &self.runs {
+            let t = self.api.get(&format!("/v1/turns/{}", r.turn)).await?;
+            let (status, reason) = (
+                t["status"].as_i64(),
+                t["reason"].as_str().unwrap_or_default(),
+            );
+            let ok = match r.want {
+                Want::Ok | Want::HandedBack => status == Some(0),
+                Want::DriverStopped => status == Some(-1) && reason.contains("driver stopped"),
+                Want::HarnessExited => status == Some(1) && reason.contains("harness_exited"),
+            };
+            if !ok {
+                v.push(format!(
+                    "run {} ({:?}): the turn ended with status {status:?} ({reason})",
+                    r.run, r.want
+                ));
+            }
+            let log = self.env.ctl(&r.run).join("run.log");
+            let (n, mismatch) = check_events(&self.api, &r.run, &log).await?;
+            c.events += n;
+            v.extend(mismatch);
+            if matches!(r.want, Want::Ok | Want::HandedBack) {
+                let pending = self
+                    .api
+                    .get(&format!("/v1/runs/{}/approvals", r.run))
+                    .await?;
+                if pending["approvals"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty())
+                {
+                    v.push(format!(
+                        "run {}: approvals left pending after the turn ended: {pending}",
+                        r.run
+                    ));
+                }
+            }
+            let commands = self.store.commands(&r.run).await.map_err(err("commands"))?;
+            for cmd in &commands {
+                c.commands += 1;
+                match (&cmd.ack, cmd.ack_reason.as_deref()) {
+                    (Some(hangar_store::AckStatus::Ended), Some(why))
+                        if why.contains("not land") =>
+                    {
+                        c.not_landed += 1
+                    }
+                    (Some(_), _) => c.acked += 1,
+                    (None, _) => v.push(format!(
+                        "run {}: command {} ({} {}) has no answer after the turn ended",
+                        r.run, cmd.seq, cmd.kind, cmd.body
+                    )),
+                }
+            }
+        }
+        // Every steer the harness received is recorded as a command of its session's runs.
+        for (session, text, said) in &self.steers {
+            let seen = requests
+                .iter()
+                .any(|q| q.all_text().contains(text.as_str()));
+            let mut recorded = false;
+            for r in self.runs.iter().filter(|r| &r.session == session) {
+                let cmds = self.store.commands(&r.run).await.map_err(err("commands"))?;
+                recorded |= cmds.iter().any(|c| {
+                    c.body["text"]
+                        .as_str()
+                        .is_some_and(|x| x.contains(text.as_str()))
+                });
+                let t = self.api.get(&format!("/v1/turns/{}", r.turn)).await?;
+                recorded |= t["prompt"]
+                    .as_str()
+                    .is_some_and(|p| p.contains(text.as_str()));
+            }
+            if seen && !recorded {
+                v.push(format!("session {session}: the harness got the steer {text:?} but the store has no record of it (the API said {said})"));
+            }
+        }
+        for (session, text) in &self.must_reach {
+            let turns = self.turns(session).await?;
+            if turns.iter().any(|t| {
+                t["prompt"]
+                    .as_str()
+                    .is_some_and(|p| p.contains(text.as_str()))
+            }) {
+                c.reached += 1;
+            } else {
+                v.push(format!(
+                    "session {session}: the message {text:?} sent after the kill started no turn"
+                ));
+            }
+        }
+        self.violations.extend(v);
+        Ok(c)
+    }
+}

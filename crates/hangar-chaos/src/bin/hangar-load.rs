@@ -1,0 +1,584 @@
+//! `hangar-load [--runs N] [--rounds R] [--only sqlite|postgres|replicas] [--quick]`: N
+//! concurrent runs (default 200) of the real driver with a stub harness (`hangar-stub-claude`,
+//! R approvals each, default 5) on a real `hangar serve`: on SQLite, on PostgreSQL
+//! (`HANGAR_TEST_DATABASE_URL`), and on two `hangar serve` replicas sharing that PostgreSQL and
+//! the home folder (sessions started through each in turn, answered through the other). With
+//! `--kill-replica` the first replica is killed with SIGKILL half-way, for its runs to go on
+//! with the second: that needs a takeover of runs the control plane does not have yet (each
+//! replica watches the runs it started, and re-attaches all live runs when it starts).
+//!
+//! Each phase first times one run alone on the same server (the baseline), then the N runs. It
+//! prints the approval round trip (from the start of the answer's HTTP request to the stub
+//! harness reading the answer on its stdin, CLOCK_MONOTONIC on both sides) p50/p99, the event
+//! ingest lag (a stored event's `created_at` minus the wall clock when the stub wrote its line)
+//! p50/p99, and each server's resident memory (sampled VmRSS peak, and VmHWM). It checks that
+//! every turn ended with status 0, every run's stored events equal a rebuild of its log (each
+//! line stored exactly once), and every permission request was answered exactly once (one
+//! `approval_answered` in the log, no refused command); any violation exits 1.
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a command-line tool reports on stdout/stderr"
+)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use hangar_chaos::{Api, Env, PgSchema, Res, Serve, check_events, err, exe, mono_ns, percentile};
+use serde_json::json;
+use tokio::sync::Mutex;
+
+const USAGE: &str = "usage: hangar-load [--runs N] [--rounds R] [--only sqlite|postgres|replicas] [--quick] [--kill-replica]";
+
+struct Opts {
+    runs: usize,
+    rounds: u64,
+    only: Option<String>,
+    kill_replica: bool,
+}
+
+fn main() -> ExitCode {
+    let mut o = Opts {
+        runs: 200,
+        rounds: 5,
+        only: None,
+        kill_replica: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let num = |v: Option<String>| v.and_then(|v| v.parse::<u64>().ok());
+        match a.as_str() {
+            "--runs" => match num(args.next()) {
+                Some(n) if n > 0 => o.runs = n as usize,
+                _ => return usage(),
+            },
+            "--rounds" => match num(args.next()) {
+                Some(n) if n > 0 => o.rounds = n,
+                _ => return usage(),
+            },
+            "--only" => o.only = args.next(),
+            "--kill-replica" => o.kill_replica = true,
+            "--quick" => {
+                o.runs = 20;
+                o.rounds = 2;
+            }
+            _ => return usage(),
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hangar-load: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(&o)) {
+        Ok(0) => {
+            println!("load: ok");
+            ExitCode::SUCCESS
+        }
+        Ok(n) => {
+            println!("load: FAILED ({n} violations)");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("hangar-load: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage() -> ExitCode {
+    eprintln!("{USAGE}");
+    ExitCode::from(2)
+}
+
+async fn run(o: &Opts) -> Res<usize> {
+    let driver = exe("HANGAR_DRIVER_BIN", "hangar-driver")?;
+    let stub = exe("HANGAR_STUB_CLAUDE_BIN", "hangar-stub-claude")?;
+    println!(
+        "load: {} concurrent runs x {} approvals; driver {}; harness {} (stub, Claude Code stream-json); load average {}",
+        o.runs,
+        o.rounds,
+        driver.display(),
+        stub.display(),
+        loadavg()
+    );
+    let pg = std::env::var("HANGAR_TEST_DATABASE_URL")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let want = |p: &str| o.only.as_deref().is_none_or(|x| x == p);
+    let mut violations = 0;
+    if want("sqlite") {
+        violations += phase(o, &driver, &stub, "sqlite", None, 1).await?;
+    }
+    for (name, replicas) in [("postgres", 1), ("replicas", 2)] {
+        if !want(name) {
+            continue;
+        }
+        let Some(base) = &pg else {
+            return Err(format!(
+                "{name}: HANGAR_TEST_DATABASE_URL is not set (url=$(scripts/start-postgres) && export \"$url\")"
+            ));
+        };
+        let schema = PgSchema::new(base, "load")?;
+        violations += phase(o, &driver, &stub, name, Some(&schema), replicas).await?;
+    }
+    Ok(violations)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// One run of the stub: what the load run knows of it.
+struct Live {
+    i: usize,
+    dir: PathBuf,
+    run: String,
+    turn: String,
+    /// request id -> when its answer was sent (CLOCK_MONOTONIC ns).
+    sent: HashMap<String, u64>,
+    /// Answers the API took (outcome done).
+    done: usize,
+    /// Answers the API refused or failed.
+    failed: Vec<String>,
+    /// How long `POST /v1/sessions` took.
+    start_ms: f64,
+}
+
+/// Figures of one batch.
+#[derive(Default)]
+struct Figures {
+    rtt_ms: Vec<f64>,
+    lag_ms: Vec<f64>,
+    start_ms: Vec<f64>,
+    events: usize,
+    violations: Vec<String>,
+}
+
+async fn phase(
+    o: &Opts,
+    driver: &Path,
+    stub: &Path,
+    name: &str,
+    pg: Option<&PgSchema>,
+    replicas: usize,
+) -> Res<usize> {
+    let mut vars = vec![
+        ("HANGAR_DRIVER_BIN".to_owned(), driver.display().to_string()),
+        ("HANGAR_CLAUDE_BIN".to_owned(), stub.display().to_string()),
+        ("HANGAR_LOG".to_owned(), "warn".to_owned()),
+    ];
+    if let Some(s) = pg {
+        vars.push(("HANGAR_DATABASE_URL".to_owned(), s.url()));
+    }
+    let env = Env::new(vars)?;
+    let token = env.token("load@example.com")?;
+    let mut servers = Vec::new();
+    for r in 0..replicas {
+        let log = env.root.path().join(format!("serve-{r}.log"));
+        servers.push(Serve::start(&env, &[], &log)?);
+    }
+    let apis: Vec<Api> = servers
+        .iter()
+        .map(|s| Api::new(&s.url, &token))
+        .collect::<Res<_>>()?;
+    let db = if pg.is_some() { "PostgreSQL" } else { "SQLite" };
+    println!(
+        "== {name}: {} on {db}",
+        if replicas == 1 {
+            "one hangar serve".to_owned()
+        } else {
+            format!(
+                "{replicas} hangar serve replicas (sessions started through each in turn, answered through the other{})",
+                if o.kill_replica {
+                    "; the first killed with SIGKILL half-way"
+                } else {
+                    ""
+                }
+            )
+        }
+    );
+    // The baseline: one run alone on the same server(s).
+    let (alone, _) = batch(o, &env, &apis, &servers, 1, "alone", None).await?;
+    // Memory sampled while the batch runs.
+    let pids: Vec<u32> = servers.iter().map(|s| s.pid).collect();
+    let peak = Arc::new(std::sync::Mutex::new(vec![0u64; pids.len()]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, stop, pids) = (Arc::clone(&peak), Arc::clone(&stop), pids.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                for (k, pid) in pids.iter().enumerate() {
+                    let rss = rss_kib(*pid);
+                    if let Ok(mut p) = peak.lock() {
+                        p[k] = p[k].max(rss);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let killer = (replicas > 1 && o.kill_replica).then_some(0usize);
+    let (many, killed) = batch(o, &env, &apis, &servers, o.runs, "load", killer).await?;
+    stop.store(true, Ordering::SeqCst);
+    let _ = sampler.await;
+    if let Some(k) = killed {
+        servers[k].kill9();
+    }
+    let p = |v: &[f64], q: f64| percentile(v, q);
+    println!(
+        "  approval round trip   p50 {:7.2} ms  p99 {:7.2} ms  ({} answers; one run alone: p50 {:.2} ms, p99 {:.2} ms)",
+        p(&many.rtt_ms, 50.0),
+        p(&many.rtt_ms, 99.0),
+        many.rtt_ms.len(),
+        p(&alone.rtt_ms, 50.0),
+        p(&alone.rtt_ms, 99.0)
+    );
+    println!(
+        "  event ingest lag      p50 {:7.2} ms  p99 {:7.2} ms  ({} tool calls after each run's first; one run alone: p50 {:.2} ms)",
+        p(&many.lag_ms, 50.0),
+        p(&many.lag_ms, 99.0),
+        many.lag_ms.len(),
+        p(&alone.lag_ms, 50.0)
+    );
+    println!(
+        "  session start         p50 {:7.2} ms  p99 {:7.2} ms  (POST /v1/sessions, 16 at a time; one run alone: {:.2} ms)",
+        p(&many.start_ms, 50.0),
+        p(&many.start_ms, 99.0),
+        p(&alone.start_ms, 50.0)
+    );
+    let peaks = peak.lock().map(|p| p.clone()).unwrap_or_default();
+    for (k, s) in servers.iter().enumerate() {
+        let (rss, hwm) = s.memory_kib();
+        let state = if killed == Some(k) {
+            "killed half-way".to_owned()
+        } else {
+            format!("now {:.1} MiB, VmHWM {:.1} MiB", mib(rss), mib(hwm))
+        };
+        println!(
+            "  server {k} memory       peak sampled RSS {:.1} MiB ({state})",
+            mib(peaks.get(k).copied().unwrap_or(0))
+        );
+    }
+    let mut all = alone.violations;
+    all.extend(many.violations);
+    println!(
+        "  checked: {} runs ended with status 0, {} events stored exactly once (= rebuild of each log), {} approvals answered once; violations {}",
+        o.runs + 1,
+        alone.events + many.events,
+        alone.rtt_ms.len() + many.rtt_ms.len(),
+        all.len()
+    );
+    for v in all.iter().take(20) {
+        println!("  VIOLATION {v}");
+    }
+    for s in &mut servers {
+        s.stop();
+    }
+    Ok(all.len())
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Starts `n` runs at once, answers every permission request through the API as soon as it is
+/// listed, waits for every turn's end, and checks them. With `kill`, that replica is killed
+/// with SIGKILL once half the answers went out (its index is returned, for the caller to reap).
+async fn batch(
+    o: &Opts,
+    env: &Env,
+    apis: &[Api],
+    servers: &[Serve],
+    n: usize,
+    tag: &str,
+    kill: Option<usize>,
+) -> Res<(Figures, Option<usize>)> {
+    let r = apis.len();
+    let mut lives = Vec::new();
+    for i in 0..n {
+        let dir = env.root.path().join(format!("{tag}-{i}"));
+        std::fs::create_dir_all(&dir).map_err(err("a work folder"))?;
+        std::fs::write(
+            dir.join(".hangar-stub.json"),
+            json!({"rounds": o.rounds}).to_string(),
+        )
+        .map_err(err("the stub's settings"))?;
+        lives.push(dir);
+    }
+    // Sessions started 16 at a time (each starts a driver), spread over the replicas.
+    let mut started = Vec::new();
+    for chunk in lives.chunks(16).enumerate() {
+        let (c, dirs) = chunk;
+        let mut set = tokio::task::JoinSet::new();
+        for (j, dir) in dirs.iter().enumerate() {
+            let i = c * 16 + j;
+            let api = apis[i % r].clone();
+            let dir = dir.clone();
+            set.spawn(async move {
+                let body = json!({"dir": dir, "policy": "ask", "harness": "claude", "prompt": format!("load run {i}")});
+                let t0 = Instant::now();
+                let (s, v) = api.call("POST", "/v1/sessions", Some(&body)).await?;
+                let start_ms = t0.elapsed().as_secs_f64() * 1e3;
+                if s != 201 {
+                    return Err(format!("start run {i}: {s} {v}"));
+                }
+                Ok::<_, String>(Live {
+                    i,
+                    dir,
+                    run: v["run"]["id"].as_str().unwrap_or_default().to_owned(),
+                    turn: v["turn"]["id"].as_str().unwrap_or_default().to_owned(),
+                    sent: HashMap::new(),
+                    done: 0,
+                    failed: Vec::new(),
+                    start_ms,
+                })
+            });
+        }
+        while let Some(j) = set.join_next().await {
+            started.push(j.map_err(err("a start"))??);
+        }
+    }
+    started.sort_by_key(|l| l.i);
+    let total = n * o.rounds as usize;
+    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let dead = Arc::new(AtomicBool::new(false));
+    let killed = Arc::new(Mutex::new(None::<usize>));
+    let mut set = tokio::task::JoinSet::new();
+    for mut l in started {
+        let apis = apis.to_vec();
+        let (answered, dead) = (Arc::clone(&answered), Arc::clone(&dead));
+        let rounds = o.rounds as usize;
+        set.spawn(async move {
+            let res = drive(&mut l, &apis, rounds, &answered, &dead).await;
+            (l, res)
+        });
+    }
+    // The killer: once half the answers went out, SIGKILL that replica.
+    if let Some(k) = kill {
+        let (answered, dead, killed) = (
+            Arc::clone(&answered),
+            Arc::clone(&dead),
+            Arc::clone(&killed),
+        );
+        let pid = servers[k].pid;
+        tokio::spawn(async move {
+            while answered.load(Ordering::SeqCst) < total / 2 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            hangar_chaos::kill(pid, libc::SIGKILL);
+            dead.store(true, Ordering::SeqCst);
+            *killed.lock().await = Some(k);
+        });
+    }
+    let mut f = Figures::default();
+    let mut done = Vec::new();
+    while let Some(j) = set.join_next().await {
+        let (l, res) = j.map_err(err("a run"))?;
+        if let Err(e) = res {
+            f.violations.push(format!("run {} ({}): {e}", l.run, l.i));
+        }
+        done.push(l);
+    }
+    let k = *killed.lock().await;
+    // A live replica reads the results.
+    let api = &apis[if k == Some(0) { 1 } else { 0 }];
+    for l in &done {
+        check_run(env, api, l, o.rounds as usize, &mut f).await?;
+    }
+    Ok((f, k))
+}
+
+/// Answers a run's permission requests as they are listed (polled through one replica,
+/// answered through the next), until it answered `rounds` and the turn ended.
+async fn drive(
+    l: &mut Live,
+    apis: &[Api],
+    rounds: usize,
+    answered: &std::sync::atomic::AtomicUsize,
+    dead: &AtomicBool,
+) -> Res<()> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let r = apis.len();
+    // After a replica was killed, only the last one is used.
+    let pick = |k: usize| {
+        if dead.load(Ordering::SeqCst) {
+            &apis[r - 1]
+        } else {
+            &apis[k % r]
+        }
+    };
+    let mut pause = Duration::from_millis(20);
+    loop {
+        if Instant::now() > deadline {
+            return Err("timed out".into());
+        }
+        if l.sent.len() >= rounds {
+            let t = pick(l.i).get(&format!("/v1/turns/{}", l.turn)).await;
+            if let Ok(t) = t
+                && t["state"] == "ended"
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let pending = match pick(l.i)
+            .call("GET", &format!("/v1/runs/{}/approvals", l.run), None)
+            .await
+        {
+            Ok((200, v)) => v["approvals"].as_array().cloned().unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let mut any = false;
+        for a in pending {
+            let Some(rid) = a["request_id"].as_str() else {
+                continue;
+            };
+            if l.sent.contains_key(rid) {
+                continue;
+            }
+            any = true;
+            let t0 = mono_ns();
+            l.sent.insert(rid.to_owned(), t0);
+            answered.fetch_add(1, Ordering::SeqCst);
+            let path = format!("/v1/runs/{}/approvals/{rid}", l.run);
+            match pick(l.i + 1)
+                .call("POST", &path, Some(&json!({"decision": "allow"})))
+                .await
+            {
+                Ok((200, v)) if v["outcome"] == "done" => l.done += 1,
+                Ok((s, v)) => l.failed.push(format!("answer {rid}: {s} {v}")),
+                // The replica died under the request: the answer may have landed or not; the
+                // driver's log says (checked after).
+                Err(e) => l.failed.push(format!("answer {rid}: {e} (replica killed)")),
+            }
+        }
+        // Poll quickly while answers are due, slower when idle (200 runs poll at once).
+        pause = if any {
+            Duration::from_millis(20)
+        } else {
+            (pause * 2).min(Duration::from_millis(160))
+        };
+        tokio::time::sleep(pause).await;
+    }
+}
+
+async fn check_run(env: &Env, api: &Api, l: &Live, rounds: usize, f: &mut Figures) -> Res<()> {
+    let v = |f: &mut Figures, s: String| f.violations.push(format!("run {} ({}): {s}", l.run, l.i));
+    let turn = api.get(&format!("/v1/turns/{}", l.turn)).await?;
+    if turn["status"] != 0 {
+        v(
+            f,
+            format!(
+                "the turn ended with status {} ({})",
+                turn["status"], turn["reason"]
+            ),
+        );
+    }
+    let log = env.ctl(&l.run).join("run.log");
+    let (n, mismatch) = check_events(api, &l.run, &log).await?;
+    f.events += n;
+    if let Some(m) = mismatch {
+        v(f, m);
+    }
+    // Each request answered exactly once, by a command, and nothing refused.
+    let events = api.events(&l.run).await?;
+    let mut answers: HashMap<String, usize> = HashMap::new();
+    let mut first_call = true;
+    for e in &events {
+        let p = &e["payload"];
+        match p["kind"].as_str() {
+            Some("approval_answered") => {
+                *answers
+                    .entry(p["request_id"].as_str().unwrap_or_default().to_owned())
+                    .or_default() += 1;
+            }
+            Some("command_refused") => v(f, format!("a command was refused: {p}")),
+            Some("tool_call") => {
+                if let (Some(sent), Some(at)) =
+                    (p["input"]["sent_ms"].as_u64(), e["created_at"].as_i64())
+                {
+                    // The first tool call is written before the run's watcher starts (the
+                    // session's start is still being recorded): counted in the start time.
+                    if first_call {
+                        first_call = false;
+                    } else {
+                        f.lag_ms.push(at as f64 - sent as f64);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if answers.len() != rounds || answers.values().any(|c| *c != 1) {
+        v(
+            f,
+            format!("approvals answered: {answers:?} (want {rounds}, each once)"),
+        );
+    }
+    let replica_died = l.failed.iter().any(|e| e.contains("replica killed"));
+    if !l.failed.is_empty() && !replica_died {
+        v(f, format!("answers failed: {:?}", l.failed));
+    }
+    if l.done + l.failed.len() != rounds {
+        v(
+            f,
+            format!(
+                "{} answers done, {} failed, want {rounds}",
+                l.done,
+                l.failed.len()
+            ),
+        );
+    }
+    // Round trips from the stub's receipts.
+    let receipts = std::fs::read_to_string(l.dir.join(".hangar-stub.receipts")).unwrap_or_default();
+    let mut got = 0;
+    for line in receipts.lines() {
+        let mut w = line.split_whitespace();
+        let (Some(rid), Some(at)) = (w.next(), w.next().and_then(|x| x.parse::<u64>().ok())) else {
+            continue;
+        };
+        got += 1;
+        match l.sent.get(rid) {
+            Some(t0) if at >= *t0 => f.rtt_ms.push((at - t0) as f64 / 1e6),
+            Some(_) => v(
+                f,
+                format!("{rid}: the stub read the answer before it was sent"),
+            ),
+            None => v(f, format!("{rid}: the stub got an answer nobody sent")),
+        }
+    }
+    if got != rounds {
+        v(f, format!("the stub read {got} answers, want {rounds}"));
+    }
+    f.start_ms.push(l.start_ms);
+    f.start_ms.sort_by(f64::total_cmp);
+    f.rtt_ms.sort_by(f64::total_cmp);
+    f.lag_ms.sort_by(f64::total_cmp);
+    Ok(())
+}
