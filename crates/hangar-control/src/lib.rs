@@ -26,6 +26,7 @@ mod fork;
 mod image_cli;
 pub mod jwt;
 mod launch;
+mod lease;
 mod live;
 mod oneshot;
 mod orphan;

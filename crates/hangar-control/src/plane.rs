@@ -78,6 +78,12 @@ pub struct ControlPlane {
     pub(crate) traces: crate::traces::Traces,
     /// The one-shot turns running in this process (nothing reads their mailbox).
     pub(crate) one_shots: Mutex<HashSet<String>>,
+    /// This process among replicas sharing the database (the holder of its runs' leases).
+    pub(crate) replica: String,
+    /// How long a claim on a run holds (`lease`); none on SQLite.
+    pub(crate) lease: Option<Duration>,
+    /// The takeover of runs no replica holds has started.
+    pub(crate) taking_over: std::sync::atomic::AtomicBool,
 }
 
 impl ControlPlane {
@@ -85,8 +91,14 @@ impl ControlPlane {
     pub fn new(store: Store, tools: Tools) -> Arc<ControlPlane> {
         let (newest, _) = watch::channel(0);
         let traces = crate::traces::Traces::from_tools(&tools);
+        let lease = crate::lease::configured(&store);
+        let replica =
+            new_id("replica").unwrap_or_else(|_| format!("replica-{}", std::process::id()));
         Arc::new(ControlPlane {
             traces,
+            replica,
+            lease,
+            taking_over: Default::default(),
             store,
             tools,
             poll: Duration::from_millis(100),
@@ -120,7 +132,17 @@ impl ControlPlane {
             self.resume_passport(&run).await;
             self.watch(run);
         }
+        // Replicas: runs whose replica died are taken over once their lease runs out.
+        crate::lease::take_over_orphans(self);
         Ok(n)
+    }
+
+    /// Whether this process watches the run.
+    pub(crate) fn is_watching(&self, run_id: &str) -> bool {
+        self.watching
+            .lock()
+            .map(|w| w.contains(run_id))
+            .unwrap_or(false)
     }
 
     /// Starts watching a run unless a watcher already does.
@@ -134,7 +156,10 @@ impl ControlPlane {
             let me = Arc::clone(self);
             tokio::spawn(async move {
                 let id = run.id.clone();
-                crate::watch::run_watcher(Arc::clone(&me), run).await;
+                // Among replicas, the one that holds the run's lease watches it.
+                if crate::lease::claim(&me, &id).await {
+                    crate::watch::run_watcher(Arc::clone(&me), run).await;
+                }
                 if let Ok(mut w) = me.watching.lock() {
                     w.remove(&id);
                 }

@@ -40,7 +40,12 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
     let mut last_alive_check = std::time::Instant::now();
     // A read of the slice at `cursor` already under way.
     let mut ahead: Option<SliceRead> = None;
+    // Among replicas: renewed while this one watches the run; lost, it stops.
+    let mut hold = crate::lease::Hold::new(&plane);
     loop {
+        if !hold.keep(&plane, &run.id).await {
+            return;
+        }
         let grown = ahead.is_some()
             || std::fs::metadata(&log)
                 .map(|m| m.len() > cursor)

@@ -67,6 +67,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0005_git_trees.sql"),
         postgres: include_str!("../migrations/postgres/0005_git_trees.sql"),
     },
+    Migration {
+        version: 6,
+        name: "run_leases",
+        sqlite: include_str!("../migrations/sqlite/0006_run_leases.sql"),
+        postgres: include_str!("../migrations/postgres/0006_run_leases.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

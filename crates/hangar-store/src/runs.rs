@@ -121,4 +121,46 @@ impl Store {
         }
         Ok(n > 0)
     }
+
+    /// Claims live run `run_id` for `holder` until `until_ms`, or renews `holder`'s claim: true
+    /// if `holder` holds it now (it was free, its lease had run out at `now_ms`, or it was
+    /// `holder`'s already). Replicas sharing a database watch each live run one at a time: the
+    /// holder renews its claim while it watches, another takes the run over once the lease
+    /// has run out.
+    pub async fn claim_run(
+        &self,
+        run_id: &str,
+        holder: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let n = write_db!(self, pool => {
+            sqlx::query(
+                "UPDATE runs SET lease_holder = $2, lease_until = $4 \
+                 WHERE id = $1 AND state = 'live' \
+                 AND (lease_holder IS NULL OR lease_holder = $2 OR lease_until < $3)",
+            )
+            .bind(run_id)
+            .bind(holder)
+            .bind(now_ms)
+            .bind(until_ms)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n > 0)
+    }
+
+    /// The live runs no one holds at `now_ms` (never claimed, or the lease ran out), oldest
+    /// first: what a replica takes over.
+    pub async fn unclaimed_live_runs(&self, now_ms: i64) -> Result<Vec<Run>, StoreError> {
+        let sql = format!(
+            "SELECT {RUN_COLS} FROM runs WHERE state = 'live' \
+             AND (lease_holder IS NULL OR lease_until < $1) ORDER BY created_at, id"
+        );
+        on_db!(self, pool => {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now_ms).fetch_all(pool).await?;
+            rows.iter().map(run_from).collect()
+        })
+    }
 }

@@ -12,6 +12,7 @@ crate::common::suite!(
     commit_events_is_exactly_once,
     a_slice_commits_its_effects_with_it,
     a_slice_records_the_drivers_answers_nobody_recorded,
+    replicas_claim_a_run_one_at_a_time,
     concurrent_committers_one_wins,
     events_page_by_session_and_run,
 );
@@ -423,6 +424,48 @@ async fn a_slice_records_the_drivers_answers_nobody_recorded(kind: Kind) {
         (Some(Decision::Deny), Some("bob@example.com"))
     );
     assert!(store.pending_approvals("run-1").await.unwrap().is_empty());
+    db.cleanup().await;
+}
+
+/// Replicas sharing a database watch a live run one at a time: a claim holds until its lease
+/// runs out, its holder renews it, another replica takes an expired one over (the first then
+/// cannot renew), two claiming at once get it once, and an ended run is no one's.
+async fn replicas_claim_a_run_one_at_a_time(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    let ids = |rs: Vec<Run>| rs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.unclaimed_live_runs(1000).await.unwrap()),
+        ["run-1"]
+    );
+    assert!(store.claim_run("run-1", "a", 1000, 6000).await.unwrap());
+    assert!(!store.claim_run("run-1", "b", 2000, 7000).await.unwrap());
+    assert!(store.unclaimed_live_runs(2000).await.unwrap().is_empty());
+    assert!(
+        store.claim_run("run-1", "a", 5000, 10000).await.unwrap(),
+        "renewed"
+    );
+    assert!(!store.claim_run("run-1", "b", 9000, 14000).await.unwrap());
+    assert_eq!(
+        ids(store.unclaimed_live_runs(10001).await.unwrap()),
+        ["run-1"]
+    );
+    // Two replicas find it expired at once: one gets it.
+    let other = db.open_with_vault().await;
+    let (x, y) = tokio::join!(
+        store.claim_run("run-1", "b", 10001, 15000),
+        other.claim_run("run-1", "c", 10001, 15000)
+    );
+    assert_eq!([x.unwrap(), y.unwrap()].iter().filter(|h| **h).count(), 1);
+    assert!(
+        !store.claim_run("run-1", "a", 10002, 15002).await.unwrap(),
+        "a lost it"
+    );
+    store.end_run("run-1").await.unwrap();
+    assert!(!store.claim_run("run-1", "b", 99_000, 99_999).await.unwrap());
+    assert!(store.unclaimed_live_runs(99_000).await.unwrap().is_empty());
     db.cleanup().await;
 }
 
