@@ -157,6 +157,8 @@ pub struct Rule {
     #[serde(default)]
     pub outside_workspace: bool,
     #[serde(default)]
+    pub workspace_itself: bool,
+    #[serde(default)]
     pub fed_by: Vec<String>,
     #[serde(default)]
     pub feeds: Vec<String>,
@@ -389,6 +391,9 @@ impl Rules {
         if r.outside_workspace && !inv.operands.iter().any(|o| outside(o, ctx, ws_canon)) {
             return false;
         }
+        if r.workspace_itself && !inv.wholes.iter().any(|o| is_workspace(o, ctx, ws_canon)) {
+            return false;
+        }
         if !r.fed_by.is_empty()
             && !inv
                 .fed_by
@@ -479,6 +484,14 @@ fn outside(o: &PathOperand, ctx: &Context, ws_canon: &Path) -> bool {
             }
             !within(p, &ctx.workspace) || !within(&canonical(p), ws_canon)
         }
+    }
+}
+
+/// Whether a path operand is the workspace itself (as written or with symlinks followed).
+fn is_workspace(o: &PathOperand, ctx: &Context, ws_canon: &Path) -> bool {
+    match o {
+        PathOperand::Unknown(_) => false,
+        PathOperand::Known(p) => *p == normalize(&ctx.workspace) || canonical(p) == ws_canon,
     }
 }
 
@@ -579,6 +592,7 @@ fn parse_file(text: &str) -> Result<RuleFile, String> {
             || !r.short_flags.is_empty()
             || !r.paths.is_empty()
             || r.outside_workspace
+            || r.workspace_itself
             || !r.fed_by.is_empty()
             || !r.feeds.is_empty()
             || r.recursive_function;
@@ -629,6 +643,25 @@ mod tests {
             Rules::configure("[[rule]]\nid = \"privilege\"\nreason = \"y\"\ncommands=[\"a\"]\n")
                 .is_err()
         );
+    }
+
+    /// Two gaps found in session 2: a `cd` that makes a later relative path the workspace
+    /// itself, and a symlink planted earlier on the same line.
+    #[test]
+    fn the_workspace_itself_and_planted_links() {
+        let r = Rules::default_set();
+        let rule = |c: &str| r.check_command(c, &ctx()).rule;
+        let itself = Some("deny-risky/destroy-workspace".to_owned());
+        let outside = Some("deny-risky/destroy-outside-workspace".to_owned());
+        assert_eq!(rule("cd .. && rm -rf w"), itself);
+        assert_eq!(rule("rm -rf /w"), itself);
+        assert_eq!(rule("cd /tmp && rmdir /w/"), itself);
+        assert_eq!(rule("cd .. && rm -rf w/target"), None);
+        assert_eq!(rule("find . -name x -exec rm -rf {} +"), None);
+        assert_eq!(rule("ln -s / x && rm -rf x/etc"), outside);
+        assert_eq!(rule("ln -s /etc/passwd p && truncate -s 0 p"), outside);
+        assert_eq!(rule("ln -s / x && sh -c 'rm -rf x/etc'"), outside);
+        assert_eq!(rule("ln -s src/a a && rm -f a"), None);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use brush_parser::ast::{
 use brush_parser::word::{self, ParameterExpr, TildeExpr, WordPiece, WordPieceWithSource};
 use brush_parser::{Parser, ParserOptions};
 
-use crate::paths::{Cwd, resolve};
+use crate::paths::{Cwd, canonical, normalize, resolve};
 
 /// How deep `sh -c`, `eval` and substitutions may nest before the walk gives up (fail closed).
 const MAX_DEPTH: usize = 12;
@@ -36,6 +36,9 @@ const DEEP_STACK: usize = 1 << 30;
 /// more is denied as unreadable. Without it `ls | ls | …` took time and memory quadratic in
 /// its length: 20 kB took 10 s (found by `scripts/fuzz rules`).
 const MAX_LINKS: usize = 1_000_000;
+/// How many links planted on the line (`ln`) one path may go through; more is a loop, and the
+/// path is only known at run time.
+const MAX_PLANTED_HOPS: usize = 32;
 
 /// An upper bound of how deeply `text` can nest once parsed: every `(`, `{`, `[`, `!` and
 /// backquote, and every compound-command keyword, wherever it stands (quoted or not: counting
@@ -108,6 +111,10 @@ pub struct Invocation {
     pub args: Vec<Arg>,
     /// Paths among its operands (for most commands the arguments that are not options).
     pub operands: Vec<PathOperand>,
+    /// The literal arguments that are not options, as paths, except those written as `.` or
+    /// `..` (or ending in `/.`, `/..`), which `rm` and `rmdir` refuse to remove: what a
+    /// delete would remove as a whole.
+    pub wholes: Vec<PathOperand>,
     /// Files its redirections name.
     pub redirects: Vec<PathOperand>,
     /// Names of the commands whose output flows into this one (earlier pipeline stages,
@@ -146,6 +153,7 @@ pub fn read(
         nesting_limit: limit,
         needs_deep: false,
         links: 0,
+        planted: Vec::new(),
     };
     let mut w = walker(SHALLOW_NESTING);
     if command.len() > MAX_COMMAND_BYTES {
@@ -205,6 +213,10 @@ struct Walker {
     needs_deep: bool,
     /// Command names copied into `fed_by`/`feeds` lists so far (see [`MAX_LINKS`]).
     links: usize,
+    /// Links `ln` made earlier on the line, with where they point (`None`: only known at run
+    /// time), latest last: later paths through them are read as the shell would reach them
+    /// (`ln -s / x && rm -rf x/etc`). Unlike the directory, a subshell's links stay.
+    planted: Vec<(PathBuf, Option<PathBuf>)>,
 }
 
 /// A word after expansion: its value when known, and the commands of its substitutions.
@@ -632,7 +644,7 @@ impl Walker {
 
     fn path_of(&self, arg: &Arg) -> PathOperand {
         match arg {
-            Arg::Lit(s) => match resolve(s, &self.cwd, self.home.as_deref()) {
+            Arg::Lit(s) => match self.resolve_here(s) {
                 Some(p) => PathOperand::Known(p),
                 None => PathOperand::Unknown(s.clone()),
             },
@@ -760,6 +772,12 @@ impl Walker {
             all_args.extend(extra.iter().cloned());
         }
         let operands = self.operands(&name, &all_args);
+        let wholes = all_args
+            .iter()
+            .filter_map(Arg::lit)
+            .filter(|s| !s.starts_with('-') && !names_a_dot(s))
+            .map(|s| self.path_of(&Arg::Lit(s.to_owned())))
+            .collect();
         let mut redirects = call.redirects.clone();
         if name == "dd" {
             // What dd reads is not destroyed, but path rules (credentials, /proc) still see it.
@@ -774,6 +792,7 @@ impl Walker {
             name: name.clone(),
             args: all_args.clone(),
             operands,
+            wholes,
             redirects,
             fed_by: call.fed_by.clone(),
             feeds: Vec::new(),
@@ -783,7 +802,140 @@ impl Walker {
             self.change_dir(&args);
             return;
         }
+        if name == "ln" {
+            self.plant(&args);
+        }
         self.follow(&name, &args, &call);
+    }
+
+    /// A path as written here: against the current directory and `~`, then through the links
+    /// planted earlier on the line; `None` when it is only known at run time.
+    fn resolve_here(&self, text: &str) -> Option<PathBuf> {
+        self.through_planted(resolve(text, &self.cwd, self.home.as_deref())?)
+    }
+
+    /// `p` with the links planted earlier on the line followed (a bounded number of times: a
+    /// loop of links is only known at run time).
+    fn through_planted(&self, mut p: PathBuf) -> Option<PathBuf> {
+        for _ in 0..MAX_PLANTED_HOPS {
+            let Some((link, target)) = self.planted.iter().rev().find(|(l, _)| p.starts_with(l))
+            else {
+                return Some(p);
+            };
+            let rest = p.strip_prefix(link).ok()?.to_path_buf();
+            p = normalize(&target.as_ref()?.join(rest));
+        }
+        None
+    }
+
+    /// Records the links `ln` makes (`ln [-s] TARGET [LINK]`, `ln TARGET... DIR`,
+    /// `ln -t DIR TARGET...`): where each link will be and what it points to. A link whose place
+    /// is only known at run time may be anywhere: every later path becomes unknown.
+    fn plant(&mut self, args: &[Arg]) {
+        let mut symbolic = false;
+        let mut no_dir = false;
+        let mut dir: Option<Arg> = None;
+        let mut operands: Vec<Arg> = Vec::new();
+        let mut options_done = false;
+        let mut i = 0;
+        while i < args.len() {
+            match &args[i] {
+                Arg::Lit(s) if !options_done && s == "--" => options_done = true,
+                Arg::Lit(s) if !options_done && s.starts_with("--") => {
+                    let (k, v) = match s.split_once('=') {
+                        Some((k, v)) => (k, Some(v)),
+                        None => (s.as_str(), None),
+                    };
+                    match k {
+                        "--symbolic" => symbolic = true,
+                        "--no-target-directory" => no_dir = true,
+                        "--target-directory" | "--suffix" => {
+                            let value = match v {
+                                Some(v) => Some(Arg::Lit(v.to_owned())),
+                                None => {
+                                    i += 1;
+                                    args.get(i).cloned()
+                                }
+                            };
+                            if k == "--target-directory" {
+                                dir = Some(value.unwrap_or(Arg::Computed(s.clone())));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                Arg::Lit(s) if !options_done && s.len() > 1 && s.starts_with('-') => {
+                    for (at, c) in s.char_indices().skip(1) {
+                        match c {
+                            's' => symbolic = true,
+                            'T' => no_dir = true,
+                            't' | 'S' => {
+                                let rest = &s[at + c.len_utf8()..];
+                                let value = if rest.is_empty() {
+                                    i += 1;
+                                    args.get(i).cloned()
+                                } else {
+                                    Some(Arg::Lit(rest.to_owned()))
+                                };
+                                if c == 't' {
+                                    dir = Some(value.unwrap_or(Arg::Computed(s.clone())));
+                                }
+                                break;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                a => operands.push(a.clone()),
+            }
+            i += 1;
+        }
+        // (what the link points to, where the link is: None when only known at run time)
+        let mut made: Vec<(&Arg, Option<PathBuf>)> = Vec::new();
+        let into = |d: Option<PathBuf>, target: &Arg| -> Option<PathBuf> {
+            let name = Path::new(target.lit()?).file_name()?.to_owned();
+            Some(d?.join(name))
+        };
+        if let Some(d) = &dir {
+            let d = d.lit().and_then(|s| self.resolve_here(s));
+            for t in &operands {
+                made.push((t, into(d.clone(), t)));
+            }
+        } else if let [target] = operands.as_slice() {
+            let here = match &self.cwd {
+                Cwd::Known(c) => self.through_planted(c.clone()),
+                Cwd::Unknown => None,
+            };
+            made.push((target, into(here, target)));
+        } else if let [targets @ .., last] = operands.as_slice() {
+            let place = last.lit().and_then(|s| self.resolve_here(s));
+            let is_dir = targets.len() > 1
+                || (!no_dir && place.as_ref().is_some_and(|p| canonical(p).is_dir()));
+            for t in targets {
+                let link = if is_dir {
+                    into(place.clone(), t)
+                } else {
+                    place.clone()
+                };
+                made.push((t, link));
+            }
+        }
+        for (target, link) in made {
+            let Some(link) = link else {
+                self.planted.push((PathBuf::from("/"), None));
+                continue;
+            };
+            let to = target.lit().and_then(|t| {
+                if symbolic {
+                    let parent = link.parent().unwrap_or(Path::new("/")).to_path_buf();
+                    resolve(t, &Cwd::Known(parent), self.home.as_deref())
+                        .and_then(|p| self.through_planted(p))
+                } else {
+                    self.resolve_here(t)
+                }
+            });
+            self.planted.push((link, to));
+        }
     }
 
     fn change_dir(&mut self, args: &[Arg]) {
@@ -795,7 +947,7 @@ impl Walker {
                 Some(h) => Cwd::Known(h.clone()),
                 None => Cwd::Unknown,
             },
-            Some(Arg::Lit(s)) if s != "-" => match resolve(s, &self.cwd, self.home.as_deref()) {
+            Some(Arg::Lit(s)) if s != "-" => match self.resolve_here(s) {
                 Some(p) => Cwd::Known(p),
                 None => Cwd::Unknown,
             },
@@ -1174,6 +1326,13 @@ struct Call {
     extra: Option<Vec<Arg>>,
 }
 
+/// Whether a path is written as `.` or `..` as its last component (`rm` refuses those).
+fn names_a_dot(s: &str) -> bool {
+    let t = s.trim_end_matches('/');
+    let last = t.rsplit('/').next().unwrap_or(t);
+    !t.is_empty() && (last == "." || last == "..")
+}
+
 fn shown(a: &Arg) -> String {
     match a {
         Arg::Lit(s) | Arg::Computed(s) => format!("{s:?}"),
@@ -1403,5 +1562,62 @@ mod tests {
         assert_eq!(inv[1].operands, [PathOperand::Known("/*".into())]);
         let (inv, _) = read("(cd /tmp); rm x", Path::new("/w"), None);
         assert_eq!(inv[1].operands, [PathOperand::Known("/w/x".into())]);
+        let (inv, _) = read("cd .. && rm -rf w", Path::new("/w"), None);
+        assert_eq!(inv[1].wholes, [PathOperand::Known("/w".into())]);
+        let (inv, _) = read("rm -rf . ./ .. x/..", Path::new("/w"), None);
+        assert!(inv[0].wholes.is_empty(), "{:?}", inv[0].wholes);
+    }
+
+    /// The operands of the last command of `cmd`, read in `/w`.
+    fn last_operands(cmd: &str) -> Vec<PathOperand> {
+        let (inv, f) = read(cmd, Path::new("/w"), Some(Path::new("/home/a")));
+        assert!(f.is_empty(), "{cmd}: {f:?}");
+        inv.last().unwrap().operands.clone()
+    }
+
+    #[test]
+    fn follows_links_planted_earlier_on_the_line() {
+        let known = |p: &str| vec![PathOperand::Known(p.into())];
+        assert_eq!(last_operands("ln -s / x && rm -rf x/etc"), known("/etc"));
+        assert_eq!(last_operands("ln -sfn /etc x; rm -rf x/"), known("/etc"));
+        assert_eq!(
+            last_operands("ln --symbolic .. up; rm -r up/o"),
+            known("/o")
+        );
+        // A relative target is relative to the link's folder, a hard link's to the directory.
+        assert_eq!(
+            last_operands("ln -s ../.. a/b/up; rm a/b/up/e"),
+            known("/w/e")
+        );
+        assert_eq!(last_operands("ln ../f h; shred h"), known("/f"));
+        // Chains, a folder given with -t or last, a link made inside a subshell, then a cd.
+        assert_eq!(
+            last_operands("ln -s / x && ln -s x y && rm -rf y/etc"),
+            known("/etc")
+        );
+        assert_eq!(
+            last_operands("ln -s -t d /etc && rm d/etc/h"),
+            known("/etc/h")
+        );
+        assert_eq!(last_operands("ln -s /a /b d && rm d/b/c"), known("/b/c"));
+        assert_eq!(last_operands("(ln -s / x); rm x/etc"), known("/etc"));
+        assert_eq!(last_operands("ln -s / x && cd x && rm etc"), known("/etc"));
+        // Inside the workspace stays inside; what is only known at run time stays unknown.
+        assert_eq!(
+            last_operands("ln -s src/m.rs m.rs; rm m.rs"),
+            known("/w/src/m.rs")
+        );
+        assert_eq!(
+            last_operands("ln -s \"$T\" x; rm x/etc"),
+            [PathOperand::Unknown("x/etc".into())]
+        );
+        assert_eq!(
+            last_operands("ln -s / \"$L\"; rm y"),
+            [PathOperand::Unknown("y".into())]
+        );
+        assert_eq!(
+            last_operands("ln -s x x; rm x/y"),
+            [PathOperand::Unknown("x/y".into())]
+        );
     }
 }
