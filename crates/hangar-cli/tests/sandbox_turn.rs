@@ -868,7 +868,8 @@ async fn in_a_docker_sandbox_the_agent_cannot_reach_hangar() {
 }
 
 /// An environment's rules reach the driver of each turn in its sandboxes: a rule it adds denies
-/// the agent's command under `auto`, and the agent is told which rule and why.
+/// the agent's command under `auto`, and the agent is told which rule and why; the turn's
+/// manifest records the rule added and the one turned off, in its `harness_digest`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_environment_adds_a_deny_rule_for_its_sandboxes() {
     let s = Server::start(Script::new([
@@ -882,7 +883,7 @@ async fn an_environment_adds_a_deny_rule_for_its_sandboxes() {
     let env = s.home.path().join("rules.yaml");
     std::fs::write(
         &env,
-        "name: strict\nprovider: local\nnetwork: host\ngovernance:\n  rules:\n    add:\n      - {id: no-cows, reason: this team does not moo, commands: [cowsay]}\n",
+        "name: strict\nprovider: local\nnetwork: host\ngovernance:\n  rules:\n    disable: [signal-processes]\n    add:\n      - {id: no-cows, reason: this team does not moo, commands: [cowsay]}\n",
     )
     .unwrap();
     s.ok(&["env", "apply", env.to_str().unwrap()]);
@@ -921,6 +922,16 @@ async fn an_environment_adds_a_deny_rule_for_its_sandboxes() {
     let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
     let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
     assert!(!ws.join("cow.txt").exists(), "the command ran");
+    let m: hangar_core::Manifest = serde_json::from_value(t["manifest"].clone()).unwrap();
+    assert!(m.digest_matches(), "{m:?}");
+    let rules = m.rules.clone().unwrap();
+    assert_eq!(rules.added, ["no-cows"]);
+    assert_eq!(rules.disabled, ["signal-processes"]);
+    // The rules are part of what the digest covers: the same turn with the default set
+    // would have another one.
+    let mut plain = m.clone();
+    plain.rules.as_mut().unwrap().added.clear();
+    assert_ne!(plain.sealed().harness_digest, m.harness_digest);
     s.ok(&["sb", "rm", &sb]);
 }
 

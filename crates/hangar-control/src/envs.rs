@@ -77,6 +77,24 @@ pub(crate) fn rules_file(env: &EnvSpec) -> Result<Option<String>, ControlError> 
     Ok(Some(text))
 }
 
+/// What a turn's manifest records of its deny-risky rules: the default set changed by a rules
+/// file ([`rules_file`]; `None`: the default set as it is), with the digest of the rules in force.
+pub(crate) fn rules_record(
+    rules_file: Option<&str>,
+) -> Result<hangar_core::RulesRecord, ControlError> {
+    use sha2::Digest;
+    let rules = hangar_rules::Rules::configure(rules_file.unwrap_or(""))
+        .map_err(|e| ControlError::BadRequest(format!("governance.rules: {e}")))?;
+    let json = serde_json::to_vec(rules.rules())
+        .map_err(|e| ControlError::Internal(format!("the rules in force: {e}")))?;
+    let summary = rules.summary();
+    Ok(hangar_core::RulesRecord {
+        disabled: summary.disabled,
+        added: summary.added,
+        digest: hex::encode(sha2::Sha256::digest(&json)),
+    })
+}
+
 impl ControlPlane {
     /// Validates `spec` and stores it under its name, replacing an earlier one (sandboxes
     /// already made keep the spec they were made with). Returns the view and whether it is new.

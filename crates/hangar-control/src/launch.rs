@@ -232,9 +232,14 @@ fn version_from_package(bin: &Path) -> Option<String> {
 
 /// The turn's manifest at launch: harness and version, the driver's argv (the watcher replaces
 /// it with the harness's argv and hooks once the driver reports them in `hangar.started`), the names (never the values) of
-/// the variables passed to the harness, the policies, and the driver's digest, sealed with its
-/// `harness_digest`.
-pub fn manifest(tools: &Tools, l: &Launch<'_>, args: &[OsString]) -> Manifest {
+/// the variables passed to the harness, the policies, the driver's digest and the rules, sealed with its
+/// `harness_digest`. `rules`: the deny-risky rules the driver was given.
+pub fn manifest(
+    tools: &Tools,
+    l: &Launch<'_>,
+    args: &[OsString],
+    rules: hangar_core::RulesRecord,
+) -> Manifest {
     let bin = match l.harness {
         Harness::Claude => &tools.claude,
         Harness::Codex => &tools.codex,
@@ -261,6 +266,7 @@ pub fn manifest(tools: &Tools, l: &Launch<'_>, args: &[OsString]) -> Manifest {
         hooks: Vec::new(),
         driver_digest: file_digest(&tools.driver).unwrap_or_else(|_| "unreadable".into()),
         harness_check: String::new(),
+        rules: Some(rules),
         harness_digest: String::new(),
     }
     .sealed()

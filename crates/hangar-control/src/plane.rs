@@ -519,7 +519,12 @@ impl ControlPlane {
                 options,
             };
             let args = launch::driver_args(&self.tools, &l)?;
-            let manifest = checked(launch::manifest(&self.tools, &l, &args));
+            let manifest = checked(launch::manifest(
+                &self.tools,
+                &l,
+                &args,
+                crate::envs::rules_record(None)?,
+            ));
             if let Some(w) = &warning {
                 self.warn_run(ctl, w).await?;
             }
@@ -576,7 +581,9 @@ impl ControlPlane {
         let mut args = launch::driver_args(&self.tools, &l)?;
         args.extend(hook_flags);
         // The environment's changes to the deny-risky rules, as the run's rules file.
-        if let Some(text) = crate::envs::rules_file(&sb.env)? {
+        let rules_file = crate::envs::rules_file(&sb.env)?;
+        let rules = crate::envs::rules_record(rules_file.as_deref())?;
+        if let Some(text) = rules_file {
             tokio::fs::write(real_ctl.join("rules.toml"), text)
                 .await
                 .map_err(|e| {
@@ -614,7 +621,7 @@ impl ControlPlane {
                 a.home.clone().into_os_string(),
             ]);
         }
-        let mut manifest = launch::manifest(&self.tools, &l, &args);
+        let mut manifest = launch::manifest(&self.tools, &l, &args, rules);
         if hooked {
             // T7: the asked policy is kept; what answers is the rules, with Tower through the hook.
             manifest.policy_effective = "tower_hook".into();

@@ -180,6 +180,13 @@ async fn an_approval_answered_through_the_control_plane_runs_the_tool() {
     // The manifest is sealed; the run key is gone; the audit chain holds.
     let manifest: hangar_core::Manifest = serde_json::from_value(turn.manifest.unwrap()).unwrap();
     assert!(manifest.digest_matches());
+    // A plain folder runs the default rules, unchanged, and the manifest says so.
+    let rules = manifest.rules.clone().unwrap();
+    assert!(
+        rules.disabled.is_empty() && rules.added.is_empty(),
+        "{rules:?}"
+    );
+    assert_eq!(rules.digest.len(), 64);
     assert_eq!(
         manifest.harness_version,
         hangar_testkit::CLAUDE_CODE_VERSION

@@ -19,6 +19,6 @@ pub mod watcher;
 
 pub use error::CoreError;
 pub use events::{EventKind, ParseContext, ProgressEvent, parse_line};
-pub use manifest::{Hook, Manifest, file_digest, harness_digest};
+pub use manifest::{Hook, Manifest, RulesRecord, file_digest, harness_digest};
 pub use transcript::{Entry, conversation, fill_sent};
 pub use watcher::{Batch, LogReader, ingest, rebuild};

@@ -2,11 +2,12 @@
 //!
 //! Every turn records what ran: the harness and its version, the argv, the **names** (never the
 //! values) of the environment variables passed, the policy asked for and the policy in effect,
-//! the hooks with their digests, the driver's digest, and `harness_digest`: SHA-256 over the
-//! canonical encoding below of all of it, so two turns that ran the same thing have the same
-//! digest and any difference changes it.
+//! the hooks with their digests, the driver's digest, the deny-risky rules in force (which
+//! default rules the environment turned off, which it added, and a digest of the whole set),
+//! and `harness_digest`: SHA-256 over the canonical encoding below of all of it, so two turns
+//! that ran the same thing have the same digest and any difference changes it.
 //!
-//! # Canonical encoding (`hangar.manifest.v1`)
+//! # Canonical encoding (`hangar.manifest.v1`, and `v2` with the rules)
 //!
 //! A *string* is its length in bytes as a big-endian `u64`, then its UTF-8 bytes. A *list* is
 //! its number of items as a big-endian `u64`, then the items. The encoding is, in this order:
@@ -27,6 +28,21 @@
 //!     `hangar_control::conformance`). Manifests from before this field encode, and so digest,
 //!     exactly as they did.
 //!
+//! A manifest with `rules` (every turn started since they were recorded) is encoded as
+//! `hangar.manifest.v2`: the domain tag `hangar.manifest.v2` and one NUL byte, items 2-9 as
+//! above, then
+//!
+//! 10. `harness_check` (string), **always**, empty when there was none;
+//! 11. `rules.disabled` (list of strings, **sorted**, duplicates removed: the ids of the
+//!     default rules turned off);
+//! 12. `rules.added` (list of strings, **sorted**, duplicates removed: the ids of the rules
+//!     added);
+//! 13. `rules.digest` (string: SHA-256 of the rules in force, see [`RulesRecord::digest`]).
+//!
+//! A manifest without `rules` (recorded before they were) is encoded as `v1`, exactly as it
+//! was, so its recorded `harness_digest` still checks; the different domain tags keep a `v1`
+//! and a `v2` encoding from ever being the same bytes.
+//!
 //! `harness_digest` is the SHA-256 of those bytes as 64 lowercase hex digits; the manifest's own
 //! `harness_digest` field is not part of the encoding. Length prefixes make the encoding
 //! unambiguous (`["ab","c"]` and `["a","bc"]` differ), as in `hangar-protocol`'s command seal.
@@ -44,8 +60,24 @@ use sha2::{Digest, Sha256};
 
 use crate::error::CoreError;
 
-/// The domain tag that starts the canonical encoding.
+/// The domain tag that starts the canonical encoding of a manifest without rules.
 pub const MANIFEST_DOMAIN: &str = "hangar.manifest.v1";
+/// The domain tag that starts the canonical encoding of a manifest with rules.
+pub const MANIFEST_DOMAIN_V2: &str = "hangar.manifest.v2";
+
+/// The deny-risky rules a turn ran under (`deny-risky.md`: the manifest records which default
+/// rules were off).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RulesRecord {
+    /// Ids of the default rules the environment turned off.
+    pub disabled: Vec<String>,
+    /// Ids of the rules the environment added.
+    pub added: Vec<String>,
+    /// SHA-256 (lowercase hex) of the rules in force: of their JSON array as hangar-rules
+    /// writes them (`serde_json` of `Rules::rules()`, in order), so a changed default set or a
+    /// changed added rule shows even when the ids are the same.
+    pub digest: String,
+}
 
 /// A hook the harness ran with: what it is (its event and script, e.g.
 /// `Stop: /tmp/hangar-<run>-verify/stop-hook.sh`) and the SHA-256 of its script.
@@ -78,6 +110,9 @@ pub struct Manifest {
     /// before it was recorded.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub harness_check: String,
+    /// The deny-risky rules in force; absent in manifests recorded before rules were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<RulesRecord>,
     /// [`harness_digest`] of the fields above, once [`Manifest::sealed`].
     #[serde(default)]
     pub harness_digest: String,
@@ -99,7 +134,12 @@ impl Manifest {
 /// The canonical encoding (module docs).
 pub fn canonical_bytes(m: &Manifest) -> Vec<u8> {
     let mut b = Vec::with_capacity(512);
-    b.extend_from_slice(MANIFEST_DOMAIN.as_bytes());
+    let domain = if m.rules.is_some() {
+        MANIFEST_DOMAIN_V2
+    } else {
+        MANIFEST_DOMAIN
+    };
+    b.extend_from_slice(domain.as_bytes());
     b.push(0);
     string(&mut b, &m.harness);
     string(&mut b, &m.harness_version);
@@ -107,13 +147,7 @@ pub fn canonical_bytes(m: &Manifest) -> Vec<u8> {
     for a in &m.argv {
         string(&mut b, a);
     }
-    let mut env: Vec<&str> = m.env_names.iter().map(String::as_str).collect();
-    env.sort_unstable();
-    env.dedup();
-    count(&mut b, env.len());
-    for e in env {
-        string(&mut b, e);
-    }
+    set(&mut b, &m.env_names);
     string(&mut b, &m.policy_requested);
     string(&mut b, &m.policy_effective);
     let mut hooks: Vec<&Hook> = m.hooks.iter().collect();
@@ -125,10 +159,27 @@ pub fn canonical_bytes(m: &Manifest) -> Vec<u8> {
         string(&mut b, &h.digest);
     }
     string(&mut b, &m.driver_digest);
-    if !m.harness_check.is_empty() {
+    if let Some(r) = &m.rules {
+        // v2: the check always (empty when there was none), then the rules.
+        string(&mut b, &m.harness_check);
+        set(&mut b, &r.disabled);
+        set(&mut b, &r.added);
+        string(&mut b, &r.digest);
+    } else if !m.harness_check.is_empty() {
         string(&mut b, &m.harness_check);
     }
     b
+}
+
+/// A list of strings as a set: sorted by bytes, duplicates removed.
+fn set(b: &mut Vec<u8>, items: &[String]) {
+    let mut v: Vec<&str> = items.iter().map(String::as_str).collect();
+    v.sort_unstable();
+    v.dedup();
+    count(b, v.len());
+    for s in v {
+        string(b, s);
+    }
 }
 
 fn count(b: &mut Vec<u8>, n: usize) {

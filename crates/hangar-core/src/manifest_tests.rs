@@ -24,6 +24,7 @@ fn fixed() -> Manifest {
         }],
         driver_digest: "cd".repeat(32),
         harness_check: String::new(),
+        rules: None,
         harness_digest: String::new(),
     }
 }
@@ -35,6 +36,62 @@ const FIXED_DIGEST: &str = "b215cb766a9c56ae4f214221a4dcfcd5fd8587e5dcf68ceaae85
 #[test]
 fn the_digest_of_a_fixed_manifest_is_pinned() {
     assert_eq!(harness_digest(&fixed()), FIXED_DIGEST);
+}
+
+/// [`fixed`] with a rules record (`hangar.manifest.v2`).
+fn fixed_v2() -> Manifest {
+    Manifest {
+        rules: Some(RulesRecord {
+            disabled: vec!["signal-processes".into(), "network-fetch-exec".into()],
+            added: vec!["no-cows".into()],
+            digest: "ef".repeat(32),
+        }),
+        ..fixed()
+    }
+}
+
+/// Pinned like [`FIXED_DIGEST`] (Python, from the documented `v2` encoding).
+const FIXED_V2_DIGEST: &str = "c8353af54cc03cb9b6a79f36c8e8ffe6d6e1d8aa3e26f0bc6f71708243868071";
+
+#[test]
+fn the_digest_of_a_fixed_manifest_with_rules_is_pinned() {
+    assert_eq!(harness_digest(&fixed_v2()), FIXED_V2_DIGEST);
+    let bytes = canonical_bytes(&fixed_v2());
+    assert!(bytes.starts_with(b"hangar.manifest.v2\0"));
+    // v2 is v1's fields under its own tag, then the harness check (always), then the rules.
+    let v1 = canonical_bytes(&fixed());
+    assert_eq!(bytes[19..v1.len()], v1[19..]);
+    assert_eq!(
+        bytes[v1.len()..v1.len() + 8],
+        [0u8; 8],
+        "an empty harness check"
+    );
+}
+
+/// A manifest stored before rules were recorded (no `rules` key) still reads and checks.
+#[test]
+fn a_manifest_recorded_without_rules_still_checks() {
+    let stored = serde_json::json!({
+        "harness": "claude", "harness_version": "2.1.328",
+        "argv": ["claude", "-p", "--input-format", "stream-json"],
+        "env_names": ["PATH", "ANTHROPIC_API_KEY", "HOME"],
+        "policy_requested": "ask", "policy_effective": "ask",
+        "hooks": [{"name": "Stop: /tmp/hangar-run-verify/stop-hook.sh", "digest": "ab".repeat(32)}],
+        "driver_digest": "cd".repeat(32),
+        "harness_digest": FIXED_DIGEST,
+    });
+    let m: Manifest = serde_json::from_value(stored.clone()).unwrap();
+    assert_eq!(m.rules, None);
+    assert!(m.digest_matches());
+    assert_eq!(
+        serde_json::to_value(&m).unwrap(),
+        stored,
+        "written back as it was"
+    );
+    let v2 = fixed_v2().sealed();
+    let back: Manifest = serde_json::from_value(serde_json::to_value(&v2).unwrap()).unwrap();
+    assert!(back.digest_matches());
+    assert_eq!(back, v2);
 }
 
 #[test]
@@ -58,6 +115,7 @@ fn the_encoding_is_as_documented() {
         ],
         driver_digest: "dd".into(),
         harness_check: String::new(),
+        rules: None,
         harness_digest: "ignored".into(),
     };
     let mut want = b"hangar.manifest.v1\0".to_vec();
@@ -129,6 +187,10 @@ fn every_field_changes_the_digest() {
             "harness check",
             Box::new(|m| m.harness_check = "unverified".into()),
         ),
+        (
+            "rules recorded",
+            Box::new(|m| m.rules = Some(RulesRecord::default())),
+        ),
         // Moving bytes between neighbouring fields must not collide.
         (
             "slide",
@@ -146,6 +208,45 @@ fn every_field_changes_the_digest() {
         assert_ne!(d, base, "{what}");
         assert!(seen.insert(d), "{what} collides with another edit");
     }
+    let base = harness_digest(&fixed_v2());
+    let rules = |f: fn(&mut RulesRecord)| -> Edit {
+        Box::new(move |m: &mut Manifest| f(m.rules.as_mut().unwrap()))
+    };
+    let edits: Vec<(&str, Edit)> = vec![
+        (
+            "disabled added",
+            rules(|r| r.disabled.push("privilege".into())),
+        ),
+        ("disabled removed", rules(|r| r.disabled.clear())),
+        ("added added", rules(|r| r.added.push("no-make".into()))),
+        ("added removed", rules(|r| r.added.clear())),
+        ("digest", rules(|r| r.digest = "00".repeat(32))),
+        (
+            "harness check",
+            Box::new(|m| m.harness_check = "unverified".into()),
+        ),
+        (
+            "an id moved from added to disabled",
+            rules(|r| {
+                let a = r.added.pop().unwrap();
+                r.disabled.push(a);
+            }),
+        ),
+        ("rules gone", Box::new(|m| m.rules = None)),
+        ("driver", Box::new(|m| m.driver_digest = "00".repeat(32))),
+    ];
+    for (what, edit) in edits {
+        let mut m = fixed_v2();
+        edit(&mut m);
+        let d = harness_digest(&m);
+        assert_ne!(d, base, "{what}");
+        assert!(seen.insert(d), "{what} collides with another edit");
+    }
+    let mut m = fixed_v2();
+    let r = m.rules.as_mut().unwrap();
+    r.disabled.reverse();
+    r.disabled.push("signal-processes".into());
+    assert_eq!(harness_digest(&m), base, "the ids are sets");
 }
 
 #[test]
