@@ -396,3 +396,89 @@ async fn the_passport_is_renewed_while_the_run_lives_and_never_after() {
         "renewed after the run ended"
     );
 }
+
+/// The control plane restarts while a run with a short-lived passport (9 s) is in its first
+/// tool call: the restarted one resumes the run's refresh loop from the key file (`reattach`),
+/// renews the passport before it expires, and the second call, after the first passport has
+/// expired, shows Tower the renewed one (an expired passport would be refused: 401). Once the
+/// run has ended nothing is renewed again.
+#[test]
+fn a_restarted_control_plane_resumes_renewing_the_passports_of_live_runs() {
+    let env = Env::new(Script::new([
+        bash("sleep 12 && echo one > one.txt"),
+        bash("echo two > two.txt"),
+        Step::text("done"),
+    ]));
+    env.tower.set_passport_seconds(9);
+    let (run, turn, first) = {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let started = rt.block_on(async {
+            let plane = env.plane().await;
+            plane
+                .start_session(env.request("make files slowly"))
+                .await
+                .unwrap()
+        });
+        // The control plane stops before the first renewal is due (a third into 9 s); the
+        // driver and the harness go on.
+        rt.shutdown_background();
+        let first = std::fs::read_to_string(key_file(&started.run)).unwrap();
+        (started.run, started.turn.id, first)
+    };
+    assert_eq!(env.tower.exchanges().len(), 1, "renewed before the restart");
+    let first_exp = jwt_part(&first, 1)["exp"].as_i64().unwrap();
+    let file = key_file(&run);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let plane = env.plane().await;
+        assert_eq!(plane.reattach().await.unwrap(), 1);
+        let renewed = until(
+            "the passport to be renewed after the restart",
+            30,
+            async || {
+                let now = std::fs::read_to_string(&file).ok()?;
+                (now != first).then_some(now)
+            },
+        )
+        .await;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        assert!(now < first_exp, "renewed only after the old one expired");
+        assert!(jwt_part(&renewed, 1)["exp"].as_i64().unwrap() > first_exp);
+        assert!(
+            !audit(&plane, "governance.passport_renewed")
+                .await
+                .is_empty()
+        );
+
+        let t = wait_turn_ended(&plane, &turn).await;
+        assert_eq!(t.status, Some(0), "{:?}", t.reason);
+        assert!(
+            env.work.path().join("two.txt").exists(),
+            "the second call was refused"
+        );
+        let calls = env.tower.calls();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(bearer(&calls[0]), first);
+        let second = bearer(&calls[1]);
+        assert_ne!(second, first, "the second call showed a renewed passport");
+        assert!(
+            jwt_part(&second, 1)["iat"].as_i64().unwrap() > first_exp - 9,
+            "issued after the first"
+        );
+
+        // Ended: the file is gone and stays gone; no more exchanges.
+        assert!(!file.exists());
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let after_end = env.tower.exchanges().len();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(!file.exists(), "an ended run got a passport back");
+        assert_eq!(
+            env.tower.exchanges().len(),
+            after_end,
+            "renewed after the run ended"
+        );
+    });
+}
