@@ -175,8 +175,52 @@ pub fn driver_args(tools: &Tools, l: &Launch<'_>) -> Result<Vec<OsString>, Contr
             "--tower-key-file".into(),
             key_file.into(),
         ]);
+        let (wait, call) = tower_limits(tools)?;
+        a.extend([
+            "--tower-wait-seconds".into(),
+            wait.to_string().into(),
+            "--tower-call-seconds".into(),
+            call.to_string().into(),
+        ]);
     }
     Ok(a)
+}
+
+/// How long a person may take to sign a `wait` (`HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS`, 300) and
+/// the deadline of one call to Tower (`HANGAR_GOVERNANCE_HOOK_CALL_SECONDS`, 20), for the Tower
+/// hook and the `governed` policy alike. The hook timeout the driver writes in Claude Code's
+/// settings is longer than both together, so the hook always answers first.
+pub fn tower_limits(tools: &Tools) -> Result<(u64, u64), ControlError> {
+    let number = |name: &str, default: u64, min: u64| -> Result<u64, ControlError> {
+        match crate::passport::setting(tools, name) {
+            None => Ok(default),
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(n) if (min..=86_400).contains(&n) => Ok(n),
+                _ => Err(ControlError::BadRequest(format!(
+                    "{name}={v:?} is not a number of seconds from {min} to 86400"
+                ))),
+            },
+        }
+    };
+    Ok((
+        number(
+            "HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS",
+            tower_defaults::WAIT_SECONDS,
+            0,
+        )?,
+        number(
+            "HANGAR_GOVERNANCE_HOOK_CALL_SECONDS",
+            tower_defaults::CALL_SECONDS,
+            1,
+        )?,
+    ))
+}
+
+/// The driver's own defaults for [`tower_limits`] (hangar-driver `--tower-wait-seconds`,
+/// `--tower-call-seconds`).
+mod tower_defaults {
+    pub const WAIT_SECONDS: u64 = 300;
+    pub const CALL_SECONDS: u64 = 20;
 }
 
 /// Starts the driver detached; its pid.
@@ -270,4 +314,49 @@ pub fn manifest(
         harness_digest: String::new(),
     }
     .sealed()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    fn tools(env: &[(&str, &str)]) -> Tools {
+        Tools {
+            home: PathBuf::from("/nonexistent"),
+            driver: PathBuf::from("/nonexistent/hangar-driver"),
+            claude: PathBuf::from("claude"),
+            codex: PathBuf::from("codex"),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn tower_limits_have_defaults_and_refuse_what_is_not_a_number() {
+        // The process may have them set (a person trying hangar); set both here.
+        let t = tools(&[
+            ("HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS", "7"),
+            ("HANGAR_GOVERNANCE_HOOK_CALL_SECONDS", "3"),
+        ]);
+        assert_eq!(tower_limits(&t).unwrap(), (7, 3));
+        for (name, bad) in [
+            ("HANGAR_GOVERNANCE_HOOK_CALL_SECONDS", "0"),
+            ("HANGAR_GOVERNANCE_HOOK_CALL_SECONDS", "soon"),
+            ("HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS", "-1"),
+            ("HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS", "100000"),
+        ] {
+            let err = tower_limits(&tools(&[(name, bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(name), "{err}");
+        }
+        if std::env::var_os("HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS").is_none()
+            && std::env::var_os("HANGAR_GOVERNANCE_HOOK_CALL_SECONDS").is_none()
+        {
+            assert_eq!(tower_limits(&tools(&[])).unwrap(), (300, 20));
+        }
+    }
 }
