@@ -461,13 +461,18 @@ fn a_restarted_control_plane_resumes_renewing_the_passports_of_live_runs() {
         );
         let calls = env.tower.calls();
         assert_eq!(calls.len(), 2, "{calls:?}");
-        assert_eq!(bearer(&calls[0]), first);
+        // The first call may show the first passport or (on a slow machine) one renewed after
+        // the restart; the second, 12 s on, must show a renewed one: the first had expired.
+        let issued: Vec<String> = env
+            .tower
+            .exchanges()
+            .into_iter()
+            .filter_map(|e| e.passport)
+            .collect();
+        assert!(calls.iter().all(|c| issued.contains(&bearer(c))));
         let second = bearer(&calls[1]);
         assert_ne!(second, first, "the second call showed a renewed passport");
-        assert!(
-            jwt_part(&second, 1)["iat"].as_i64().unwrap() > first_exp - 9,
-            "issued after the first"
-        );
+        assert!(jwt_part(&second, 1)["exp"].as_i64().unwrap() > first_exp);
 
         // Ended: the file is gone and stays gone; no more exchanges.
         assert!(!file.exists());
