@@ -540,6 +540,11 @@ impl ControlPlane {
         // The Tower hook, where it must hold (T4-T9, T15-T17).
         let mut hook_flags: Vec<std::ffi::OsString> = Vec::new();
         let hooked = crate::sandbox_turn::hook::required(&self.tools, sb);
+        if (hooked || session.policy == Policy::Governed)
+            && let Some(why) = crate::sandbox_turn::hook::egress_refusal(&self.tools, &sb.env)
+        {
+            return Err(ControlError::BadRequest(why));
+        }
         if hooked {
             if let Some(why) = crate::sandbox_turn::hook::refusal(sb, session.harness) {
                 return Err(ControlError::BadRequest(why));

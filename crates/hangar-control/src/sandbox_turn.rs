@@ -196,6 +196,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn towers_host_is_read_from_its_url_and_matched_against_an_allowlist() {
+        use super::hook::{host_matches, url_host};
+        for (url, host) in [
+            ("http://127.0.0.1:7700", "127.0.0.1"),
+            ("https://Tower.Example.com/api", "tower.example.com"),
+            ("http://user@tower.internal:80/x?y", "tower.internal"),
+            ("http://[::1]:9000", "::1"),
+        ] {
+            assert_eq!(url_host(url).as_deref(), Some(host), "{url}");
+        }
+        assert_eq!(url_host("ftp://x"), None);
+        assert_eq!(url_host("http://"), None);
+        assert!(host_matches("tower.example.com", "tower.example.com"));
+        assert!(host_matches("*.example.com", "tower.example.com"));
+        assert!(!host_matches("*.example.com", "example.com"));
+        assert!(!host_matches("*.example.com", "evilexample.com"));
+        assert!(!host_matches("example.com", "tower.example.com"));
+    }
+
+    #[test]
     fn the_run_script_quotes_every_argument() {
         let s = run_script(
             "run-1",
@@ -258,8 +278,68 @@ pub(crate) mod hook {
     /// or the environment's `governance: {hook: required}` (an environment cannot loosen the
     /// first).
     pub(crate) fn required(tools: &Tools, sb: &Sandbox) -> bool {
+        required_for(tools, &sb.env)
+    }
+
+    /// [`required`] for the sandboxes an environment makes.
+    pub(crate) fn required_for(tools: &Tools, env: &hangar_sandbox::EnvSpec) -> bool {
         launch::hook_required(tools)
-            || sb.env.governance.hook == Some(hangar_sandbox::HookMode::Required)
+            || env.governance.hook == Some(hangar_sandbox::HookMode::Required)
+    }
+
+    /// Why the sandboxes of `env` could not reach Tower: an egress allowlist that does not name
+    /// Tower's host (`HANGAR_GOVERNANCE_URL`), for the hook or the `governed` policy.
+    pub(crate) fn egress_refusal(tools: &Tools, env: &hangar_sandbox::EnvSpec) -> Option<String> {
+        let hangar_sandbox::Egress::Allowlist(hosts) = &env.egress else {
+            return None;
+        };
+        let url = crate::passport::setting(tools, "HANGAR_GOVERNANCE_URL")?;
+        let host = url_host(&url)?;
+        if hosts.iter().any(|h| host_matches(h, &host)) {
+            return None;
+        }
+        Some(format!(
+            "environment {} reaches only the hosts on its egress allowlist ({}), and Tower's host {host} (HANGAR_GOVERNANCE_URL) is not one of them, so every call to Tower would fail; add {host} to egress.allowlist",
+            env.name,
+            hosts.join(", ")
+        ))
+    }
+
+    /// The host of an http(s) URL, lowercase, without port or brackets.
+    pub(crate) fn url_host(url: &str) -> Option<String> {
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))?;
+        let authority = rest.split(['/', '?', '#']).next()?;
+        let authority = authority.rsplit('@').next()?;
+        let host = if let Some(v6) = authority.strip_prefix('[') {
+            v6.split(']').next()?
+        } else {
+            authority.split(':').next()?
+        };
+        (!host.is_empty()).then(|| host.to_ascii_lowercase())
+    }
+
+    /// Whether an allowlist entry (`github.com`, `*.npmjs.org`) names `host`.
+    pub(crate) fn host_matches(entry: &str, host: &str) -> bool {
+        let entry = entry.to_ascii_lowercase();
+        match entry.strip_prefix('*') {
+            Some(suffix) if suffix.starts_with('.') => {
+                host.len() > suffix.len() && host.ends_with(suffix)
+            }
+            _ => entry == host,
+        }
+    }
+
+    /// Why no sandbox of this kind can hold the hook, whatever else it says: kubernetes and
+    /// e2b run the agent as the only uid (T18).
+    pub(crate) fn provider_refusal(kind: ProviderKind) -> Option<String> {
+        match kind {
+            ProviderKind::Kubernetes | ProviderKind::E2b => Some(format!(
+                "the Tower hook is required, but a {kind} sandbox runs the agent as the only uid, so the agent could remove the hook; the turn is refused"
+            )),
+            ProviderKind::Local | ProviderKind::Docker => None,
+        }
     }
 
     /// Why the hook cannot be made to hold in `sb` for `harness`, if it cannot (T9, T18).
@@ -269,14 +349,8 @@ pub(crate) mod hook {
             return Some(launch::hook_refusal(Harness::Codex).to_owned());
         }
         let caps = &sb.capabilities;
-        match sb.env.provider {
-            ProviderKind::Kubernetes | ProviderKind::E2b => {
-                return Some(format!(
-                    "the Tower hook is required, but a {} sandbox runs the agent as the only uid, so the agent could remove the hook; the turn is refused",
-                    sb.env.provider
-                ));
-            }
-            ProviderKind::Local | ProviderKind::Docker => {}
+        if let Some(why) = provider_refusal(sb.env.provider) {
+            return Some(why);
         }
         if !caps.uid_split {
             return Some(format!(
