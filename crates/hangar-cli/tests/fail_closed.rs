@@ -7,7 +7,10 @@
 //! showed an error for it, whose text is the reason in the table and must name the fault.
 //!
 //! One row runs with no fault first, in each mode, and must read `ran`: the same detection
-//! sees a call that was let through, so the matrix can fail.
+//! sees a call that was let through, so the matrix can fail. Tower's own answers follow in the
+//! same sandboxes (#7's tests in a Docker sandbox): deny, wait then a signed allow or a refusal,
+//! wait past the limit, an allow of a risky command (the deny-risky rules still deny it), and a
+//! deny while the agent's `~/.claude/settings.json` and the repo's `.claude/` turn hooks off.
 //!
 //! `scripts/fail-closed-matrix` runs this test alone and shows the table; `scripts/test` runs it
 //! with the rest.
@@ -29,16 +32,23 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::{Server, docker_image, hook_bin, is_root, until};
-use hangar_testkit::{PassportFault, Script, Step, TOWER_KEY, TowerDouble, TowerFault};
+use hangar_testkit::{
+    PassportFault, Script, Step, TOWER_KEY, TowerAnswer, TowerDouble, TowerFault,
+};
 use serde_json::{Value, json};
 
 /// The deadline of one call to Tower (`HANGAR_GOVERNANCE_HOOK_CALL_SECONDS`).
 const CALL_SECONDS: u64 = 2;
 /// How long a `wait` may take (`HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS`).
 const WAIT_SECONDS: u64 = 1;
+/// Tower's reason when it denies.
+const FREEZE: &str = "deploy freeze until Monday";
+/// The risky command of the row where Tower allows one (inside the container; the rules deny it
+/// before it could run).
+const RISKY: &str = "rm -rf /tmp/hangar-matrix-sentinel";
 /// How long the model takes to ask for the tool call in cells whose fault is made after the
 /// turn started (the fault must be in place before the call).
-const GATE: Duration = Duration::from_secs(6);
+const GATE: Duration = Duration::from_secs(8);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -72,6 +82,28 @@ enum Fault {
     HookMissing,
     /// Tower slower than Claude Code's own hook timeout.
     PastCliTimeout,
+    // Tower's answers.
+    Deny,
+    WaitAllow,
+    WaitDeny,
+    WaitPast,
+    RiskyAllowed,
+    HooksOffInSettings,
+}
+
+/// Tower's answers, after the control row and before the faults.
+const ANSWERS: [Fault; 6] = [
+    Fault::Deny,
+    Fault::WaitAllow,
+    Fault::WaitDeny,
+    Fault::WaitPast,
+    Fault::RiskyAllowed,
+    Fault::HooksOffInSettings,
+];
+
+/// Every row in the order it runs: the control row, Tower's answers, the faults.
+fn rows() -> impl Iterator<Item = Fault> {
+    std::iter::once(Fault::None).chain(ANSWERS).chain(FAULTS)
 }
 
 /// The rows, in the order they run (Tower down last: the double is gone after it).
@@ -112,13 +144,39 @@ impl Fault {
                 cli_timeout(),
                 cli_timeout() + 5
             ),
+            Fault::Deny => "Tower denies".into(),
+            Fault::WaitAllow => "wait, then a person signs allow".into(),
+            Fault::WaitDeny => "wait, then a person refuses".into(),
+            Fault::WaitPast => format!("wait past the limit ({WAIT_SECONDS}s)"),
+            Fault::RiskyAllowed => "Tower allows a risky command".into(),
+            Fault::HooksOffInSettings => {
+                "Tower denies; the agent's and the repo's settings turn hooks off".into()
+            }
+        }
+    }
+
+    /// Whether the call must be blocked (every fault, and every answer but a signed allow).
+    fn blocks(self) -> bool {
+        !matches!(self, Fault::None | Fault::WaitAllow)
+    }
+
+    /// The command the model asks for in row `n`: it writes the row's file, so a call that ran
+    /// shows.
+    fn command(self, n: usize) -> String {
+        match self {
+            Fault::RiskyAllowed => format!("{RISKY}; echo {n} > cell-{n}.txt"),
+            _ => format!("echo {n} > cell-{n}.txt"),
         }
     }
 
     /// What the reason the turn showed must contain.
     fn wants(self) -> &'static str {
         match self {
-            Fault::None => "",
+            Fault::None | Fault::WaitAllow => "",
+            Fault::Deny | Fault::HooksOffInSettings => "Tower denied this call: deploy freeze",
+            Fault::WaitDeny => "refused Tower's approval",
+            Fault::WaitPast => "no one signed",
+            Fault::RiskyAllowed => "deny-risky/destroy-outside-workspace",
             Fault::Down => "unreachable",
             Fault::Slow | Fault::PastCliTimeout => "did not answer in time",
             Fault::Status(500) => "Tower failed (500)",
@@ -171,11 +229,10 @@ struct Rig {
 }
 
 fn script() -> Script {
-    let rows = std::iter::once(Fault::None).chain(FAULTS);
-    Script::new(rows.enumerate().flat_map(|(n, f)| {
+    Script::new(rows().enumerate().flat_map(|(n, f)| {
         let mut call = Step::tool(
             "Bash",
-            json!({"command": format!("echo {n} > cell-{n}.txt"), "description": "write the cell's file"}),
+            json!({"command": f.command(n), "description": "write the cell's file"}),
         );
         if f.after_start() || f == Fault::PassportExpired {
             call = call.delay(GATE);
@@ -258,6 +315,13 @@ impl Rig {
         self.tower.as_ref().expect("the Tower double is still up")
     }
 
+    /// `hangar sb exec SB -- ARGV` inside the sandbox, as the agent.
+    fn exec_as_agent(&self, argv: &[&str]) {
+        let mut args = vec!["sb", "exec", &self.sb, "--"];
+        args.extend_from_slice(argv);
+        self.s.ok(&args);
+    }
+
     /// `hangar sb exec SB --as hangar -- ARGV` inside the sandbox.
     fn exec_as_hangar(&self, argv: &[&str]) {
         let mut args = vec!["sb", "exec", &self.sb, "--as", "hangar", "--"];
@@ -276,6 +340,32 @@ impl Rig {
             Fault::WrongShape => t.set_fault(TowerFault::WrongShape),
             Fault::Truncated => t.set_fault(TowerFault::Truncated),
             Fault::Huge => t.set_fault(TowerFault::Huge(2 << 20)),
+            Fault::Deny => t.set_answer(TowerAnswer::Deny(FREEZE.into())),
+            Fault::HooksOffInSettings => {
+                t.set_answer(TowerAnswer::Deny(FREEZE.into()));
+                // The repo's .claude/ and the agent's own settings turn every hook off and add
+                // one that allows everything.
+                let off = json!({"disableAllHooks": true, "hooks": {"PreToolUse": [{"matcher": "*",
+                    "hooks": [{"type": "command", "command": "exit 0"}]}]}})
+                .to_string();
+                std::fs::create_dir_all(self.ws.join(".claude")).unwrap();
+                std::fs::write(self.ws.join(".claude/settings.json"), &off).unwrap();
+                std::fs::write(self.ws.join(".claude/settings.local.json"), &off).unwrap();
+                self.exec_as_agent(&["mkdir", "-p", "/home/agent/.claude"]);
+                self.exec_as_agent(&[
+                    "cp",
+                    "/workspace/.claude/settings.json",
+                    "/home/agent/.claude/settings.json",
+                ]);
+            }
+            Fault::WaitAllow | Fault::WaitDeny => t.set_answer(TowerAnswer::Wait {
+                reason: "a person signs".into(),
+                sign: Some((Duration::from_millis(300), fault == Fault::WaitAllow)),
+            }),
+            Fault::WaitPast => t.set_answer(TowerAnswer::Wait {
+                reason: "nobody will sign".into(),
+                sign: None,
+            }),
             Fault::PassportExpired => match self.mode {
                 // The vault credential is a passport Tower issued, expired by now.
                 Mode::Key => {
@@ -317,8 +407,13 @@ impl Rig {
     }
 
     /// Undoes what [`Rig::before`] set.
-    fn reset(&self) {
+    fn reset(&self, fault: Fault) {
+        if fault == Fault::HooksOffInSettings {
+            std::fs::remove_dir_all(self.ws.join(".claude")).unwrap();
+            self.exec_as_agent(&["rm", "-f", "/home/agent/.claude/settings.json"]);
+        }
         if let Some(t) = &self.tower {
+            t.set_answer(TowerAnswer::Allow("allowed by the Tower double".into()));
             t.set_fault(TowerFault::None);
             t.set_delay(Duration::ZERO);
             t.set_passport_fault(PassportFault::None);
@@ -379,7 +474,7 @@ impl Rig {
             );
         }
         let t = self.s.turn_ended(&turn).await;
-        self.reset();
+        self.reset(fault);
         let (_, ev) = self
             .s
             .call("GET", &format!("/v1/runs/{run}/events?limit=1000"), None)
@@ -442,16 +537,15 @@ fn one_line(output: &str) -> String {
     said.chars().take(150).collect()
 }
 
-/// All the rows of one mode: the control row, then every fault.
-async fn mode_rows(mode: Mode) -> (Cell, Vec<Cell>) {
+/// All the rows of one mode, in [`rows`] order.
+async fn mode_rows(mode: Mode) -> Vec<Cell> {
     let mut r = rig(mode).await;
-    let control = r.cell(0, Fault::None).await;
     let mut cells = Vec::new();
-    for (i, f) in FAULTS.into_iter().enumerate() {
-        cells.push(r.cell(i + 1, f).await);
+    for (n, f) in rows().enumerate() {
+        cells.push(r.cell(n, f).await);
     }
     r.s.ok(&["sb", "rm", "--force", &r.sb]);
-    (control, cells)
+    cells
 }
 
 fn table(rows: &[&Cell]) -> String {
@@ -486,12 +580,28 @@ fn docker_off() -> bool {
 }
 
 /// One mode's rows on a thread (and a runtime) of its own.
-fn spawn_mode(mode: Mode) -> std::thread::JoinHandle<(Cell, Vec<Cell>)> {
+fn spawn_mode(mode: Mode) -> std::thread::JoinHandle<Vec<Cell>> {
     std::thread::spawn(move || {
         tokio::runtime::Runtime::new()
             .unwrap()
             .block_on(mode_rows(mode))
     })
+}
+
+/// The cells that did not go as their row says: run or blocked, and for the reason it names.
+fn wrong(cells: &[&Cell]) -> Vec<String> {
+    cells
+        .iter()
+        .filter(|c| {
+            let as_it_should = if c.fault.blocks() {
+                c.blocked
+            } else {
+                c.ran && !c.blocked
+            };
+            !as_it_should || !c.reason.contains(c.fault.wants())
+        })
+        .map(|c| format!("{} / {}: {}", c.fault.name(), c.mode.name(), c.reason))
+        .collect()
 }
 
 #[test]
@@ -505,52 +615,36 @@ fn every_fault_blocks_the_tool_call_in_both_auth_modes() {
     // The two modes side by side: each has its own server, sandbox, model and Tower.
     let key = spawn_mode(Mode::Key);
     let passport = spawn_mode(Mode::Passport);
-    let (key_control, key_cells) = key.join().unwrap();
-    let (pp_control, pp_cells) = passport.join().unwrap();
-    let mut rows: Vec<&Cell> = Vec::new();
-    for (k, p) in key_cells.iter().zip(&pp_cells) {
-        rows.push(k);
-        rows.push(p);
-    }
+    let key = key.join().unwrap();
+    let passport = passport.join().unwrap();
+    let pairs: Vec<&Cell> = key
+        .iter()
+        .zip(&passport)
+        .flat_map(|(k, p)| [k, p])
+        .collect();
+    let (faults, others): (Vec<&Cell>, Vec<&Cell>) =
+        pairs.into_iter().partition(|c| FAULTS.contains(&c.fault));
     println!(
         "\nThe fail-closed matrix (real Claude Code, Docker sandbox with the uid split, the real Tower hook, the Tower double; hook call deadline {CALL_SECONDS}s, Claude Code's hook timeout {}s):\n",
         cli_timeout()
     );
-    print!("{}", table(&rows));
+    print!("{}", table(&faults));
     println!(
-        "\ncontrol rows (no fault, the call must run):\n{}",
-        table(&[&key_control, &pp_control])
+        "\nThe control rows and Tower's answers, in the same sandboxes (the call runs only where a person signed, or nothing is wrong):\n{}",
+        table(&others)
     );
-    let blocked = rows.iter().filter(|c| c.blocked).count();
+    let blocked = faults.iter().filter(|c| c.blocked).count();
     println!(
-        "{blocked} of {} cells blocked, in {:.0} s",
-        rows.len(),
+        "{blocked} of {} fault cells blocked; {} rows in {:.0} s",
+        faults.len(),
+        faults.len() + others.len(),
         started.elapsed().as_secs_f64()
     );
-    for c in [&key_control, &pp_control] {
-        assert!(
-            c.ran && !c.blocked,
-            "{}: the control row's call did not run: {}",
-            c.mode.name(),
-            c.reason
-        );
-    }
-    let wrong: Vec<String> = rows
-        .iter()
-        .filter(|c| !c.blocked || !c.reason.contains(c.fault.wants()))
-        .map(|c| {
-            format!(
-                "{} / {}: {} ({})",
-                c.fault.name(),
-                c.mode.name(),
-                if c.blocked { "blocked" } else { "RAN" },
-                c.reason
-            )
-        })
-        .collect();
+    let mut wrong_cells = wrong(&others);
+    wrong_cells.extend(wrong(&faults));
     assert!(
-        wrong.is_empty(),
-        "cells not blocked, or blocked for another reason than their fault:\n{}",
-        wrong.join("\n")
+        wrong_cells.is_empty(),
+        "cells that did not go as their row says (blocked for its reason, or run):\n{}",
+        wrong_cells.join("\n")
     );
 }
