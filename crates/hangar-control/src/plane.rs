@@ -344,6 +344,12 @@ impl ControlPlane {
                     options: &options,
                 },
                 &[],
+                // No driver, so no deny-risky rules: the manifest says so.
+                hangar_core::RulesRecord {
+                    disabled: Vec::new(),
+                    added: Vec::new(),
+                    digest: "none: one-shot turn, the deny-risky rules do not run".into(),
+                },
             );
             manifest.argv = argv.clone();
             manifest.policy_effective = format!("{} (one-shot)", session.policy.as_str());
