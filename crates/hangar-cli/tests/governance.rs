@@ -16,7 +16,7 @@ mod common;
 use std::process::Command;
 
 use common::{Server, docker_image, hook_bin, is_root};
-use hangar_testkit::{Script, Step, TOWER_KEY, TowerDouble};
+use hangar_testkit::{PassportFault, Script, Step, TOWER_KEY, TowerDouble};
 use serde_json::{Value, json};
 
 /// `docker_image()` with a stand-in `sudo` (it exits 1; nothing runs it: the turn is refused
@@ -228,4 +228,105 @@ async fn where_the_required_hook_could_not_hold_the_turn_is_refused_and_audited(
     .await;
     assert_eq!(audited(&s, "sandbox.refused").len(), 1);
     assert!(s.fake.requests().is_empty() && tower.calls().is_empty());
+}
+
+/// `HANGAR_GOVERNANCE_HOOK_AUTH=passport` in a Docker sandbox with the uid split: a passport that
+/// fails one of hangar's checks (another agent, another person, expired, a bad signature)
+/// refuses the turn before the hook is given anything, with the reason, audited
+/// (`governance.passport_refused`, `turn.refused`); the model and Tower's hook endpoint are
+/// never reached, and no key file is left in the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passport_that_fails_a_check_refuses_the_sandboxed_turn() {
+    assert!(is_root(), "the uid split needs root (CI runs as root)");
+    let tower = TowerDouble::start().unwrap();
+    let s = Server::start_with(
+        Script::new([Step::text("never asked")]),
+        vec![
+            ("HANGAR_GOVERNANCE_HOOK".to_owned(), "required".to_owned()),
+            ("HANGAR_GOVERNANCE_URL".to_owned(), tower.url()),
+            (
+                "HANGAR_GOVERNANCE_HOOK_AUTH".to_owned(),
+                "passport".to_owned(),
+            ),
+            (
+                "HANGAR_TOWER_HOOK_BIN".to_owned(),
+                hook_bin().display().to_string(),
+            ),
+        ],
+        None,
+    );
+    let keys: Value = reqwest::get(format!("{}/.well-known/jwks.json", s.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    tower.trust_keys("http://127.0.0.1:7700", keys);
+    let repo = tempfile::tempdir().unwrap();
+    apply(
+        &s,
+        "gov",
+        &format!(
+            "provider: docker\nimage: {}\nnetwork: host\n",
+            docker_image()
+        ),
+    );
+    let sb = s.create_sandbox("gov", repo.path());
+    let cases = [
+        (PassportFault::WrongAgent, "not \"hangar\""),
+        (PassportFault::WrongPerson, "not the sandbox's person"),
+        (PassportFault::Expired, "the passport expired"),
+        (
+            PassportFault::BadSignature,
+            "signature does not check against Tower's keys",
+        ),
+    ];
+    for (fault, want) in &cases {
+        tower.set_passport_fault(fault.clone());
+        let (status, answer) = s
+            .call(
+                "POST",
+                "/v1/sessions",
+                Some(json!({"sandbox": sb, "policy": "ask", "prompt": "x"})),
+            )
+            .await;
+        let text = answer["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!((400..500).contains(&status), "{fault:?}: {status} {answer}");
+        assert!(
+            text.contains("no passport from Tower, so no turn"),
+            "{fault:?}: {text}"
+        );
+        assert!(text.contains(want), "{fault:?}: {text}");
+    }
+    assert_eq!(
+        audited(&s, "governance.passport_refused").len(),
+        cases.len()
+    );
+    assert_eq!(audited(&s, "turn.refused").len(), cases.len());
+    assert!(s.fake.requests().is_empty(), "a harness ran");
+    assert!(tower.calls().is_empty(), "the hook asked Tower");
+    let out = s
+        .hangar()
+        .args([
+            "sb",
+            "exec",
+            &sb,
+            "--as",
+            "hangar",
+            "--",
+            "ls",
+            "-a",
+            "/var/lib/hangar",
+        ])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        !listing.contains("tower-key"),
+        "a key file was left: {listing}"
+    );
+    s.ok(&["sb", "rm", &sb]);
 }

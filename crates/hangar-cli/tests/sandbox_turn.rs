@@ -851,3 +851,127 @@ async fn a_one_shot_turn_in_a_local_sandbox_runs_as_the_agent() {
     );
     s.ok(&["sb", "rm", &sb]);
 }
+
+/// `hangar serve` is killed (SIGKILL) while a sandboxed run with a short-lived passport (9 s) is
+/// in its first tool call, and started again: it re-attaches, resumes the run's refresh loop
+/// from the hook's key file inside the sandbox, and renews it there, so the second call (after
+/// the first passport has expired, which Tower would refuse) shows Tower a renewed one. Once
+/// the run has ended the key file is gone and nothing is renewed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_renews_the_passport_inside_a_running_sandbox() {
+    assert!(is_root(), "the uid split needs root (CI runs as root)");
+    let tower = hangar_testkit::TowerDouble::start().unwrap();
+    tower.set_passport_seconds(9);
+    let extra = vec![
+        ("HANGAR_GOVERNANCE_HOOK".to_owned(), "required".to_owned()),
+        ("HANGAR_GOVERNANCE_URL".to_owned(), tower.url()),
+        (
+            "HANGAR_GOVERNANCE_HOOK_AUTH".to_owned(),
+            "passport".to_owned(),
+        ),
+        (
+            "HANGAR_TOWER_HOOK_BIN".to_owned(),
+            hook_bin().display().to_string(),
+        ),
+    ];
+    let mut s = Server::start_with(
+        Script::new([
+            Step::tool(
+                "Bash",
+                json!({"command": "sleep 12 && echo one > one.txt", "description": "one"}),
+            ),
+            Step::tool(
+                "Bash",
+                json!({"command": "echo two > two.txt", "description": "two"}),
+            ),
+            Step::text("done"),
+        ]),
+        extra,
+        None,
+    );
+    let keys: Value = reqwest::get(format!("{}/.well-known/jwks.json", s.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    tower.trust_keys("http://127.0.0.1:7700", keys);
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let env = s.home.path().join("gov.yaml");
+    std::fs::write(&env, "name: gov\nprovider: local\nnetwork: host\n").unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let sb = s.create_sandbox("gov", repo.path());
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "ask", "prompt": "slowly"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let first = tower.exchanges()[0].passport.clone().unwrap();
+    // Killed about when the first renewal is due (a third into 9 s): whatever the old server
+    // renewed expires before the second call, 12 s on, so that call passes only with a
+    // passport the restarted server renewed inside the sandbox.
+    s.restart();
+    let t = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], 0, "{t}");
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+    let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
+    assert!(ws.join("two.txt").exists(), "the second call was refused");
+    let issued: Vec<String> = tower
+        .exchanges()
+        .into_iter()
+        .filter_map(|e| e.passport)
+        .collect();
+    assert!(issued.len() >= 2, "renewed after the restart: {issued:?}");
+    let calls = tower.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let bearer = |i: usize| {
+        calls[i]
+            .authorization
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Bearer "))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(issued.contains(&bearer(0)) && issued.contains(&bearer(1)));
+    assert_ne!(
+        bearer(1),
+        first,
+        "the second call showed the expired passport"
+    );
+    let audit = s.ok(&["audit"]);
+    assert!(audit.contains("governance.passport_renewed"), "{audit}");
+    // Ended: the key file is gone inside, and no passport is asked for again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after_end = tower.exchanges().len();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        tower.exchanges().len(),
+        after_end,
+        "renewed after the run ended"
+    );
+    let out = s
+        .hangar()
+        .args([
+            "sb",
+            "exec",
+            &sb,
+            "--as",
+            "hangar",
+            "--",
+            "ls",
+            "-a",
+            "/var/lib/hangar",
+        ])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        !listing.contains("tower-key"),
+        "a key file stayed: {listing}"
+    );
+    s.ok(&["sb", "rm", &sb]);
+}

@@ -59,7 +59,13 @@ impl Server {
             c.stdin.take().unwrap().write_all(value.as_bytes()).unwrap();
             assert!(c.wait().unwrap().success());
         }
-        let mut child = s
+        s.serve();
+        s
+    }
+
+    /// Starts `hangar serve` on a free port of 127.0.0.1.
+    fn serve(&mut self) {
+        let mut child = self
             .hangar()
             .args(["serve", "--listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
@@ -70,9 +76,19 @@ impl Server {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        s.url = line.trim().strip_prefix("listening: ").unwrap().to_owned();
-        s.child = Some(child);
-        s
+        self.url = line.trim().strip_prefix("listening: ").unwrap().to_owned();
+        self.child = Some(child);
+    }
+
+    /// Kills `hangar serve` (SIGKILL: the runs go on) and starts it again on the same home;
+    /// it re-attaches to the live runs. Its address changes.
+    pub fn restart(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.url.clear();
+        self.serve();
     }
 
     pub fn hangar(&self) -> Command {
