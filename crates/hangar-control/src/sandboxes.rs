@@ -231,19 +231,13 @@ impl ControlPlane {
             e => e.into(),
         })?;
         let spec = spec_of(&row)?;
-        // Where Tower must be asked but could not be reached, or the Tower hook is required but
-        // no sandbox of this provider could hold it, that reason comes first (and a session
-        // started from the environment is refused with it).
+        // Where Tower must be asked but could not be reached, that reason comes first (and a
+        // session started from the environment is refused with it).
         let hooked = crate::sandbox_turn::hook::required_for(&self.tools, &spec);
         let governed = hooked || spec.governance.policy.as_deref() == Some("governed");
         let why = governed
             .then(|| crate::sandbox_turn::hook::egress_refusal(&self.tools, &spec))
-            .flatten()
-            .or_else(|| {
-                hooked
-                    .then(|| crate::sandbox_turn::hook::provider_refusal(spec.provider))
-                    .flatten()
-            });
+            .flatten();
         if let Some(why) = why {
             self.store
                 .audit()
