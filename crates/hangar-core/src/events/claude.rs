@@ -116,7 +116,9 @@ fn result(v: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
             ctx.claude_cost = total;
         }
         out.push(EventKind::Usage {
-            input_tokens: u64_field(u, "input_tokens") + cached + created,
+            input_tokens: u64_field(u, "input_tokens")
+                .saturating_add(cached)
+                .saturating_add(created),
             output_tokens: u64_field(u, "output_tokens"),
             cached_input_tokens: cached,
             cost_usd,

@@ -105,6 +105,22 @@ fn claude_result_gives_usage_then_result_with_cost_per_turn() {
     );
 }
 
+/// Token counts near u64::MAX (the agent writes these lines) add up without overflowing: the
+/// sum used to panic in debug builds and wrap in release ones.
+#[test]
+fn claude_usage_sums_saturate() {
+    let r = r#"{"type":"result","usage":{"input_tokens":18446744073709551615,"cache_read_input_tokens":5,"cache_creation_input_tokens":3}}"#;
+    assert_eq!(
+        kinds(&[r])[0],
+        EventKind::Usage {
+            input_tokens: u64::MAX,
+            output_tokens: 0,
+            cached_input_tokens: 5,
+            cost_usd: None
+        }
+    );
+}
+
 #[test]
 fn claude_init_names_the_session() {
     let lines = [r#"{"type":"system","subtype":"init","session_id":"s-123","tools":["Bash"]}"#];
