@@ -3,13 +3,14 @@
 //! untrusted), and hangar-protocol's `HangarLine::parse`.
 //!
 //! The input is a run log (lines split at `\n`, invalid UTF-8 replaced as the watcher does).
-//! Checked: nothing panics; every event carries its line's offset; a hangar line reads back
+//! Checked: nothing panics; the direct read of a line's fields gives what reading it through a
+//! `serde_json::Value` gives (events and context); every event carries its line's offset; a hangar line reads back
 //! from its own JSON; the parser's context, persisted as JSON at a line the input picks (what
 //! the watcher stores with its cursor) and read back, gives the same events as reading on;
 //! the transcript of the events can be made.
 #![no_main]
 
-use hangar_core::{ParseContext, ProgressEvent, conversation, parse_line};
+use hangar_core::{ParseContext, ProgressEvent, conversation, parse_line, parse_line_via_value};
 use hangar_protocol::runlog::HangarLine;
 use libfuzzer_sys::fuzz_target;
 
@@ -30,7 +31,11 @@ fuzz_target!(|data: &[u8]| {
             let json = serde_json::to_string(&ctx).expect("the context serializes");
             saved = Some(serde_json::from_str(&json).expect("the context reads back"));
         }
+        let mut via_value = ctx.clone();
+        let want = parse_line_via_value(line, &mut via_value);
         let events = parse_line(line, &mut ctx);
+        assert_eq!(events, want, "the direct read differs from the Value read");
+        assert_eq!(ctx, via_value, "the direct read's context differs");
         for e in &events {
             assert_eq!(e.offset, offset, "event offset is not its line's");
             serde_json::to_string(e).expect("an event serializes");

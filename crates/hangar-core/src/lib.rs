@@ -18,7 +18,7 @@ pub mod transcript;
 pub mod watcher;
 
 pub use error::CoreError;
-pub use events::{EventKind, ParseContext, ProgressEvent, parse_line};
+pub use events::{EventKind, ParseContext, ProgressEvent, parse_line, parse_line_via_value};
 pub use manifest::{Hook, Manifest, RulesRecord, file_digest, harness_digest};
 pub use transcript::{Entry, conversation, fill_sent};
 pub use watcher::{Batch, LogReader, ingest, rebuild};

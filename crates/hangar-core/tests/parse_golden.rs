@@ -6,7 +6,9 @@
 //! after each line are hashed per seed file and per source line, and compared with
 //! `golden/parse.txt`, recorded from the parser that built a `serde_json::Value` tree of every
 //! line (before the typed reader of the fields the events need): the typed reader must give
-//! exactly what it gave, on every shape a line can take.
+//! exactly what it gave, on every shape a line can take. Each line is also checked against
+//! `parse_line_via_value` (the same lines read through a `Value`, the path of lines the direct
+//! read refuses).
 //!
 //! `HANGAR_WRITE_GOLDEN=1 cargo test -p hangar-core --test parse_golden` rewrites the file
 //! (only to record a deliberate change of the parser's output).
@@ -21,7 +23,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use hangar_core::{ParseContext, parse_line};
+use hangar_core::{ParseContext, parse_line, parse_line_via_value};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -240,9 +242,18 @@ fn mutations(line: &str) -> Vec<String> {
     out
 }
 
-/// Hashes what one line gives: its events' JSON and the context after it.
+/// Hashes what one line gives: its events' JSON and the context after it. The direct read
+/// must give what reading the line through a `Value` gives.
 fn feed(h: &mut Sha256, n: &mut u64, line: &str, ctx: &mut ParseContext) {
-    for e in parse_line(line, ctx) {
+    let mut via_value = ctx.clone();
+    let want = parse_line_via_value(line, &mut via_value);
+    let events = parse_line(line, ctx);
+    assert_eq!(events, want, "the direct read differs on {line}");
+    assert_eq!(
+        *ctx, via_value,
+        "the direct read's context differs on {line}"
+    );
+    for e in events {
         h.update(serde_json::to_string(&e).unwrap().as_bytes());
         h.update(b"\n");
         *n += 1;

@@ -2,42 +2,46 @@
 //! results, and plain text when the CLI echoes a message) and `result` (usage, then the result).
 //! Every other Claude line type is handled elsewhere or ignored (see the parent module).
 
-use serde_json::Value;
+use super::line::{Block, Content, Line, Obj};
+use super::{EventKind, ParseContext};
 
-use super::{EventKind, ParseContext, str_field, u64_field};
-
-pub(super) fn parse(ty: &str, v: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
+pub(super) fn parse(ty: &str, l: Line<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
     match ty {
-        "assistant" => assistant(v),
-        "user" => user(v),
-        "result" => result(v, ctx),
+        "assistant" => assistant(l),
+        "user" => user(l),
+        "result" => result(l, ctx),
         _ => Vec::new(),
     }
 }
 
-fn content(v: &Value) -> Option<&Value> {
-    v.pointer("/message/content")
+/// `message.content`, when `message` is an object.
+fn content(l: Line<'_>) -> Content<'_> {
+    l.message.object().map(|m| m.content).unwrap_or_default()
 }
 
-fn assistant(v: &Value) -> Vec<EventKind> {
-    let Some(blocks) = content(v).and_then(Value::as_array) else {
+fn assistant(l: Line<'_>) -> Vec<EventKind> {
+    let blocks = match content(l) {
+        Content::Blocks(b) => b,
         // Content as a bare string (not what the CLI prints, but tolerated).
-        return match content(v).and_then(Value::as_str) {
-            Some(t) if !t.is_empty() => vec![EventKind::AssistantText { text: t.to_owned() }],
-            _ => Vec::new(),
-        };
+        Content::Str(t) if !t.is_empty() => {
+            return vec![EventKind::AssistantText {
+                text: t.into_owned(),
+            }];
+        }
+        _ => return Vec::new(),
     };
     blocks
-        .iter()
-        .filter_map(|b| match b.get("type").and_then(Value::as_str) {
+        .into_iter()
+        .filter_map(Obj::object)
+        .filter_map(|b| match b.ty.as_str() {
             Some("text") => {
-                let text = str_field(b, "text");
+                let text = b.text.into_str().unwrap_or_default();
                 (!text.is_empty()).then_some(EventKind::AssistantText { text })
             }
             Some("tool_use") | Some("server_tool_use") => Some(EventKind::ToolCall {
-                tool_use_id: str_field(b, "id"),
-                name: str_field(b, "name"),
-                input: b.get("input").cloned().unwrap_or(Value::Null),
+                tool_use_id: b.id.into_str().unwrap_or_default(),
+                name: b.name.into_str().unwrap_or_default(),
+                input: b.input.unwrap_or_default(),
             }),
             _ => None,
         })
@@ -49,10 +53,9 @@ fn is_interrupt_marker(text: &str) -> bool {
     text.starts_with("[Request interrupted by user")
 }
 
-fn user(v: &Value) -> Vec<EventKind> {
-    let synthetic = v.get("isSynthetic").and_then(Value::as_bool) == Some(true)
-        || v.get("isMeta").and_then(Value::as_bool) == Some(true);
-    let subagent = v.get("parent_tool_use_id").is_some_and(|p| !p.is_null());
+fn user(l: Line<'_>) -> Vec<EventKind> {
+    let synthetic = l.is_synthetic.as_bool() == Some(true) || l.is_meta.as_bool() == Some(true);
+    let subagent = l.parent_tool_use_id.is_set();
     let echo = |text: String| -> Vec<EventKind> {
         if synthetic || subagent || text.trim().is_empty() || is_interrupt_marker(&text) {
             Vec::new()
@@ -60,54 +63,57 @@ fn user(v: &Value) -> Vec<EventKind> {
             vec![EventKind::UserMessage { text }]
         }
     };
-    match content(v) {
-        Some(Value::String(s)) => echo(s.clone()),
-        Some(Value::Array(blocks)) => {
-            let results: Vec<EventKind> = blocks
-                .iter()
-                .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
-                .map(|b| EventKind::ToolResult {
-                    tool_use_id: str_field(b, "tool_use_id"),
-                    output: text_of(b.get("content")),
-                    is_error: b.get("is_error").and_then(Value::as_bool) == Some(true),
-                })
-                .collect();
-            if results.is_empty() {
-                echo(text_of(Some(&Value::Array(blocks.clone()))))
-            } else {
-                // Text beside tool results is the CLI's own (e.g. an interrupt marker).
-                results
+    match content(l) {
+        Content::Str(s) => echo(s.into_owned()),
+        Content::Blocks(blocks) => {
+            let is_result = |b: &Obj<'_, Block<'_>>| matches!(b, Obj::Object(b) if b.ty.as_str() == Some("tool_result"));
+            if !blocks.iter().any(is_result) {
+                return echo(text_of(Content::Blocks(blocks)));
             }
+            // Text beside tool results is the CLI's own (e.g. an interrupt marker).
+            blocks
+                .into_iter()
+                .filter(is_result)
+                .filter_map(Obj::object)
+                .map(|b| EventKind::ToolResult {
+                    tool_use_id: b.tool_use_id.into_str().unwrap_or_default(),
+                    is_error: b.is_error.as_bool() == Some(true),
+                    output: text_of(b.content),
+                })
+                .collect()
         }
-        _ => Vec::new(),
+        Content::Other => Vec::new(),
     }
 }
 
 /// The text of a content value: a string, or the `text` parts of a block list joined by
 /// newlines (an image part shows as `[image]`).
-fn text_of(content: Option<&Value>) -> String {
+fn text_of(content: Content<'_>) -> String {
     match content {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| match p.get("type").and_then(Value::as_str) {
-                Some("text") => p.get("text").and_then(Value::as_str).map(str::to_owned),
+        Content::Str(s) => s.into_owned(),
+        Content::Blocks(parts) => parts
+            .into_iter()
+            .filter_map(Obj::object)
+            .filter_map(|p| match p.ty.as_str() {
+                Some("text") => p.text.into_str(),
                 Some("image") => Some("[image]".to_owned()),
                 _ => None,
             })
             .collect::<Vec<_>>()
             .join("\n"),
-        _ => String::new(),
+        Content::Other => String::new(),
     }
 }
 
-fn result(v: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
-    let is_error = v.get("is_error").and_then(Value::as_bool) == Some(true);
+fn result(l: Line<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
+    let is_error = l.is_error.as_bool() == Some(true);
     let mut out = Vec::with_capacity(2);
-    if let Some(u) = v.get("usage") {
-        let cached = u64_field(u, "cache_read_input_tokens");
-        let created = u64_field(u, "cache_creation_input_tokens");
-        let total = v.get("total_cost_usd").and_then(Value::as_f64);
+    if l.usage.present() {
+        let u = l.usage.object().unwrap_or_default();
+        let n = |j: &super::line::J<'_>| j.as_u64().unwrap_or(0);
+        let cached = n(&u.cache_read_input_tokens);
+        let created = n(&u.cache_creation_input_tokens);
+        let total = l.total_cost_usd.as_f64();
         let cost_usd = total.map(|t| match ctx.claude_cost {
             Some(prev) if prev <= t => t - prev,
             _ => t,
@@ -116,29 +122,27 @@ fn result(v: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
             ctx.claude_cost = total;
         }
         out.push(EventKind::Usage {
-            input_tokens: u64_field(u, "input_tokens")
+            input_tokens: n(&u.input_tokens)
                 .saturating_add(cached)
                 .saturating_add(created),
-            output_tokens: u64_field(u, "output_tokens"),
+            output_tokens: n(&u.output_tokens),
             cached_input_tokens: cached,
             cost_usd,
         });
     }
-    let text = match v.get("result").and_then(Value::as_str) {
-        Some(t) => t.to_owned(),
-        None => v
-            .get("errors")
-            .and_then(Value::as_array)
-            .map(|es| {
-                es.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default(),
+    let text = match l.result.into_str() {
+        Some(t) => t,
+        None => match l.errors {
+            super::line::Arr::Array(es) => es
+                .iter()
+                .filter_map(|e| e.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            super::line::Arr::Other => String::new(),
+        },
     };
-    let status = match v.get("subtype").and_then(Value::as_str) {
-        Some(s) => s.to_owned(),
+    let status = match l.subtype.into_str() {
+        Some(s) => s,
         None if is_error => "error".to_owned(),
         None => "success".to_owned(),
     };

@@ -15,33 +15,30 @@
 
 use serde_json::{Value, json};
 
-use super::{EventKind, OpenItem, ParseContext, str_field, u64_field};
+use super::line::{Item, J, Line, Obj};
+use super::{EventKind, OpenItem, ParseContext, str_field};
 
 /// The message the driver writes for an interrupted turn (`turn.failed`).
 const INTERRUPTED: &str = "the turn was interrupted";
 
-pub(super) fn parse(ty: &str, v: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
+pub(super) fn parse(ty: &str, l: Line<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
     match ty {
         "turn.started" => {
             ctx.codex_last_text.clear();
             Vec::new()
         }
-        "item.started" => match v.get("item") {
-            Some(item) => started(item, ctx),
-            None => Vec::new(),
+        "item.started" => match l.item {
+            Obj::Object(item) => started(item, ctx),
+            Obj::Other(_) => Vec::new(),
         },
-        "item.completed" => match v.get("item") {
-            Some(item) => completed(item, ctx),
-            None => Vec::new(),
+        "item.completed" => match l.item {
+            Obj::Object(item) => completed(item, ctx),
+            Obj::Other(_) => Vec::new(),
         },
-        "turn.completed" => turn_completed(v, ctx),
+        "turn.completed" => turn_completed(l, ctx),
         "turn.failed" => {
             ctx.codex_open.clear();
-            let message = v
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .unwrap_or("the turn failed")
-                .to_owned();
+            let message = error_message(l.error).unwrap_or_else(|| "the turn failed".to_owned());
             let status = if message == INTERRUPTED {
                 "interrupted"
             } else {
@@ -54,32 +51,32 @@ pub(super) fn parse(ty: &str, v: &Value, ctx: &mut ParseContext) -> Vec<EventKin
             }]
         }
         "error" => vec![EventKind::Error {
-            message: v
-                .get("message")
-                .and_then(Value::as_str)
-                .or_else(|| v.pointer("/error/message").and_then(Value::as_str))
-                .unwrap_or("error")
-                .to_owned(),
+            message: match l.message.as_str() {
+                Some(m) => m.to_owned(),
+                None => error_message(l.error).unwrap_or_else(|| "error".to_owned()),
+            },
         }],
         _ => Vec::new(),
     }
 }
 
+/// `error.message`, when `error` is an object and its message a string.
+fn error_message(e: Obj<'_, super::line::ErrorField<'_>>) -> Option<String> {
+    e.object().and_then(|e| e.message.into_str())
+}
+
 /// The tool name and input of a tool item; `None` for items that are not tool calls.
-pub(crate) fn tool(item: &Value) -> Option<(String, Value)> {
-    let s = |k: &str| item.get(k).cloned().unwrap_or(Value::Null);
-    match item.get("type").and_then(Value::as_str)? {
-        "command_execution" => Some(("command".into(), json!({"command": s("command")}))),
-        "file_change" => Some(("file_change".into(), json!({"changes": s("changes")}))),
+fn tool(item: &Item<'_>) -> Option<(String, Value)> {
+    let s = |v: &Option<Value>| v.clone().unwrap_or(Value::Null);
+    let str_of = |j: &J<'_>| j.as_str().unwrap_or_default().to_owned();
+    match item.ty.as_str()? {
+        "command_execution" => Some(("command".into(), json!({"command": s(&item.command)}))),
+        "file_change" => Some(("file_change".into(), json!({"changes": s(&item.changes)}))),
         "mcp_tool_call" => Some((
-            format!(
-                "mcp__{}__{}",
-                str_field(item, "server"),
-                str_field(item, "tool")
-            ),
-            s("arguments"),
+            format!("mcp__{}__{}", str_of(&item.server), str_of(&item.tool)),
+            s(&item.arguments),
         )),
-        "web_search" => Some(("web_search".into(), json!({"query": s("query")}))),
+        "web_search" => Some(("web_search".into(), json!({"query": s(&item.query)}))),
         _ => None,
     }
 }
@@ -93,11 +90,11 @@ pub(crate) fn approval_tool(tool_name: &str) -> &str {
     }
 }
 
-fn started(item: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
-    let Some((name, input)) = tool(item) else {
+fn started(item: Item<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
+    let Some((name, input)) = tool(&item) else {
         return Vec::new();
     };
-    let id = str_field(item, "id");
+    let id = item.id.into_str().unwrap_or_default();
     if ctx.codex_open.iter().any(|o| o.id == id) {
         return Vec::new();
     }
@@ -113,10 +110,10 @@ fn started(item: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
     }]
 }
 
-fn completed(item: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
-    match item.get("type").and_then(Value::as_str) {
+fn completed(item: Item<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
+    match item.ty.as_str() {
         Some("agent_message") => {
-            let text = str_field(item, "text");
+            let text = item.text.into_str().unwrap_or_default();
             ctx.codex_last_text.clone_from(&text);
             return if text.is_empty() {
                 Vec::new()
@@ -127,10 +124,10 @@ fn completed(item: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
         Some(_) => {}
         None => return Vec::new(),
     }
-    let Some((name, input)) = tool(item) else {
+    let Some((name, input)) = tool(&item) else {
         return Vec::new();
     };
-    let id = str_field(item, "id");
+    let id = item.id.as_str().unwrap_or_default().to_owned();
     let mut out = Vec::with_capacity(2);
     match ctx.codex_open.iter().position(|o| o.id == id) {
         Some(i) => {
@@ -142,14 +139,12 @@ fn completed(item: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
             input,
         }),
     }
-    let status = str_field(item, "status");
-    let exit_code = item.get("exit_code").and_then(Value::as_i64);
-    let is_error =
-        matches!(status.as_str(), "failed" | "declined") || exit_code.is_some_and(|c| c != 0);
-    let mut output = match item.get("type").and_then(Value::as_str) {
-        Some("command_execution") => str_field(item, "aggregated_output"),
+    let exit_code = item.exit_code.as_i64();
+    let mut output = match item.ty.as_str() {
+        Some("command_execution") => item.aggregated_output.into_str().unwrap_or_default(),
         Some("file_change") => item
-            .get("changes")
+            .changes
+            .as_ref()
             .and_then(Value::as_array)
             .map(|cs| {
                 cs.iter()
@@ -160,6 +155,9 @@ fn completed(item: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
             .unwrap_or_default(),
         _ => String::new(),
     };
+    let status = item.status.into_str().unwrap_or_default();
+    let is_error =
+        matches!(status.as_str(), "failed" | "declined") || exit_code.is_some_and(|c| c != 0);
     if output.is_empty() && !status.is_empty() && status != "completed" {
         output = status;
     }
@@ -171,14 +169,16 @@ fn completed(item: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
     out
 }
 
-fn turn_completed(v: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
+fn turn_completed(l: Line<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
     ctx.codex_open.clear();
     let mut out = Vec::with_capacity(2);
-    if let Some(u) = v.get("usage") {
+    if l.usage.present() {
+        let u = l.usage.object().unwrap_or_default();
+        let n = |j: &J<'_>| j.as_u64().unwrap_or(0);
         out.push(EventKind::Usage {
-            input_tokens: u64_field(u, "input_tokens"),
-            output_tokens: u64_field(u, "output_tokens"),
-            cached_input_tokens: u64_field(u, "cached_input_tokens"),
+            input_tokens: n(&u.input_tokens),
+            output_tokens: n(&u.output_tokens),
+            cached_input_tokens: n(&u.cached_input_tokens),
             cost_usd: None,
         });
     }

@@ -41,14 +41,7 @@ const KNOWN: &[&str] = &[
 pub(super) fn parse(ty: &str, v: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
     if ty == "hangar.tree" {
         return match TreeLine::deserialize(v) {
-            Ok(t) => vec![EventKind::Tree {
-                tool_use_id: t.tool_use_id,
-                phase: t.phase,
-                tree: t.tree,
-                ms: t.ms,
-                skipped: t.skipped.filter(|s| !s.is_null()),
-                trusted: ctx.trees_trusted() && t.trusted != Some(false),
-            }],
+            Ok(t) => vec![tree(t, ctx)],
             Err(e) => vec![malformed(ty, &e)],
         };
     }
@@ -58,6 +51,33 @@ pub(super) fn parse(ty: &str, v: &Value, ctx: &mut ParseContext) -> Vec<EventKin
     match HangarLine::deserialize(v) {
         Ok(line) => vec![event(line, ctx)],
         Err(e) => vec![malformed(ty, &e)],
+    }
+}
+
+/// [`parse`] straight from the line's text (no `Value` of it), for a line whose `type` (given
+/// once) is `ty`; `None` when the line does not fit, and [`parse`] must say why.
+pub(super) fn parse_text(ty: &str, line: &str, ctx: &mut ParseContext) -> Option<Vec<EventKind>> {
+    if ty == "hangar.tree" {
+        return serde_json::from_str::<TreeLine>(line)
+            .ok()
+            .map(|t| vec![tree(t, ctx)]);
+    }
+    if !KNOWN.contains(&ty) {
+        return Some(Vec::new());
+    }
+    serde_json::from_str::<HangarLine>(line)
+        .ok()
+        .map(|l| vec![event(l, ctx)])
+}
+
+fn tree(t: TreeLine, ctx: &ParseContext) -> EventKind {
+    EventKind::Tree {
+        tool_use_id: t.tool_use_id,
+        phase: t.phase,
+        tree: t.tree,
+        ms: t.ms,
+        skipped: t.skipped.filter(|s| !s.is_null()),
+        trusted: ctx.trees_trusted() && t.trusted != Some(false),
     }
 }
 

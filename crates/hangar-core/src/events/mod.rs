@@ -24,6 +24,7 @@ mod codex;
 mod hangar;
 #[cfg(test)]
 mod harness_tests;
+mod line;
 #[cfg(test)]
 mod tests;
 
@@ -284,17 +285,45 @@ impl ParseContext {
 /// Parses one run-log line (without its newline) into progress events stamped with
 /// `ctx.offset`, then advances `ctx.offset` past the line. Never fails: see the module docs.
 pub fn parse_line(line: &str, ctx: &mut ParseContext) -> Vec<ProgressEvent> {
+    parse_line_with(line, ctx, true)
+}
+
+/// [`parse_line`] reading every line through a `serde_json::Value`, as it does the lines its
+/// direct read refuses: what the direct read must agree with (for tests and the fuzz target).
+#[doc(hidden)]
+pub fn parse_line_via_value(line: &str, ctx: &mut ParseContext) -> Vec<ProgressEvent> {
+    parse_line_with(line, ctx, false)
+}
+
+fn parse_line_with(line: &str, ctx: &mut ParseContext, direct: bool) -> Vec<ProgressEvent> {
     let offset = ctx.offset;
     ctx.offset = offset.saturating_add(line.len() as u64 + 1);
-    parse_kinds(line, ctx)
+    parse_kinds(line, ctx, direct)
         .into_iter()
         .map(|kind| ProgressEvent { offset, kind })
         .collect()
 }
 
-fn parse_kinds(line: &str, ctx: &mut ParseContext) -> Vec<EventKind> {
+fn parse_kinds(line: &str, ctx: &mut ParseContext, direct: bool) -> Vec<EventKind> {
     if line.trim().is_empty() {
         return Vec::new();
+    }
+    // The fields the events need, read straight from the text (see `line`); a line this read
+    // refuses, and every line it does not settle, is read through a `Value` below.
+    if direct
+        && line.trim_start_matches(JSON_BLANKS).starts_with('{')
+        && let Ok(mut l) = serde_json::from_str::<line::Line<'_>>(line)
+    {
+        let ty = std::mem::take(&mut l.ty);
+        match ty.as_str() {
+            Some(ty) if !ty.starts_with("hangar.") => return harness(ty, l, ctx),
+            Some(ty) => {
+                if let Some(events) = hangar::parse_text(ty, line, ctx) {
+                    return events;
+                }
+            }
+            None => {}
+        }
     }
     let value: Value = match serde_json::from_str(line) {
         Ok(v) => v,
@@ -314,24 +343,37 @@ fn parse_kinds(line: &str, ctx: &mut ParseContext) -> Vec<EventKind> {
     if ty.starts_with("hangar.") {
         return hangar::parse(ty, &value, ctx);
     }
+    // The same fields from the `Value` (which kept the last of duplicated keys).
+    match line::Line::deserialize(&value) {
+        Ok(l) => harness(ty, l, ctx),
+        Err(e) => vec![warning(format!(
+            "run-log line could not be read ({e}): {}",
+            snippet(line)
+        ))],
+    }
+}
+
+/// What JSON allows around a value.
+const JSON_BLANKS: [char; 4] = [' ', '\t', '\n', '\r'];
+
+/// The events of a Claude Code or Codex line of type `ty`.
+fn harness(ty: &str, l: line::Line<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
     match ty {
-        "system" if value.get("subtype").and_then(Value::as_str) == Some("init") => {
-            session_event(value.get("session_id"))
-        }
-        "thread.started" => session_event(value.get("thread_id")),
-        "assistant" | "user" | "result" => claude::parse(ty, &value, ctx),
+        "system" if l.subtype.as_str() == Some("init") => session_event(l.session_id),
+        "thread.started" => session_event(l.thread_id),
+        "assistant" | "user" | "result" => claude::parse(ty, l, ctx),
         "turn.started" | "item.started" | "item.completed" | "turn.completed" | "turn.failed"
-        | "error" => codex::parse(ty, &value, ctx),
+        | "error" => codex::parse(ty, l, ctx),
         _ => Vec::new(),
     }
 }
 
 /// A `session` event when the id is a non-empty string. (Claude Code repeats `system`/`init` at
 /// every turn of a process; the same id each time.)
-fn session_event(id: Option<&Value>) -> Vec<EventKind> {
-    match id.and_then(Value::as_str) {
+fn session_event(id: line::J<'_>) -> Vec<EventKind> {
+    match id.into_str() {
         Some(id) if !id.is_empty() => vec![EventKind::Session {
-            harness_session_id: id.to_owned(),
+            harness_session_id: id,
         }],
         _ => Vec::new(),
     }
@@ -356,9 +398,4 @@ pub(crate) fn str_field(v: &Value, key: &str) -> String {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned()
-}
-
-/// A number field of a JSON object, or 0.
-pub(crate) fn u64_field(v: &Value, key: &str) -> u64 {
-    v.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
