@@ -9,8 +9,8 @@ use hangar_protocol::client::{Delivery, Mailbox, Outcome};
 use hangar_protocol::command::body;
 use hangar_protocol::{Kind, RunKey};
 use hangar_store::{
-    AckStatus, Decision, Harness, NewRun, NewSandbox, Policy, Run, Secret, Session, Store,
-    StoreError, Turn, TurnState, TurnUpdate, new_id,
+    AckStatus, AnswerRecord, Decision, Harness, NewRun, NewSandbox, Policy, Run, Secret, Session,
+    Store, StoreError, Turn, TurnState, TurnUpdate, new_id,
 };
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -291,7 +291,7 @@ impl ControlPlane {
                 Kind::Prompt,
                 body::text(text),
                 person,
-                false,
+                Then::Return,
             )
             .await?;
         }
@@ -711,7 +711,8 @@ impl ControlPlane {
         Ok(m)
     }
 
-    /// Sends one command, recording and auditing it; with `wait`, waits for the signed ack.
+    /// Sends one command, recording and auditing it; then, as `then` says, returns or waits
+    /// for the signed ack (and records it with the approval answer the command carried).
     async fn deliver(
         &self,
         mailbox: &Mailbox,
@@ -719,7 +720,7 @@ impl ControlPlane {
         kind: Kind,
         b: Value,
         person: &str,
-        wait: bool,
+        then: Then<'_>,
     ) -> Result<(Outcome, bool), ControlError> {
         let (m, b2) = (mailbox.clone(), b.clone());
         // A message is recorded before it lands (scripts/chaos: a server killed between the
@@ -764,38 +765,37 @@ impl ControlPlane {
             }
         };
         let seq = i64::try_from(sent.command.seq).unwrap_or(i64::MAX);
-        if !recorded_first {
+        // Two write transactions a command where it can be (under load each one queues behind
+        // the watchers' commits): the command with its audit record, then its ack with its own
+        // (and the approval answer it carried out with its record). A message was recorded
+        // before it landed: its audit record follows on its own.
+        if recorded_first {
             self.store
-                .record_command(run_id, seq, kind.as_str(), &b, person)
+                .audit()
+                .append(
+                    person,
+                    "command.sent",
+                    &json!({"run": run_id, "seq": seq, "kind": kind.as_str()}),
+                )
+                .await?;
+        } else {
+            self.store
+                .record_command_sent(run_id, seq, kind.as_str(), &b, person)
                 .await?;
         }
-        self.store
-            .audit()
-            .append(
-                person,
-                "command.sent",
-                &json!({"run": run_id, "seq": seq, "kind": kind.as_str()}),
-            )
-            .await?;
-        if !wait {
-            return Ok((Outcome::Done, true));
-        }
+        let answer = match then {
+            Then::Return => return Ok((Outcome::Done, true)),
+            Then::Ack { answer } => answer,
+        };
         let outcome = crate::live::wait_ack(mailbox, &sent, ACK_TIMEOUT).await?;
         let (status, reason) = match &outcome {
             Outcome::Done => (AckStatus::Done, None),
             Outcome::Refused(r) => (AckStatus::Refused, Some(r.clone())),
             Outcome::Ended { .. } => (AckStatus::Ended, Some("the turn has ended".to_owned())),
         };
+        let answer = answer.filter(|_| outcome == Outcome::Done);
         self.store
-            .record_ack(run_id, seq, status, reason.as_deref())
-            .await?;
-        self.store
-            .audit()
-            .append(
-                person,
-                "command.acked",
-                &json!({"run": run_id, "seq": seq, "status": status.as_str(), "reason": reason}),
-            )
+            .record_ack_audited(run_id, seq, status, reason.as_deref(), person, answer)
             .await?;
         Ok((outcome, true))
     }
@@ -824,7 +824,7 @@ impl ControlPlane {
     ) -> Result<Reply, ControlError> {
         if let Some(run) = self.live_run_of(session_id).await? {
             match self
-                .command(&run.id, Kind::Steer, body::text(text), person)
+                .command(&run.id, Kind::Steer, body::text(text), person, None)
                 .await?
             {
                 Reply::Ended { .. } => {}
@@ -848,7 +848,7 @@ impl ControlPlane {
         person: &str,
     ) -> Result<Reply, ControlError> {
         match self
-            .command(run_id, Kind::Steer, body::text(text), person)
+            .command(run_id, Kind::Steer, body::text(text), person, None)
             .await?
         {
             Reply::Ended { .. } => {
@@ -871,7 +871,7 @@ impl ControlPlane {
         run_id: &str,
         person: &str,
     ) -> Result<Reply, ControlError> {
-        self.command(run_id, Kind::Interrupt, body::empty(), person)
+        self.command(run_id, Kind::Interrupt, body::empty(), person, None)
             .await
     }
 
@@ -890,26 +890,18 @@ impl ControlPlane {
         } else {
             (Kind::Deny, body::deny(request_id, reason))
         };
-        let reply = self.command(run_id, kind, b, person).await?;
-        if let Reply::Done { .. } = reply {
-            let decision = if allow {
+        // Recorded (with its audit record) in the ack's transaction when the driver carried it
+        // out; an answer to a request already answered or unknown changes no approval.
+        let answer = AnswerRecord {
+            request_id,
+            decision: if allow {
                 Decision::Allow
             } else {
                 Decision::Deny
-            };
-            match self
-                .store
-                .answer_approval(run_id, request_id, decision, person, reason)
-                .await
-            {
-                Ok(_)
-                | Err(StoreError::AlreadyAnswered { .. })
-                | Err(StoreError::NotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
-            self.store.audit().append(person, "approval.answered", &json!({"run": run_id, "request_id": request_id, "decision": decision.as_str()})).await?;
-        }
-        Ok(reply)
+            },
+            note: reason,
+        };
+        self.command(run_id, kind, b, person, Some(answer)).await
     }
 
     async fn command(
@@ -918,6 +910,7 @@ impl ControlPlane {
         kind: Kind,
         b: Value,
         person: &str,
+        answer: Option<AnswerRecord<'_>>,
     ) -> Result<Reply, ControlError> {
         if self.one_shots.lock().is_ok_and(|o| o.contains(run_id)) {
             return Ok(Reply::Refused {
@@ -942,7 +935,7 @@ impl ControlPlane {
         };
         Ok(
             match self
-                .deliver(&mailbox, run_id, kind, b, person, true)
+                .deliver(&mailbox, run_id, kind, b, person, Then::Ack { answer })
                 .await?
             {
                 (Outcome::Ended { .. }, true) => Reply::HandedBack {
@@ -964,6 +957,14 @@ impl ControlPlane {
             },
         )
     }
+}
+
+/// What [`ControlPlane::deliver`] does once the command landed.
+enum Then<'a> {
+    /// Returns (the prompts of a turn that is starting: no driver reads them yet).
+    Return,
+    /// Waits for the driver's ack and records it, with `answer` if the command carried one.
+    Ack { answer: Option<AnswerRecord<'a>> },
 }
 
 /// Runs blocking file work off the async threads.

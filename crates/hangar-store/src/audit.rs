@@ -173,6 +173,77 @@ impl Store {
     }
 }
 
+/// Appends an audit record inside a caller's transaction (the same SQL on both backends), so a
+/// change and its record commit together: one transaction where there were two.
+pub(crate) trait AppendAudit {
+    /// Appends `detail` (canonical JSON text) as record `head + 1`, chained to the head.
+    async fn append_audit(
+        &mut self,
+        actor: &str,
+        action: &str,
+        detail: String,
+        at: i64,
+    ) -> Result<AuditRecord, StoreError>;
+}
+
+macro_rules! impl_append_audit {
+    ($conn:ty) => {
+        impl AppendAudit for $conn {
+            async fn append_audit(
+                &mut self,
+                actor: &str,
+                action: &str,
+                detail: String,
+                at: i64,
+            ) -> Result<AuditRecord, StoreError> {
+                let head: Option<(i64, String)> = sqlx::query_as(
+                    "UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash",
+                )
+                .fetch_optional(&mut *self)
+                .await?;
+                let Some((seq, prev_hash)) = head else {
+                    return Err(AuditError::Broken {
+                        seq: 0,
+                        why: "the chain head row is missing".into(),
+                    }
+                    .into());
+                };
+                let prev = decode_hash(&prev_hash, seq)?;
+                let hash = hex::encode(record_hash(&prev, seq, at, actor, action, &detail));
+                sqlx::query(
+                    "INSERT INTO audit_log (seq, at, actor, action, detail, prev_hash, hash) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(seq)
+                .bind(at)
+                .bind(actor)
+                .bind(action)
+                .bind(&detail)
+                .bind(&prev_hash)
+                .bind(&hash)
+                .execute(&mut *self)
+                .await?;
+                sqlx::query("UPDATE audit_head SET hash = $1 WHERE id = 1")
+                    .bind(&hash)
+                    .execute(&mut *self)
+                    .await?;
+                Ok(AuditRecord {
+                    seq,
+                    at,
+                    actor: actor.to_owned(),
+                    action: action.to_owned(),
+                    detail,
+                    prev_hash,
+                    hash,
+                })
+            }
+        }
+    };
+}
+
+impl_append_audit!(sqlx::SqliteConnection);
+impl_append_audit!(sqlx::PgConnection);
+
 impl AuditLog<'_> {
     /// Appends a record, chained to the last one, in one transaction.
     pub async fn append(
@@ -185,34 +256,7 @@ impl AuditLog<'_> {
         let at = now_ms();
         let store = self.store;
         let rec = in_tx!(store, tx => {
-            let head: Option<(i64, String)> = sqlx::query_as(
-                "UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash",
-            )
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some((seq, prev_hash)) = head else {
-                return Err(AuditError::Broken { seq: 0, why: "the chain head row is missing".into() }.into());
-            };
-            let prev = decode_hash(&prev_hash, seq)?;
-            let hash = hex::encode(record_hash(&prev, seq, at, actor, action, &detail));
-            sqlx::query(
-                "INSERT INTO audit_log (seq, at, actor, action, detail, prev_hash, hash) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(seq)
-            .bind(at)
-            .bind(actor)
-            .bind(action)
-            .bind(&detail)
-            .bind(&prev_hash)
-            .bind(&hash)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query("UPDATE audit_head SET hash = $1 WHERE id = 1")
-                .bind(&hash)
-                .execute(&mut *tx)
-                .await?;
-            AuditRecord { seq, at, actor: actor.to_owned(), action: action.to_owned(), detail, prev_hash, hash }
+            AppendAudit::append_audit(&mut *tx, actor, action, detail, at).await?
         });
         Ok(rec)
     }

@@ -42,6 +42,7 @@ pub use forks::{Fork, NewFork};
 pub use harness_checks::HarnessCheck;
 pub use migrate::{Backend, KNOWN_SCHEMA_VERSION};
 pub use model::*;
+pub use steering::AnswerRecord;
 pub use tokens::{CreatedToken, Person, hash_token};
 pub use vault::{Secret, Vault, VaultError};
 

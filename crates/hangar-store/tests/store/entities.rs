@@ -10,6 +10,7 @@ crate::common::suite!(
     turns_are_numbered_and_move_through_states,
     runs_commands_and_acks,
     approvals_pending_and_answered_once,
+    a_command_its_ack_and_an_answer_commit_with_their_audit_records,
     environments_are_replaced_and_sandboxes_removed,
 );
 
@@ -331,5 +332,164 @@ async fn approvals_pending_and_answered_once(kind: Kind) {
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].request_id, "req-2");
     assert_eq!(store.approvals("run-1", false).await.unwrap().len(), 2);
+    db.cleanup().await;
+}
+
+/// What `ControlPlane::answer` writes, in two transactions: the command with its
+/// `command.sent` record, then the ack with `command.acked` and the approval answer with
+/// `approval.answered`; a first answer or ack stands; an ack of an unknown command writes nothing.
+async fn a_command_its_ack_and_an_answer_commit_with_their_audit_records(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    store
+        .upsert_approval_requested("run-1", "req-1", "Bash", &json!({"command": "ls"}))
+        .await
+        .unwrap();
+    let (head, _) = store.audit().head().await.unwrap();
+
+    let body = json!({"request_id": "req-1"});
+    store
+        .record_command_sent("run-1", 1, "deny", &body, "ada@example.com")
+        .await
+        .unwrap();
+    let c = store.command("run-1", 1).await.unwrap();
+    assert_eq!((c.kind.as_str(), &c.body, c.ack), ("deny", &body, None));
+    assert_eq!(c.sent_by, "ada@example.com");
+    let answer = AnswerRecord {
+        request_id: "req-1",
+        decision: Decision::Deny,
+        note: Some("too broad"),
+    };
+    assert!(
+        store
+            .record_ack_audited(
+                "run-1",
+                1,
+                AckStatus::Done,
+                None,
+                "ada@example.com",
+                Some(answer)
+            )
+            .await
+            .unwrap()
+    );
+    let a = store.approval("run-1", "req-1").await.unwrap();
+    assert_eq!(a.decision, Some(Decision::Deny));
+    assert_eq!(a.answered_by.as_deref(), Some("ada@example.com"));
+    assert_eq!(a.note.as_deref(), Some("too broad"));
+    assert_eq!(
+        store.command("run-1", 1).await.unwrap().ack,
+        Some(AckStatus::Done)
+    );
+
+    // A second answer (another command) does not change the first; its records are still kept.
+    store
+        .record_command_sent("run-1", 2, "approve", &json!({}), "bob@example.com")
+        .await
+        .unwrap();
+    let again = AnswerRecord {
+        request_id: "req-1",
+        decision: Decision::Allow,
+        note: None,
+    };
+    store
+        .record_ack_audited(
+            "run-1",
+            2,
+            AckStatus::Done,
+            None,
+            "bob@example.com",
+            Some(again),
+        )
+        .await
+        .unwrap();
+    let a = store.approval("run-1", "req-1").await.unwrap();
+    assert_eq!(a.answered_by.as_deref(), Some("ada@example.com"));
+    // The first ack stands.
+    assert!(
+        !store
+            .record_ack_audited(
+                "run-1",
+                2,
+                AckStatus::Refused,
+                Some("late"),
+                "bob@example.com",
+                None
+            )
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.command("run-1", 2).await.unwrap().ack,
+        Some(AckStatus::Done)
+    );
+
+    let records = store.audit().records(head, 100).await.unwrap();
+    let got: Vec<(&str, &str, &str)> = records
+        .iter()
+        .map(|r| (r.actor.as_str(), r.action.as_str(), r.detail.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "ada@example.com",
+                "command.sent",
+                r#"{"kind":"deny","run":"run-1","seq":1}"#
+            ),
+            (
+                "ada@example.com",
+                "command.acked",
+                r#"{"reason":null,"run":"run-1","seq":1,"status":"done"}"#
+            ),
+            (
+                "ada@example.com",
+                "approval.answered",
+                r#"{"decision":"deny","request_id":"req-1","run":"run-1"}"#
+            ),
+            (
+                "bob@example.com",
+                "command.sent",
+                r#"{"kind":"approve","run":"run-1","seq":2}"#
+            ),
+            (
+                "bob@example.com",
+                "command.acked",
+                r#"{"reason":null,"run":"run-1","seq":2,"status":"done"}"#
+            ),
+            (
+                "bob@example.com",
+                "approval.answered",
+                r#"{"decision":"allow","request_id":"req-1","run":"run-1"}"#
+            ),
+            (
+                "bob@example.com",
+                "command.acked",
+                r#"{"reason":"late","run":"run-1","seq":2,"status":"refused"}"#
+            ),
+        ]
+    );
+    // An ack of a command never sent writes nothing, audit record included.
+    let (before, _) = store.audit().head().await.unwrap();
+    assert!(matches!(
+        store
+            .record_ack_audited(
+                "run-1",
+                9,
+                AckStatus::Done,
+                None,
+                "ada@example.com",
+                Some(answer)
+            )
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert_eq!(store.audit().head().await.unwrap().0, before);
+    assert_eq!(
+        store.audit().verify().await.unwrap(),
+        u64::try_from(before).unwrap()
+    );
     db.cleanup().await;
 }
