@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hangar_core::{Batch, EventKind, Hook, Manifest, ParseContext, ProgressEvent, ingest};
+use hangar_core::watcher::DEFAULT_MAX_BYTES;
+use hangar_core::{Batch, EventKind, Hook, LogReader, Manifest, ParseContext, ProgressEvent};
 use hangar_store::{
     AckStatus, Decision, EncodedEvent, Run, SliceEffect, Store, StoreError, TurnState, TurnUpdate,
     Usage,
@@ -92,15 +93,15 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
             continue;
         }
         let read = match ahead.take() {
-            Some(h) => h,
-            None => read_slice(&log, cursor, ctx.clone()),
+            Some(h) => h.await,
+            None => read_slice_now(&log, cursor, ctx.clone()).await,
         };
         let Slice {
             batch,
             ctx: new_ctx,
             encoded: events,
             state,
-        } = match read.await {
+        } = match read {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => {
                 tracing::warn!(run = %run.id, error = %e, "cannot read the run log");
@@ -188,18 +189,47 @@ type SliceRead = tokio::task::JoinHandle<Result<Slice, hangar_core::CoreError>>;
 
 /// Reads, parses and encodes the log from `cursor` with `ctx` on a blocking thread (all of the
 /// CPU work of a slice but its commit, so it overlaps the previous slice's commit).
-fn read_slice(log: &Path, cursor: u64, mut ctx: ParseContext) -> SliceRead {
+fn read_slice(log: &Path, cursor: u64, ctx: ParseContext) -> SliceRead {
     let path = log.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let batch = ingest(&path, cursor, &mut ctx)?;
-        let encoded = batch.events.iter().map(stored_event).collect();
-        let state = serde_json::to_value(&ctx).ok();
-        Ok(Slice {
-            batch,
-            ctx,
-            encoded,
-            state,
-        })
+    tokio::task::spawn_blocking(move || slice_of(&path, cursor, ctx, DEFAULT_MAX_BYTES))
+}
+
+/// At most this much of a log left to read is read on the watcher's own task: a few hundred
+/// microseconds of work, less than handing it to a blocking thread costs. (A control plane that
+/// re-attaches to 1,000 runs had 1,000 blocking threads started at once for their short tails.)
+const READ_INLINE_BYTES: u64 = 64 << 10;
+
+/// The slice at `cursor`: read here when little is left, else on a blocking thread.
+async fn read_slice_now(
+    log: &Path,
+    cursor: u64,
+    ctx: ParseContext,
+) -> Result<Result<Slice, hangar_core::CoreError>, tokio::task::JoinError> {
+    let left = std::fs::metadata(log)
+        .map(|m| m.len().saturating_sub(cursor))
+        .unwrap_or(u64::MAX);
+    if left <= READ_INLINE_BYTES {
+        // Capped: the log may have grown since.
+        return Ok(slice_of(log, cursor, ctx, READ_INLINE_BYTES));
+    }
+    read_slice(log, cursor, ctx).await
+}
+
+/// At least `max_bytes` of complete lines from `cursor` (or all there are), parsed and encoded.
+fn slice_of(
+    path: &Path,
+    cursor: u64,
+    mut ctx: ParseContext,
+    max_bytes: u64,
+) -> Result<Slice, hangar_core::CoreError> {
+    let batch = LogReader::new().ingest(path, cursor, max_bytes, &mut ctx)?;
+    let encoded = batch.events.iter().map(stored_event).collect();
+    let state = serde_json::to_value(&ctx).ok();
+    Ok(Slice {
+        batch,
+        ctx,
+        encoded,
+        state,
     })
 }
 

@@ -405,9 +405,11 @@ impl Store {
         let now = now_ms();
         let ids = in_tx!(self, tx => {
             // The row's write lock makes a concurrent committer wait, then find the cursor moved.
-            let turn: Option<String> = sqlx::query_scalar(
+            // The run's session comes back with it (one statement where there were two).
+            let session: Option<String> = sqlx::query_scalar(
                 "UPDATE runs SET log_cursor = $3, watch_state = COALESCE($4, watch_state) \
-                 WHERE id = $1 AND log_cursor = $2 RETURNING turn_id",
+                 WHERE id = $1 AND log_cursor = $2 \
+                 RETURNING (SELECT session_id FROM turns WHERE turns.id = runs.turn_id)",
             )
             .bind(run_id)
             .bind(expected_cursor)
@@ -415,7 +417,7 @@ impl Store {
             .bind(state.map(|s| Json(s.clone())))
             .fetch_optional(&mut *tx)
             .await?;
-            let Some(turn) = turn else {
+            let Some(session) = session else {
                 let found: Option<i64> =
                     sqlx::query_scalar("SELECT log_cursor FROM runs WHERE id = $1")
                         .bind(run_id)
@@ -430,10 +432,6 @@ impl Store {
                     },
                 });
             };
-            let session: String = sqlx::query_scalar("SELECT session_id FROM turns WHERE id = $1")
-                .bind(&turn)
-                .fetch_one(&mut *tx)
-                .await?;
             if postgres && !events.is_empty() {
                 sqlx::query(ORDER_LOCK).execute(&mut *tx).await?;
             }
