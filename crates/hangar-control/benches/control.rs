@@ -296,6 +296,25 @@ fn verdict(ok: bool) -> &'static str {
     if ok { "MET" } else { "MISSED" }
 }
 
+/// A line for scripts/bench's table: figure, value, unit, baseline, its value, target (`-`:
+/// none), met.
+fn figure(
+    what: &str,
+    value: f64,
+    unit: &str,
+    baseline: &str,
+    base: f64,
+    target: &str,
+    met: Option<bool>,
+) {
+    let met = match met {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "-",
+    };
+    println!("hangar-bench\t{what}\t{value:.3}\t{unit}\t{baseline}\t{base:.3}\t{target}\t{met}");
+}
+
 /// Latency percentiles (nearest rank).
 #[derive(Clone, Copy, Debug)]
 struct Stats {
@@ -1405,6 +1424,29 @@ mod ingest {
             ),
             None => println!("ingest target: no SQLite watcher row"),
         }
+        let raw_rate = raw_lines as f64 / secs;
+        for r in &rows {
+            let (backend, target) = if r.label.starts_with("SQLite: the control plane's watcher") {
+                ("SQLite", Some(TARGET_EVENTS_PER_S))
+            } else if r
+                .label
+                .starts_with("PostgreSQL: the control plane's watcher")
+            {
+                ("PostgreSQL", None)
+            } else {
+                continue;
+            };
+            let rate = r.events as f64 / r.time.as_secs_f64();
+            figure(
+                &format!("control: ingest, {} lines, watcher on {backend}", r.lines),
+                rate,
+                "events/s",
+                "raw line read of the file, lines/s",
+                raw_rate,
+                &target.map_or_else(|| "-".to_owned(), |t| format!(">= {t:.0}")),
+                target.map(|t| rate >= t),
+            );
+        }
         Ok(())
     }
 
@@ -1841,6 +1883,24 @@ mod reattach {
             m.all.as_secs_f64(),
             verdict(m.all < TARGET),
             verdict(rss_mib < TARGET_RSS_MIB)
+        );
+        figure(
+            &format!("control: re-attach {runs} runs, all caught up"),
+            m.all.as_secs_f64(),
+            "s",
+            "the same tails parsed in one thread, no store",
+            parse_tails.as_secs_f64(),
+            &format!("< {}", TARGET.as_secs()),
+            Some(m.all < TARGET),
+        );
+        figure(
+            &format!("control: resident memory watching {runs} runs"),
+            rss_mib,
+            "MB",
+            "the same process before re-attaching",
+            mib(before.rss_kib),
+            &format!("< {TARGET_RSS_MIB:.0}"),
+            Some(rss_mib < TARGET_RSS_MIB),
         );
         Ok(())
     }
@@ -2457,6 +2517,26 @@ mod approval {
             p99(diag_plane),
             p99(previous),
             p99(stats(&base_lat, via(Via::Plane))),
+        );
+        // For scripts/bench's table (written to `out`, which is printed whole).
+        let mut line = |what: &str, under: Option<Stats>, alone: Option<Stats>| {
+            if let (Some(u), Some(a)) = (under, alone) {
+                let _ = writeln!(
+                    out,
+                    "hangar-bench\tcontrol: approval, {runs} runs, {what}, p99\t{:.3}\tms\t1 run alone, p99\t{:.3}\t-\t-",
+                    u.p99, a.p99
+                );
+            }
+        };
+        line(
+            "answer() -> harness",
+            under,
+            stats(&base_lat, via(Via::Plane)),
+        );
+        line(
+            "answer() returned",
+            stats(&main.lat, |l| Some(l.returned)),
+            stats(&base_lat, |l| (l.via == Via::Plane).then_some(l.returned)),
         );
         Ok(out)
     }

@@ -61,6 +61,35 @@ fn err<E: std::fmt::Display>(what: impl std::fmt::Display) -> impl FnOnce(E) -> 
     move |e| format!("{what}: {e}")
 }
 
+/// `HANGAR_BENCH_QUICK=1` (scripts/bench --quick): fewer commands, a smaller relay.
+fn quick() -> bool {
+    std::env::var("HANGAR_BENCH_QUICK").is_ok_and(|v| v == "1")
+}
+
+/// A line for scripts/bench's table: figure, value, unit, baseline (`-`: none), its value,
+/// target, met.
+fn figure(
+    what: &str,
+    value: f64,
+    unit: &str,
+    baseline: &str,
+    base: f64,
+    target: &str,
+    met: Option<bool>,
+) {
+    let base = if baseline == "-" {
+        "-".to_owned()
+    } else {
+        format!("{base:.3}")
+    };
+    let met = match met {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "-",
+    };
+    println!("hangar-bench\t{what}\t{value:.3}\t{unit}\t{baseline}\t{base}\t{target}\t{met}");
+}
+
 fn main() {
     // cargo passes `--bench`; any other word selects benchmarks by name.
     let filters: Vec<String> = std::env::args()
@@ -289,7 +318,10 @@ fn wait_started(mb: &Mailbox, timeout: Duration) -> Res<()> {
 mod round_trip {
     use super::*;
 
-    const COMMANDS: usize = 1000;
+    /// Commands per row: 1,000, or 200 with `HANGAR_BENCH_QUICK=1` (scripts/bench --quick).
+    fn commands() -> usize {
+        if quick() { 200 } else { 1000 }
+    }
     const WARMUP: usize = 50;
     const TARGET_P99: Duration = Duration::from_millis(5);
     const TIMEOUT: Duration = Duration::from_secs(5);
@@ -345,7 +377,7 @@ mod round_trip {
             .lines()
             .filter(|l| l.contains("\"hangar.command\"") && l.contains("\"outcome\":\"done\""))
             .count();
-        let sent = 2 * (WARMUP + COMMANDS) + 1;
+        let sent = 2 * (WARMUP + commands()) + 1;
         ensure!(
             done == sent,
             "run.log records {done} commands done, not {sent}"
@@ -353,8 +385,9 @@ mod round_trip {
 
         let [d, df, b, bf] = lat.map(Stats::of);
         println!(
-            "command round trip, {COMMANDS} commands per row after {WARMUP} warm-up, rows interleaved \
+            "command round trip, {} commands per row after {WARMUP} warm-up, rows interleaved \
              (stub harness: sh -c 'cat >/dev/null'; load average {} before, {} after)",
+            commands(),
             load_before,
             load()
         );
@@ -378,13 +411,22 @@ mod round_trip {
             TARGET_P99.as_millis(),
             if d.p99 < TARGET_P99 { "MET" } else { "MISSED" }
         );
+        figure(
+            "driver: command round trip, p99",
+            d.p99.as_secs_f64() * 1e3,
+            "ms",
+            "the same file handshake, no driver, p99",
+            b.p99.as_secs_f64() * 1e3,
+            &format!("< {}", TARGET_P99.as_millis()),
+            Some(d.p99 < TARGET_P99),
+        );
         Ok(())
     }
 
     fn measure(mb: &Mailbox, base_mb: &Mailbox) -> Res<[Vec<Duration>; 4]> {
         let mut lat: [Vec<Duration>; 4] = Default::default();
         let mut base_seq = 0u64;
-        for i in 0..WARMUP + COMMANDS {
+        for i in 0..WARMUP + commands() {
             for k in 0..TRIPS.len() {
                 let j = (i + k) % TRIPS.len();
                 let text = format!("steer {i}: also keep the old flag working, and add a test");
@@ -654,8 +696,14 @@ mod round_trip {
 mod relay {
     use super::*;
 
-    const REPS: usize = 5;
-    const DEFAULT_MB: u64 = 200;
+    /// Measured repetitions: 5, or 2 with `HANGAR_BENCH_QUICK=1`.
+    fn reps() -> usize {
+        if quick() { 2 } else { 5 }
+    }
+    /// The relayed stream's size: 200 MB, or 50 MB with `HANGAR_BENCH_QUICK=1`.
+    fn default_mb() -> u64 {
+        if quick() { 50 } else { 200 }
+    }
     /// 1 MB = 10^6 bytes throughout.
     const MB: f64 = 1e6;
     const TARGET_RATIO: f64 = 0.90;
@@ -672,7 +720,7 @@ mod relay {
                 .ok()
                 .filter(|n| *n > 0)
                 .ok_or_else(|| format!("HANGAR_BENCH_RELAY_MB={v:?} is not a positive number"))?,
-            Err(_) => DEFAULT_MB,
+            Err(_) => default_mb(),
         };
         let dir = tempfile::tempdir().map_err(err("temp folder"))?;
         let input = dir.path().join("stream.jsonl");
@@ -694,7 +742,8 @@ mod relay {
         // Rep 0 warms up (page cache, the binaries, the VM's memory) and is not counted; the
         // three measurements rotate their order from rep to rep.
         let (mut cat_s, mut pipe_s, mut drv_s, mut rss) = (vec![], vec![], vec![], vec![]);
-        for rep in 0..=REPS {
+        let reps = reps();
+        for rep in 0..=reps {
             let (mut c, mut p, mut d) = (Duration::ZERO, Duration::ZERO, (Duration::ZERO, 0));
             for k in 0..3 {
                 match (rep + k) % 3 {
@@ -742,16 +791,16 @@ mod relay {
             load()
         );
         println!(
-            "  median of {REPS}: driver {drv_med:.0} MB/s, cat {cat_med:.0} MB/s ({:.1}% of cat), cat|cat {pipe_med:.0} MB/s ({:.1}% of cat|cat)",
+            "  median of {reps}: driver {drv_med:.0} MB/s, cat {cat_med:.0} MB/s ({:.1}% of cat), cat|cat {pipe_med:.0} MB/s ({:.1}% of cat|cat)",
             100.0 * drv_med / cat_med,
             100.0 * drv_med / pipe_med,
         );
         println!(
-            "  reference, best of {REPS}: `cat FILE | cat > out` (the stub-to-driver path: a pipe and a copy through user space, no scanning) {pipe_best:.0} MB/s; driver = {:.1}% of it",
+            "  reference, best of {reps}: `cat FILE | cat > out` (the stub-to-driver path: a pipe and a copy through user space, no scanning) {pipe_best:.0} MB/s; driver = {:.1}% of it",
             100.0 * drv_best / pipe_best,
         );
         println!(
-            "relay {size_mb} MB (best of {REPS}): driver {drv_best:.0} MB/s, cat as the relay (`cat FILE | cat > out`) {pipe_best:.0} MB/s -> {:.1}% of cat (target >= {:.0}%: {}); file-to-file `cat FILE > out` {cat_best:.0} MB/s ({:.1}%); driver peak RSS {:.1} MB (target < {} MB: {})",
+            "relay {size_mb} MB (best of {reps}): driver {drv_best:.0} MB/s, cat as the relay (`cat FILE | cat > out`) {pipe_best:.0} MB/s -> {:.1}% of cat (target >= {:.0}%: {}); file-to-file `cat FILE > out` {cat_best:.0} MB/s ({:.1}%); driver peak RSS {:.1} MB (target < {} MB: {})",
             100.0 * ratio,
             100.0 * TARGET_RATIO,
             verdict(ratio >= TARGET_RATIO),
@@ -759,6 +808,24 @@ mod relay {
             peak as f64 / 1024.0,
             TARGET_RSS_KIB / 1024,
             verdict(peak < TARGET_RSS_KIB),
+        );
+        figure(
+            &format!("driver: relay of {size_mb} MB, best of {reps}"),
+            drv_best,
+            "MB/s",
+            "cat FILE | cat > out, best",
+            pipe_best,
+            &format!(">= {TARGET_RATIO}x"),
+            Some(ratio >= TARGET_RATIO),
+        );
+        figure(
+            "driver: relay, driver peak RSS",
+            peak as f64 / 1024.0,
+            "MB",
+            "-",
+            0.0,
+            &format!("< {}", TARGET_RSS_KIB / 1024),
+            Some(peak < TARGET_RSS_KIB),
         );
         Ok(())
     }

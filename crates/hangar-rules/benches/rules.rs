@@ -54,7 +54,10 @@ fn main() {
     let mut t = [Duration::ZERO; 3];
     let mut n = 0u64;
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(6) {
+    // `HANGAR_BENCH_QUICK=1` (scripts/bench --quick): one second instead of six.
+    let quick = std::env::var("HANGAR_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let length = Duration::from_secs(if quick { 1 } else { 6 });
+    while start.elapsed() < length {
         let a = Instant::now();
         for c in &cmds {
             let mut p = brush_parser::Parser::new(std::io::Cursor::new(c.as_bytes()), &opts);
@@ -94,5 +97,11 @@ fn main() {
         "  baseline: brush-parser parse alone    {:>10.0} commands/s  ({:.1} us each)",
         rate(t[0]),
         t[0].as_secs_f64() * 1e6 / n as f64
+    );
+    // For scripts/bench's table: figure, value, unit, baseline, its value, target, met.
+    println!(
+        "hangar-bench\trules: check, both corpora\t{:.0}\tcommands/s\tbrush-parser parse alone\t{:.0}\t-\t-",
+        rate(t[2]),
+        rate(t[0])
     );
 }

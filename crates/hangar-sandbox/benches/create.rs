@@ -24,7 +24,14 @@ use hangar_sandbox::{
     CreateRequest, DockerProvider, EnvSpec, ExecRequest, LocalProvider, Provider, Who,
 };
 
-const ROUNDS: usize = 20;
+/// Rounds per provider (5 with `HANGAR_BENCH_QUICK=1`, scripts/bench --quick).
+fn rounds() -> usize {
+    if std::env::var("HANGAR_BENCH_QUICK").is_ok_and(|v| v == "1") {
+        5
+    } else {
+        20
+    }
+}
 
 fn p50(v: &mut [Duration]) -> f64 {
     v.sort();
@@ -186,9 +193,10 @@ fn count(dir: &Path) -> usize {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    let rounds = rounds();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "sandbox create -> ready (exec `true` as hangar's user), p50 over {ROUNDS}; load average {}",
+        "sandbox create -> ready (exec `true` as hangar's user), p50 over {rounds}; load average {}",
         load.split(' ').take(3).collect::<Vec<_>>().join(" ")
     );
     let repo = repo();
@@ -198,7 +206,7 @@ async fn main() {
     let env = EnvSpec::from_yaml("name: bench\nprovider: local\n").unwrap();
     local.check(&env).await.unwrap();
     let (mut made, mut gone, mut bare, mut copy) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for n in 0..ROUNDS {
+    for n in 0..rounds {
         let (m, g) = create_to_ready(&local, &env, repo.path(), home.path(), n).await;
         made.push(m);
         gone.push(g);
@@ -210,20 +218,18 @@ async fn main() {
     } else {
         "off"
     };
+    let (made50, bare50) = (p50(&mut made), p50(&mut bare));
     println!(
-        "  local   create -> ready   p50 {:7.1} ms   (target < 300 ms; uid split {split})",
-        p50(&mut made)
+        "  local   create -> ready   p50 {made50:7.1} ms   (target < 300 ms; uid split {split})"
     );
-    println!(
-        "  local   bare bwrap true   p50 {:7.1} ms   (baseline)",
-        p50(&mut bare)
-    );
+    println!("  local   bare bwrap true   p50 {bare50:7.1} ms   (baseline)");
     println!(
         "  local   cp -a of the repo p50 {:7.1} ms   (baseline: the copy alone, {} entries)",
         p50(&mut copy),
         count(repo.path())
     );
     println!("  local   destroy           p50 {:7.1} ms", p50(&mut gone));
+    figure("local", made50, "bare bwrap true", bare50, 300.0);
 
     if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
         println!("  docker  skipped (HANGAR_TEST_DOCKER=0)");
@@ -236,19 +242,33 @@ async fn main() {
         EnvSpec::from_yaml(&format!("name: bench\nprovider: docker\nimage: {image}\n")).unwrap();
     docker.check(&env).await.unwrap();
     let (mut made, mut gone, mut bare) = (Vec::new(), Vec::new(), Vec::new());
-    for n in 0..ROUNDS {
-        let (m, g) = create_to_ready(&docker, &env, repo.path(), home.path(), ROUNDS + n).await;
+    for n in 0..rounds {
+        let (m, g) = create_to_ready(&docker, &env, repo.path(), home.path(), rounds + n).await;
         made.push(m);
         gone.push(g);
         bare.push(bare_docker_run(&docker, &image).await);
     }
+    let (made50, bare50) = (p50(&mut made), p50(&mut bare));
     println!(
-        "  docker  create -> ready   p50 {:7.1} ms   (target < 1500 ms; uid split on, {image})",
-        p50(&mut made)
+        "  docker  create -> ready   p50 {made50:7.1} ms   (target < 1500 ms; uid split on, {image})"
     );
     println!(
-        "  docker  bare run --rm true p50 {:6.1} ms   (baseline: create, start, wait, remove via the API)",
-        p50(&mut bare)
+        "  docker  bare run --rm true p50 {bare50:6.1} ms   (baseline: create, start, wait, remove via the API)"
     );
     println!("  docker  destroy           p50 {:7.1} ms", p50(&mut gone));
+    figure(
+        "docker",
+        made50,
+        "docker run --rm true (API)",
+        bare50,
+        1500.0,
+    );
+}
+
+/// A line for scripts/bench's table: figure, value, unit, baseline, its value, target, met.
+fn figure(provider: &str, ms: f64, baseline: &str, base_ms: f64, target_ms: f64) {
+    println!(
+        "hangar-bench\tsandbox: {provider} create -> ready, p50\t{ms:.1}\tms\t{baseline}, p50\t{base_ms:.1}\t< {target_ms}\t{}",
+        if ms < target_ms { "yes" } else { "no" }
+    );
 }

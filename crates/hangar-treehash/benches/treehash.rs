@@ -321,6 +321,15 @@ fn bench_repo(tmp: &Path, home: &Path, name: &str, root: &Path, steps: usize) {
         &format!("{:.1} MB (peak {:.1} MB)", mb(walk_heap), mb(walk_peak)),
     );
     println!("  every step's ids equal: {steps} x 3");
+    // For scripts/bench's table: figure, value, unit, baseline, its value, target, met.
+    for (how, times) in [("inotify watch", &tw), ("stat walk", &tn)] {
+        println!(
+            "hangar-bench\ttreehash: {name}, {} files, step p50, {how}\t{:.3}\tms\tgit add -A && write-tree, p50\t{:.3}\t-\t-",
+            files.len(),
+            spread(times).0.as_secs_f64() * 1e3,
+            g.as_secs_f64() * 1e3
+        );
+    }
     drop(walk);
     drop(watch);
 }
