@@ -167,7 +167,8 @@ fn next_line(r: &mut BufReader<File>, max_line: u64) -> std::io::Result<Read> {
         if chunk.is_empty() {
             return Ok(Read::Partial);
         }
-        let (take, newline) = match chunk.iter().position(|&b| b == b'\n') {
+        // memchr: a byte-by-byte search for the newline was a seventh of a slice's parse.
+        let (take, newline) = match memchr::memchr(b'\n', chunk) {
             Some(i) => (i, true),
             None => (chunk.len(), false),
         };
