@@ -1,7 +1,7 @@
-//! `hangar serve` end to end: tokens, the API, SSE resume, and `kill -9` of the server at points
-//! of a real Claude Code turn (an approval pending; a steer just answered while the model
-//! streams): the restarted server re-attaches, the turn completes, and the stored events equal a
-//! rebuild from the run log (no loss, no duplicates).
+//! `hangar serve` end to end: tokens, the API, SSE resume, a clean stop on SIGTERM, and `kill -9`
+//! of the server at points of a real Claude Code turn (an approval pending; a steer just answered
+//! while the model streams): the restarted server re-attaches, the turn completes, and the stored
+//! events equal a rebuild from the run log (no loss, no duplicates).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -287,6 +287,51 @@ async fn the_api_refuses_requests_without_a_valid_token() {
         .await
         .unwrap();
     assert_eq!(h.status().as_u16(), 200);
+}
+
+/// `hangar serve` stops cleanly on SIGTERM: it finishes, says so in its log (tracing, on
+/// stderr), exits 0 and releases its port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_server_cleanly() {
+    let mut s = Server::new(Script::new([]));
+    // Started again with its log kept.
+    s.kill9();
+    let log = s.home.path().join("serve.log");
+    let mut child = s
+        .hangar()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    s.url = line.trim().strip_prefix("listening: ").unwrap().to_owned();
+    let (status, _) = s.call("GET", "/v1/sessions", None).await;
+    assert_eq!(status, 200);
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exit = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "hangar serve still runs 30 s after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(exit.success(), "hangar serve exited with {exit} on SIGTERM");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("hangar serve is up"), "{text}");
+    assert!(text.contains("hangar serve stopped"), "{text}");
+    let refused = reqwest::Client::new()
+        .get(format!("{}/v1/health", s.url))
+        .send()
+        .await;
+    assert!(refused.is_err(), "the port still answers: {refused:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
