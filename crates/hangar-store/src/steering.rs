@@ -13,6 +13,7 @@ use crate::audit::{AppendAudit, canonical_json};
 use crate::db::{Cols, in_tx, on_db, write_db};
 use crate::error::StoreError;
 use crate::events::storable;
+use crate::migrate::Backend;
 use crate::model::*;
 use crate::{Store, now_ms};
 
@@ -169,7 +170,18 @@ impl Store {
             canonical_json(&json!({"run": run_id, "request_id": a.request_id, "decision": a.decision.as_str()}))
         });
         let now = now_ms();
+        let postgres = self.backend() == Backend::Postgres;
         let fresh = in_tx!(self, tx => {
+            if postgres {
+                // The run's row first, as a watcher's slice takes it (`commit_slice`): the slice
+                // that carries the same answer writes the approval, then the command; this
+                // transaction the command, then the approval. Without one lock taken first by
+                // both, two replicas deadlock (SQLite's writes are serial already).
+                sqlx::query("SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE")
+                    .bind(run_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             let n = sqlx::query(
                 "UPDATE commands SET ack_status = $3, ack_reason = $4, acked_at = $5 \
                  WHERE run_id = $1 AND seq = $2 AND ack_status IS NULL",

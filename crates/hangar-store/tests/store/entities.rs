@@ -12,7 +12,73 @@ crate::common::suite!(
     approvals_pending_and_answered_once,
     a_command_its_ack_and_an_answer_commit_with_their_audit_records,
     environments_are_replaced_and_sandboxes_removed,
+    an_ack_racing_the_watchers_slice_on_another_replica_commits_both,
 );
+
+/// Two replicas on one database: one records the driver's ack of an approval command (the
+/// sender's transaction: command, audit chain, approval), the other's watcher commits the log
+/// slice that carries the same answer (run cursor, events, approval, command) at the same time.
+/// Both must commit, whichever order the rows are reached in: PostgreSQL reported `deadlock
+/// detected` here before the ack's transaction took the run's row first, as the slice does.
+async fn an_ack_racing_the_watchers_slice_on_another_replica_commits_both(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let sender = db.open_with_vault().await;
+    let watcher = db.open_with_vault().await;
+    let (_, turn) = seed(&sender).await;
+    seed_run(&sender, &turn.id, "run-1").await;
+    let rounds = 60;
+    for seq in 1..=rounds {
+        let request = format!("req-{seq}");
+        sender
+            .upsert_approval_requested("run-1", &request, "Bash", &json!({"command": "ls"}))
+            .await
+            .unwrap();
+        sender
+            .record_command_sent("run-1", seq, "approve", &json!({}), "ada@example.com")
+            .await
+            .unwrap();
+        let effects = [
+            SliceEffect::ApprovalAnsweredByCommand {
+                request_id: &request,
+                decision: Decision::Allow,
+                seq,
+            },
+            SliceEffect::CommandAnswered {
+                seq,
+                status: AckStatus::Done,
+                reason: None,
+            },
+        ];
+        let answer = AnswerRecord {
+            request_id: &request,
+            decision: Decision::Allow,
+            note: None,
+        };
+        let events = [ev("approval", seq)];
+        let (slice, ack) = tokio::join!(
+            watcher.commit_slice("run-1", (seq - 1) * 10, seq * 10, &events, None, &effects),
+            sender.record_ack_audited(
+                "run-1",
+                seq,
+                AckStatus::Done,
+                None,
+                "ada@example.com",
+                Some(answer)
+            ),
+        );
+        slice.unwrap_or_else(|e| panic!("round {seq}: the watcher's slice failed: {e}"));
+        ack.unwrap_or_else(|e| panic!("round {seq}: the sender's ack failed: {e}"));
+        let a = sender.approval("run-1", &request).await.unwrap();
+        assert_eq!(a.decision, Some(Decision::Allow), "round {seq}");
+        assert_eq!(a.answered_by.as_deref(), Some("ada@example.com"));
+        assert_eq!(
+            sender.command("run-1", seq).await.unwrap().ack,
+            Some(AckStatus::Done)
+        );
+    }
+    assert_eq!(sender.run("run-1").await.unwrap().log_cursor, rounds * 10);
+    db.cleanup().await;
+}
 
 async fn environments_are_replaced_and_sandboxes_removed(kind: Kind) {
     let db = TestDb::new(kind).await;
