@@ -205,6 +205,68 @@ fn a_steer_mid_turn_reaches_the_model() {
     );
 }
 
+/// Codex killed while it holds a steer it accepted but has not begun (the turn waits on an
+/// approval, so the steer waits in Codex): the turn ends `harness_exited` handing back the steer
+/// and not the prompt (which Codex began), and the next turn, resuming the thread with it, gives
+/// the model the steer exactly once.
+#[test]
+fn a_steer_codex_never_began_is_handed_to_the_next_turn_once() {
+    const STEER: &str = "STEER-NEVER-BEGUN please also add tests";
+    let mut rig = Rig::codex(
+        Script::new([
+            Step::exec("echo hi > made.txt"),
+            Step::text("carrying on with the steer"),
+        ]),
+        "make a file",
+    );
+    let cmd = rig.codex_command("ask", &[]);
+    rig.start_with(cmd);
+    rig.wait_approval();
+    let steer = rig.send(Kind::Steer, body::text(STEER));
+    assert_eq!(rig.mailbox.wait(&steer, LONG).unwrap(), Outcome::Done);
+    // Codex answers the `turn/steer` at once and keeps the text until the approval is settled.
+    std::thread::sleep(Duration::from_millis(500));
+    let thread = rig.wait_type("thread.started")["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let harness = rig.wait_type("hangar.started")["harness_pid"]
+        .as_i64()
+        .unwrap() as i32;
+    // The harness's process group: the npm wrapper and the Codex binary under it.
+    unsafe { libc::kill(-harness, libc::SIGKILL) };
+    assert_eq!(rig.wait_exit(LONG), 1, "log:\n{}", rig.log_text());
+    let end = rig.wait_type("hangar.turn_end");
+    assert_eq!(end["reason"], "harness_exited", "{end}");
+    assert_eq!(
+        end["handed_back"],
+        json!([steer.command.seq]),
+        "the steer, and not the prompt Codex began: {end}"
+    );
+    assert!(
+        !rig.fake
+            .requests()
+            .iter()
+            .any(|r| r.all_text().contains(STEER)),
+        "the model never had the steer in the killed turn"
+    );
+    let before = rig.fake.requests().len();
+
+    // The next turn starts with the handed-back message, as the control plane does.
+    rig.next_run(STEER);
+    let cmd = rig.codex_command("ask", &["--resume", &thread]);
+    rig.start_with(cmd);
+    assert_eq!(rig.wait_exit(LONG), 0, "log:\n{}", rig.log_text());
+    let after = rig.fake.requests();
+    assert_eq!(
+        after.len(),
+        before + 1,
+        "one model request in the next turn"
+    );
+    let text = after[before].all_text();
+    assert_eq!(text.matches(STEER).count(), 1, "exactly once: {text}");
+}
+
 #[test]
 fn interrupt_exits_130_and_the_running_command_is_gone() {
     let mut rig = Rig::codex(

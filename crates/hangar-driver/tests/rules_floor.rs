@@ -156,8 +156,14 @@ fn an_environment_may_add_a_rule() {
 #[test]
 fn codex_ask_denies_a_risky_command_before_anyone_is_asked() {
     let p = place();
+    // The denial's reason follows as a steer: it folds into the request after the declined
+    // command or, when it lands after that request went out, makes one more.
     let mut rig = Rig::codex(
-        Script::new([Step::exec(RISKY), Step::text("done")]),
+        Script::new([
+            Step::exec(RISKY),
+            Step::text("done"),
+            Step::text("understood"),
+        ]),
         "clean up",
     );
     let cmd = rig.codex_command("ask", &["--cwd", p.ws.to_str().unwrap()]);

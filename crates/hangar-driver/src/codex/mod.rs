@@ -90,6 +90,16 @@ pub struct Codex {
     model_timeout: Duration,
     retrying_since: Option<Instant>,
     gave_up: bool,
+    /// Messages passed on ([`Adapter::message`]), in order: (id, text).
+    passed: Vec<(String, String)>,
+    /// Ids of those Codex began: its `userMessage` item for the text came (see
+    /// [`Adapter::never_started`]).
+    begun: HashSet<String>,
+    /// Ids of the `userMessage` items seen.
+    user_items: HashSet<String>,
+    /// Codex refused the thread or a turn: a failure that would come again, so nothing is handed
+    /// back for a next turn to fail on.
+    refused: bool,
 }
 
 impl Codex {
@@ -114,6 +124,36 @@ impl Codex {
             model_timeout: s.model_timeout,
             retrying_since: None,
             gave_up: false,
+            passed: Vec::new(),
+            begun: HashSet::new(),
+            user_items: HashSet::new(),
+            refused: false,
+        }
+    }
+
+    /// A `userMessage` item: the first message passed on with its text that Codex had not begun
+    /// yet has now begun (a steer waits in Codex until the running command or model request
+    /// is done, and only then becomes an item).
+    fn user_message_began(&mut self, item: &Value) {
+        // Each item comes twice (`item/started`, `item/completed`): once is a message begun.
+        let item_id = item.get("id").and_then(Value::as_str).unwrap_or_default();
+        if !self.user_items.insert(item_id.to_owned()) {
+            return;
+        }
+        let text: String = item
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect();
+        if let Some((id, _)) = self
+            .passed
+            .iter()
+            .find(|(id, t)| *t == text && !self.begun.contains(id))
+        {
+            self.begun.insert(id.clone());
         }
     }
 
@@ -216,6 +256,7 @@ impl Codex {
                     .and_then(Value::as_str)
                     .map(str::to_owned)
                 else {
+                    self.refused = true;
                     return vec![Signal::Failed {
                         message: "Codex started no thread".into(),
                     }];
@@ -231,9 +272,12 @@ impl Codex {
                 }
                 Vec::new()
             }
-            (Call::Initialize | Call::Thread, Some(e)) => vec![Signal::Failed {
-                message: format!("Codex refused to start the thread: {e}"),
-            }],
+            (Call::Initialize | Call::Thread, Some(e)) => {
+                self.refused = true;
+                vec![Signal::Failed {
+                    message: format!("Codex refused to start the thread: {e}"),
+                }]
+            }
             (Call::TurnStart, None) => {
                 self.in_flight = self.in_flight.saturating_sub(1);
                 if let Some(turn) = result.pointer("/turn/id").and_then(Value::as_str) {
@@ -258,6 +302,7 @@ impl Codex {
             }
             (Call::TurnStart, Some(e)) => {
                 self.in_flight = self.in_flight.saturating_sub(1);
+                self.refused = true;
                 vec![Signal::Failed {
                     message: format!("Codex refused the turn: {e}"),
                 }]
@@ -351,6 +396,9 @@ impl Codex {
                     {
                         signals.push(Signal::ToolsDone { ids: vec![logged] });
                     }
+                    if kind == Some("userMessage") {
+                        self.user_message_began(item);
+                    }
                     match kind {
                         Some("commandExecution") if in_progress => {
                             self.running.insert(id.clone());
@@ -425,8 +473,10 @@ impl Adapter for Codex {
         self.call(h, "initialize", params, Call::Initialize)
     }
 
-    fn message(&mut self, h: &mut Harness, text: &str, _id: &str) -> Result<(), SendError> {
-        self.send_text(h, text)
+    fn message(&mut self, h: &mut Harness, text: &str, id: &str) -> Result<(), SendError> {
+        self.send_text(h, text)?;
+        self.passed.push((id.to_owned(), text.to_owned()));
+        Ok(())
     }
 
     fn interrupt(&mut self, h: &mut Harness, _seq: u64) -> Result<(), SendError> {
@@ -512,5 +562,153 @@ impl Adapter for Codex {
 
     fn busy(&self) -> bool {
         self.active_turn.is_some() || self.in_flight > 0 || !self.waiting.is_empty()
+    }
+
+    /// Messages Codex never made a `userMessage` item of: waiting for the thread, a `turn/start`
+    /// or `turn/steer` not answered, or a steer Codex accepted and held until the running
+    /// command (or approval) was done. None when Codex refused the thread or a turn.
+    fn never_started(&self) -> Vec<String> {
+        if self.refused {
+            return Vec::new();
+        }
+        self.passed
+            .iter()
+            .filter(|(id, _)| !self.begun.contains(id))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rpc(v: Value) -> HarnessEvent {
+        HarnessEvent::Rpc(v)
+    }
+
+    fn user_item(item_id: &str, text: &str) -> Value {
+        json!({"type": "userMessage", "id": item_id,
+               "content": [{"type": "text", "text": text, "text_elements": []}]})
+    }
+
+    /// Codex killed with a steer it accepted but held (a command ran): the steer is handed back,
+    /// the prompt it made an item of is not, and neither is a message of the same text twice.
+    #[test]
+    fn messages_codex_made_no_item_of_are_the_ones_handed_back() {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut h = Harness { stdin: None, child };
+        h.stdin = h.child.stdin.take();
+        let dir = tempfile::tempdir().unwrap();
+        let log = RunLog::open(&dir.path().join("run.log")).unwrap();
+        let s = crate::args::parse(
+            [
+                "--ctl",
+                "/nowhere",
+                "--run",
+                "r",
+                "--cwd",
+                "/",
+                "--harness",
+                "codex",
+            ]
+            .into_iter()
+            .map(OsString::from)
+            .collect(),
+        )
+        .unwrap();
+        let mut c = Codex::new(&s);
+        c.start(&mut h, &log).unwrap();
+        // Before the thread is ready the prompt waits in the adapter: never begun.
+        c.message(&mut h, "same text", "p1").unwrap();
+        assert_eq!(c.never_started(), vec!["p1".to_owned()]);
+        c.on_event(&mut h, &log, rpc(json!({"id": 1, "result": {}})));
+        c.on_event(
+            &mut h,
+            &log,
+            rpc(json!({"id": 2, "result": {"thread": {"id": "th"}}})),
+        );
+        c.on_event(
+            &mut h,
+            &log,
+            rpc(json!({"id": 3, "result": {"turn": {"id": "tu"}}})),
+        );
+        for m in ["item/started", "item/completed"] {
+            c.on_event(
+                &mut h,
+                &log,
+                rpc(json!({"method": m, "params": {"item": user_item("u1", "same text")}})),
+            );
+        }
+        assert!(c.never_started().is_empty(), "the prompt began");
+        // A steer of the same text and another, both accepted by Codex (turn/steer answered).
+        c.message(&mut h, "same text", "s1").unwrap();
+        c.message(&mut h, "other text", "s2").unwrap();
+        c.on_event(
+            &mut h,
+            &log,
+            rpc(json!({"id": 4, "result": {"turnId": "tu"}})),
+        );
+        c.on_event(
+            &mut h,
+            &log,
+            rpc(json!({"id": 5, "result": {"turnId": "tu"}})),
+        );
+        assert_eq!(c.never_started(), vec!["s1".to_owned(), "s2".to_owned()]);
+        c.on_event(
+            &mut h,
+            &log,
+            rpc(json!({"method": "item/started", "params": {"item": user_item("u2", "other text")}})),
+        );
+        assert_eq!(c.never_started(), vec!["s1".to_owned()]);
+        let _ = h.child.kill();
+        let _ = h.child.wait();
+    }
+
+    /// A thread Codex refused fails again in a next turn: nothing is handed back to loop on.
+    #[test]
+    fn nothing_is_handed_back_when_codex_refused_the_thread() {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut h = Harness { stdin: None, child };
+        h.stdin = h.child.stdin.take();
+        let dir = tempfile::tempdir().unwrap();
+        let log = RunLog::open(&dir.path().join("run.log")).unwrap();
+        let s = crate::args::parse(
+            [
+                "--ctl",
+                "/nowhere",
+                "--run",
+                "r",
+                "--cwd",
+                "/",
+                "--harness",
+                "codex",
+            ]
+            .into_iter()
+            .map(OsString::from)
+            .collect(),
+        )
+        .unwrap();
+        let mut c = Codex::new(&s);
+        c.start(&mut h, &log).unwrap();
+        c.message(&mut h, "hello", "p1").unwrap();
+        c.on_event(&mut h, &log, rpc(json!({"id": 1, "result": {}})));
+        let out = c.on_event(
+            &mut h,
+            &log,
+            rpc(json!({"id": 2, "error": {"message": "no rollout found"}})),
+        );
+        assert!(matches!(out.as_slice(), [Signal::Failed { .. }]), "{out:?}");
+        assert!(c.never_started().is_empty());
+        let _ = h.child.kill();
+        let _ = h.child.wait();
     }
 }
