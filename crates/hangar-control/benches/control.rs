@@ -2853,10 +2853,16 @@ mod approval {
             json!({"run": run, "seq": seq, "status": "done", "reason": null}),
         )
         .await?;
-        store
+        // The run's watcher may have recorded the answer first, from the driver's
+        // `approval_answered` line (the previous `answer` raced it the same way): the first
+        // answer stands, and it is this person's either way.
+        match store
             .answer_approval(run, req, Decision::Allow, PERSON, None)
             .await
-            .map_err(err("answer_approval"))?;
+        {
+            Ok(_) | Err(hangar_store::StoreError::AlreadyAnswered { .. }) => {}
+            Err(e) => return Err(format!("answer_approval: {e}")),
+        }
         audit(
             "approval.answered",
             json!({"run": run, "request_id": req, "decision": "allow"}),
