@@ -13,7 +13,10 @@
 //! - hangar's pinned harness CLI bound read-only at the same path when the provider is given it
 //!   ([`DockerProvider::with_ro_binds`]) for images that have none;
 //! - `--network none` for `egress: none`, the host's network for `network: host`, docker's
-//!   default network for `egress: open`; cpu, memory (no swap beyond it) and pids limits;
+//!   default network for `egress: open`; for an egress allowlist `--network none` too, with
+//!   hangar's egress proxy listening in the container's namespace (see [`crate::egress`]) and
+//!   `net.ipv4.ip_unprivileged_port_start` back at 1024 (docker makes it 0) so the agent cannot
+//!   bind the proxy's port; cpu, memory (no swap beyond it) and pids limits;
 //!   `no-new-privileges` unless the environment gives the agent `sudo` (then the image's sudo
 //!   lets `agent` become root without a password).
 //!
@@ -36,6 +39,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
+use crate::egress::{self, Netns, Proxies};
 use crate::layout::{self, AGENT_HOME, CTL_INSIDE, WORKSPACE};
 use crate::{
     AgentUser, Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output,
@@ -53,6 +57,8 @@ pub struct DockerProvider {
     ro_binds: Vec<PathBuf>,
     /// What `check` found per image id: `Ok` or what is missing.
     checked: Mutex<HashMap<String, Result<(), String>>>,
+    /// The egress proxies of this process's sandboxes with an allowlist.
+    egress: Proxies,
 }
 
 fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SandboxError {
@@ -91,6 +97,51 @@ impl DockerProvider {
             docker,
             ro_binds: Vec::new(),
             checked: Mutex::new(HashMap::new()),
+            egress: Proxies::from_env(),
+        })
+    }
+
+    /// Test only: the egress proxy resolves these names to these addresses (see
+    /// [`crate::egress`]; what `HANGAR_EGRESS_TEST_RESOLVE` sets otherwise).
+    pub fn with_egress_test_resolve(
+        mut self,
+        map: HashMap<String, std::net::SocketAddr>,
+    ) -> DockerProvider {
+        self.egress = Proxies::with_test_resolve(map);
+        self
+    }
+
+    /// Whether this process serves an egress proxy for sandbox `id`.
+    pub fn egress_running(&self, id: &str) -> bool {
+        self.egress.is_running(id)
+    }
+
+    /// Makes sure the egress proxy of `sb` runs, its socket in the container's namespace.
+    async fn egress_up(&self, sb: &Sandbox) -> Result<(), SandboxError> {
+        if !matches!(sb.env.egress, Egress::Allowlist(_)) || self.egress.is_running(&sb.id) {
+            return Ok(());
+        }
+        let id = container(sb)?;
+        let info = self
+            .docker
+            .inspect_container(id, None)
+            .await
+            .map_err(|e| self.gone_or(sb, e))?;
+        let pid = info
+            .state
+            .and_then(|s| s.pid)
+            .filter(|p| *p > 0)
+            .ok_or_else(|| {
+                SandboxError::Failed(format!(
+                    "sandbox {}: its container is not running, so its egress proxy cannot start",
+                    sb.id
+                ))
+            })?;
+        let ns = PathBuf::from(format!("/proc/{pid}/ns/net"));
+        self.egress.ensure(sb, Netns::Enter(ns)).await.map_err(|e| {
+            SandboxError::Failed(format!(
+                "{e} (the docker provider enters the container's network namespace through its pid, so dockerd must run on this machine)"
+            ))
         })
     }
 
@@ -214,7 +265,7 @@ impl DockerProvider {
     }
 
     fn env_strings(sb: &Sandbox, who: Who, req: &ExecRequest) -> Vec<String> {
-        layout::base_env(who, sb.agent.as_ref(), req)
+        layout::sandbox_env(sb, who, req)
             .into_iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect()
@@ -348,11 +399,17 @@ impl DockerProvider {
         }
         let network_mode = if env.host_network {
             "host"
-        } else if env.egress == Egress::None {
-            "none"
-        } else {
+        } else if env.egress == Egress::Open {
             "default"
+        } else {
+            "none"
         };
+        let sysctls = matches!(env.egress, Egress::Allowlist(_)).then(|| {
+            HashMap::from([(
+                "net.ipv4.ip_unprivileged_port_start".to_owned(),
+                "1024".to_owned(),
+            )])
+        });
         let r = &env.resources;
         let host_config = HostConfig {
             binds: Some(binds),
@@ -363,6 +420,7 @@ impl DockerProvider {
             memory_swap: r.memory.map(|m| m as i64),
             pids_limit: r.pids.map(i64::from),
             security_opt: (!env.sudo).then(|| vec!["no-new-privileges".to_owned()]),
+            sysctls,
             ..Default::default()
         };
         let body = ContainerCreateBody {
@@ -502,7 +560,16 @@ impl Provider for DockerProvider {
             uid_split_off: (!env.uid_split)
                 .then(|| "the environment sets uid_split: false".to_owned()),
             sudo: env.sudo,
-            network_modes: vec![NetworkMode::None, NetworkMode::Host, NetworkMode::Open],
+            network_modes: if egress::can_make_netns() {
+                vec![
+                    NetworkMode::None,
+                    NetworkMode::Host,
+                    NetworkMode::Open,
+                    NetworkMode::Allowlist,
+                ]
+            } else {
+                vec![NetworkMode::None, NetworkMode::Host, NetworkMode::Open]
+            },
             resource_limits: true,
         }
     }
@@ -518,6 +585,11 @@ impl Provider for DockerProvider {
             .image
             .as_deref()
             .ok_or_else(|| SandboxError::Invalid("image: required for provider docker".into()))?;
+        if matches!(env.egress, Egress::Allowlist(_))
+            && let Some(why) = egress::refusal(ProviderKind::Docker)
+        {
+            return Err(SandboxError::Unsupported(why));
+        }
         self.docker.ping().await.map_err(|e| {
             SandboxError::Unavailable(format!(
                 "dockerd does not answer ({e}); start it (scripts/start-docker)"
@@ -555,6 +627,11 @@ impl Provider for DockerProvider {
             )));
         }
         layout::check_id(&req.id)?;
+        if matches!(req.env.egress, Egress::Allowlist(_))
+            && let Some(why) = egress::refusal(ProviderKind::Docker)
+        {
+            return Err(SandboxError::Unsupported(why));
+        }
         let parent = req.home.join("sandboxes");
         std::fs::create_dir_all(&parent).map_err(|e| failed(parent.display(), e))?;
         let host_dir = layout::host_dir(&req.home, &req.id);
@@ -613,6 +690,11 @@ impl Provider for DockerProvider {
             self.undo(&cid, req, agent.as_ref()).await;
             return Err(e);
         }
+        if let Err(e) = self.egress_up(&sb).await {
+            self.egress.stop(&sb.id);
+            self.undo(&cid, req, agent.as_ref()).await;
+            return Err(e);
+        }
         Ok(sb)
     }
 
@@ -626,6 +708,7 @@ impl Provider for DockerProvider {
         if req.argv.is_empty() {
             return Err(SandboxError::Invalid("the command is empty".into()));
         }
+        self.egress_up(sb).await?;
         let cwd = req
             .cwd
             .clone()
@@ -670,6 +753,7 @@ impl Provider for DockerProvider {
         if req.argv.is_empty() {
             return Err(SandboxError::Invalid("the command is empty".into()));
         }
+        self.egress_up(sb).await?;
         let cwd = req
             .cwd
             .clone()
@@ -729,6 +813,8 @@ impl Provider for DockerProvider {
 
     async fn tmux_alive(&self, sb: &Sandbox, session: &str) -> Result<bool, SandboxError> {
         layout::check_session(session)?;
+        // What a control plane that restarted asks first about a live turn: its proxy too.
+        self.egress_up(sb).await?;
         let argv = [
             "tmux",
             "-S",
@@ -768,6 +854,7 @@ impl Provider for DockerProvider {
     }
 
     async fn destroy(&self, sb: &Sandbox, keep_logs: bool) -> Result<(), SandboxError> {
+        self.egress.stop(&sb.id);
         if let Ok(id) = container(sb) {
             self.remove_container(id).await?;
         }

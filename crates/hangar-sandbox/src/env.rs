@@ -400,16 +400,6 @@ impl EnvSpec {
                 format!("host is only possible with provider local or docker, not {provider}"),
             ));
         }
-        if matches!(egress, Egress::Allowlist(_))
-            && matches!(provider, ProviderKind::Local | ProviderKind::Docker)
-        {
-            return Err(bad(
-                "egress",
-                format!(
-                    "an allowlist is not enforced by the {provider} provider yet (it needs an egress proxy); use none or open"
-                ),
-            ));
-        }
 
         let uid_split = match map.get("uid_split") {
             None | Some(Value::Null) => provider.can_split_uids(),
@@ -720,10 +710,6 @@ mod tests {
                 "egress:",
             ),
             (
-                "name: a\nprovider: docker\nimage: i\negress: {allowlist: [github.com]}\n",
-                "egress:",
-            ),
-            (
                 "name: a\nprovider: kubernetes\nimage: i\nuid_split: false\nnetwork: host\negress: open\n",
                 "network:",
             ),
@@ -773,6 +759,43 @@ mod tests {
         let copy = EnvSpec::from_yaml("name: c\nprovider: local\nworkspace: copy\n").unwrap();
         assert!(!copy.in_place);
         assert!(copy.to_yaml_value().get("workspace").is_none());
+    }
+
+    #[test]
+    fn allowlists_are_read_for_every_provider() {
+        for p in ["local", "docker\nimage: i"] {
+            let s = EnvSpec::from_yaml(&format!(
+                "name: l\nprovider: {p}\negress: {{allowlist: [a.test, '*.b.test', 10.0.0.1]}}\n"
+            ))
+            .unwrap();
+            assert_eq!(
+                s.egress,
+                Egress::Allowlist(vec!["a.test".into(), "*.b.test".into(), "10.0.0.1".into()])
+            );
+            assert_eq!(EnvSpec::from_yaml(&s.to_yaml()).unwrap(), s);
+        }
+        // A host network cannot hold an allowlist.
+        let e = err("name: a\nprovider: local\nnetwork: host\negress: {allowlist: [a.test]}\n");
+        assert!(
+            e.starts_with("network:") && e.contains("egress can only be open"),
+            "{e}"
+        );
+        for bad in [
+            "'*'",
+            "'*.'",
+            "'a.*.test'",
+            "'http://a.test'",
+            "'a.test:443'",
+            "'a b'",
+        ] {
+            let e = err(&format!(
+                "name: a\nprovider: local\negress: {{allowlist: [{bad}]}}\n"
+            ));
+            assert!(
+                e.starts_with("egress.allowlist:") && e.contains("not a host name"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

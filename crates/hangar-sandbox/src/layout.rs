@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{AgentUser, ExecRequest, SandboxError, Who};
+use crate::{AgentUser, ExecRequest, Sandbox, SandboxError, Who};
 
 /// The work tree inside.
 pub const WORKSPACE: &str = "/workspace";
@@ -96,6 +96,22 @@ pub fn base_env(who: Who, agent: Option<&AgentUser>, req: &ExecRequest) -> Vec<(
         env.push((k.clone(), v.clone()));
     }
     env
+}
+
+/// [`base_env`] for a command in `sb`: with the egress proxy's variables when its environment has
+/// an allowlist (the request's own variables still come last).
+pub fn sandbox_env(sb: &Sandbox, who: Who, req: &ExecRequest) -> Vec<(String, String)> {
+    let proxy = crate::egress::proxy_env(&sb.env);
+    if proxy.is_empty() {
+        return base_env(who, sb.agent.as_ref(), req);
+    }
+    let mut with = req.clone();
+    with.env = proxy
+        .into_iter()
+        .filter(|(k, _)| !req.env.iter().any(|(rk, _)| rk == k))
+        .chain(req.env.iter().cloned())
+        .collect();
+    base_env(who, sb.agent.as_ref(), &with)
 }
 
 /// `/etc/passwd` and `/etc/group` lines for the agent.

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod copy;
 pub mod docker;
+pub mod egress;
 pub mod env;
 pub mod inside;
 pub mod layout;
@@ -71,6 +72,9 @@ pub enum NetworkMode {
     Host,
     /// A network of its own with a route out.
     Open,
+    /// Only loopback of its own and hangar's egress proxy, which lets through the environment's
+    /// allowlisted hosts (see [`egress`]).
+    Allowlist,
 }
 
 /// What a provider can do for an environment, as governance needs to know it (T9).

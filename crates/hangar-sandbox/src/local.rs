@@ -10,7 +10,9 @@
 //!   sandbox's folder;
 //! - a pid, IPC and UTS namespace of its own, and a network namespace with only loopback unless
 //!   the environment has `network: host` or `egress: open` (bubblewrap has no network of its own
-//!   with a route out, so open egress is the host's network);
+//!   with a route out, so open egress is the host's network); with an egress allowlist, the
+//!   sandbox's one network namespace made at create (`<host_dir>/netns`, which every command
+//!   joins through `nsenter --net`) where hangar's egress proxy listens (see [`crate::egress`]);
 //! - the uid split, when hangar runs as root: hangar's user is root with only the capabilities the
 //!   driver needs (set uid and gid, signal and read the agent's processes and files); the agent is
 //!   a uid of its own (set with `setpriv` inside, no capabilities, no new privileges), named
@@ -32,6 +34,7 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
+use crate::egress::{self, Netns, Proxies};
 use crate::layout::{self, AGENT_HOME, CTL_INSIDE, HANGAR_LIB, WORKSPACE};
 use crate::{
     AgentUser, Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output,
@@ -60,6 +63,9 @@ pub struct LocalProvider {
     uid: u32,
     bwrap: PathBuf,
     tmux: PathBuf,
+    nsenter: PathBuf,
+    /// The egress proxies of this process's sandboxes with an allowlist.
+    egress: Proxies,
 }
 
 impl Default for LocalProvider {
@@ -77,6 +83,49 @@ impl LocalProvider {
             uid,
             bwrap: program("bwrap").unwrap_or_else(|| "bwrap".into()),
             tmux: program("tmux").unwrap_or_else(|| "tmux".into()),
+            nsenter: program("nsenter").unwrap_or_else(|| "nsenter".into()),
+            egress: Proxies::from_env(),
+        }
+    }
+
+    /// Test only: the egress proxy resolves these names to these addresses (see
+    /// [`crate::egress`]; what `HANGAR_EGRESS_TEST_RESOLVE` sets otherwise).
+    pub fn with_egress_test_resolve(
+        mut self,
+        map: std::collections::HashMap<String, std::net::SocketAddr>,
+    ) -> LocalProvider {
+        self.egress = Proxies::with_test_resolve(map);
+        self
+    }
+
+    /// Whether this process serves an egress proxy for sandbox `id`.
+    pub fn egress_running(&self, id: &str) -> bool {
+        self.egress.is_running(id)
+    }
+
+    /// Makes sure the egress proxy of `sb` runs (after a restart of hangar's process, it does
+    /// not until something asks).
+    async fn egress_up(&self, sb: &Sandbox) -> Result<(), SandboxError> {
+        if !matches!(sb.env.egress, Egress::Allowlist(_)) {
+            return Ok(());
+        }
+        self.egress
+            .ensure(sb, Netns::Enter(Dirs::of(sb).netns()))
+            .await
+    }
+
+    /// The program that runs bubblewrap for `sb`, with its arguments before bwrap's: with an
+    /// allowlist, `nsenter` into the sandbox's network namespace.
+    fn launcher(&self, sb: &Sandbox) -> (PathBuf, Vec<OsString>) {
+        if matches!(sb.env.egress, Egress::Allowlist(_)) {
+            let mut net = OsString::from("--net=");
+            net.push(Dirs::of(sb).netns());
+            (
+                self.nsenter.clone(),
+                vec![net, "--".into(), self.bwrap.clone().into_os_string()],
+            )
+        } else {
+            (self.bwrap.clone(), Vec::new())
         }
     }
 
@@ -125,6 +174,10 @@ impl Dirs {
     }
     fn tmux_socket(&self) -> PathBuf {
         self.host.join("tmux.sock")
+    }
+    /// The sandbox's network namespace, with an egress allowlist.
+    fn netns(&self) -> PathBuf {
+        self.host.join("netns")
     }
     /// hangar's home: `<home>/sandboxes/<id>`'s grandparent.
     fn hangar_home(&self) -> Option<&Path> {
@@ -239,7 +292,8 @@ impl LocalProvider {
         let mut a = Args::default();
         a.add(["--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
         a.add(["--unshare-cgroup-try"]);
-        if !(sb.env.host_network || sb.env.egress == Egress::Open) {
+        // With an allowlist the command is already in the sandbox's own namespace (`launcher`).
+        if !(sb.env.host_network || sb.env.egress != Egress::None) {
             a.add(["--unshare-net"]);
         }
         a.add(["--die-with-parent"]);
@@ -292,7 +346,7 @@ impl LocalProvider {
         a.add(["--remount-ro", "/"]);
 
         a.add(["--clearenv"]);
-        let mut env = layout::base_env(who, agent, req);
+        let mut env = layout::sandbox_env(sb, who, req);
         if !exec && !env.iter().any(|(k, _)| k == "TERM") {
             env.push(("TERM".into(), "screen".into()));
         }
@@ -436,7 +490,11 @@ impl Provider for LocalProvider {
             uid_split: off.is_none(),
             uid_split_off: off,
             sudo: false,
-            network_modes: vec![NetworkMode::None, NetworkMode::Host],
+            network_modes: if egress::can_make_netns() {
+                vec![NetworkMode::None, NetworkMode::Host, NetworkMode::Allowlist]
+            } else {
+                vec![NetworkMode::None, NetworkMode::Host]
+            },
             resource_limits: false,
         }
     }
@@ -452,6 +510,12 @@ impl Provider for LocalProvider {
         need("tmux", "tmux")?;
         if self.split_off_reason(env).is_none() {
             need("setpriv", "util-linux")?;
+        }
+        if matches!(env.egress, Egress::Allowlist(_)) {
+            if let Some(why) = egress::refusal(ProviderKind::Local) {
+                return Err(SandboxError::Unsupported(why));
+            }
+            need("nsenter", "util-linux")?;
         }
         let out = Command::new(&bwrap)
             .args([
@@ -487,6 +551,11 @@ impl Provider for LocalProvider {
             )));
         }
         layout::check_id(&req.id)?;
+        if matches!(req.env.egress, Egress::Allowlist(_))
+            && let Some(why) = egress::refusal(ProviderKind::Local)
+        {
+            return Err(SandboxError::Unsupported(why));
+        }
         if self.root {
             // A mount point for /var/lib/hangar, so that /var is one read-only bind instead of one
             // per entry of /var and /var/lib (half of a command's start-up). Best effort.
@@ -549,7 +618,7 @@ impl Provider for LocalProvider {
             }
             return Err(e);
         }
-        Ok(Sandbox {
+        let sb = Sandbox {
             id: req.id.clone(),
             env: req.env.clone(),
             host_dir: host_dir.clone(),
@@ -563,7 +632,19 @@ impl Provider for LocalProvider {
             agent,
             handle: serde_json::json!({ "tmux_socket": dirs.tmux_socket() }),
             capabilities,
-        })
+        };
+        if matches!(req.env.egress, Egress::Allowlist(_))
+            && let Err(e) = self.egress.ensure(&sb, Netns::Make(dirs.netns())).await
+        {
+            self.egress.stop(&sb.id);
+            let _ = egress::remove_netns(&dirs.netns());
+            let _ = copy::remove_tree(&dirs.host);
+            if let Some(a) = &sb.agent {
+                uids::release(&req.home, &req.id, a.uid);
+            }
+            return Err(e);
+        }
+        Ok(sb)
     }
 
     async fn exec(
@@ -574,8 +655,11 @@ impl Provider for LocalProvider {
     ) -> Result<Output, SandboxError> {
         self.gone_unless_there(sb)?;
         layout::check_env(req)?;
+        self.egress_up(sb).await?;
         let args = self.bwrap_args(sb, who, req, true)?;
-        let mut child = Command::new(&self.bwrap)
+        let (program, before) = self.launcher(sb);
+        let mut child = Command::new(&program)
+            .args(&before)
             .args(&args)
             .env_clear()
             .stdin(if req.stdin.is_some() {
@@ -635,12 +719,15 @@ impl Provider for LocalProvider {
         self.gone_unless_there(sb)?;
         layout::check_session(session)?;
         layout::check_env(req)?;
+        self.egress_up(sb).await?;
         let args = self.bwrap_args(sb, who, req, false)?;
+        let (program, before) = self.launcher(sb);
         let out = self
             .tmux(sb)
             .args(["-f", "/dev/null", "new-session", "-d", "-s", session])
             .args(["-x", "200", "-y", "50", "--"])
-            .arg(&self.bwrap)
+            .arg(&program)
+            .args(&before)
             .args(&args)
             .output()
             .await
@@ -659,6 +746,10 @@ impl Provider for LocalProvider {
         layout::check_session(session)?;
         if !Dirs::of(sb).tmux_socket().exists() {
             return Ok(false);
+        }
+        // What a control plane that restarted asks first about a live turn: its proxy too.
+        if Dirs::of(sb).netns().exists() {
+            self.egress_up(sb).await?;
         }
         let st = self
             .tmux(sb)
@@ -684,6 +775,7 @@ impl Provider for LocalProvider {
 
     async fn destroy(&self, sb: &Sandbox, keep_logs: bool) -> Result<(), SandboxError> {
         let dirs = Dirs::of(sb);
+        self.egress.stop(&sb.id);
         if !dirs.host.exists() {
             return Ok(());
         }
@@ -713,6 +805,7 @@ impl Provider for LocalProvider {
                 wait_gone(&left, Duration::from_millis(500)).await;
             }
         }
+        egress::remove_netns(&dirs.netns())?;
         let host = dirs.host.clone();
         tokio::task::spawn_blocking(move || -> Result<(), SandboxError> {
             if keep_logs {

@@ -1,0 +1,418 @@
+//! `egress: {allowlist: [hosts]}` on the local (bubblewrap) and docker providers, against the real
+//! thing: from inside a sandbox, as the agent, a client that follows the proxy variables reaches
+//! an allowed host (plain HTTP proxying and `CONNECT`), is refused a host not on the list and an
+//! address with the proxy's reason, and reaches nothing by going around the proxy; the agent can
+//! neither take the proxy's port nor stop it; every connection is recorded; `destroy` leaves no
+//! proxy, socket or namespace behind.
+//!
+//! The "outside" hosts are servers on the host's loopback; the proxy is told, through its
+//! test-only name map (`with_egress_test_resolve`, what `HANGAR_EGRESS_TEST_RESOLVE` sets), that
+//! `allowed.test` and `api.wild.test` are one of them and `denied.test` the other, which must
+//! never be reached. Making the sandbox's network namespace needs root (CI runs as root); the
+//! docker tests need dockerd and the test image (`HANGAR_TEST_DOCKER=0` skips them).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use hangar_sandbox::{
+    CreateRequest, DockerProvider, EnvSpec, ExecRequest, LocalProvider, Provider, Sandbox,
+    SandboxError, Who,
+};
+
+/// An HTTP server on the host's loopback that answers every request with its name.
+struct Server {
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+}
+
+impl Server {
+    fn start(name: &'static str) -> Server {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { continue };
+                h.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut b = [0u8; 1024];
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut b) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&b[..n]),
+                        }
+                    }
+                    let body = format!("hello from {name}\n");
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                });
+            }
+        });
+        Server { addr, hits }
+    }
+}
+
+const ALLOWLIST: &str = "egress: {allowlist: [allowed.test, '*.wild.test']}\n";
+
+fn names(allowed: &Server, denied: &Server) -> HashMap<String, SocketAddr> {
+    HashMap::from([
+        ("allowed.test".to_owned(), allowed.addr),
+        ("api.wild.test".to_owned(), allowed.addr),
+        ("denied.test".to_owned(), denied.addr),
+    ])
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+async fn sh<P: Provider>(p: &P, sb: &Sandbox, who: Who, script: &str) -> (i32, String) {
+    let o = p
+        .exec(sb, who, &ExecRequest::new(["bash", "-c", script]))
+        .await
+        .unwrap();
+    let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&o.stderr));
+    (o.status, text.trim().to_owned())
+}
+
+fn request(id: &str, home: &Path, env: EnvSpec) -> CreateRequest {
+    let repo = home.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("f"), "x").unwrap();
+    CreateRequest {
+        id: format!("{id}-{}", std::process::id()),
+        env,
+        repo,
+        person: "ada@example.com".into(),
+        home: home.to_owned(),
+    }
+}
+
+/// The proxy's record of the sandbox, one JSON value per connection.
+fn records(sb: &Sandbox) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(sb.host_dir.join("ctl/egress.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn recorded(sb: &Sandbox, host: &str, allowed: bool) -> bool {
+    records(sb)
+        .iter()
+        .any(|r| r["host"] == host && r["allowed"] == allowed)
+}
+
+/// What is left on the host of a sandbox's egress once it is destroyed: nothing.
+fn assert_nothing_left(sb: &Sandbox, running: bool) {
+    assert!(!running, "the proxy of {} still runs", sb.id);
+    assert!(!sb.host_dir.exists(), "{} is left", sb.host_dir.display());
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(&*sb.host_dir.to_string_lossy()),
+        "a mount of the sandbox is left:\n{mounts}"
+    );
+}
+
+/// The agent's side, the same in both providers: a client that does not go through the proxy
+/// reaches nothing, neither by name nor by address; the proxy's port cannot be taken (it is
+/// privileged, and hangar holds it) and killing every process the agent can reach leaves the
+/// proxy serving; the record is out of the agent's reach.
+async fn agent_cannot_go_around<P: Provider>(p: &P, sb: &Sandbox, allowed: &Server) {
+    let port = allowed.addr.port();
+    let (st, out) = sh(
+        p,
+        sb,
+        Who::Agent,
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"),
+    )
+    .await;
+    assert!(st != 0 && !out.contains("connected"), "direct: {out}");
+    let (st, out) = sh(
+        p,
+        sb,
+        Who::Agent,
+        "exec 3<>/dev/tcp/allowed.test/80 && echo connected",
+    )
+    .await;
+    assert!(st != 0 && !out.contains("connected"), "by name: {out}");
+
+    for port in [980, 81] {
+        let (st, out) = sh(
+            p,
+            sb,
+            Who::Agent,
+            &format!(
+                "perl -MIO::Socket::INET -e 'IO::Socket::INET->new(LocalAddr => \"127.0.0.1\", LocalPort => {port}, Listen => 1, ReuseAddr => 1, ReusePort => 1) or die \"bind: $!\\n\"; print \"bound\\n\"'"
+            ),
+        )
+        .await;
+        assert!(st != 0 && out.contains("bind:"), "port {port}: {out}");
+    }
+    let (_, out) = sh(p, sb, Who::Agent, "kill -KILL -1; echo tried").await;
+    assert!(out.contains("tried") || out.is_empty(), "{out}");
+    let (st, out) = sh(p, sb, Who::Agent, "cat /run/hangar/egress.log").await;
+    assert_ne!(st, 0, "the agent read the proxy's record: {out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_an_allowlist_lets_through_only_its_hosts() {
+    let allowed = Server::start("allowed");
+    let denied = Server::start("denied");
+    let p = LocalProvider::new().with_egress_test_resolve(names(&allowed, &denied));
+    let env = EnvSpec::from_yaml(&format!("name: eg\nprovider: local\n{ALLOWLIST}")).unwrap();
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    let req = request("egress-local", home.path(), env.clone());
+    if !is_root() {
+        let e = p.create(&req).await.unwrap_err();
+        assert!(
+            matches!(&e, SandboxError::Unsupported(m) if m.contains("needs hangar to run as root")),
+            "{e}"
+        );
+        eprintln!("not root: only the refusal is checked");
+        return;
+    }
+    p.check(&env).await.unwrap();
+    let sb = p.create(&req).await.unwrap();
+    assert!(sb.agent.is_some(), "the uid split");
+    assert!(p.egress_running(&sb.id));
+
+    // Through the proxy, as curl finds it in the environment: plain HTTP, and CONNECT (-p).
+    for who in [Who::Agent, Who::Hangar] {
+        let (st, out) = sh(&p, &sb, who, "curl -sS --max-time 10 http://allowed.test/x").await;
+        assert_eq!((st, out.as_str()), (0, "hello from allowed"), "{who:?}");
+    }
+    let (st, out) = sh(
+        &p,
+        &sb,
+        Who::Agent,
+        "curl -sS --max-time 10 -p http://api.wild.test/x",
+    )
+    .await;
+    assert_eq!((st, out.as_str()), (0, "hello from allowed"));
+
+    // Refused, with the proxy's reason.
+    let reason =
+        "denied.test is not on environment eg's egress allowlist (allowed.test, *.wild.test)";
+    let (st, out) = sh(
+        &p,
+        &sb,
+        Who::Agent,
+        "curl -sS --max-time 10 -w '%{http_code}' http://denied.test/",
+    )
+    .await;
+    assert!(
+        st == 0 && out.contains(reason) && out.ends_with("403"),
+        "{out}"
+    );
+    let (st, out) = sh(
+        &p,
+        &sb,
+        Who::Agent,
+        "curl -sS -v --max-time 10 -p http://denied.test/",
+    )
+    .await;
+    assert!(
+        st != 0 && out.contains("403") && out.contains(reason),
+        "{out}"
+    );
+    let (st, out) = sh(
+        &p,
+        &sb,
+        Who::Agent,
+        &format!(
+            "curl -sS --max-time 10 -x http://127.0.0.1:980 --noproxy '' http://127.0.0.1:{}/",
+            allowed.addr.port()
+        ),
+    )
+    .await;
+    assert!(
+        st == 0 && out.contains("127.0.0.1 is an address, not a host name"),
+        "{out}"
+    );
+    // Around it: nothing.
+    let (st, out) = sh(
+        &p,
+        &sb,
+        Who::Agent,
+        &format!(
+            "curl -sS --max-time 5 --noproxy '*' http://127.0.0.1:{}/",
+            allowed.addr.port()
+        ),
+    )
+    .await;
+    assert!(st != 0 && !out.contains("hello"), "{out}");
+    agent_cannot_go_around(&p, &sb, &allowed).await;
+    let (st, out) = sh(
+        &p,
+        &sb,
+        Who::Agent,
+        "curl -sS --max-time 10 http://allowed.test/",
+    )
+    .await;
+    assert_eq!(
+        (st, out.as_str()),
+        (0, "hello from allowed"),
+        "after kill -1"
+    );
+
+    // A window in tmux (how turns run) goes through it too.
+    p.start_tmux(
+        &sb,
+        "egress",
+        Who::Agent,
+        &ExecRequest::new([
+            "sh",
+            "-c",
+            "curl -sS --max-time 10 http://api.wild.test/ > /workspace/out 2>&1",
+        ]),
+    )
+    .await
+    .unwrap();
+    let out = sb.host_workspace.clone().unwrap().join("out");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while p.tmux_alive(&sb, "egress").await.unwrap() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "hello from allowed\n"
+    );
+
+    assert!(recorded(&sb, "allowed.test", true), "{:?}", records(&sb));
+    assert!(recorded(&sb, "api.wild.test", true), "{:?}", records(&sb));
+    assert!(recorded(&sb, "denied.test", false), "{:?}", records(&sb));
+    assert!(recorded(&sb, "127.0.0.1", false), "{:?}", records(&sb));
+    assert_eq!(
+        denied.hits.load(Ordering::SeqCst),
+        0,
+        "denied.test was reached"
+    );
+
+    p.destroy(&sb, false).await.unwrap();
+    assert_nothing_left(&sb, p.egress_running(&sb.id));
+}
+
+async fn docker() -> Option<DockerProvider> {
+    if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
+        eprintln!("HANGAR_TEST_DOCKER=0: the docker tests are skipped");
+        return None;
+    }
+    Some(DockerProvider::connect().await.unwrap_or_else(|e| {
+        panic!("{e}\nrun scripts/start-docker && scripts/build-image (HANGAR_TEST_DOCKER=0 skips)")
+    }))
+}
+
+/// perl's HTTP::Tiny (in the test image), which follows `http_proxy` from the environment.
+fn tiny_get(url: &str) -> String {
+    format!(
+        "perl -MHTTP::Tiny -e '$r = HTTP::Tiny->new(timeout => 10)->get($ARGV[0]); print \"$r->{{status}} $r->{{content}}\"' {url}"
+    )
+}
+
+/// A CONNECT by hand to the proxy named in `$HTTPS_PROXY`, then a request through the tunnel.
+fn connect_by_hand(authority: &str) -> String {
+    format!(
+        "p=${{HTTPS_PROXY#http://}}; exec 3<>/dev/tcp/${{p%:*}}/${{p##*:}} || exit 1; printf 'CONNECT {authority} HTTP/1.1\\r\\nHost: {authority}\\r\\n\\r\\nGET /x HTTP/1.0\\r\\nHost: {authority}\\r\\n\\r\\n' >&3; timeout 10 cat <&3"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_an_allowlist_lets_through_only_its_hosts() {
+    let Some(p) = docker().await else { return };
+    let allowed = Server::start("allowed");
+    let denied = Server::start("denied");
+    let p = p.with_egress_test_resolve(names(&allowed, &denied));
+    let image =
+        std::env::var("HANGAR_TEST_IMAGE").unwrap_or_else(|_| "hangar-base:bookworm".into());
+    let env = EnvSpec::from_yaml(&format!(
+        "name: eg\nprovider: docker\nimage: {image}\n{ALLOWLIST}"
+    ))
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let req = request("egress-docker", home.path(), env.clone());
+    if !is_root() {
+        let e = p.create(&req).await.unwrap_err();
+        assert!(
+            matches!(&e, SandboxError::Unsupported(m) if m.contains("needs hangar to run as root")),
+            "{e}"
+        );
+        eprintln!("not root: only the refusal is checked");
+        return;
+    }
+    p.check(&env).await.unwrap();
+    let sb = p.create(&req).await.unwrap();
+    assert!(sb.agent.is_some(), "the uid split");
+    assert!(p.egress_running(&sb.id));
+
+    for who in [Who::Agent, Who::Hangar] {
+        let (st, out) = sh(&p, &sb, who, &tiny_get("http://allowed.test/x")).await;
+        assert_eq!((st, out.as_str()), (0, "200 hello from allowed"), "{who:?}");
+    }
+    let (st, out) = sh(&p, &sb, Who::Agent, &connect_by_hand("api.wild.test:80")).await;
+    assert!(
+        st == 0
+            && out.starts_with("HTTP/1.1 200 Connection established")
+            && out.ends_with("hello from allowed"),
+        "{out}"
+    );
+
+    let reason =
+        "denied.test is not on environment eg's egress allowlist (allowed.test, *.wild.test)";
+    let (_, out) = sh(&p, &sb, Who::Agent, &tiny_get("http://denied.test/")).await;
+    assert!(out.starts_with("403 ") && out.contains(reason), "{out}");
+    let (_, out) = sh(&p, &sb, Who::Agent, &connect_by_hand("denied.test:443")).await;
+    assert!(
+        out.starts_with("HTTP/1.1 403 Forbidden") && out.contains(reason),
+        "{out}"
+    );
+    let (_, out) = sh(
+        &p,
+        &sb,
+        Who::Agent,
+        &connect_by_hand(&format!("127.0.0.1:{}", allowed.addr.port())),
+    )
+    .await;
+    assert!(
+        out.starts_with("HTTP/1.1 403") && out.contains("127.0.0.1 is an address"),
+        "{out}"
+    );
+    agent_cannot_go_around(&p, &sb, &allowed).await;
+    let (st, out) = sh(&p, &sb, Who::Agent, &tiny_get("http://allowed.test/")).await;
+    assert_eq!(
+        (st, out.as_str()),
+        (0, "200 hello from allowed"),
+        "after kill -1"
+    );
+
+    assert!(recorded(&sb, "allowed.test", true), "{:?}", records(&sb));
+    assert!(recorded(&sb, "api.wild.test", true), "{:?}", records(&sb));
+    assert!(recorded(&sb, "denied.test", false), "{:?}", records(&sb));
+    assert!(recorded(&sb, "127.0.0.1", false), "{:?}", records(&sb));
+    assert_eq!(
+        denied.hits.load(Ordering::SeqCst),
+        0,
+        "denied.test was reached"
+    );
+
+    p.destroy(&sb, false).await.unwrap();
+    assert_nothing_left(&sb, p.egress_running(&sb.id));
+}
