@@ -1,4 +1,5 @@
-//! `hangar serve` end to end: tokens, the API, SSE resume, a clean stop on SIGTERM, and `kill -9`
+//! `hangar serve` end to end: tokens, the API, SSE resume, a clean stop on SIGTERM, a database
+//! written by a newer hangar refused, and `kill -9`
 //! of the server at points of a real Claude Code turn (an approval pending; a steer just answered
 //! while the model streams): the restarted server re-attaches, the turn completes, and the stored
 //! events equal a rebuild from the run log (no loss, no duplicates).
@@ -332,6 +333,102 @@ async fn sigterm_stops_the_server_cleanly() {
         .send()
         .await;
     assert!(refused.is_err(), "the port still answers: {refused:?}");
+}
+
+/// `hangar serve` on a database a newer hangar wrote (a schema version past the newest
+/// migration this build has) refuses to start: it exits 4 without listening, and says what it
+/// found, what it knows and what to do; the database is left as it was.
+#[test]
+fn serve_refuses_a_database_written_by_a_newer_hangar() {
+    refuses_a_newer_database(None);
+}
+
+#[test]
+fn on_postgresql_serve_refuses_a_database_written_by_a_newer_hangar() {
+    refuses_a_newer_database(Some(PgSchema::new()));
+}
+
+fn refuses_a_newer_database(database: Option<PgSchema>) {
+    let mut s = Server::with_database(Script::new([]), database);
+    s.kill9();
+    let newer = hangar_store::KNOWN_SCHEMA_VERSION + 1;
+    let insert = format!(
+        "INSERT INTO schema_version (version, name, checksum, applied_at) \
+         VALUES ({newer}, 'from_a_newer_hangar', 'x', 0)"
+    );
+    match &s.database {
+        Some(db) => psql(&db.url(), &insert),
+        None => {
+            let db = s.home.path().join("hangar/hangar.db");
+            let out = Command::new("sqlite3")
+                .arg(&db)
+                .arg(&insert)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let mut child = s
+        .hangar()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("hangar serve still runs on a newer database");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(status.code(), Some(4), "stdout {stdout}\nstderr {stderr}");
+    assert!(!stdout.contains("listening"), "{stdout}");
+    let known = hangar_store::KNOWN_SCHEMA_VERSION;
+    let shown = match &s.database {
+        Some(db) => {
+            // Named without its password.
+            let userinfo = db
+                .base
+                .split_once("://")
+                .unwrap()
+                .1
+                .split('@')
+                .next()
+                .unwrap();
+            if let Some((_, password)) = userinfo.split_once(':') {
+                assert!(!stderr.contains(&format!(":{password}@")), "{stderr}");
+            }
+            "postgres://".to_owned()
+        }
+        None => format!(
+            "sqlite://{}",
+            s.home.path().join("hangar/hangar.db").display()
+        ),
+    };
+    for needle in [
+        format!("the database {shown}"),
+        "written by a newer hangar".to_owned(),
+        format!("schema {newer}"),
+        format!("knows schemas up to {known}"),
+        "upgrade hangar".to_owned(),
+        "HANGAR_DATABASE_URL".to_owned(),
+    ] {
+        assert!(stderr.contains(&needle), "{needle:?} not in: {stderr}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,6 +24,17 @@ struct Totals {
     cost: Option<f64>,
 }
 
+impl Totals {
+    /// One `usage` event: the counts saturate at `i64::MAX` (what the harness wrote is not
+    /// trusted to stay small).
+    fn add(&mut self, usage: Usage, cost_usd: Option<f64>) {
+        self.usage = self.usage.saturating_add(usage);
+        if let Some(c) = cost_usd {
+            self.cost = Some(self.cost.unwrap_or(0.0) + c);
+        }
+    }
+}
+
 pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
     let log = PathBuf::from(&run.ctl_path).join("run.log");
     let mut cursor = u64::try_from(run.log_cursor).unwrap_or(0);
@@ -379,14 +390,10 @@ async fn act(
                 output_tokens,
                 cached_input_tokens,
                 cost_usd,
-            } => {
-                totals.usage.input += i64::try_from(*input_tokens).unwrap_or(0);
-                totals.usage.output += i64::try_from(*output_tokens).unwrap_or(0);
-                totals.usage.cached += i64::try_from(*cached_input_tokens).unwrap_or(0);
-                if let Some(c) = cost_usd {
-                    totals.cost = Some(totals.cost.unwrap_or(0.0) + c);
-                }
-            }
+            } => totals.add(
+                Usage::from_tokens(*input_tokens, *output_tokens, *cached_input_tokens),
+                *cost_usd,
+            ),
             EventKind::TurnEnd {
                 status,
                 verify,
@@ -496,5 +503,42 @@ async fn end_turn(
         .await;
     if let Err(e) = plane.start_turn(&session, &texts, &person).await {
         tracing::warn!(run = %run.id, error = %e, "cannot start the next turn with the handed-back messages");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Token totals stop at `i64::MAX` instead of wrapping (or panicking in a debug build),
+    /// whether one count or the sum is too big.
+    #[test]
+    fn usage_totals_saturate() {
+        let mut t = Totals::default();
+        t.add(Usage::from_tokens(10, 20, 5), Some(0.5));
+        t.add(Usage::from_tokens(1, 2, 3), None);
+        assert_eq!(
+            t.usage,
+            Usage {
+                input: 11,
+                output: 22,
+                cached: 8
+            }
+        );
+        assert_eq!(t.cost, Some(0.5));
+        t.add(Usage::from_tokens(u64::MAX, i64::MAX as u64, 0), None);
+        assert_eq!(t.usage.input, i64::MAX, "a count past i64::MAX");
+        assert_eq!(t.usage.output, i64::MAX, "22 + i64::MAX");
+        assert_eq!(t.usage.cached, 8);
+        t.add(Usage::from_tokens(1, 1, u64::MAX), Some(0.25));
+        assert_eq!(
+            t.usage,
+            Usage {
+                input: i64::MAX,
+                output: i64::MAX,
+                cached: i64::MAX
+            }
+        );
+        assert_eq!(t.cost, Some(0.75));
     }
 }

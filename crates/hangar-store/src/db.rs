@@ -147,7 +147,14 @@ impl Store {
                 why: "it must start with sqlite:// or postgres://".into(),
             });
         };
-        migrate::run(&db).await?;
+        migrate::run(&db).await.map_err(|e| match e {
+            StoreError::TooNew { found, known, .. } => StoreError::TooNew {
+                url: shown.clone(),
+                found,
+                known,
+            },
+            e => e,
+        })?;
         Ok(Store {
             db,
             vault: None,

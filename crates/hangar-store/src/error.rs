@@ -30,9 +30,11 @@ pub enum StoreError {
     },
     /// The database was migrated by a newer hangar.
     #[error(
-        "this database was written by a newer hangar (schema {found}, this build knows {known}); upgrade hangar"
+        "the database {url} was written by a newer hangar (schema {found}; this build knows schemas up to {known}) and was left as it is: upgrade hangar to the version that wrote it, or point HANGAR_HOME or HANGAR_DATABASE_URL at another database"
     )]
     TooNew {
+        /// The database's URL, password removed.
+        url: String,
         /// The schema version found in the database.
         found: i64,
         /// The newest schema version this build knows.

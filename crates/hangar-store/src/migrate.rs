@@ -106,6 +106,7 @@ fn plan(applied: &Applied, backend: Backend) -> Result<Vec<&'static Migration>, 
     let found = applied.iter().map(|a| a.0).max().unwrap_or(0);
     if found > KNOWN_SCHEMA_VERSION {
         return Err(StoreError::TooNew {
+            url: String::new(),
             found,
             known: KNOWN_SCHEMA_VERSION,
         });

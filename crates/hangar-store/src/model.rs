@@ -156,6 +156,31 @@ pub struct Usage {
     pub cached: i64,
 }
 
+impl Usage {
+    /// From a harness's token counts (`u64`, as the run log has them); a count past `i64::MAX`
+    /// is `i64::MAX`.
+    pub fn from_tokens(input: u64, output: u64, cached: u64) -> Usage {
+        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        Usage {
+            input: n(input),
+            output: n(output),
+            cached: n(cached),
+        }
+    }
+
+    /// The sum, each count stopping at `i64::MAX` rather than overflowing (a harness's counts
+    /// are not ours to trust: a wrap would panic in a debug build and show a negative total in
+    /// a release one).
+    #[must_use]
+    pub fn saturating_add(self, other: Usage) -> Usage {
+        Usage {
+            input: self.input.saturating_add(other.input),
+            output: self.output.saturating_add(other.output),
+            cached: self.cached.saturating_add(other.cached),
+        }
+    }
+}
+
 /// One prompt and everything the agent did with it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Turn {

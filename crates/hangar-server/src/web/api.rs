@@ -66,12 +66,10 @@ async fn board_row(plane: &ControlPlane, s: &Session) -> Result<Value, ApiError>
         Err(e) => return Err(e.into()),
     };
     let turns = plane.store().turns(&s.id).await?;
-    let (mut input, mut output, mut cached) = (0_i64, 0_i64, 0_i64);
+    let mut usage = hangar_store::Usage::default();
     let mut cost: Option<f64> = None;
     for t in &turns {
-        input += t.usage.input;
-        output += t.usage.output;
-        cached += t.usage.cached;
+        usage = usage.saturating_add(t.usage);
         if let Some(c) = t.cost_usd {
             cost = Some(cost.unwrap_or(0.0) + c);
         }
@@ -100,7 +98,7 @@ async fn board_row(plane: &ControlPlane, s: &Session) -> Result<Value, ApiError>
         );
         o.insert(
             "usage".into(),
-            json!({"input_tokens": input, "output_tokens": output, "cached_input_tokens": cached}),
+            json!({"input_tokens": usage.input, "output_tokens": usage.output, "cached_input_tokens": usage.cached}),
         );
         o.insert("cost_usd".into(), json!(cost));
         o.insert("turns".into(), Value::Array(turn_rows));

@@ -43,7 +43,7 @@ async fn a_newer_database_is_refused(kind: Kind) {
     .await;
     let err = Store::open(&db.url).await.unwrap_err();
     match &err {
-        StoreError::TooNew { found, known } => {
+        StoreError::TooNew { found, known, .. } => {
             assert_eq!((*found, *known), (newer, KNOWN_SCHEMA_VERSION));
         }
         other => panic!("expected TooNew, got {other:?}"),
