@@ -15,7 +15,7 @@ use crate::index::{MODE_GITLINK, MODE_SYMLINK, MODE_TREE, read_index};
 use crate::oid::{EMPTY_BLOB, Kind, ObjectId};
 use crate::repo::{Nested, RepoLayout, nested_repo};
 use crate::store::{STREAM_THRESHOLD, Store};
-use crate::sys::{FileKind, StatKey, list_dir, lstat, lstat_names, now_ns};
+use crate::sys::{DirFd, FileKind, Mounts, StatKey, list_dir, lstat, lstat_names, now_ns};
 use crate::tracked::{Tracked, TrackedInfo};
 use crate::watch::Watch;
 use std::collections::{BTreeSet, HashMap};
@@ -31,8 +31,11 @@ use std::time::{Duration, Instant};
 /// if its stat data is unchanged (file system timestamps are coarse).
 const RACY_WINDOW_NS: i128 = 2_000_000_000;
 
-/// Below this many entries the stat walk stays on one thread.
-const PARALLEL_STAT_MIN: usize = 3000;
+mod walk;
+
+/// From this many entries of a directory to stat outside the full walk, they are stat'ed
+/// relative to the directory, in one go.
+const BATCH_STAT_MIN: usize = 8;
 
 /// Where the user's own git settings are read from (for `core.excludesFile` and the default
 /// global ignore file `~/.config/git/ignore`). Only read; nothing is run.
@@ -137,6 +140,9 @@ pub struct ScanStats {
     pub trees_built: usize,
     /// Directories under watch.
     pub watches: usize,
+    /// Full walk without a watch: directories whose descriptor, kept from the last step, was
+    /// still theirs (their entries stat'ed through it, their path not resolved).
+    pub held_dirs: usize,
     /// Wall time of the step.
     pub elapsed: Duration,
 }
@@ -158,6 +164,9 @@ pub struct TreeHasher {
     need_full: bool,
     steps: u64,
     last: ScanStats,
+    /// Watches the mounts inside the work tree while directory descriptors are kept (`walk`);
+    /// `None` when none are.
+    mounts: Option<Mounts>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +205,12 @@ struct Node {
     visit: bool,
     /// Watch: the listing of this directory changed.
     relist: bool,
+    /// Without a watch: the directory held open between full walks (`walk`), the parent's stat
+    /// when it was opened through the parent and whether that stat was past the racy window,
+    /// and this step's `fstat` of it.
+    dir_fd: Option<DirFd>,
+    fd_bound: Option<(StatKey, bool)>,
+    fd_stat: Option<StatKey>,
 }
 
 /// Where a directory's `.gitignore` patterns were read from.
@@ -574,6 +589,7 @@ impl TreeHasher {
             need_full: true,
             steps: 0,
             last: ScanStats::default(),
+            mounts: None,
         })
     }
 
@@ -715,7 +731,33 @@ impl TreeHasher {
             ..ScanStats::default()
         };
         if full {
-            stats.stats += phase_a(&mut self.tree, &self.root, self.opts.threads, step)?;
+            // Directory descriptors are kept only without a watch (with one, full walks are
+            // rare), and only while the mount table can be watched.
+            let fds = self.watch.is_none() && {
+                if self.mounts.is_none() {
+                    self.mounts = Mounts::open(&self.root);
+                }
+                self.mounts.is_some()
+            };
+            if let Some(m) = &mut self.mounts
+                && (!fds || m.changed())
+            {
+                walk::drop_fds(&mut self.tree);
+            }
+            if !fds {
+                self.mounts = None;
+            }
+            let w = walk::Walk {
+                root: &self.root,
+                root_stat,
+                fds,
+                threads: self.opts.threads,
+                step,
+                clean_before: scan_start - RACY_WINDOW_NS,
+            };
+            let (calls, held) = walk::stat_walk(&mut self.tree, &w)?;
+            stats.stats += calls;
+            stats.held_dirs = held;
         }
         let tracked = Arc::clone(&self.repo.tracked);
         let globals = self.repo.globals.clone();
@@ -863,77 +905,6 @@ fn find(names: &[CString], name: &[u8]) -> Option<usize> {
     names.binary_search_by(|n| n.as_bytes().cmp(name)).ok()
 }
 
-/// The full walk's first phase: `lstat` every entry of every directory in the model, spread
-/// over `threads`. Returns the number of calls.
-fn phase_a(root: &mut Node, abs: &Path, threads: usize, step: u64) -> Result<usize> {
-    type Job<'a> = (PathBuf, &'a [CString], &'a mut [Option<Option<StatKey>>]);
-    fn collect<'a>(node: &'a mut Node, abs: PathBuf, step: u64, out: &mut Vec<Job<'a>>) {
-        let Node {
-            names,
-            fresh,
-            fresh_step,
-            entries,
-            mode,
-            ..
-        } = node;
-        if mode.is_none() {
-            return;
-        }
-        *fresh_step = step;
-        fresh.clear();
-        fresh.resize(names.len(), None);
-        for (name, e) in names.iter().zip(entries.iter_mut()) {
-            if let (State::Dir(_), Some(sub)) = (e.state, e.sub.as_deref_mut()) {
-                collect(sub, abs_join(&abs, name), step, out);
-            }
-        }
-        out.push((abs, &names[..], &mut fresh[..]));
-    }
-    let mut jobs = Vec::new();
-    collect(root, abs.to_path_buf(), step, &mut jobs);
-    let total: usize = jobs.iter().map(|j| j.1.len()).sum();
-    if threads <= 1 || total < PARALLEL_STAT_MIN {
-        for (dir, names, fresh) in jobs {
-            lstat_names(&dir, names, fresh);
-        }
-        return Ok(total);
-    }
-    // Split into `threads` groups of about equal entry counts.
-    let per = total.div_ceil(threads);
-    let mut groups: Vec<Vec<Job<'_>>> = (0..threads).map(|_| Vec::new()).collect();
-    let mut g = 0;
-    let mut in_group = 0;
-    for j in jobs {
-        in_group += j.1.len();
-        groups[g].push(j);
-        if in_group >= per && g + 1 < threads {
-            g += 1;
-            in_group = 0;
-        }
-    }
-    let mut first = groups.remove(0);
-    let ok = std::thread::scope(|s| {
-        let handles: Vec<_> = groups
-            .into_iter()
-            .map(|grp| {
-                s.spawn(move || {
-                    for (dir, names, fresh) in grp {
-                        lstat_names(&dir, names, fresh);
-                    }
-                })
-            })
-            .collect();
-        for (dir, names, fresh) in first.drain(..) {
-            lstat_names(&dir, names, fresh);
-        }
-        handles.into_iter().all(|h| h.join().is_ok())
-    });
-    if !ok {
-        return Err(Error::Worker);
-    }
-    Ok(total)
-}
-
 /// Another directory now stands at this path (removed and made again, or moved over): nothing
 /// known about the old one holds, and its watch is not this one's.
 fn check_ident(ctx: &mut Ctx<'_>, node: &mut Node, rel: &[u8], stat: Option<StatKey>) {
@@ -1032,8 +1003,27 @@ fn reconcile(
             }
         }
     }
-    // 2. Stat every entry that may have changed.
-    let use_fresh = node.fresh_step == ctx.step;
+    // 2. Stat every entry that may have changed (many at once relative to the directory, when
+    // the walk's first phase did not).
+    let mut use_fresh = node.fresh_step == ctx.step;
+    if !use_fresh {
+        let need = if force {
+            node.names.len()
+        } else {
+            node.entries
+                .iter()
+                .filter(|e| e.restat || e.stat.is_none())
+                .count()
+        };
+        if need >= BATCH_STAT_MIN {
+            node.fresh.clear();
+            node.fresh.resize(node.names.len(), None);
+            lstat_names(abs, &node.names, &mut node.fresh);
+            node.fresh_step = ctx.step;
+            ctx.stats.stats += node.names.len();
+            use_fresh = true;
+        }
+    }
     let mut stat_changed = vec![false; node.names.len()];
     for i in 0..node.names.len() {
         let fresh = if use_fresh {

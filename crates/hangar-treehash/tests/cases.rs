@@ -427,3 +427,76 @@ fn core_filemode_false_keeps_the_index_modes() {
         .unwrap();
     assert_eq!(ours(&w, &repo), g);
 }
+
+/// Without a watch, each directory is kept open between steps and trusted while its parent's
+/// stat is unchanged and past the racy window: every way of making a path lead elsewhere must
+/// still be seen, also for changes made within the timestamps' granularity.
+#[test]
+fn kept_directories_follow_every_replacement() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    for d in ["a/x", "a/y", "b/x/deep", "c", "e/f/g"] {
+        for i in 0..3 {
+            write(&repo.join(format!("{d}/f{i}")), &format!("{d} {i}\n"));
+        }
+    }
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["commit", "-qm", "init"]);
+    let dirs = 11; // the top, a, a/x, a/y, b, b/x, b/x/deep, c, e, e/f, e/f/g
+    let mut h = hasher(&w, &repo, false);
+    let check = |h: &mut TreeHasher, what: &str| {
+        let id = h.hash().unwrap().to_hex();
+        assert_eq!(id, w.git_tree(&repo), "{what}: {:?}", h.last_stats());
+    };
+    let settle = || std::thread::sleep(std::time::Duration::from_millis(2100));
+    check(&mut h, "first");
+    settle();
+    check(&mut h, "descriptors opened");
+    check(&mut h, "descriptors trusted");
+    assert_eq!(h.last_stats().held_dirs, dirs, "{:?}", h.last_stats());
+    let mv = |from: &str, to: &str| std::fs::rename(repo.join(from), repo.join(to)).unwrap();
+    let rmdir = |d: &str| std::fs::remove_dir_all(repo.join(d)).unwrap();
+    // Round 1, in parents that were past the racy window: a file edited in a trusted directory
+    // (same size), two directories swapped, a directory replaced by a file, a directory moved
+    // away and another made in its place with the same names and sizes.
+    write(&repo.join("b/x/deep/f0"), "b/x/deep 9\n");
+    mv("a/x", "a/t");
+    mv("a/y", "a/x");
+    mv("a/t", "a/y");
+    rmdir("c");
+    write(&repo.join("c"), "now a file\n");
+    mv("e/f", "moved");
+    write(&repo.join("e/f/g/f0"), "e/f/g 7\n");
+    write(&repo.join("e/f/g/f1"), "e/f/g 8\n");
+    write(&repo.join("e/f/g/f2"), "e/f/g 9\n");
+    check(&mut h, "round 1");
+    // Round 2, at once (within the racy window of round 1's changes): the swapped directories
+    // swapped back, the file replaced by a directory, a directory removed and made again.
+    mv("a/x", "a/t");
+    mv("a/y", "a/x");
+    mv("a/t", "a/y");
+    std::fs::remove_file(repo.join("c")).unwrap();
+    write(&repo.join("c/f0"), "c 5\n");
+    rmdir("e/f/g");
+    write(&repo.join("e/f/g/f0"), "e/f/g 6\n");
+    check(&mut h, "round 2");
+    // Round 3, past the racy window again: changes inside the directories opened anew.
+    settle();
+    check(&mut h, "settled");
+    write(&repo.join("a/x/f1"), "a/x 11\n");
+    write(&repo.join("e/f/g/f0"), "e/f/g 5\n");
+    mv("moved/g", "b/x/g");
+    check(&mut h, "round 3");
+    // A directory changed twice within one step's time, and a file rewritten with the same
+    // size right after it was hashed: both seen.
+    for i in 0..5 {
+        mv("a/x", "a/t");
+        mv("a/y", "a/x");
+        mv("a/t", "a/y");
+        write(&repo.join("b/x/deep/f1"), &format!("b/x/deep {i}\n"));
+        check(&mut h, &format!("quick {i}"));
+    }
+    settle();
+    check(&mut h, "last");
+    assert!(h.last_stats().held_dirs > 0, "{:?}", h.last_stats());
+}

@@ -1,0 +1,351 @@
+//! The full walk's first phase: an `lstat` of every entry of every directory in the model,
+//! spread over threads, before the model is reconciled with what it found.
+//!
+//! Without a watch, each walked directory is kept open (`O_PATH`, within a per-process budget:
+//! [`DirFd`]) between steps, so its entries are stat'ed relative to it and neither its path nor
+//! its own name is resolved again. A kept descriptor stands for the directory at its path only
+//! while that can be proved: it was opened through its parent's descriptor when the parent had
+//! a stat `S`, and the parent's stat is still `S`, and `S` was older than the racy window then
+//! (a directory's entries cannot change without its mtime and ctime changing, and a change after
+//! `S` was taken gets a later mtime). By induction from the top (whose descriptor is checked
+//! against the `lstat` of its path), every trusted descriptor is the directory at its path. A
+//! descriptor that cannot be trusted is opened again through its parent; if that fails, the
+//! directories below it are stat'ed by path. A mount or unmount anywhere (which changes what a
+//! path leads to without changing any stat) drops every descriptor. Files are always stat'ed
+//! (a file's content can change without its directory's stat changing).
+
+use super::{Entry, Node, State};
+use crate::error::{Error, Result};
+use crate::sys::{DirFd, StatKey, fstat, fstatat, lstat_names, lstat_names_at};
+use std::ffi::{CString, OsStr};
+use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Below this many entries the stat walk stays on one thread.
+const PARALLEL_STAT_MIN: usize = 3000;
+
+/// Jobs are handed to threads in about this many chunks per thread (a thread that the
+/// scheduler holds back takes fewer).
+const CHUNKS_PER_THREAD: usize = 16;
+
+type Fresh = Option<Option<StatKey>>;
+
+/// Where a directory's entries are stat'ed from.
+enum From<'a> {
+    /// Its kept descriptor; its own `fstat` goes to the slot.
+    Fd(RawFd, &'a mut Option<StatKey>),
+    Path(PathBuf),
+}
+
+struct Job<'a> {
+    from: From<'a>,
+    names: &'a [CString],
+    fresh: &'a mut [Fresh],
+}
+
+impl Job<'_> {
+    fn run(&mut self) {
+        match &mut self.from {
+            From::Fd(fd, own) => {
+                **own = fstat(*fd);
+                lstat_names_at(*fd, self.names, self.fresh);
+            }
+            From::Path(p) => lstat_names(p, self.names, self.fresh),
+        }
+    }
+
+    fn calls(&self) -> usize {
+        let own = usize::from(matches!(self.from, From::Fd(..)));
+        own + self.fresh.iter().filter(|f| f.is_none()).count()
+    }
+}
+
+/// Whether entry `e` of a directory is a walked directory with a kept descriptor (its stat is
+/// its descriptor's, not looked up by name).
+fn fd_child(e: &Entry) -> bool {
+    matches!(e.state, State::Dir(_))
+        && e.sub
+            .as_deref()
+            .is_some_and(|s| s.dir_fd.is_some() && s.mode.is_some())
+}
+
+/// What the walk needs besides the model.
+pub(super) struct Walk<'a> {
+    pub root: &'a Path,
+    pub root_stat: StatKey,
+    /// Keep directory descriptors between steps.
+    pub fds: bool,
+    pub threads: usize,
+    pub step: u64,
+    /// A stat older than this is past the racy window.
+    pub clean_before: i128,
+}
+
+/// Fills each walked directory's `fresh` with its entries' stats. Returns the number of calls
+/// and of directories whose kept descriptor was trusted.
+pub(super) fn stat_walk(root: &mut Node, w: &Walk<'_>) -> Result<(usize, usize)> {
+    let mut jobs = Vec::new();
+    let mut abs = w.root.as_os_str().as_bytes().to_vec();
+    collect(root, &mut abs, w.step, true, &mut jobs);
+    let mut calls: usize = jobs.iter().map(Job::calls).sum();
+    run_jobs(&mut jobs, calls, w.threads)?;
+    drop(jobs);
+    let mut held = 0;
+    if w.fds {
+        calls += settle_root(root, w, &mut held);
+    }
+    Ok((calls, held))
+}
+
+/// Gathers each walked directory's job; a directory is stat'ed through its descriptor only if
+/// its parent was (`parent_held`), since only then is the descriptor checked (`settle`).
+fn collect<'a>(
+    node: &'a mut Node,
+    abs: &mut Vec<u8>,
+    step: u64,
+    parent_held: bool,
+    out: &mut Vec<Job<'a>>,
+) {
+    let Node {
+        names,
+        fresh,
+        fresh_step,
+        entries,
+        mode,
+        dir_fd,
+        fd_stat,
+        ..
+    } = node;
+    if mode.is_none() {
+        return;
+    }
+    *fresh_step = step;
+    fresh.clear();
+    fresh.resize(names.len(), None);
+    if !parent_held {
+        *dir_fd = None;
+    }
+    let held = dir_fd.as_ref().map(DirFd::raw);
+    for ((name, e), f) in names.iter().zip(entries.iter_mut()).zip(fresh.iter_mut()) {
+        if held.is_some() && fd_child(e) {
+            // Its stat is its own descriptor's (`settle`); not looked up by name here.
+            *f = Some(None);
+        }
+        if let (State::Dir(_), Some(sub)) = (e.state, e.sub.as_deref_mut()) {
+            let len = abs.len();
+            abs.push(b'/');
+            abs.extend_from_slice(name.as_bytes());
+            collect(sub, abs, step, held.is_some(), out);
+            abs.truncate(len);
+        }
+    }
+    let from = match held {
+        Some(fd) => From::Fd(fd, fd_stat),
+        None => From::Path(PathBuf::from(OsStr::from_bytes(abs))),
+    };
+    out.push(Job {
+        from,
+        names: &names[..],
+        fresh: &mut fresh[..],
+    });
+}
+
+/// Runs the jobs over `threads`, handing out chunks of about equal entry counts as threads
+/// become free.
+fn run_jobs(jobs: &mut [Job<'_>], total: usize, threads: usize) -> Result<()> {
+    if threads <= 1 || total < PARALLEL_STAT_MIN {
+        jobs.iter_mut().for_each(Job::run);
+        return Ok(());
+    }
+    let per = total.div_ceil(threads * CHUNKS_PER_THREAD).max(1);
+    let mut chunks: Vec<Mutex<&mut [Job<'_>]>> = Vec::new();
+    let mut rest = jobs;
+    while !rest.is_empty() {
+        let mut n = 0;
+        let mut k = 0;
+        while k < rest.len() && n < per {
+            n += rest[k].names.len() + 1;
+            k += 1;
+        }
+        let (head, tail) = rest.split_at_mut(k);
+        chunks.push(Mutex::new(head));
+        rest = tail;
+    }
+    let next = AtomicUsize::new(0);
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(chunk) = chunks.get(i) else {
+                break;
+            };
+            match chunk.lock() {
+                Ok(mut c) => c.iter_mut().for_each(Job::run),
+                Err(_) => return false,
+            }
+        }
+        true
+    };
+    let ok = std::thread::scope(|s| {
+        let handles: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+        let mine = work();
+        handles.into_iter().all(|h| h.join().unwrap_or(false)) && mine
+    });
+    if ok { Ok(()) } else { Err(Error::Worker) }
+}
+
+fn ident(s: Option<StatKey>) -> Option<(u64, u64)> {
+    s.map(|s| (s.ino, s.dev))
+}
+
+/// Checks the top's descriptor against the `lstat` of its path (holding the descriptor, an
+/// equal inode and device is the same directory), opening it if needed, then settles the rest.
+fn settle_root(root: &mut Node, w: &Walk<'_>, held: &mut usize) -> usize {
+    if root.mode.is_none() {
+        return 0;
+    }
+    let want = Some((w.root_stat.ino, w.root_stat.dev));
+    if root.dir_fd.is_some() {
+        if ident(root.fd_stat) == want {
+            *held += 1;
+            return settle(root, w, held);
+        }
+        // Another directory stands at the top: nothing found through the old one holds.
+        drop_fds(root);
+        forget_fresh(root);
+        return 0;
+    }
+    let Ok(path) = CString::new(w.root.as_os_str().as_bytes()) else {
+        return 0;
+    };
+    let Some(fd) = DirFd::open(None, &path) else {
+        return 0;
+    };
+    let s = fstat(fd.raw());
+    if ident(s) != want {
+        return 1;
+    }
+    root.dir_fd = Some(fd);
+    root.fd_stat = s;
+    // The stats this step were taken by path, which is as good; below, descriptors are gained.
+    1 + settle(root, w, held)
+}
+
+/// `node` holds a descriptor that is the directory at its path, and its `fresh` is right except
+/// for the slots of its children with descriptors: checks each such child's descriptor (opening
+/// it again through `node`'s if it cannot be trusted), fills its slot, and recurses; opens
+/// descriptors for walked children that have none. Returns the extra calls made.
+fn settle(node: &mut Node, w: &Walk<'_>, held: &mut usize) -> usize {
+    let (Some(fd), Some(here)) = (node.dir_fd.as_ref().map(DirFd::raw), node.fd_stat) else {
+        return 0;
+    };
+    let bound = (here, here.newest_ns() < w.clean_before);
+    let mut calls = 0;
+    let Node {
+        names,
+        fresh,
+        entries,
+        ..
+    } = node;
+    for ((name, e), f) in names.iter().zip(entries.iter_mut()).zip(fresh.iter_mut()) {
+        if !matches!(e.state, State::Dir(_)) {
+            continue;
+        }
+        let placeholder = fd_child(e);
+        let Some(sub) = e.sub.as_deref_mut() else {
+            continue;
+        };
+        if sub.mode.is_none() {
+            continue;
+        }
+        if placeholder && sub.fd_bound == Some((here, true)) && sub.fd_stat.is_some() {
+            // Its parent is unchanged since it was opened: still the directory of that name.
+            *f = Some(sub.fd_stat);
+            *held += 1;
+            calls += settle(sub, w, held);
+            continue;
+        }
+        // Opened (again) through this directory.
+        let before = ident(sub.fd_stat).filter(|_| placeholder);
+        let had = sub.dir_fd.take().is_some();
+        calls += 1;
+        let reopened = DirFd::open(Some(fd), name).and_then(|d| {
+            calls += 1;
+            fstat(d.raw()).map(|s| (d, s))
+        });
+        match reopened {
+            Some((d, s)) => {
+                sub.dir_fd = Some(d);
+                sub.fd_bound = Some(bound);
+                sub.fd_stat = Some(s);
+                if placeholder {
+                    *f = Some(Some(s));
+                }
+                if had && before != ident(Some(s)) {
+                    // Another directory: what was stat'ed through the old descriptor is void.
+                    calls += restat(sub);
+                }
+                calls += settle(sub, w, held);
+            }
+            None => {
+                sub.fd_bound = None;
+                if placeholder {
+                    calls += 1;
+                    *f = Some(fstatat(fd, name));
+                }
+                if had {
+                    // Not a directory any more, or cannot be opened: below it, by path.
+                    drop_fds(sub);
+                    forget_fresh(sub);
+                }
+            }
+        }
+    }
+    calls
+}
+
+/// Stats `node`'s entries again through its (new) descriptor.
+fn restat(node: &mut Node) -> usize {
+    let Some(fd) = node.dir_fd.as_ref().map(DirFd::raw) else {
+        return 0;
+    };
+    let Node {
+        fresh,
+        entries,
+        names,
+        ..
+    } = node;
+    for (f, e) in fresh.iter_mut().zip(entries.iter()) {
+        *f = fd_child(e).then_some(None);
+    }
+    let n = fresh.iter().filter(|f| f.is_none()).count();
+    lstat_names_at(fd, names, fresh);
+    n
+}
+
+/// Closes the descriptors of `node` and everything below it.
+pub(super) fn drop_fds(node: &mut Node) {
+    let had = node.dir_fd.take().is_some();
+    node.fd_bound = None;
+    node.fd_stat = None;
+    if !had && !node.entries.iter().any(|e| e.sub.is_some()) {
+        return;
+    }
+    for e in &mut node.entries {
+        if let Some(sub) = e.sub.as_deref_mut() {
+            drop_fds(sub);
+        }
+    }
+}
+
+/// Makes the next reconcile stat `node`'s subtree by path.
+fn forget_fresh(node: &mut Node) {
+    node.fresh_step = 0;
+    for e in &mut node.entries {
+        if let Some(sub) = e.sub.as_deref_mut() {
+            forget_fresh(sub);
+        }
+    }
+}
