@@ -4,8 +4,10 @@
 //! alternates) beside this crate's hasher, with the inotify watch and with full stat walks, over
 //! the same simulated agent steps (1-3 files changed, added or deleted each), every step's three
 //! ids compared. Prints p50, p90 and max per step, the cold first hash (a new scratch index / a
-//! new hasher; the page cache is warm), the heap each hasher holds, then a 200 MB untracked file
-//! (pseudo-random, so zlib cannot shrink it) by both methods.
+//! new hasher; the page cache is warm), the CPU time per step (p50: user + system of all our
+//! threads, or of the git commands; less sensitive than wall time to other load on the
+//! machine), the heap each hasher holds, then a 200 MB untracked file (pseudo-random, so zlib
+//! cannot shrink it) by both methods.
 //!
 //! Repositories: `HANGAR_TREEHASH_BENCH_REPOS=name=PATH,...` (committed repositories, cloned
 //! into a scratch folder first; `scripts/bench-trees` fetches three real ones from package
@@ -227,12 +229,44 @@ fn time<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     (v, t.elapsed())
 }
 
-fn row(label: &str, cold: Duration, times: &[Duration], git_p50: Option<Duration>, extra: &str) {
+/// CPU time (user + system) used so far by this process's threads (`RUSAGE_SELF`) or by its
+/// waited-for children (`RUSAGE_CHILDREN`: the git commands).
+fn cpu(who: libc::c_int) -> Duration {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage fills the struct when it returns 0.
+    assert_eq!(unsafe { libc::getrusage(who, ru.as_mut_ptr()) }, 0);
+    // SAFETY: filled above.
+    let ru = unsafe { ru.assume_init() };
+    let d = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    d(ru.ru_utime) + d(ru.ru_stime)
+}
+
+/// [`time`], with the CPU time it took: ours (this process) plus the git commands it ran.
+fn time_cpu<T>(f: impl FnOnce() -> T) -> (T, Duration, Duration) {
+    let (s, c) = (cpu(libc::RUSAGE_SELF), cpu(libc::RUSAGE_CHILDREN));
+    let (v, t) = time(f);
+    let used = cpu(libc::RUSAGE_SELF) - s + (cpu(libc::RUSAGE_CHILDREN) - c);
+    (v, t, used)
+}
+
+fn row(
+    label: &str,
+    cold: Duration,
+    times: &[Duration],
+    cpus: &[Duration],
+    git: Option<(Duration, Duration)>,
+    extra: &str,
+) {
     let (p50, p90, max) = spread(times);
-    let speed = git_p50.map_or(String::new(), |g| {
-        format!("{:>6.1}x", g.as_secs_f64() / p50.as_secs_f64())
+    let cpu50 = spread(cpus).0;
+    let speed =
+        |g: Duration, ours: Duration| format!("{:.1}x", g.as_secs_f64() / ours.as_secs_f64());
+    let (vs, vs_cpu) = git.map_or((String::new(), String::new()), |(g, gc)| {
+        (speed(g, p50), speed(gc, cpu50))
     });
-    println!("  {label:<16} {p50:>9.2?} {p90:>9.2?} {max:>9.2?} {cold:>10.1?} {speed:>7}  {extra}");
+    println!(
+        "  {label:<16} {p50:>9.2?} {p90:>9.2?} {max:>9.2?} {cold:>10.1?} {vs:>7} {cpu50:>9.2?} {vs_cpu:>7}  {extra}"
+    );
 }
 
 fn bench_repo(tmp: &Path, home: &Path, name: &str, root: &Path, steps: usize) {
@@ -243,8 +277,8 @@ fn bench_repo(tmp: &Path, home: &Path, name: &str, root: &Path, steps: usize) {
         root.display()
     );
     println!(
-        "  {:<16} {:>9} {:>9} {:>9} {:>10} {:>7}  heap held",
-        "method", "p50", "p90", "max", "cold first", "vs git"
+        "  {:<16} {:>9} {:>9} {:>9} {:>10} {:>7} {:>9} {:>7}  heap held",
+        "method", "p50", "p90", "max", "cold first", "vs git", "cpu p50", "vs git"
     );
     let git_m = GitMethod::new(home, root, tmp.join(format!("scratch-{name}")));
     let (first_git, git_cold) = time(|| git_m.tree());
@@ -278,6 +312,7 @@ fn bench_repo(tmp: &Path, home: &Path, name: &str, root: &Path, steps: usize) {
     std::thread::sleep(Duration::from_millis(2100));
     let mut rng = Rng(7);
     let (mut tg, mut tw, mut tn) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut cg, mut cw, mut cn) = (Vec::new(), Vec::new(), Vec::new());
     for step in 0..steps {
         step_edit(root, &mut files, &mut rng, step);
         // The three in a rotating order, so none is always the first to see the changes.
@@ -285,18 +320,21 @@ fn bench_repo(tmp: &Path, home: &Path, name: &str, root: &Path, steps: usize) {
         for k in 0..3 {
             match (step + k) % 3 {
                 0 => {
-                    let (id, t) = time(|| git_m.tree());
+                    let (id, t, c) = time_cpu(|| git_m.tree());
                     tg.push(t);
+                    cg.push(c);
                     ids[0] = id;
                 }
                 1 => {
-                    let (id, t) = time(|| walk.hash().unwrap().to_hex());
+                    let (id, t, c) = time_cpu(|| walk.hash().unwrap().to_hex());
                     tn.push(t);
+                    cn.push(c);
                     ids[1] = id;
                 }
                 _ => {
-                    let (id, t) = time(|| watch.hash().unwrap().to_hex());
+                    let (id, t, c) = time_cpu(|| watch.hash().unwrap().to_hex());
                     tw.push(t);
+                    cw.push(c);
                     ids[2] = id;
                 }
             }
@@ -305,33 +343,62 @@ fn bench_repo(tmp: &Path, home: &Path, name: &str, root: &Path, steps: usize) {
         assert_eq!(ids[2], ids[0], "{name} step {step}: watch vs git");
     }
     let g = spread(&tg).0;
-    row("git add+write", git_cold, &tg, None, "");
+    let git = Some((g, spread(&cg).0));
+    row("git add+write", git_cold, &tg, &cg, None, "");
     row(
         "ours, watch",
         watch_cold,
         &tw,
-        Some(g),
+        &cw,
+        git,
         &format!("{:.1} MB (peak {:.1} MB)", mb(watch_heap), mb(watch_peak)),
     );
     row(
         "ours, stat walk",
         walk_cold,
         &tn,
-        Some(g),
+        &cn,
+        git,
         &format!("{:.1} MB (peak {:.1} MB)", mb(walk_heap), mb(walk_peak)),
     );
-    println!("  every step's ids equal: {steps} x 3");
+    println!(
+        "  every step's ids equal: {steps} x 3; the stat walk held {} directories open (of {} in the work tree)",
+        walk.last_stats().held_dirs,
+        count_dirs(root)
+    );
     // For scripts/bench's table: figure, value, unit, baseline, its value, target, met.
-    for (how, times) in [("inotify watch", &tw), ("stat walk", &tn)] {
+    let gc = spread(&cg).0;
+    for (how, times, cpus) in [("inotify watch", &tw, &cw), ("stat walk", &tn, &cn)] {
         println!(
             "hangar-bench\ttreehash: {name}, {} files, step p50, {how}\t{:.3}\tms\tgit add -A && write-tree, p50\t{:.3}\t-\t-",
             files.len(),
             spread(times).0.as_secs_f64() * 1e3,
             g.as_secs_f64() * 1e3
         );
+        println!(
+            "hangar-bench\ttreehash: {name}, {} files, step CPU p50, {how}\t{:.3}\tms\tgit add -A && write-tree, CPU p50\t{:.3}\t-\t-",
+            files.len(),
+            spread(cpus).0.as_secs_f64() * 1e3,
+            gc.as_secs_f64() * 1e3
+        );
     }
     drop(walk);
     drop(watch);
+}
+
+/// Directories in the work tree outside `.git` (for the stat walk's line).
+fn count_dirs(root: &Path) -> usize {
+    let mut n = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        n += 1;
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() && e.file_name() != ".git" {
+                stack.push(e.path());
+            }
+        }
+    }
+    n
 }
 
 /// A 200 MB untracked file that no ignore rule covers, pseudo-random (incompressible).
