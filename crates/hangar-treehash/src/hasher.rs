@@ -1059,17 +1059,18 @@ fn reconcile(
             .stat
             .is_none_or(|s| s.kind() == FileKind::Symlink),
     };
-    let from_index = if mode == DirMode::Listed && gi.is_none() && unopenable {
-        let tracked = ctx.tracked;
-        tracked
-            .info(&join(rel, b".gitignore"))
-            .entry
-            .and_then(|i| tracked.entry(i))
-            .filter(|ie| ie.stage == 0 && ie.skip_worktree)
-            .map(|ie| ie.oid)
-    } else {
-        None
-    };
+    let from_index =
+        if mode == DirMode::Listed && gi.is_none() && unopenable && ctx.tracked.any_kept() {
+            let tracked = ctx.tracked;
+            tracked
+                .info(&join(rel, b".gitignore"))
+                .entry
+                .and_then(|i| tracked.entry(i))
+                .filter(|ie| ie.stage == 0 && ie.skip_worktree)
+                .map(|ie| ie.oid)
+        } else {
+            None
+        };
     let source = match (gi, from_index) {
         (Some(key), _) => Some(IgnoreFrom::File(key)),
         (None, Some(id)) => Some(IgnoreFrom::Index(id)),

@@ -119,6 +119,12 @@ impl Tracked {
         self.dirs.get(dir).map_or(&[], |v| &v[..])
     }
 
+    /// Whether git keeps any entry as it is in the index (skip-worktree, assume-unchanged,
+    /// sparse directories).
+    pub(crate) fn any_kept(&self) -> bool {
+        !self.keep.is_empty()
+    }
+
     pub(crate) fn kept_in(&self, dir: &[u8]) -> &[u32] {
         self.keep.get(dir).map_or(&[], |v| &v[..])
     }
