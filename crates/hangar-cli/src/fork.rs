@@ -1,6 +1,10 @@
 //! `hangar fork RUN --step N [--dir D] [--prompt TEXT] [--json]`: a new sandbox with exactly the
 //! step's tree and a new session whose conversation is the source's up to that step.
 //!
+//! A run in a sandbox forks into a new sandbox of the same environment, the harness's
+//! conversation copied into it; a run in place (`hangar run`) into a new folder, never the
+//! person's own. `dir:` is where the fork's work tree is on this machine.
+//!
 //! Prints, in this order (stable, one per line): `fork: SESSION`, `sandbox: ID`, `dir: PATH`,
 //! `tree: TREE`, `conversation: …`; with `--prompt`, then `turn:` and `run:`. Warnings (an
 //! untrusted tree, a conversation that could not be cut exactly) go to stderr as
@@ -24,8 +28,10 @@ pub struct ForkArgs {
     /// The step (0 is the run's first tree).
     #[arg(long)]
     step: usize,
-    /// The new sandbox's folder: must not exist, or be empty (default
-    /// `$HANGAR_HOME/forks/<sandbox id>`).
+    /// The fork's work tree: must not exist, or be empty (default
+    /// `$HANGAR_HOME/forks/<sandbox id>`). For a run in a plain folder or in place (`hangar
+    /// run`); a run in a sandbox with a copy forks into a new sandbox of its environment, whose
+    /// workspace is the work tree (printed as `dir:`).
     #[arg(long)]
     dir: Option<PathBuf>,
     /// Start the fork's first turn with this message (needs a server watching: `hangar serve`).

@@ -221,6 +221,19 @@ impl ControlPlane {
         repo: &Path,
         person: &str,
     ) -> Result<SandboxView, ControlError> {
+        let (row, _) = self.make_sandbox(&new_id("sb")?, env, repo, person).await?;
+        Ok(view(&row))
+    }
+
+    /// [`ControlPlane::create_sandbox`] with the id given: the stored row and the provider's
+    /// sandbox.
+    pub(crate) async fn make_sandbox(
+        &self,
+        id: &str,
+        env: &str,
+        repo: &Path,
+        person: &str,
+    ) -> Result<(hangar_store::Sandbox, Sandbox), ControlError> {
         if env == IN_PLACE_ENV {
             self.builtin_in_place_env(person).await?;
         }
@@ -259,7 +272,7 @@ impl ControlPlane {
             )));
         }
         let req = CreateRequest {
-            id: new_id("sb")?,
+            id: id.to_owned(),
             env: spec.clone(),
             repo: repo.clone(),
             person: person.to_owned(),
@@ -305,7 +318,7 @@ impl ControlPlane {
                 &json!({"sandbox": sb.id, "environment": spec.name, "provider": spec.provider.as_str(), "repo": repo.display().to_string(), "capabilities": sb.capabilities}),
             )
             .await?;
-        Ok(view(&stored))
+        Ok((stored, sb))
     }
 
     /// The built-in environment `in-place` (what `hangar run` uses without `--sb`), made on

@@ -20,7 +20,8 @@ use crate::views;
 #[serde(deny_unknown_fields)]
 pub(crate) struct ForkBody {
     step: usize,
-    /// The new sandbox's folder (absolute; must not exist, or be empty).
+    /// The fork's folder (absolute; must not exist, or be empty): a plain folder's fork, or an
+    /// in-place sandbox's; refused for an environment that copies the repository.
     #[serde(default)]
     dir: Option<PathBuf>,
     /// Starts the fork's first turn with this message.
@@ -89,7 +90,7 @@ fn record() -> Value {
 pub(crate) fn doc_fork_req() -> Value {
     json!({"type": "object", "properties": {
         "step": {"type": "integer", "minimum": 0},
-        "dir": {"type": "string", "description": "the new sandbox's folder (absolute; must not exist or be empty); default $HANGAR_HOME/forks/<sandbox id>"},
+        "dir": {"type": "string", "description": "the fork's work tree on this machine, for a plain folder's or an in-place sandbox's fork (absolute; must not exist or be empty); default $HANGAR_HOME/forks/<sandbox id>. A run in a sandbox whose environment copies the repository forks into a new sandbox of that environment, whose workspace is the work tree: dir is refused there"},
         "prompt": {"type": "string", "description": "start the fork's first turn with this message"},
     }, "required": ["step"]})
 }

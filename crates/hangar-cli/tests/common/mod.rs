@@ -8,6 +8,8 @@
     reason = "test helpers"
 )]
 
+pub mod forks;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -3,14 +3,16 @@
 //!
 //! * Claude Code: every message line on its stdout carries the `uuid` it has in the session's
 //!   file; `--resume SESSION --fork-session --resume-session-at UUID` (print mode) keeps the
-//!   history up to and including that entry. The driver writes a step's tree line after the
-//!   tool result it follows, so the last main-chain message before that line is the exact cut,
-//!   at every step.
+//!   history up to and including that entry. A step after a tool is cut at the message that
+//!   holds that tool's result (the tree line names the tool): the driver hashes on a thread of
+//!   its own, so the tree line can come after the model's next message in the log. A phase's
+//!   step (the turn's start or end) is cut at the last main-chain message before its line.
 //! * Codex 0.169: `thread/fork` keeps whole turns (`lastTurnId`, inclusive) and there is no
 //!   rollback inside a turn (`thread/revert` also works by turn). A step between turns (a
 //!   turn's start or end) is cut exactly; a step inside a turn is not: the fork's conversation
 //!   then ends before that turn, and the cut says so (`exact: false` with the reason).
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
@@ -87,12 +89,17 @@ pub(crate) fn find(
     }
     let mut seen = 0usize;
     let mut found = None;
+    let mut after_tool = None;
     for_lines(log, |v| {
         if v.get("type").and_then(Value::as_str) == Some("hangar.tree")
             && let Some(t) = v.get("tree").and_then(Value::as_str)
         {
             if seen == step {
                 found = Some(t.to_owned());
+                after_tool = v
+                    .get("tool_use_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
                 return false;
             }
             seen += 1;
@@ -102,7 +109,7 @@ pub(crate) fn find(
         true
     })?;
     match found {
-        Some(t) if t == tree => Ok(scan.finish(step)),
+        Some(t) if t == tree => Ok(scan.finish(step, after_tool.as_deref())),
         Some(t) => Err(ControlError::Refused(format!(
             "the fork is refused: step {step} is stored as tree {tree}, but the run log's tree line says {t}; the stored events do not match the log (check them with `hangar events check RUN`)"
         ))),
@@ -138,6 +145,8 @@ enum Scan {
     Claude {
         /// (session id, uuid) of the last main-chain message.
         last: Option<(String, String)>,
+        /// (session id, uuid) of the main-chain message that holds each tool's result.
+        results: HashMap<String, (String, String)>,
     },
     Codex {
         thread: Option<String>,
@@ -152,7 +161,10 @@ enum Scan {
 impl Scan {
     fn new(harness: Harness) -> Scan {
         match harness {
-            Harness::Claude => Scan::Claude { last: None },
+            Harness::Claude => Scan::Claude {
+                last: None,
+                results: HashMap::new(),
+            },
             Harness::Codex => Scan::Codex {
                 thread: None,
                 last: None,
@@ -165,14 +177,27 @@ impl Scan {
     fn line(&mut self, v: &Value) {
         let s = |k: &str| v.get(k).and_then(Value::as_str);
         match self {
-            Scan::Claude { last } => {
+            Scan::Claude { last, results } => {
                 let main_chain = v.get("parent_tool_use_id").is_none_or(Value::is_null)
                     && v.get("isReplay") != Some(&Value::Bool(true));
                 if matches!(s("type"), Some("user" | "assistant"))
                     && main_chain
                     && let (Some(sid), Some(uuid)) = (s("session_id"), s("uuid"))
                 {
-                    *last = Some((sid.to_owned(), uuid.to_owned()));
+                    let at = (sid.to_owned(), uuid.to_owned());
+                    let blocks = v
+                        .pointer("/message/content")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten();
+                    for b in blocks {
+                        if b.get("type").and_then(Value::as_str) == Some("tool_result")
+                            && let Some(id) = b.get("tool_use_id").and_then(Value::as_str)
+                        {
+                            results.insert(id.to_owned(), at.clone());
+                        }
+                    }
+                    *last = Some(at);
                 }
             }
             Scan::Codex {
@@ -198,14 +223,21 @@ impl Scan {
         }
     }
 
-    fn finish(self, step: usize) -> Conversation {
+    /// Where the conversation ends at `step`, whose tree line followed `after_tool`'s result
+    /// (none: a phase's).
+    fn finish(self, step: usize, after_tool: Option<&str>) -> Conversation {
         match self {
-            Scan::Claude { last } => Conversation {
+            Scan::Claude { mut last, results } => {
+                if let Some(at) = after_tool.and_then(|id| results.get(id)) {
+                    last = Some(at.clone());
+                }
+                Conversation {
                 parent: last.as_ref().map(|(sid, _)| sid.clone()),
                 at: last.map(|(_, uuid)| uuid),
                 exact: true,
                 why: None,
-            },
+                }
+            }
             Scan::Codex { unnamed: true, .. } => Conversation {
                 parent: None,
                 at: None,
@@ -256,6 +288,10 @@ mod tests {
             json!({"type": "assistant", "uuid": "sub", "session_id": "s1", "parent_tool_use_id": "toolu_1"}),
             json!({"type": "assistant", "uuid": "a2", "session_id": "s1"}),
             tree("t2"),
+            json!({"type": "user", "uuid": "u2", "session_id": "s1",
+                   "message": {"content": [{"type": "tool_result", "tool_use_id": "toolu_2"}]}}),
+            json!({"type": "assistant", "uuid": "a3", "session_id": "s1"}),
+            json!({"type": "hangar.tree", "tool_use_id": "toolu_2", "tree": "t3", "ms": 1}),
         ]);
         let at = |step, t| find(Harness::Claude, &[], first.path(), step, t).unwrap();
         assert_eq!(
@@ -268,6 +304,11 @@ mod tests {
             }
         );
         assert_eq!(at(1, "t1").at.as_deref(), Some("u1"));
+        assert_eq!(
+            at(3, "t3").at.as_deref(),
+            Some("u2"),
+            "a tree line after the model's next message: cut at the tool's result"
+        );
         assert_eq!(
             at(2, "t2").at.as_deref(),
             Some("a2"),
@@ -285,7 +326,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             (c.parent.as_deref(), c.at.as_deref(), c.exact),
-            (Some("s1"), Some("a2"), true)
+            (Some("s1"), Some("a3"), true)
         );
     }
 

@@ -9,18 +9,20 @@
 //! say so. The fork's first turn starts the harness with `--fork PARENT --fork-at CUT` (see
 //! [`ControlPlane::fork_point`]); later turns resume the fork's own session.
 //!
-//! Non-goals (yet): forks of runs in a provider's sandbox. They are refused, audited, with the
-//! reason: the harness's conversation lives in that sandbox's agent home, and a fork made as a
-//! plain folder would run the agent unconfined without it; such a fork needs a new sandbox of
-//! the same environment with the conversation copied across.
+//! A run in a provider's sandbox forks into a new sandbox of the same environment, with the
+//! harness's conversation carried across from the source sandbox's agent home (`sandboxed`);
+//! a run in an in-place sandbox (`hangar run`'s default) forks into a new folder, never into the
+//! person's own. Kubernetes and e2b sandboxes' runs are refused, saying so.
 
 mod cut;
 mod rebuild;
+mod sandboxed;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use hangar_store::{Fork, NewFork, NewSandbox, Sandbox, Session, new_id};
+use hangar_sandbox::Sandbox as ProviderSandbox;
+use hangar_store::{Fork, Harness, NewFork, NewSandbox, Sandbox, Session, new_id};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -92,27 +94,11 @@ impl ControlPlane {
         let turn = self.store.turn(&run.turn_id).await?;
         let source = self.store.session(&turn.session_id).await?;
         let source_sandbox = self.store.sandbox(&source.sandbox_id).await?;
-        if let Some(sb) = crate::sandboxes::handle_of(&source_sandbox)? {
-            // The harness's conversation (Claude Code's session file, Codex's rollout) is in
-            // the sandbox's agent home, and the source ran confined: a fork made as a plain
-            // folder on this machine would lose the one and drop the other. Refused until a
-            // fork makes a sandbox of its own (S31 for sandboxed runs).
-            let why = format!(
-                "the fork is refused: run {} ran in {} sandbox {} (environment {}), and a fork of a sandboxed run is not made yet: it would have to be a new sandbox of the same environment holding the step's tree and a copy of the harness's conversation from the sandbox's agent home, while a fork today is a plain folder on this machine, where the agent would run unconfined and the conversation cannot be found",
-                run.id,
-                sb.env.provider.as_str(),
-                sb.id,
-                source_sandbox.environment
-            );
-            self.store
-                .audit()
-                .append(
-                    &req.person,
-                    "fork.refused",
-                    &json!({"run": req.run, "step": req.step, "tree": step.tree, "why": why}),
-                )
-                .await?;
-            return Err(ControlError::Refused(why));
+        let sandboxed = crate::sandboxes::handle_of(&source_sandbox)?;
+        if let Some(sb) = &sandboxed
+            && let Some(why) = sandboxed::refusal(&run.id, &source_sandbox, sb)
+        {
+            return Err(self.refused(&req, &step.tree, why).await);
         }
         let mut earlier = Vec::new();
         for t in self.store.turns(&source.id).await? {
@@ -125,7 +111,33 @@ impl ControlPlane {
             }
         }
         let sandbox_id = new_id("sb")?;
+        // A sandbox whose environment copies the repository: the step is rebuilt into a staging
+        // folder, which the new sandbox copies. Otherwise (a plain folder, or a sandbox working in
+        // place) into the fork's own folder.
+        let copying = match &sandboxed {
+            Some(_) => {
+                let env = self
+                    .store
+                    .environment(&source_sandbox.environment)
+                    .await
+                    .map_err(|e| match e {
+                        hangar_store::StoreError::NotFound { .. } => ControlError::NotFound(format!(
+                            "run {} ran in a sandbox of environment {}, which is gone; the fork is a sandbox of the same environment (`hangar env apply` makes it again)",
+                            run.id, source_sandbox.environment
+                        )),
+                        e => e.into(),
+                    })?;
+                !crate::envs::spec_of(&env)?.in_place
+            }
+            None => false,
+        };
         let dir = match &req.dir {
+            Some(_) if copying => {
+                return Err(ControlError::BadRequest(format!(
+                    "run {} ran in a sandbox of environment {}, which holds a copy of the repository: the fork is a new sandbox of it, whose work tree is its own workspace (shown as dir:); --dir is for forks whose work tree is a folder of this machine",
+                    run.id, source_sandbox.environment
+                )));
+            }
             Some(d) if d.is_absolute() => d.clone(),
             Some(d) => {
                 return Err(ControlError::BadRequest(format!(
@@ -133,6 +145,11 @@ impl ControlPlane {
                     d.display()
                 )));
             }
+            None if copying => self
+                .tools
+                .home
+                .join("forks")
+                .join(format!(".{sandbox_id}.staging")),
             None => self.tools.home.join("forks").join(&sandbox_id),
         };
         let harness = source.harness;
@@ -144,7 +161,7 @@ impl ControlPlane {
             let conversation = cut::find(harness, &earlier, &log, n, &tree)?;
             let created = prepare(&d)?;
             match rebuild::rebuild(&files, &workdir, &tree, &d) {
-                Ok(r) if r.rehashed == tree => Ok((conversation, r)),
+                Ok(r) if r.rehashed == tree => Ok((conversation, r, created)),
                 Ok(r) => {
                     clean(&d, created);
                     Err(ControlError::Refused(format!(
@@ -159,20 +176,44 @@ impl ControlPlane {
             }
         })
         .await?;
-        let (conversation, rebuilt) = match made {
+        let (conversation, rebuilt, created) = match made {
             Ok(m) => m,
-            Err(e) => {
-                if let ControlError::Refused(why) = &e {
-                    self.store
-                        .audit()
-                        .append(
-                            &req.person,
-                            "fork.refused",
-                            &json!({"run": req.run, "step": req.step, "tree": step.tree, "why": why}),
-                        )
-                        .await?;
+            Err(ControlError::Refused(why)) => {
+                return Err(self.refused(&req, &step.tree, why).await);
+            }
+            Err(e) => return Err(e),
+        };
+        // The new sandbox, and the harness's conversation carried into it.
+        let sandbox = match &sandboxed {
+            Some(from) => {
+                let made = self
+                    .fork_sandbox(
+                        &req,
+                        (&sandbox_id, &source_sandbox.environment),
+                        (from, source.harness),
+                        (&dir, created, copying),
+                        (&step.tree, conversation.parent.as_deref()),
+                    )
+                    .await;
+                match made {
+                    Ok(row) => row,
+                    Err(ControlError::Refused(why)) => {
+                        return Err(self.refused(&req, &step.tree, why).await);
+                    }
+                    Err(e) => return Err(e),
                 }
-                return Err(e);
+            }
+            None => {
+                self.store
+                    .create_sandbox(&NewSandbox {
+                        id: sandbox_id,
+                        environment: source_sandbox.environment.clone(),
+                        kind: source_sandbox.kind.clone(),
+                        workdir: dir.display().to_string(),
+                        person: req.person.clone(),
+                        handle: None,
+                    })
+                    .await?
             }
         };
         let mut warnings = Vec::new();
@@ -185,18 +226,6 @@ impl ControlPlane {
         if let Some(why) = &conversation.why {
             warnings.push(why.clone());
         }
-        let sandbox = self
-            .store
-            .create_sandbox(&NewSandbox {
-                id: sandbox_id,
-                environment: source_sandbox.environment.clone(),
-                kind: source_sandbox.kind.clone(),
-                workdir: dir.display().to_string(),
-                person: req.person.clone(),
-                // A fork is a plain folder for now, even of a provider's sandbox.
-                handle: None,
-            })
-            .await?;
         let session = self
             .store
             .create_session(&new_id("ses")?, &sandbox.id, source.harness, source.policy)
@@ -249,6 +278,71 @@ impl ControlPlane {
             sandbox,
             started,
         })
+    }
+
+    /// Records a refused fork in the audit log; the error to return (the audit's own failure
+    /// if it failed).
+    async fn refused(&self, req: &ForkRequest, tree: &str, why: String) -> ControlError {
+        match self
+            .store
+            .audit()
+            .append(
+                &req.person,
+                "fork.refused",
+                &json!({"run": req.run, "step": req.step, "tree": tree, "why": why}),
+            )
+            .await
+        {
+            Ok(_) => ControlError::Refused(why),
+            Err(e) => e.into(),
+        }
+    }
+
+    /// The fork's sandbox of environment `env`: its work tree the rebuilt folder `dir` (copied
+    /// when `copying`, then hashed again there; worked on in place otherwise), and the harness's
+    /// conversation `parent` carried in from `from`. Whatever a failure leaves is removed.
+    async fn fork_sandbox(
+        &self,
+        req: &ForkRequest,
+        (id, env): (&str, &str),
+        (from, harness): (&ProviderSandbox, Harness),
+        (dir, created, copying): (&Path, bool, bool),
+        (tree, parent): (&str, Option<&str>),
+    ) -> Result<hangar_store::Sandbox, ControlError> {
+        let made = self.make_sandbox(id, env, dir, &req.person).await;
+        if copying || made.is_err() {
+            let (d, c) = (dir.to_owned(), created || copying);
+            blocking(move || clean(&d, c)).await?;
+        }
+        let (row, sb) = made?;
+        let checked = async {
+            if copying {
+                let ws = PathBuf::from(&row.workdir);
+                let again = blocking(move || hangar_treehash::tree_id(&ws)).await?.map_err(
+                    |e| ControlError::Internal(format!("cannot hash {}: {e}", row.workdir)),
+                )?;
+                if again != tree {
+                    return Err(ControlError::Refused(format!(
+                        "the fork is refused: step {}'s tree was rebuilt and copied into sandbox {}, but its workspace hashes to {again}, not to the recorded {tree}",
+                        req.step, sb.id
+                    )));
+                }
+            }
+            if let Some(parent) = parent {
+                self.carry_conversation(from, &sb, harness, parent).await?;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = checked {
+            let _ = self.remove_sandbox(&sb.id, false, true, &req.person).await;
+            if !copying {
+                let d = dir.to_owned();
+                blocking(move || clean(&d, created)).await?;
+            }
+            return Err(e);
+        }
+        Ok(row)
     }
 
     /// The forks made from a run's steps.

@@ -71,6 +71,12 @@ pub(crate) fn rebuild(
     let scratch_git = work.join(".git");
     let mut alternates = turn_objects;
     let head = if layout.gitdir.is_some() {
+        // The clone's other side (upload-pack, which git holds safe to run in a repository it
+        // does not trust) gets none of the `-c` settings, so a repository of another owner
+        // (the agent's, in a sandbox) is allowed through a global config of hangar's own.
+        let global = scratch.0.join("gitconfig");
+        std::fs::write(&global, "[safe]\n\tdirectory = *\n")
+            .map_err(|e| Failed::Internal(format!("{}: {e}", global.display())))?;
         git(
             None,
             &[
@@ -83,7 +89,7 @@ pub(crate) fn rebuild(
                 &path_str(source)?,
                 &path_str(dest)?,
             ],
-            &[],
+            &[("GIT_CONFIG_GLOBAL", global.into_os_string())],
         )
         .map_err(|e| {
             Failed::Store(format!(
