@@ -312,6 +312,16 @@ pub fn kill(pid: u32, sig: i32) -> bool {
     }
 }
 
+/// Sends `sig` to the process group `pgid` (a harness the driver started in a group of its own:
+/// Codex's npm wrapper and the binary under it, or Claude Code and the tools it runs).
+pub fn kill_group(pgid: u32, sig: i32) -> bool {
+    match i32::try_from(pgid) {
+        // SAFETY: a plain kill(2); a negative pid names the process group, never 0 or -1.
+        Ok(p) if p > 1 => unsafe { libc::kill(-p, sig) == 0 },
+        _ => false,
+    }
+}
+
 /// Whether `pid` is there and not a zombie.
 pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

@@ -1,6 +1,8 @@
-//! `hangar-chaos [N] [--seed S] [--postgres]`: N real turns (default 50) of the real Claude Code
-//! CLI under the real driver and a real `hangar serve` (SQLite, or PostgreSQL from
-//! `HANGAR_TEST_DATABASE_URL` with `--postgres`), the model scripted by hangar-testkit's fake,
+//! `hangar-chaos [N] [--seed S] [--postgres] [--harness claude|codex|both]`: N real turns
+//! (default 50) of the real Claude Code and Codex CLIs (`both`, the default: sessions alternate
+//! between them; Codex as the driver runs it, `app-server --disable plugins` with hangar-testkit's
+//! model provider) under the real driver and a real `hangar serve` (SQLite, or PostgreSQL from
+//! `HANGAR_TEST_DATABASE_URL` with `--postgres`), the model scripted by hangar-testkit's fakes,
 //! while things are killed with SIGKILL at random points (one per turn, chosen by the seed):
 //!
 //! * `hangar serve` while the model streams, with an approval pending (answered after the
@@ -8,15 +10,18 @@
 //!   ends (the driver's `hangar.turn_end` written, not yet stored); each time it is started again;
 //! * the driver, then a message is sent: the turn must end reported as the driver's stop
 //!   (status -1) and the message start the next turn;
-//! * the harness (Claude Code), then a message is sent: the turn must end `harness_exited`
-//!   (status 1) and the message, handed back by the driver, start the next turn.
+//! * the harness (its process group), then a message is sent: the turn must end
+//!   `harness_exited` (status 1) and the message, handed back by the driver, start the next turn;
+//! * the harness while it holds a steer it accepted but never began (sent while an approval is
+//!   pending): the steer, handed back, must start the next turn, and reach the model once.
 //!
 //! Then it checks every run: its stored events equal a rebuild of its log (no event lost or
 //! stored twice), no permission request of a turn that ended normally is left pending, every
 //! recorded command has its answer (acked, refused, or reported as not landed), every steer the
-//! harness received is recorded, every message sent after a kill reached a later turn, and every
-//! turn ended with the status its kill calls for. It prints the counts and exits 1 on any
-//! violation. The seed is printed first: `hangar-chaos N --seed S` replays the same choices.
+//! harness received is recorded, every message sent after a kill (or held by a killed harness)
+//! started exactly one later turn and no model request has it twice, every turn ended with the
+//! status its kill calls for, and each turn's token totals equal the sum of its log's usage. It
+//! prints the counts per harness and exits 1 on any violation. The seed is printed first: `hangar-chaos N --seed S` replays the same choices.
 #![expect(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -28,12 +33,41 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use hangar_chaos::{Api, Env, PgSchema, Res, Rng, Serve, alive, check_events, err, exe, kill};
+use hangar_chaos::{
+    Api, Env, PgSchema, Res, Rng, Serve, alive, check_events, err, exe, kill, kill_group, rebuild,
+};
 use hangar_store::Store;
-use hangar_testkit::{FakeAnthropic, RecordedRequest, Script, Step, claude_bin, claude_env};
+use hangar_testkit::{
+    FakeAnthropic, FakeOpenAi, RecordedRequest, Script, Step, claude_bin, claude_env, codex_bin,
+    codex_env, codex_offline_args,
+};
 use serde_json::{Value, json};
 
-const USAGE: &str = "usage: hangar-chaos [N] [--seed S] [--postgres]";
+const USAGE: &str = "usage: hangar-chaos [N] [--seed S] [--postgres] [--harness claude|codex|both]";
+
+/// The harness CLI a session runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum H {
+    Claude,
+    Codex,
+}
+
+impl H {
+    fn name(self) -> &'static str {
+        match self {
+            H::Claude => "claude",
+            H::Codex => "codex",
+        }
+    }
+
+    /// A run-log line that says the harness's work is done (a kill after it is too late).
+    fn done_line(self) -> &'static str {
+        match self {
+            H::Claude => "\"type\":\"result\"",
+            H::Codex => "\"type\":\"turn.completed\"",
+        }
+    }
+}
 
 /// Where a turn gets its kill.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -45,9 +79,10 @@ enum Point {
     Ending,
     Driver,
     Harness,
+    HarnessHeld,
 }
 
-const POINTS: [Point; 7] = [
+const POINTS: [Point; 8] = [
     Point::None,
     Point::Streaming,
     Point::Approval,
@@ -55,6 +90,7 @@ const POINTS: [Point; 7] = [
     Point::Ending,
     Point::Driver,
     Point::Harness,
+    Point::HarnessHeld,
 ];
 
 impl Point {
@@ -67,6 +103,7 @@ impl Point {
             Point::Ending => "serve: turn ending",
             Point::Driver => "driver",
             Point::Harness => "harness",
+            Point::HarnessHeld => "harness: steer held",
         }
     }
 }
@@ -75,9 +112,16 @@ fn main() -> ExitCode {
     let mut n = 50usize;
     let mut seed = None;
     let mut postgres = false;
+    let mut harnesses = vec![H::Claude, H::Codex];
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
+            "--harness" => match args.next().as_deref() {
+                Some("claude") => harnesses = vec![H::Claude],
+                Some("codex") => harnesses = vec![H::Codex],
+                Some("both") => harnesses = vec![H::Claude, H::Codex],
+                _ => return usage(),
+            },
             "--seed" => match args.next().and_then(|v| v.parse().ok()) {
                 Some(s) => seed = Some(s),
                 None => return usage(),
@@ -101,7 +145,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(chaos(n, seed, postgres)) {
+    match rt.block_on(chaos(n, seed, postgres, &harnesses)) {
         Ok(0) => {
             println!("chaos: ok");
             ExitCode::SUCCESS
@@ -122,28 +166,35 @@ fn usage() -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The fake model's answer to any request: a tool call for a turn's prompt, a slow text after a
-/// tool result or for a message (a steer, or a message a turn starts with).
+/// The fake models' answer to any request (Anthropic's for Claude Code, Responses for Codex): a
+/// tool call for a turn's prompt (`Bash` / `exec_command`), a slow text after a tool result or
+/// for a message (a steer, or a message a turn starts with). The prompt is looked at first: a
+/// Codex thread resumed after a kill replays the killed call with an output before it.
 fn respond(r: &RecordedRequest) -> Step {
+    let text = r.newest_input_text();
+    if let Some(tag) = text
+        .split_whitespace()
+        .skip_while(|w| *w != "CHAOS-TOOL")
+        .nth(1)
+    {
+        let command = format!("echo {tag} >> chaos.txt");
+        return if r.is_responses() {
+            Step::exec(command)
+        } else {
+            Step::tool(
+                "Bash",
+                json!({"command": command, "description": "note the turn"}),
+            )
+        };
+    }
     if r.last_user_has_tool_result() {
         return Step::text("the tool ran; here is a summary of what it did, streamed slowly")
             .chunks(14)
             .chunk_delay(Duration::from_millis(45));
     }
-    let text = r.newest_input_text();
-    match text
-        .split_whitespace()
-        .skip_while(|w| *w != "CHAOS-TOOL")
-        .nth(1)
-    {
-        Some(tag) => Step::tool(
-            "Bash",
-            json!({"command": format!("echo {tag} >> chaos.txt"), "description": "note the turn"}),
-        ),
-        None => Step::text("noted")
-            .chunks(6)
-            .chunk_delay(Duration::from_millis(40)),
-    }
+    Step::text("noted")
+        .chunks(6)
+        .chunk_delay(Duration::from_millis(40))
 }
 
 /// The whole run's state.
@@ -153,24 +204,33 @@ struct Chaos {
     api: Api,
     store: Store,
     fake: FakeAnthropic,
+    fake_codex: FakeOpenAi,
+    /// Codex's `-c` settings for its sessions (the fake provider).
+    codex_config: Vec<String>,
     rng: Rng,
     restarts: usize,
     answered_after_restart: usize,
-    /// Kills done, by point (a kill that came too late, after the turn's result, is `late`).
-    kills: BTreeMap<Point, usize>,
-    /// Turns by the point chosen for them.
-    chosen: BTreeMap<Point, usize>,
-    late: usize,
-    violations: Vec<String>,
+    /// Each session's harness.
+    harness_of: BTreeMap<String, H>,
+    /// Kills done, by harness and point (a kill that came too late, after the harness's work was
+    /// done, is `late`).
+    kills: BTreeMap<(H, Point), usize>,
+    /// Turns by harness and the point chosen for them.
+    chosen: BTreeMap<(H, Point), usize>,
+    late: BTreeMap<H, usize>,
+    /// What failed, with the harness of the session it concerns.
+    violations: Vec<(H, String)>,
     /// Steers sent: (session, text, what the API said).
     steers: Vec<(String, String, String)>,
-    /// Messages sent after a driver or harness kill, which must reach a later turn: (session, text).
+    /// Messages sent after a driver or harness kill, or held by a killed harness, each of which
+    /// must start exactly one later turn: (session, text).
     must_reach: Vec<(String, String)>,
     /// Every run seen, and the status its turn must end with (None: any the log explains).
     runs: Vec<RunSeen>,
 }
 
 struct RunSeen {
+    harness: H,
     session: String,
     run: String,
     turn: String,
@@ -189,11 +249,14 @@ enum Want {
     HandedBack,
 }
 
-async fn chaos(n: usize, seed: u64, postgres: bool) -> Res<usize> {
+async fn chaos(n: usize, seed: u64, postgres: bool, harnesses: &[H]) -> Res<usize> {
     let driver = exe("HANGAR_DRIVER_BIN", "hangar-driver")?;
     let claude = claude_bin().map_err(|e| e.to_string())?;
+    let codex = codex_bin().map_err(|e| e.to_string())?;
     let fake =
         FakeAnthropic::start(Script::new([]).responder(respond)).map_err(err("the fake model"))?;
+    let fake_codex = FakeOpenAi::start(Script::new([]).responder(respond))
+        .map_err(err("the fake Responses model"))?;
     let pg = if postgres {
         let base = std::env::var("HANGAR_TEST_DATABASE_URL").map_err(|_| {
             "--postgres: HANGAR_TEST_DATABASE_URL is not set (url=$(scripts/start-postgres) && export \"$url\")".to_owned()
@@ -205,11 +268,21 @@ async fn chaos(n: usize, seed: u64, postgres: bool) -> Res<usize> {
     let env0 = Env::new(Vec::new())?;
     let config = env0.root.path().join("claude-config");
     std::fs::create_dir_all(&config).map_err(err("claude's config folder"))?;
+    let codex_home = env0.root.path().join("codex-home");
+    std::fs::create_dir_all(&codex_home).map_err(err("codex's home"))?;
     let mut vars = vec![
         ("HANGAR_DRIVER_BIN".to_owned(), driver.display().to_string()),
         ("HANGAR_CLAUDE_BIN".to_owned(), claude.display().to_string()),
+        ("HANGAR_CODEX_BIN".to_owned(), codex.display().to_string()),
     ];
     vars.extend(claude_env(&fake.base_url(), &config));
+    vars.extend(codex_env(&codex_home));
+    // The driver adds `--disable plugins` itself; these are the fake provider's settings.
+    let codex_config: Vec<String> = codex_offline_args(&fake_codex.base_url())
+        .chunks(2)
+        .filter(|p| p[0] == "-c")
+        .map(|p| p[1].clone())
+        .collect();
     if let Some(s) = &pg {
         vars.push(("HANGAR_DATABASE_URL".to_owned(), s.url()));
     }
@@ -224,9 +297,16 @@ async fn chaos(n: usize, seed: u64, postgres: bool) -> Res<usize> {
         .map_err(err("open the store"))?;
     let serve = Serve::start(&env, &[], &env.root.path().join("serve.log"))?;
     let api = Api::new(&serve.url, &token)?;
+    let names: Vec<String> = harnesses
+        .iter()
+        .map(|h| match h {
+            H::Claude => format!("Claude Code {}", hangar_testkit::CLAUDE_CODE_VERSION),
+            H::Codex => format!("Codex {}", hangar_testkit::CODEX_VERSION),
+        })
+        .collect();
     println!(
-        "chaos: {n} turns of Claude Code {} (policy ask) under {} on {}; hangar serve's log: {}",
-        hangar_testkit::CLAUDE_CODE_VERSION,
+        "chaos: {n} turns of {} (policy ask) under {} on {}; hangar serve's log: {}",
+        names.join(" and "),
         driver.display(),
         if pg.is_some() { "PostgreSQL" } else { "SQLite" },
         serve.log.display()
@@ -237,35 +317,48 @@ async fn chaos(n: usize, seed: u64, postgres: bool) -> Res<usize> {
         api,
         store,
         fake,
+        fake_codex,
+        codex_config,
         rng: Rng::new(seed),
         restarts: 0,
         answered_after_restart: 0,
+        harness_of: BTreeMap::new(),
         kills: BTreeMap::new(),
         chosen: BTreeMap::new(),
-        late: 0,
+        late: BTreeMap::new(),
         violations: Vec::new(),
         steers: Vec::new(),
         must_reach: Vec::new(),
         runs: Vec::new(),
     };
-    // Turns go round a few sessions, one turn at a time (the fake model answers in order).
+    // Turns go round a few sessions, one turn at a time (the fake model answers in order); with
+    // both harnesses, sessions alternate between them.
     let sessions = n.div_ceil(5).max(1);
     let mut ids: Vec<Option<String>> = vec![None; sessions];
     let started = Instant::now();
     for t in 0..n {
         let s = t % sessions;
+        let h = harnesses[s % harnesses.len()];
         let point = POINTS[c.rng.below(POINTS.len() as u64) as usize];
-        *c.chosen.entry(point).or_default() += 1;
+        *c.chosen.entry((h, point)).or_default() += 1;
         let dir = c.env.root.path().join(format!("work-{s}"));
         std::fs::create_dir_all(&dir).map_err(err("a work folder"))?;
         if verbose() {
-            println!("chaos: turn {t} (session {s}): {}", point.name());
+            println!(
+                "chaos: turn {t} (session {s}, {}): {}",
+                h.name(),
+                point.name()
+            );
         }
-        let res = c.turn(t, &dir, &mut ids[s], point).await;
+        let res = c.turn(t, &dir, &mut ids[s], h, point).await;
         if let Err(e) = res {
-            println!("chaos: turn {t} ({}) failed: {e}", point.name());
+            println!(
+                "chaos: turn {t} ({} {}) failed: {e}",
+                h.name(),
+                point.name()
+            );
             c.violations
-                .push(format!("turn {t} ({}): {e}", point.name()));
+                .push((h, format!("turn {t} ({} {}): {e}", h.name(), point.name())));
             // The run can no longer be followed: stop here with what is known.
             break;
         }
@@ -293,19 +386,36 @@ async fn chaos(n: usize, seed: u64, postgres: bool) -> Res<usize> {
         "chaos: {n} turns driven, {turns} runs in all (turns started with handed-back messages included) in {:.0} s",
         started.elapsed().as_secs_f64()
     );
-    println!("  kill point                 turns  kills");
+    let mut head = format!("  {:<26}", "kill point");
+    for h in harnesses {
+        head += &format!("  {:>7}: turns kills", h.name());
+    }
+    println!("{head}");
+    let count =
+        |m: &BTreeMap<(H, Point), usize>, h: H, p: Point| m.get(&(h, p)).copied().unwrap_or(0);
     for p in POINTS {
+        let mut row = format!("  {:<26}", p.name());
+        for h in harnesses {
+            row += &format!(
+                "  {:>7}  {:>5} {:>5}",
+                "",
+                count(&c.chosen, *h, p),
+                count(&c.kills, *h, p)
+            );
+        }
+        println!("{row}");
+    }
+    for h in harnesses {
+        let runs = c.runs.iter().filter(|r| r.harness == *h).count();
+        let turns: usize = POINTS.iter().map(|p| count(&c.chosen, *h, *p)).sum();
+        let kills: usize = POINTS.iter().map(|p| count(&c.kills, *h, *p)).sum();
         println!(
-            "  {:<26} {:>5}  {:>5}",
-            p.name(),
-            c.chosen.get(&p).copied().unwrap_or(0),
-            c.kills.get(&p).copied().unwrap_or(0)
+            "  {:<7} {turns} turns driven, {runs} runs, {kills} kills, {} too late (after its work was done; the turn must end normally), {} mismatches",
+            h.name(),
+            c.late.get(h).copied().unwrap_or(0),
+            c.violations.iter().filter(|v| v.0 == *h).count()
         );
     }
-    println!(
-        "  kills too late (after the turn's result; the turn must end normally) {}",
-        c.late
-    );
     println!("  hangar serve restarts       {}", c.restarts);
     println!(
         "  events checked              {} (stored = rebuilt from the run logs)",
@@ -328,20 +438,31 @@ async fn chaos(n: usize, seed: u64, postgres: bool) -> Res<usize> {
             .count()
     );
     println!(
-        "  messages handed to a next turn {}/{}",
+        "  messages handed to exactly one next turn {}/{}",
         checked.reached,
         c.must_reach.len()
     );
-    println!("  model requests               {}", c.fake.requests().len());
+    println!(
+        "  turns whose token totals equal their log's usage {}/{}",
+        checked.usage_ok,
+        c.runs.len()
+    );
+    println!(
+        "  model requests               {} (Anthropic {}, Responses {})",
+        c.fake.requests().len() + c.fake_codex.requests().len(),
+        c.fake.requests().len(),
+        c.fake_codex.requests().len()
+    );
     println!("  mismatches                   {}", c.violations.len());
-    for v in c.violations.iter().take(30) {
-        println!("  VIOLATION {v}");
+    for (h, v) in c.violations.iter().take(30) {
+        println!("  VIOLATION ({}) {v}", h.name());
     }
     Ok(c.violations.len())
 }
 
 #[derive(Default)]
 struct Checked {
+    usage_ok: usize,
     events: usize,
     commands: usize,
     acked: usize,
@@ -377,8 +498,15 @@ impl Chaos {
         Ok(())
     }
 
-    fn killed(&mut self, p: Point) {
-        *self.kills.entry(p).or_default() += 1;
+    fn killed(&mut self, h: H, p: Point) {
+        *self.kills.entry((h, p)).or_default() += 1;
+    }
+
+    /// Every model request so far, of both fakes.
+    fn requests(&self) -> Vec<RecordedRequest> {
+        let mut r = self.fake.requests();
+        r.extend(self.fake_codex.requests());
+        r
     }
 
     /// Waits for `f` to give a value, up to `secs`.
@@ -426,6 +554,7 @@ impl Chaos {
             let run = t["run_id"].as_str().unwrap_or_default().to_owned();
             if !run.is_empty() && !self.runs.iter().any(|r| r.run == run) {
                 self.runs.push(RunSeen {
+                    harness: self.harness_of.get(session).copied().unwrap_or(H::Claude),
                     session: session.to_owned(),
                     run,
                     turn: t["id"].as_str().unwrap_or_default().to_owned(),
@@ -457,18 +586,23 @@ impl Chaos {
         t: usize,
         dir: &Path,
         session: &mut Option<String>,
+        h: H,
         point: Point,
     ) -> Res<()> {
         let prompt = format!("CHAOS-TOOL t{t} run the tool");
         let (sid, run, turn) = match session.as_deref() {
             None => {
-                let body =
-                    json!({"dir": dir, "policy": "ask", "harness": "claude", "prompt": prompt});
+                let mut body =
+                    json!({"dir": dir, "policy": "ask", "harness": h.name(), "prompt": prompt});
+                if h == H::Codex {
+                    body["options"] = json!({"codex_config": self.codex_config});
+                }
                 let (s, v) = self.api.call("POST", "/v1/sessions", Some(&body)).await?;
                 if s != 201 {
                     return Err(format!("start a session: {s} {v}"));
                 }
                 let sid = v["session"]["id"].as_str().unwrap_or_default().to_owned();
+                self.harness_of.insert(sid.clone(), h);
                 *session = Some(sid.clone());
                 (
                     sid,
@@ -505,15 +639,48 @@ impl Chaos {
                 Ok(a["approvals"][0]["request_id"].as_str().map(str::to_owned))
             })
             .await?;
+        if point == Point::HarnessHeld {
+            // A steer while the approval is pending: the harness takes it and holds it (Claude
+            // Code queues it, Codex keeps it for after the command); then the harness is killed.
+            let text = format!("CHAOS-HELD t{t} and mention the weather");
+            let (s, v) = self
+                .api
+                .call(
+                    "POST",
+                    &format!("/v1/runs/{run}/steer"),
+                    Some(&json!({"text": text})),
+                )
+                .await?;
+            self.steers
+                .push((sid.clone(), text.clone(), format!("{s} {v}")));
+            self.must_reach.push((sid.clone(), text));
+            tokio::time::sleep(self.rng.ms(100, 500)).await;
+            let Some((_, harness)) = self.pids(&run) else {
+                return Err(format!("run {run}: no hangar.started line"));
+            };
+            kill_group(harness, libc::SIGKILL);
+            self.killed(h, point);
+            self.runs.push(RunSeen {
+                harness: h,
+                session: sid.clone(),
+                run,
+                turn,
+                want: Want::HarnessExited,
+            });
+            return self.settle(&sid).await;
+        }
         let mut answered_after_restart = false;
         if point == Point::Approval {
             tokio::time::sleep(self.rng.ms(0, 200)).await;
             self.restart().await?;
-            self.killed(point);
+            self.killed(h, point);
             let a = self.api.get(&format!("/v1/runs/{run}/approvals")).await?;
             if a["approvals"][0]["request_id"].as_str() != Some(rid.as_str()) {
-                self.violations.push(format!(
-                    "run {run}: the pending approval {rid} is not listed after the restart: {a}"
+                self.violations.push((
+                    h,
+                    format!(
+                        "run {run}: the pending approval {rid} is not listed after the restart: {a}"
+                    ),
                 ));
             }
             answered_after_restart = true;
@@ -527,24 +694,27 @@ impl Chaos {
             )
             .await?;
         if s != 200 || v["outcome"] != "done" {
-            self.violations.push(format!(
-                "run {run}: answering {rid}{}: {s} {v}",
-                if answered_after_restart {
-                    " after the restart"
-                } else {
-                    ""
-                }
+            self.violations.push((
+                h,
+                format!(
+                    "run {run}: answering {rid}{}: {s} {v}",
+                    if answered_after_restart {
+                        " after the restart"
+                    } else {
+                        ""
+                    }
+                ),
             ));
         } else if answered_after_restart {
             self.answered_after_restart += 1;
         }
         // The tool runs and the model streams its summary (about 0.6 s).
         match point {
-            Point::None | Point::Approval => {}
+            Point::None | Point::Approval | Point::HarnessHeld => {}
             Point::Streaming => {
                 tokio::time::sleep(self.rng.ms(0, 600)).await;
                 self.restart().await?;
-                self.killed(point);
+                self.killed(h, point);
             }
             Point::Steer => {
                 tokio::time::sleep(self.rng.ms(50, 400)).await;
@@ -555,7 +725,7 @@ impl Chaos {
                 let call = tokio::spawn(async move { api.call("POST", &path, Some(&body)).await });
                 tokio::time::sleep(self.rng.ms(0, 40)).await;
                 self.restart().await?;
-                self.killed(point);
+                self.killed(h, point);
                 let said = match call.await {
                     Ok(Ok((s, v))) => format!("{s} {v}"),
                     Ok(Err(e)) => format!("transport: {e}"),
@@ -575,24 +745,24 @@ impl Chaos {
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }
                 self.restart().await?;
-                self.killed(point);
+                self.killed(h, point);
             }
             Point::Driver | Point::Harness => {
                 tokio::time::sleep(self.rng.ms(0, 500)).await;
                 let Some((driver, harness)) = self.pids(&run) else {
                     return Err(format!("run {run}: no hangar.started line"));
                 };
-                if self.log_has(&run, "\"type\":\"result\"") {
-                    // Too late: the turn's result is in; it ends normally.
-                    self.late += 1;
+                if self.log_has(&run, h.done_line()) {
+                    // Too late: the harness's work is done; the turn ends normally.
+                    *self.late.entry(h).or_default() += 1;
                 } else {
-                    let victim = if point == Point::Driver {
-                        driver
+                    if point == Point::Driver {
+                        kill(driver, libc::SIGKILL);
                     } else {
-                        harness
-                    };
-                    kill(victim, libc::SIGKILL);
-                    self.killed(point);
+                        // The harness's process group (Codex: the npm wrapper and the binary).
+                        kill_group(harness, libc::SIGKILL);
+                    }
+                    self.killed(h, point);
                     want = if point == Point::Driver {
                         Want::DriverStopped
                     } else {
@@ -622,13 +792,14 @@ impl Chaos {
                         // The harness goes with its driver (its stdin closed); make sure.
                         tokio::time::sleep(Duration::from_millis(500)).await;
                         if alive(harness) {
-                            kill(harness, libc::SIGKILL);
+                            kill_group(harness, libc::SIGKILL);
                         }
                     }
                 }
             }
         }
         self.runs.push(RunSeen {
+            harness: h,
             session: sid.clone(),
             run,
             turn,
@@ -646,9 +817,10 @@ impl Chaos {
         for s in sessions.iter().flatten() {
             self.settle(s).await?;
         }
-        let requests = self.fake.requests();
-        let mut v = Vec::new();
+        let requests = self.requests();
+        let mut v: Vec<(H, String)> = Vec::new();
         for r in &self.runs {
+            let h = r.harness;
             let t = self.api.get(&format!("/v1/turns/{}", r.turn)).await?;
             let (status, reason) = (
                 t["status"].as_i64(),
@@ -660,15 +832,48 @@ impl Chaos {
                 Want::HarnessExited => status == Some(1) && reason.contains("harness_exited"),
             };
             if !ok {
-                v.push(format!(
-                    "run {} ({:?}): the turn ended with status {status:?} ({reason})",
-                    r.run, r.want
+                v.push((
+                    h,
+                    format!(
+                        "run {} ({} {:?}): the turn ended with status {status:?} ({reason})",
+                        r.run,
+                        h.name(),
+                        r.want
+                    ),
                 ));
             }
             let log = self.env.ctl(&r.run).join("run.log");
             let (n, mismatch) = check_events(&self.api, &r.run, &log).await?;
             c.events += n;
-            v.extend(mismatch);
+            v.extend(mismatch.map(|m| (h, m)));
+            // The turn's token totals are the sum of its log's usage (a restart included).
+            let mut sum = [0u64; 3];
+            for e in rebuild(&log).iter().filter(|e| e["kind"] == "usage") {
+                for (i, k) in ["input_tokens", "output_tokens", "cached_input_tokens"]
+                    .iter()
+                    .enumerate()
+                {
+                    sum[i] = sum[i].saturating_add(e[k].as_u64().unwrap_or(0));
+                }
+            }
+            let u = &t["usage"];
+            let stored = [
+                u["input_tokens"].as_u64().unwrap_or(0),
+                u["output_tokens"].as_u64().unwrap_or(0),
+                u["cached_input_tokens"].as_u64().unwrap_or(0),
+            ];
+            if stored == sum {
+                c.usage_ok += 1;
+            } else {
+                v.push((
+                    h,
+                    format!(
+                        "run {} ({}): the turn's tokens (input, output, cached) are {stored:?}, its log's usage sums to {sum:?}",
+                        r.run,
+                        h.name()
+                    ),
+                ));
+            }
             if matches!(r.want, Want::Ok | Want::HandedBack) {
                 let pending = self
                     .api
@@ -678,9 +883,12 @@ impl Chaos {
                     .as_array()
                     .is_some_and(|a| !a.is_empty())
                 {
-                    v.push(format!(
-                        "run {}: approvals left pending after the turn ended: {pending}",
-                        r.run
+                    v.push((
+                        h,
+                        format!(
+                            "run {}: approvals left pending after the turn ended: {pending}",
+                            r.run
+                        ),
                     ));
                 }
             }
@@ -694,13 +902,17 @@ impl Chaos {
                         c.not_landed += 1
                     }
                     (Some(_), _) => c.acked += 1,
-                    (None, _) => v.push(format!(
-                        "run {}: command {} ({} {}) has no answer after the turn ended",
-                        r.run, cmd.seq, cmd.kind, cmd.body
+                    (None, _) => v.push((
+                        h,
+                        format!(
+                            "run {}: command {} ({} {}) has no answer after the turn ended",
+                            r.run, cmd.seq, cmd.kind, cmd.body
+                        ),
                     )),
                 }
             }
         }
+        let harness_of = |s: &str| self.harness_of.get(s).copied().unwrap_or(H::Claude);
         // Every steer the harness received is recorded as a command of its session's runs.
         for (session, text, said) in &self.steers {
             let seen = requests
@@ -720,20 +932,41 @@ impl Chaos {
                     .is_some_and(|p| p.contains(text.as_str()));
             }
             if seen && !recorded {
-                v.push(format!("session {session}: the harness got the steer {text:?} but the store has no record of it (the API said {said})"));
+                v.push((harness_of(session), format!("session {session}: the harness got the steer {text:?} but the store has no record of it (the API said {said})")));
+            }
+            // No conversation has a message twice (a message handed back that the killed
+            // harness had kept as well would be).
+            if let Some(q) = requests
+                .iter()
+                .find(|q| q.all_text().matches(text.as_str()).count() > 1)
+            {
+                v.push((
+                    harness_of(session),
+                    format!(
+                        "session {session}: a model request has {text:?} {} times",
+                        q.all_text().matches(text.as_str()).count()
+                    ),
+                ));
             }
         }
         for (session, text) in &self.must_reach {
             let turns = self.turns(session).await?;
-            if turns.iter().any(|t| {
-                t["prompt"]
-                    .as_str()
-                    .is_some_and(|p| p.contains(text.as_str()))
-            }) {
+            let started = turns
+                .iter()
+                .filter(|t| {
+                    t["prompt"]
+                        .as_str()
+                        .is_some_and(|p| p.contains(text.as_str()))
+                })
+                .count();
+            if started == 1 {
                 c.reached += 1;
             } else {
-                v.push(format!(
-                    "session {session}: the message {text:?} sent after the kill started no turn"
+                v.push((
+                    harness_of(session),
+                    format!(
+                        "session {session}: the message {text:?} sent after the kill (or held by the killed harness) started {started} turns, not 1"
+                    ),
                 ));
             }
         }
