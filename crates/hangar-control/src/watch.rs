@@ -22,9 +22,45 @@ use crate::plane::ControlPlane;
 struct Totals {
     usage: Usage,
     cost: Option<f64>,
+    /// The watcher started past the log's start (a re-attach): the events before are not in
+    /// these sums, so the turn's end sums the run's stored `usage` events instead.
+    partial: bool,
 }
 
 impl Totals {
+    /// The sums over every `usage` event stored for the run (after a re-attach).
+    async fn stored(store: &Store, run: &str) -> Result<Totals, StoreError> {
+        let mut t = Totals::default();
+        let mut after = 0;
+        loop {
+            let page = store
+                .events_after(hangar_store::EventScope::Run(run), after, 1000)
+                .await?;
+            let Some(last) = page.last() else {
+                return Ok(t);
+            };
+            after = last.id;
+            for e in page.iter().filter(|e| e.kind == "usage") {
+                if let Ok(ProgressEvent {
+                    kind:
+                        EventKind::Usage {
+                            input_tokens,
+                            output_tokens,
+                            cached_input_tokens,
+                            cost_usd,
+                        },
+                    ..
+                }) = serde_json::from_value(e.payload.clone())
+                {
+                    t.add(
+                        Usage::from_tokens(input_tokens, output_tokens, cached_input_tokens),
+                        cost_usd,
+                    );
+                }
+            }
+        }
+    }
+
     /// One `usage` event: the counts saturate at `i64::MAX` (what the harness wrote is not
     /// trusted to stay small).
     fn add(&mut self, usage: Usage, cost_usd: Option<f64>) {
@@ -43,7 +79,10 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
         .clone()
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_else(|| ParseContext::at(cursor));
-    let mut totals = Totals::default();
+    let mut totals = Totals {
+        partial: cursor > 0,
+        ..Totals::default()
+    };
     // Idle polls cost little: the log is only read when it has grown past the cursor, the
     // driver's pid is kept once known, and /proc is looked at about once a second.
     let mut pid = run.driver_pid;
@@ -451,6 +490,15 @@ async fn end_turn(
     crate::orphan::settle_commands(plane, &run.id, handed_back).await;
     let store = &plane.store;
     plane.mailboxes.remove(&run.id);
+    let stored = if totals.partial {
+        Totals::stored(store, &run.id)
+            .await
+            .inspect_err(|e| tracing::warn!(run = %run.id, error = %e, "cannot sum the run's usage; the turn's totals count only what came after the re-attach"))
+            .ok()
+    } else {
+        None
+    };
+    let totals = stored.as_ref().unwrap_or(totals);
     let mut u = TurnUpdate::to(TurnState::Ended);
     u.status = Some(i64::from(status));
     u.reason = Some(reason.to_owned());
