@@ -1,7 +1,9 @@
 //! A client of Tower's contract (`../shared/design/tower-contract.md`), std only: HTTP/1.1 over
 //! a TCP connection per request (`connection: close`), a deadline on every step, answers capped
 //! at [`MAX_ANSWER`]. Every way Tower can fail to give a readable answer is a [`Fault`]: the
-//! callers fail closed on it.
+//! callers fail closed on it. With `HTTP_PROXY` (or `http_proxy`) set and Tower's host not in
+//! `NO_PROXY`, requests go through that proxy in absolute form (`POST http://tower/... HTTP/1.1`):
+//! how a sandbox with an egress allowlist reaches Tower, through hangar's egress proxy.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -55,7 +57,10 @@ pub struct ApprovalState {
 pub struct Tower {
     /// `host:port` for the Host header.
     authority: String,
+    /// Tower's addresses, or the proxy's.
     addrs: Vec<SocketAddr>,
+    /// Requests name the whole URL (through a proxy).
+    via_proxy: bool,
     /// Path prefix of `TOWER` (without a trailing slash).
     prefix: String,
     token: String,
@@ -91,20 +96,37 @@ impl Tower {
         } else {
             format!("{authority}:80")
         };
-        let addrs: Vec<SocketAddr> = with_port
-            .to_socket_addrs()
-            .map_err(|e| {
-                Fault(format!(
-                    "Tower at {url} is unreachable: cannot resolve {authority}: {e}"
-                ))
-            })?
-            .collect();
+        let host = host_of(authority);
+        let proxy = proxy_for(
+            &host,
+            env_either("HTTP_PROXY", "http_proxy").as_deref(),
+            env_either("NO_PROXY", "no_proxy").as_deref(),
+        )?;
+        let addrs: Vec<SocketAddr> = match &proxy {
+            Some(p) => p
+                .to_socket_addrs()
+                .map_err(|e| {
+                    Fault(format!(
+                        "Tower at {url} is unreachable: cannot resolve the proxy {p} (HTTP_PROXY): {e}"
+                    ))
+                })?
+                .collect(),
+            None => with_port
+                .to_socket_addrs()
+                .map_err(|e| {
+                    Fault(format!(
+                        "Tower at {url} is unreachable: cannot resolve {authority}: {e}"
+                    ))
+                })?
+                .collect(),
+        };
         if token.trim().is_empty() {
             return Err(Fault("the key or passport for Tower is empty".into()));
         }
         Ok(Tower {
             authority: authority.to_owned(),
             addrs,
+            via_proxy: proxy.is_some(),
             prefix: prefix.to_owned(),
             token: token.trim().to_owned(),
             shown: url.to_owned(),
@@ -213,8 +235,13 @@ impl Tower {
         };
         let _ = s.set_nodelay(true);
         let payload = body.map(Value::to_string).unwrap_or_default();
+        let origin = if self.via_proxy {
+            format!("http://{}", self.authority)
+        } else {
+            String::new()
+        };
         let mut req = format!(
-            "{method} {}{path} HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {}\r\naccept: application/json\r\nconnection: close\r\nuser-agent: hangar-tower-hook\r\n",
+            "{method} {origin}{}{path} HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {}\r\naccept: application/json\r\nconnection: close\r\nuser-agent: hangar-tower-hook\r\n",
             self.prefix, self.authority, self.token
         );
         if body.is_some() {
@@ -264,6 +291,72 @@ impl Tower {
         }
         parse_response(&raw)
     }
+}
+
+fn env_either(upper: &str, lower: &str) -> Option<String> {
+    std::env::var(upper)
+        .ok()
+        .or_else(|| std::env::var(lower).ok())
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// An authority's host, lower-case, without port or brackets.
+fn host_of(authority: &str) -> String {
+    let a = authority.rsplit('@').next().unwrap_or(authority);
+    let host = if let Some(v6) = a.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        a.rsplit_once(':').map_or(a, |(h, _)| h)
+    };
+    host.to_ascii_lowercase()
+}
+
+/// The proxy (`host:port`) to reach `host` through: `http_proxy` unless `no_proxy` names the
+/// host (`*`, the host itself, or a domain it is under; ports are not compared). A proxy
+/// variable that is not an `http://host:port` address is a fault, not a reason to go direct.
+fn proxy_for(
+    host: &str,
+    http_proxy: Option<&str>,
+    no_proxy: Option<&str>,
+) -> Result<Option<String>, Fault> {
+    let Some(proxy) = http_proxy else {
+        return Ok(None);
+    };
+    let bypass = no_proxy.unwrap_or_default().split(',').any(|e| {
+        let e = e.trim().to_ascii_lowercase();
+        let e = e.rsplit_once(':').map_or(e.as_str(), |(h, p)| {
+            if p.parse::<u16>().is_ok() && !h.ends_with(':') {
+                h
+            } else {
+                e.as_str()
+            }
+        });
+        let e = e.trim_start_matches("*.").trim_start_matches('.');
+        e == "*" || (!e.is_empty() && (host == e || host.ends_with(&format!(".{e}"))))
+    });
+    if bypass {
+        return Ok(None);
+    }
+    let rest = proxy.trim().strip_prefix("http://").ok_or_else(|| {
+        Fault(format!(
+            "the proxy {proxy:?} (HTTP_PROXY) is not an http:// address"
+        ))
+    })?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or(authority);
+    if authority.is_empty() {
+        return Err(Fault(format!(
+            "the proxy {proxy:?} (HTTP_PROXY) names no host"
+        )));
+    }
+    let has_port = authority
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| p.parse::<u16>().is_ok() && !h.is_empty());
+    Ok(Some(if has_port {
+        authority.to_owned()
+    } else {
+        format!("{authority}:80")
+    }))
 }
 
 /// The JSON body of an answer, or the fault its status says.
@@ -508,6 +601,43 @@ pub fn client_info(env: Option<&str>, sandbox: Option<&str>, run: Option<&str>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_proxy_is_used_unless_no_proxy_names_the_host() {
+        let p = Some("http://127.0.0.1:980");
+        let np = Some("localhost,127.0.0.1,::1");
+        assert_eq!(
+            proxy_for("tower.example.com", p, np).unwrap().as_deref(),
+            Some("127.0.0.1:980")
+        );
+        assert_eq!(proxy_for("127.0.0.1", p, np).unwrap(), None);
+        assert_eq!(proxy_for("::1", p, np).unwrap(), None);
+        assert_eq!(
+            proxy_for("a.example.com", p, Some(".example.com")).unwrap(),
+            None
+        );
+        assert_eq!(
+            proxy_for("a.example.com", p, Some("example.com:443")).unwrap(),
+            None
+        );
+        assert_eq!(proxy_for("x.test", p, Some("*")).unwrap(), None);
+        assert!(
+            proxy_for("notexample.com", p, Some("example.com"))
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(proxy_for("x.test", None, np).unwrap(), None);
+        assert_eq!(
+            proxy_for("x.test", Some("http://proxy.test/"), None)
+                .unwrap()
+                .as_deref(),
+            Some("proxy.test:80")
+        );
+        assert!(proxy_for("x.test", Some("socks5://p:1"), None).is_err());
+        assert_eq!(host_of("[::1]:8080"), "::1");
+        assert_eq!(host_of("Tower.Test:80"), "tower.test");
+        assert_eq!(host_of("tower.test"), "tower.test");
+    }
 
     #[test]
     fn responses_are_read_or_refused() {

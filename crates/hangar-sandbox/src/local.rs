@@ -385,6 +385,50 @@ impl LocalProvider {
         Ok(a.0)
     }
 
+    /// One run of bubblewrap for `exec`.
+    async fn exec_once(
+        &self,
+        program: &Path,
+        before: &[OsString],
+        args: &[OsString],
+        req: &ExecRequest,
+    ) -> Result<Output, SandboxError> {
+        let mut child = Command::new(program)
+            .args(before)
+            .args(args)
+            .env_clear()
+            .stdin(if req.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| failed("cannot run bwrap (apt-get install bubblewrap)", e))?;
+        let writer = match (child.stdin.take(), req.stdin.clone()) {
+            (Some(mut stdin), Some(bytes)) => Some(tokio::spawn(async move {
+                // The command may exit without reading it all: not an error of ours.
+                let _ = stdin.write_all(&bytes).await;
+                let _ = stdin.shutdown().await;
+            })),
+            _ => None,
+        };
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| failed("bwrap", e))?;
+        if let Some(w) = writer {
+            let _ = w.await;
+        }
+        Ok(Output {
+            status: status_of(out.status),
+            stdout: out.stdout,
+            stderr: out.stderr,
+        })
+    }
+
     fn gone_unless_there(&self, sb: &Sandbox) -> Result<(), SandboxError> {
         if sb.host_dir.join("workspace").is_dir() {
             Ok(())
@@ -658,40 +702,23 @@ impl Provider for LocalProvider {
         self.egress_up(sb).await?;
         let args = self.bwrap_args(sb, who, req, true)?;
         let (program, before) = self.launcher(sb);
-        let mut child = Command::new(&program)
-            .args(&before)
-            .args(&args)
-            .env_clear()
-            .stdin(if req.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| failed("cannot run bwrap (apt-get install bubblewrap)", e))?;
-        let writer = match (child.stdin.take(), req.stdin.clone()) {
-            (Some(mut stdin), Some(bytes)) => Some(tokio::spawn(async move {
-                // The command may exit without reading it all: not an error of ours.
-                let _ = stdin.write_all(&bytes).await;
-                let _ = stdin.shutdown().await;
-            })),
-            _ => None,
-        };
-        let out = child
-            .wait_with_output()
-            .await
-            .map_err(|e| failed("bwrap", e))?;
-        if let Some(w) = writer {
-            let _ = w.await;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let out = self.exec_once(&program, &before, &args, req).await?;
+            // bubblewrap binds the host's folders recursively and remounts each mount under them
+            // read-only; one that vanishes meanwhile (dockerd removing a container's overlay under
+            // /var/lib/docker) fails the setup before the command starts. Try again.
+            if attempt < 4
+                && out.status == 1
+                && out.stdout.is_empty()
+                && bwrap_mount_race(&out.stderr)
+            {
+                tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+                continue;
+            }
+            return Ok(out);
         }
-        Ok(Output {
-            status: status_of(out.status),
-            stdout: out.stdout,
-            stderr: out.stderr,
-        })
     }
 
     async fn copy_in(
@@ -831,6 +858,16 @@ impl Provider for LocalProvider {
     }
 }
 
+/// bubblewrap's own failure to remount a submount that went away while it set up the sandbox.
+fn bwrap_mount_race(stderr: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(stderr);
+    let text = text.trim_end();
+    !text.contains('\n')
+        && text.starts_with("bwrap: Can't bind mount ")
+        && (text.contains("Unable to apply mount flags")
+            || text.contains("No such file or directory"))
+}
+
 fn kill(pid: i32) {
     // SAFETY: kill takes plain integers; a pid that is gone only gives ESRCH.
     unsafe {
@@ -852,5 +889,24 @@ async fn wait_gone(pids: &[i32], within: Duration) {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline && !pids.iter().all(|p| gone(*p)) {
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bubblewraps_own_mount_race_is_told_from_a_commands_output() {
+        // As bubblewrap 0.8 printed it while dockerd removed a container.
+        let race = b"bwrap: Can't bind mount /oldroot/var on /newroot/var: Unable to apply mount flags: remount \"/newroot/var/lib/docker/overlay2/7263e5c3-init/merged\": Invalid argument\n";
+        assert!(bwrap_mount_race(race));
+        assert!(!bwrap_mount_race(
+            b"bwrap: execvp x: No such file or directory\n"
+        ));
+        assert!(!bwrap_mount_race(
+            b"some output\nbwrap: Can't bind mount a: Unable to apply mount flags\n"
+        ));
+        assert!(!bwrap_mount_race(b""));
     }
 }

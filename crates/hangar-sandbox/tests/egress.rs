@@ -2,8 +2,8 @@
 //! thing: from inside a sandbox, as the agent, a client that follows the proxy variables reaches
 //! an allowed host (plain HTTP proxying and `CONNECT`), is refused a host not on the list and an
 //! address with the proxy's reason, and reaches nothing by going around the proxy; the agent can
-//! neither take the proxy's port nor stop it; every connection is recorded; `destroy` leaves no
-//! proxy, socket or namespace behind.
+//! neither take the proxy's port nor stop it; the Tower hook reaches Tower by its name through
+//! the proxy; every connection is recorded; `destroy` leaves no proxy, socket or namespace behind.
 //!
 //! The "outside" hosts are servers on the host's loopback; the proxy is told, through its
 //! test-only name map (`with_egress_test_resolve`, what `HANGAR_EGRESS_TEST_RESOLVE` sets), that
@@ -29,6 +29,7 @@ use hangar_sandbox::{
     CreateRequest, DockerProvider, EnvSpec, ExecRequest, LocalProvider, Provider, Sandbox,
     SandboxError, Who,
 };
+use hangar_testkit::{TOWER_KEY, TowerDouble};
 
 /// An HTTP server on the host's loopback that answers every request with its name.
 struct Server {
@@ -68,14 +69,91 @@ impl Server {
     }
 }
 
-const ALLOWLIST: &str = "egress: {allowlist: [allowed.test, '*.wild.test']}\n";
+const ALLOWLIST: &str = "egress: {allowlist: [allowed.test, '*.wild.test', tower.test]}\n";
+const LISTED: &str = "(allowed.test, *.wild.test, tower.test)";
 
-fn names(allowed: &Server, denied: &Server) -> HashMap<String, SocketAddr> {
+fn names(allowed: &Server, denied: &Server, tower: &TowerDouble) -> HashMap<String, SocketAddr> {
+    let tower_addr: SocketAddr = tower
+        .url()
+        .strip_prefix("http://")
+        .unwrap()
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
     HashMap::from([
         ("allowed.test".to_owned(), allowed.addr),
         ("api.wild.test".to_owned(), allowed.addr),
         ("denied.test".to_owned(), denied.addr),
+        ("tower.test".to_owned(), tower_addr),
     ])
+}
+
+/// The Tower hook (hangar-hook's client, which the driver's `governed` policy shares), run as
+/// the agent, reaches Tower by its name through the proxy (`HTTP_PROXY`), and is blocked when
+/// Tower's host is not on the list. Needs `HANGAR_TOWER_HOOK_BIN` (scripts/build-hook; set by
+/// scripts/test), else says it is skipped.
+async fn the_hook_reaches_tower_through_the_proxy<P: Provider>(
+    p: &P,
+    sb: &Sandbox,
+    tower: &TowerDouble,
+) {
+    let Some(hook) = std::env::var_os("HANGAR_TOWER_HOOK_BIN").filter(|v| !v.is_empty()) else {
+        eprintln!(
+            "HANGAR_TOWER_HOOK_BIN is not set (scripts/build-hook): the hook's path through the proxy is not checked"
+        );
+        return;
+    };
+    let key = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(key.path(), TOWER_KEY).unwrap();
+    p.copy_in(
+        sb,
+        Path::new(&hook),
+        Path::new("/var/lib/hangar/tower_hook"),
+        Who::Hangar,
+        0o755,
+    )
+    .await
+    .unwrap();
+    p.copy_in(
+        sb,
+        key.path(),
+        Path::new("/home/agent/tower.key"),
+        Who::Agent,
+        0o600,
+    )
+    .await
+    .unwrap();
+    let port = tower
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    let input = r#"{"session_id":"s","cwd":"/workspace","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cargo test"},"tool_use_id":"toolu_1","permission_mode":"default"}"#;
+    let run = |host: &str| {
+        format!(
+            "echo '{input}' | /var/lib/hangar/tower_hook --url http://{host}:{port} --key-file /home/agent/tower.key --run r1; echo \"exit $?\""
+        )
+    };
+    let (_, out) = sh(p, sb, Who::Agent, &run("tower.test")).await;
+    assert!(out.ends_with("exit 0"), "{out}");
+    let calls = tower.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].target, "/hooks/claude-code");
+    assert_eq!(calls[0].body["tool_input"]["command"], "cargo test");
+    assert!(recorded(sb, "tower.test", true), "{:?}", records(sb));
+    let (_, out) = sh(p, sb, Who::Agent, &run("denied.test")).await;
+    assert!(
+        out.contains("exit 2")
+            && out.contains("denied.test is not on environment eg's egress allowlist"),
+        "{out}"
+    );
+    assert_eq!(
+        tower.calls().len(),
+        1,
+        "a call reached Tower by another way"
+    );
 }
 
 fn is_root() -> bool {
@@ -177,7 +255,8 @@ async fn agent_cannot_go_around<P: Provider>(p: &P, sb: &Sandbox, allowed: &Serv
 async fn local_an_allowlist_lets_through_only_its_hosts() {
     let allowed = Server::start("allowed");
     let denied = Server::start("denied");
-    let p = LocalProvider::new().with_egress_test_resolve(names(&allowed, &denied));
+    let tower = TowerDouble::start().unwrap();
+    let p = LocalProvider::new().with_egress_test_resolve(names(&allowed, &denied, &tower));
     let env = EnvSpec::from_yaml(&format!("name: eg\nprovider: local\n{ALLOWLIST}")).unwrap();
     let home = tempfile::tempdir_in("/var/tmp").unwrap();
     let req = request("egress-local", home.path(), env.clone());
@@ -210,8 +289,7 @@ async fn local_an_allowlist_lets_through_only_its_hosts() {
     assert_eq!((st, out.as_str()), (0, "hello from allowed"));
 
     // Refused, with the proxy's reason.
-    let reason =
-        "denied.test is not on environment eg's egress allowlist (allowed.test, *.wild.test)";
+    let reason = format!("denied.test is not on environment eg's egress allowlist {LISTED}");
     let (st, out) = sh(
         &p,
         &sb,
@@ -220,7 +298,7 @@ async fn local_an_allowlist_lets_through_only_its_hosts() {
     )
     .await;
     assert!(
-        st == 0 && out.contains(reason) && out.ends_with("403"),
+        st == 0 && out.contains(&reason) && out.ends_with("403"),
         "{out}"
     );
     let (st, out) = sh(
@@ -231,7 +309,7 @@ async fn local_an_allowlist_lets_through_only_its_hosts() {
     )
     .await;
     assert!(
-        st != 0 && out.contains("403") && out.contains(reason),
+        st != 0 && out.contains("403") && out.contains(&reason),
         "{out}"
     );
     let (st, out) = sh(
@@ -261,6 +339,7 @@ async fn local_an_allowlist_lets_through_only_its_hosts() {
     .await;
     assert!(st != 0 && !out.contains("hello"), "{out}");
     agent_cannot_go_around(&p, &sb, &allowed).await;
+    the_hook_reaches_tower_through_the_proxy(&p, &sb, &tower).await;
     let (st, out) = sh(
         &p,
         &sb,
@@ -340,7 +419,8 @@ async fn docker_an_allowlist_lets_through_only_its_hosts() {
     let Some(p) = docker().await else { return };
     let allowed = Server::start("allowed");
     let denied = Server::start("denied");
-    let p = p.with_egress_test_resolve(names(&allowed, &denied));
+    let tower = TowerDouble::start().unwrap();
+    let p = p.with_egress_test_resolve(names(&allowed, &denied, &tower));
     let image =
         std::env::var("HANGAR_TEST_IMAGE").unwrap_or_else(|_| "hangar-base:bookworm".into());
     let env = EnvSpec::from_yaml(&format!(
@@ -375,13 +455,12 @@ async fn docker_an_allowlist_lets_through_only_its_hosts() {
         "{out}"
     );
 
-    let reason =
-        "denied.test is not on environment eg's egress allowlist (allowed.test, *.wild.test)";
+    let reason = format!("denied.test is not on environment eg's egress allowlist {LISTED}");
     let (_, out) = sh(&p, &sb, Who::Agent, &tiny_get("http://denied.test/")).await;
-    assert!(out.starts_with("403 ") && out.contains(reason), "{out}");
+    assert!(out.starts_with("403 ") && out.contains(&reason), "{out}");
     let (_, out) = sh(&p, &sb, Who::Agent, &connect_by_hand("denied.test:443")).await;
     assert!(
-        out.starts_with("HTTP/1.1 403 Forbidden") && out.contains(reason),
+        out.starts_with("HTTP/1.1 403 Forbidden") && out.contains(&reason),
         "{out}"
     );
     let (_, out) = sh(
@@ -396,6 +475,7 @@ async fn docker_an_allowlist_lets_through_only_its_hosts() {
         "{out}"
     );
     agent_cannot_go_around(&p, &sb, &allowed).await;
+    the_hook_reaches_tower_through_the_proxy(&p, &sb, &tower).await;
     let (st, out) = sh(&p, &sb, Who::Agent, &tiny_get("http://allowed.test/")).await;
     assert_eq!(
         (st, out.as_str()),
