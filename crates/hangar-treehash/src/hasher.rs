@@ -732,8 +732,9 @@ impl TreeHasher {
         };
         if full {
             // Directory descriptors are kept only without a watch (with one, full walks are
-            // rare), and only while the mount table can be watched.
-            let fds = self.watch.is_none() && {
+            // rare), only while the mount table can be watched, and from the third step on (a
+            // hasher asked for two trees, a turn's start and end, never pays for opening them).
+            let fds = self.watch.is_none() && step > 2 && {
                 if self.mounts.is_none() {
                     self.mounts = Mounts::open(&self.root);
                 }

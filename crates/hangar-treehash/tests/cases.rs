@@ -451,6 +451,8 @@ fn kept_directories_follow_every_replacement() {
     let settle = || std::thread::sleep(std::time::Duration::from_millis(2100));
     check(&mut h, "first");
     settle();
+    check(&mut h, "walked by path");
+    assert_eq!(h.last_stats().held_dirs, 0, "{:?}", h.last_stats());
     check(&mut h, "descriptors opened");
     check(&mut h, "descriptors trusted");
     assert_eq!(h.last_stats().held_dirs, dirs, "{:?}", h.last_stats());
