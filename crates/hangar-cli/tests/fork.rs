@@ -584,3 +584,79 @@ async fn a_codex_fork_is_exact_between_turns_and_says_so_inside_one() {
         "{said}"
     );
 }
+
+/// A Codex run in a local sandbox with the uid split: the fork from the turn's end is a new
+/// sandbox with the thread's rollout carried from the source's agent home, and its next turn
+/// sends the model the whole of that turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_fork_of_a_sandboxed_run_carries_the_thread() {
+    let work = repo();
+    let s = Server::new(
+        work,
+        Fake::Codex(
+            FakeOpenAi::start(Script::new([
+                Step::exec("printf 'x\\n' > x.txt"),
+                Step::text("made x").expect_tool_result(),
+                Step::text("from the end").expect_user_text("after the end"),
+            ]))
+            .unwrap(),
+        ),
+    );
+    let env = s.home.path().join("fk.yaml");
+    std::fs::write(&env, "name: fk\nprovider: local\nnetwork: host\n").unwrap();
+    let out = s
+        .hangar()
+        .args(["env", "apply"])
+        .arg(&env)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = s
+        .hangar()
+        .args(["sb", "create", "--env", "fk", "--repo"])
+        .arg(s.work.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let source_sb = stdout(&out)
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("sandbox: "))
+        .unwrap()
+        .to_owned();
+    let Fake::Codex(f) = &s.fake else {
+        unreachable!()
+    };
+    let body = json!({"sandbox": source_sb, "harness": "codex", "policy": "auto", "prompt": "make x",
+                      "options": {"codex_config": codex_config(&f.base_url())}});
+    let (status, started) = s.call("POST", "/v1/sessions", Some(body)).await;
+    assert_eq!(status, 201, "{started}");
+    let ended = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(ended["status"], 0, "{ended}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let steps = s.steps(&run).await;
+    let end = steps.len() - 1;
+
+    let out = s
+        .hangar()
+        .args(["fork", &run, "--step", &end.to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let forked: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(forked["fork"]["conversation"]["exact"], true, "{forked}");
+    let sb = forked["sandbox"]["id"].as_str().unwrap();
+    assert_ne!(sb, source_sb);
+    let dir = PathBuf::from(forked["fork"]["dir"].as_str().unwrap());
+    assert_eq!(files(&dir)["x.txt"], "x\n");
+    assert_eq!(tree_of(&s, &dir), steps[end]["tree"].as_str().unwrap());
+
+    let before = s.fake.requests().len();
+    let fork = forked["session"]["id"].as_str().unwrap();
+    s.send_and_wait(fork, "after the end").await;
+    let said = s.fake.requests()[before].all_text();
+    assert!(said.contains("make x") && said.contains("made x"), "{said}");
+    for id in [sb, source_sb.as_str()] {
+        let _ = s.hangar().args(["sb", "rm", "--force", id]).output();
+    }
+}
