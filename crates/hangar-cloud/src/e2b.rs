@@ -13,9 +13,11 @@
 //! `tar -x`; copy in and read out run inside ([`hangar_sandbox::inside`]); tmux as on kubernetes.
 //!
 //! Attaching a person's terminal needs the E2B CLI (`e2b sandbox connect ID`, which opens a
-//! shell; then `tmux -S /run/hangar-tmux/default attach -t NAME`): not one command yet.
+//! shell; then `tmux -S /run/hangar-tmux/default attach -t NAME`): not one command, so the
+//! control plane refuses `hangar sb attach` for e2b, saying why.
 //! An E2B sandbox also ends at its timeout (`HANGAR_E2B_TIMEOUT_SECS`, 3600 by default), after
-//! which hangar finds it gone.
+//! which hangar finds it gone; while a turn runs the control plane extends it
+//! ([`E2bProvider::keep_alive`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -34,7 +36,7 @@ use crate::{failed, shell_wrap};
 
 /// envd's port in every E2B sandbox.
 const ENVD_PORT: u16 = 49983;
-const TMUX_SOCKET: &str = "/run/hangar-tmux/default";
+use crate::TMUX_SOCKET;
 /// The user commands run as.
 const USER: &str = "root";
 
@@ -267,6 +269,31 @@ impl E2bProvider {
         }
         self.unary(e, "CloseStdin", json!({ "process": { "pid": pid } }))
             .await
+    }
+
+    /// The timeout every sandbox is made with (`HANGAR_E2B_TIMEOUT_SECS`).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sets the sandbox's timeout to [`E2bProvider::timeout`] from now (`POST
+    /// /sandboxes/{id}/timeout`), so it does not expire under a running turn.
+    pub async fn keep_alive(&self, sb: &Sandbox) -> Result<(), SandboxError> {
+        let e = Self::handle(sb)?;
+        let r = self
+            .http
+            .post(format!("{}/sandboxes/{}/timeout", self.api, e.sandbox))
+            .header("x-api-key", &self.key)
+            .json(&json!({ "timeout": self.timeout.as_secs() }))
+            .send()
+            .await
+            .map_err(|err| failed(format!("e2b, extending sandbox {}", e.sandbox), err))?;
+        let status = r.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let text = r.text().await.unwrap_or_default();
+        Err(e.error(status, &text))
     }
 
     async fn kill(&self, sandbox: &str) -> Result<(), SandboxError> {

@@ -49,7 +49,7 @@ pub const LABEL: &str = "dev.hangar.sandbox";
 /// The container's name in the pod.
 pub const CONTAINER: &str = "sandbox";
 /// The root-owned tmux server's socket inside (its folder is root's, 0700).
-const TMUX_SOCKET: &str = "/run/hangar-tmux/default";
+use crate::TMUX_SOCKET;
 
 /// The kubernetes provider.
 #[derive(Clone)]

@@ -21,6 +21,9 @@ pub mod kubernetes;
 pub use e2b::E2bProvider;
 pub use kubernetes::KubernetesProvider;
 
+/// The tmux server's socket inside a pod or an E2B sandbox (root's; both providers use it).
+pub const TMUX_SOCKET: &str = "/run/hangar-tmux/default";
+
 pub(crate) fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SandboxError {
     SandboxError::Failed(format!("{what}: {e}"))
 }

@@ -32,6 +32,7 @@ mod oneshot;
 mod orphan;
 pub mod passport;
 mod plane;
+mod remote;
 mod sandbox_turn;
 mod sandboxes;
 mod traces;

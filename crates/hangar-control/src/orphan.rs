@@ -95,9 +95,21 @@ fn answer_all(ctl: &hangar_protocol::ControlDir, dir: &Path, key: &RunKey, run: 
         Err(_) => return Vec::new(),
     };
     names.sort();
+    answer_named(ctl, dir, &names, key, run)
+}
+
+/// Answers the authentic commands `names` in `dir` `ended` (in the order given); the messages'
+/// sequence numbers.
+pub(crate) fn answer_named(
+    ctl: &hangar_protocol::ControlDir,
+    dir: &Path,
+    names: &[String],
+    key: &RunKey,
+    run: &str,
+) -> Vec<u64> {
     let mut messages = Vec::new();
     for name in names {
-        let Ok(bytes) = std::fs::read(dir.join(&name)) else {
+        let Ok(bytes) = std::fs::read(dir.join(name)) else {
             continue;
         };
         let Ok(cmd) = serde_json::from_slice::<Command>(&bytes) else {
@@ -109,7 +121,7 @@ fn answer_all(ctl: &hangar_protocol::ControlDir, dir: &Path, key: &RunKey, run: 
         if Kind::parse(&cmd.kind).is_some_and(Kind::is_message) {
             messages.push(cmd.seq);
         }
-        let ack_name = safe_ack_name(&name);
+        let ack_name = safe_ack_name(name);
         let ack = Ack::seal(
             key,
             run,

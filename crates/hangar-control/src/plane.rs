@@ -394,8 +394,21 @@ impl ControlPlane {
         // In a Docker sandbox the image's own CLI, when it has one, runs (and is the version
         // checked); else hangar's pinned copy.
         let image_cli = match in_sandbox.as_ref() {
-            Some(sb) if sb.env.provider == hangar_sandbox::ProviderKind::Docker => {
+            Some(sb) if sb.env.provider != hangar_sandbox::ProviderKind::Local => {
                 match crate::image_cli::find(self, sb, session.harness).await {
+                    Ok(None) if crate::remote::is_remote(sb.env.provider) => {
+                        // A pod cannot see this machine's files: the image must have the CLI.
+                        let e = ControlError::BadRequest(format!(
+                            "the image of sandbox {} ({}) has no {} on its system PATH, and a {} sandbox cannot see hangar's pinned copy on this machine; use an image with the harness CLI installed",
+                            sb.id,
+                            sb.env.image.as_deref().unwrap_or("the provider's default"),
+                            session.harness.as_str(),
+                            sb.env.provider
+                        ));
+                        self.refuse_turn(&turn, &run_id, person, &e.to_string())
+                            .await?;
+                        return Err(e);
+                    }
                     Ok(found) => found,
                     Err(e) => {
                         self.refuse_turn(&turn, &run_id, person, &e.to_string())
@@ -504,6 +517,12 @@ impl ControlPlane {
         // (hangar's user's, read by the driver only), removed when the run ends. With the Tower
         // hook the hook asks Tower instead, with a key file of its own.
         let hooked_here = sb.is_some_and(|s| crate::sandbox_turn::hook::required(&self.tools, s));
+        if let Some(sb) = sb
+            && !hooked_here
+            && let Some(why) = crate::sandboxes::turn_unsupported(sb, session.policy)
+        {
+            return Err(ControlError::BadRequest(why));
+        }
         let tower = if session.policy == Policy::Governed && !hooked_here {
             Some(self.tower_credential(ctl, sandbox, run_id, person).await?)
         } else {
@@ -537,8 +556,17 @@ impl ControlPlane {
             let pid = launch::spawn_driver(&self.tools, &args, ctl)?;
             return Ok((manifest, Some(pid)));
         };
-        let real_ctl = sb.ctl_host().join(ctl.file_name().unwrap_or_default());
-        let ctl_inside = self.ctl_into_sandbox(sb, ctl).await?;
+        // A remote sandbox (kubernetes, e2b) cannot see this machine's folders: the control
+        // folder stays here as the mirror of the one in the pod (`remote.rs`).
+        let remote = crate::remote::is_remote(sb.env.provider);
+        let (real_ctl, ctl_inside) = if remote {
+            (ctl.to_owned(), crate::remote::ctl_inside(sb, run_id))
+        } else {
+            (
+                sb.ctl_host().join(ctl.file_name().unwrap_or_default()),
+                self.ctl_into_sandbox(sb, ctl).await?,
+            )
+        };
         let mut tower = tower.map(|(url, file)| {
             let name = file.file_name().unwrap_or_default().to_owned();
             (url, ctl_inside.join(name))
@@ -575,7 +603,7 @@ impl ControlPlane {
                 h.digest.clone().into(),
             ]);
         }
-        if let Some(why) = crate::sandboxes::turn_unsupported(sb) {
+        if let Some(why) = crate::sandboxes::turn_unsupported(sb, session.policy) {
             return Err(ControlError::BadRequest(why));
         }
         let l = Launch {
@@ -605,7 +633,7 @@ impl ControlPlane {
                 ctl_inside.join("rules.toml").into_os_string(),
             ]);
         }
-        if sb.env.provider == hangar_sandbox::ProviderKind::Docker {
+        if sb.env.provider != hangar_sandbox::ProviderKind::Local {
             // The image's own CLI when it has one; else the container sees the pinned CLI's
             // real files (bound at the same path), not the links to them.
             let own_flag = match session.harness {
@@ -641,8 +669,13 @@ impl ControlPlane {
         if let Some(w) = &warning {
             self.warn_run(&real_ctl, w).await?;
         }
-        self.start_in_sandbox(sb, run_id, &real_ctl, &ctl_inside, &args)
-            .await?;
+        if remote {
+            self.start_remote(sb, run_id, &real_ctl, &ctl_inside, &args)
+                .await?;
+        } else {
+            self.start_in_sandbox(sb, run_id, &real_ctl, &ctl_inside, &args)
+                .await?;
+        }
         Ok((manifest, None))
     }
 

@@ -154,6 +154,18 @@ impl ControlPlane {
         .await
         .map_err(|e| ControlError::Internal(e.to_string()))?
         .map_err(|e| ControlError::Launch(format!("cannot write the run script: {e}")))?;
+        if crate::remote::is_remote(sb.env.provider) {
+            // The pod does not see this machine's control folder (`remote.rs`).
+            let script = ctl_host.join("run.sh");
+            let dest = ctl_inside.join("run.sh");
+            with_provider!(self, sb.env.provider, |p| {
+                p.copy_in(sb, &script, &dest, Who::Hangar, 0o700)
+                    .await
+                    .map_err(|e| {
+                        ControlError::Launch(format!("cannot copy the run script in: {e}"))
+                    })
+            })?;
+        }
         let req = ExecRequest {
             argv: vec![
                 "/bin/sh".into(),

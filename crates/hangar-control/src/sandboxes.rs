@@ -67,15 +67,18 @@ impl Providers {
     }
 }
 
-/// Why a turn cannot run in `sb` although the governance allows it, if it cannot: the driver
-/// reads and writes the run's control folder, which a kubernetes or e2b sandbox does not see.
-pub(crate) fn turn_unsupported(sb: &Sandbox) -> Option<String> {
-    match sb.env.provider {
-        ProviderKind::Kubernetes | ProviderKind::E2b => Some(format!(
-            "turns do not run in {} sandboxes yet: the run's control folder is on this machine and sandbox {} cannot see it; use an environment with provider local or docker for turns",
-            sb.env.provider, sb.id
-        )),
-        ProviderKind::Local | ProviderKind::Docker => None,
+/// Why a turn cannot run in `sb` with `policy` although the governance allows it, if it
+/// cannot: policy `governed` writes the run's Tower key into the control folder, which in a
+/// kubernetes or e2b sandbox the agent (the same uid as the driver, T18) could read.
+pub(crate) fn turn_unsupported(sb: &Sandbox, policy: hangar_store::Policy) -> Option<String> {
+    match (sb.env.provider, policy) {
+        (ProviderKind::Kubernetes | ProviderKind::E2b, hangar_store::Policy::Governed) => {
+            Some(format!(
+                "policy governed is refused in {} sandboxes: the agent runs as the driver's own uid there (no uid split), so it could read the run's Tower key; use policy ask or auto, or a sandbox with the uid split (local or docker)",
+                sb.env.provider
+            ))
+        }
+        _ => None,
     }
 }
 
@@ -399,6 +402,14 @@ impl ControlPlane {
         run: Option<&str>,
     ) -> Result<(String, Vec<String>), ControlError> {
         let sb = self.provider_sandbox(id).await?;
+        if sb.env.provider == ProviderKind::E2b {
+            // envd gives a terminal only as a PTY process over its own Connect stream (what the
+            // E2B SDKs and `e2b sandbox connect` speak), which is no command a terminal here can
+            // run through hangar: refused rather than half-working.
+            return Err(ControlError::BadRequest(format!(
+                "`hangar sb attach` cannot attach to e2b sandbox {id}: E2B offers a terminal only as a PTY stream of its SDK (envd's process API), not as a command hangar can hand your terminal; follow the run with `hangar log --follow RUN` instead"
+            )));
+        }
         let run = match run {
             Some(r) => r.to_owned(),
             None => self.newest_live_run_in(id).await?.ok_or_else(|| {

@@ -93,9 +93,17 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
     let mut ahead: Option<SliceRead> = None;
     // Among replicas: renewed while this one watches the run; lost, it stops.
     let mut hold = crate::lease::Hold::new(&plane);
+    // A run in a kubernetes or e2b sandbox: its control folder here is a mirror, kept by a sync
+    // task that lives as long as this watcher (`remote.rs`).
+    let mut sync: Option<crate::remote::Sync> = None;
+    let mut sync_checked = false;
     loop {
         if !hold.keep(&plane, &run.id).await {
             return;
+        }
+        if !sync_checked {
+            sync_checked = true;
+            sync = crate::remote::start(&plane, &run).await;
         }
         let grown = ahead.is_some()
             || std::fs::metadata(&log)
@@ -112,7 +120,17 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
                         .ok()
                         .and_then(|r| r.driver_pid);
                 }
-                let alive = if sandboxed {
+                let mut gone = None;
+                let alive = if let Some(s) = &sync {
+                    match s.status() {
+                        crate::remote::Status::Running => true,
+                        crate::remote::Status::Stopped => false,
+                        crate::remote::Status::Gone(why) => {
+                            gone = Some(why);
+                            false
+                        }
+                    }
+                } else if sandboxed {
                     plane.sandbox_run_alive(&run.id).await.unwrap_or(true)
                 } else {
                     driver_alive(pid)
@@ -130,7 +148,8 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
                         &plane,
                         &run,
                         -1,
-                        "the driver stopped without ending the turn",
+                        gone.as_deref()
+                            .unwrap_or("the driver stopped without ending the turn"),
                         None,
                         &handed_back,
                         &totals,
@@ -440,13 +459,21 @@ async fn act(
                 reason,
                 ..
             } => {
+                // In a remote sandbox, messages that came after the pod's in/ closed were
+                // answered on this side (`remote.rs`): they go to the next turn too.
+                let mut handed_back = handed_back.clone();
+                for seq in crate::remote::late_handed_back(Path::new(&run.ctl_path)) {
+                    if !handed_back.contains(&seq) {
+                        handed_back.push(seq);
+                    }
+                }
                 end_turn(
                     plane,
                     run,
                     *status,
                     reason,
                     verify.clone(),
-                    handed_back,
+                    &handed_back,
                     totals,
                 )
                 .await;

@@ -16,7 +16,8 @@
 //!   stand-in for a pod network). Nothing of scheduling, image pulls, RBAC, TLS or watches.
 //! - E2B: `POST /sandboxes` (the `X-API-Key` checked; `templateID` is a local image;
 //!   `allow_internet_access: false` is `--network none`, true the host's network), `DELETE
-//!   /sandboxes/ID`, and envd at `/envd/ID`: `process.Process/Start` (Connect server stream,
+//!   /sandboxes/ID`, `POST /sandboxes/ID/timeout` (the sandbox is removed when its timeout,
+//!   from creation or the last such call, passes), and envd at `/envd/ID`: `process.Process/Start` (Connect server stream,
 //!   JSON envelopes: start, data, end, end of stream), `SendInput`, `CloseStdin`, the
 //!   `X-Access-Token` checked. Unknown sandboxes answer 502 as E2B's edge does.
 //!
@@ -59,6 +60,8 @@ struct Inner {
     policies: HashMap<(String, String), Value>,
     /// E2B sandbox id -> container, envd token.
     e2b: HashMap<String, (String, String)>,
+    /// E2B sandbox id -> when it expires (its timeout from creation or the last extension).
+    e2b_deadline: HashMap<String, tokio::time::Instant>,
     /// envd pids -> the process's stdin.
     stdin: HashMap<u64, Arc<tokio::sync::Mutex<Option<Input>>>>,
     next: u64,
@@ -285,6 +288,7 @@ fn router(shared: Arc<Shared>) -> Router {
         )
         .route("/sandboxes", post(e2b_create))
         .route("/sandboxes/{id}", delete(e2b_kill))
+        .route("/sandboxes/{id}/timeout", post(e2b_timeout))
         .route("/envd/{id}/process.Process/Start", post(envd_start))
         .route("/envd/{id}/process.Process/SendInput", post(envd_input))
         .route("/envd/{id}/process.Process/CloseStdin", post(envd_close))
@@ -965,6 +969,9 @@ async fn e2b_create(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Byte
     ]
     .map(str::to_owned)
     .to_vec();
+    // E2B's default timeout is 300 s.
+    let timeout =
+        std::time::Duration::from_secs(req.get("timeout").and_then(Value::as_u64).unwrap_or(300));
     let network = if internet { "host" } else { "none" };
     let made = run_container(
         &s,
@@ -996,8 +1003,12 @@ async fn e2b_create(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Byte
         let id = format!("fk{}{}", inner.next, &hex(&rnd)[..10]);
         let token = hex(&rnd);
         inner.e2b.insert(id.clone(), (container, token.clone()));
+        inner
+            .e2b_deadline
+            .insert(id.clone(), tokio::time::Instant::now() + timeout);
         (id, token)
     };
+    tokio::spawn(e2b_expire(Arc::clone(&s), id.clone()));
     (
         StatusCode::CREATED,
         axum::Json(json!({
@@ -1008,6 +1019,59 @@ async fn e2b_create(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Byte
         .into_response()
 }
 
+/// Kills an E2B sandbox once its deadline has passed, as E2B does at its timeout.
+async fn e2b_expire(s: Arc<Shared>, id: String) {
+    loop {
+        let Some(deadline) = lock(&s).e2b_deadline.get(&id).copied() else {
+            return;
+        };
+        tokio::time::sleep_until(deadline).await;
+        let expired = {
+            let mut inner = lock(&s);
+            match inner.e2b_deadline.get(&id) {
+                Some(d) if *d <= tokio::time::Instant::now() => {
+                    inner.e2b_deadline.remove(&id);
+                    inner.e2b.remove(&id)
+                }
+                Some(_) => continue,
+                None => return,
+            }
+        };
+        if let Some((c, _)) = expired {
+            remove(&s.docker, &c).await;
+        }
+        return;
+    }
+}
+
+/// `POST /sandboxes/{id}/timeout` (`{"timeout": SECONDS}`): the sandbox now expires that long
+/// from now.
+async fn e2b_timeout(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    UrlPath(id): UrlPath<String>,
+    body: Bytes,
+) -> Response {
+    if headers.get("x-api-key").and_then(|v| v.to_str().ok()) != Some(s.e2b_key.as_str()) {
+        return e2b_error(StatusCode::UNAUTHORIZED, "Invalid API key");
+    }
+    let Some(secs) = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("timeout").and_then(Value::as_u64))
+    else {
+        return e2b_error(StatusCode::BAD_REQUEST, "timeout is required");
+    };
+    let mut inner = lock(&s);
+    if !inner.e2b.contains_key(&id) {
+        return e2b_error(StatusCode::NOT_FOUND, &format!("sandbox {id} not found"));
+    }
+    inner.e2b_deadline.insert(
+        id,
+        tokio::time::Instant::now() + std::time::Duration::from_secs(secs),
+    );
+    StatusCode::NO_CONTENT.into_response()
+}
+
 async fn e2b_kill(
     State(s): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -1016,7 +1080,11 @@ async fn e2b_kill(
     if headers.get("x-api-key").and_then(|v| v.to_str().ok()) != Some(s.e2b_key.as_str()) {
         return e2b_error(StatusCode::UNAUTHORIZED, "Invalid API key");
     }
-    let gone = lock(&s).e2b.remove(&id);
+    let gone = {
+        let mut inner = lock(&s);
+        inner.e2b_deadline.remove(&id);
+        inner.e2b.remove(&id)
+    };
     match gone {
         Some((c, _)) => {
             remove(&s.docker, &c).await;

@@ -1,0 +1,396 @@
+//! Real Claude Code turns in kubernetes and e2b sandboxes through `hangar serve`, verified only
+//! against faked APIs (hangar-fakecloud: a fake Kubernetes API server and a fake E2B API on
+//! 127.0.0.1 whose pods and sandboxes are containers of the local dockerd; no cluster or E2B
+//! account is reachable here). The driver runs inside the pod with its control folder there;
+//! the control plane mirrors it (`hangar-control`'s `remote.rs`). Each turn: a steer while the
+//! model streams, a tool call a person approves (policy ask), `hangar serve` killed with SIGKILL
+//! while the approval waits and started again (the watcher and the sync resume), the file made
+//! in the pod's workspace, and the stored events equal to a rebuild from the mirrored run log.
+//!
+//! The pods use the host's network (`egress: open` on the fake) to reach the scripted model on
+//! this machine's loopback. Their image is the test image with the pinned Claude Code added
+//! (`scripts/build-image-claude`: a pod cannot see this machine's files).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr,
+    reason = "tests"
+)]
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Server, until};
+use hangar_fakecloud::FakeCloud;
+use hangar_testkit::{Script, Step, workspace_root};
+use serde_json::json;
+
+const E2B_KEY: &str = "e2b-key-for-the-fake";
+
+fn skip() -> bool {
+    if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
+        eprintln!(
+            "HANGAR_TEST_DOCKER=0: the faked API turn tests (their pods are containers) are skipped"
+        );
+        return true;
+    }
+    false
+}
+
+/// The image with Claude Code in it (built once, cached by dockerd).
+fn claude_image() -> String {
+    if let Ok(i) = std::env::var("HANGAR_TEST_CLAUDE_IMAGE") {
+        return i;
+    }
+    let out = Command::new(workspace_root().join("scripts/build-image-claude"))
+        .env("HANGAR_CLAUDE_BIN", hangar_testkit::claude_bin().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/build-image-claude: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn script() -> Script {
+    Script::new([
+        Step::slow_text(8, Duration::from_millis(300)),
+        Step::tool(
+            "Bash",
+            json!({"command": "echo made > made.txt", "description": "make a file"}),
+        ),
+        Step::text("made it"),
+    ])
+}
+
+fn server(fake: &FakeCloud, dir: &std::path::Path, e2b_timeout: u64, script: Script) -> Server {
+    let kubeconfig = dir.join("kubeconfig");
+    fake.write_kubeconfig(&kubeconfig, "team-a").unwrap();
+    Server::start_with(
+        script,
+        vec![
+            ("KUBECONFIG".into(), kubeconfig.display().to_string()),
+            ("HANGAR_E2B_API_KEY".into(), E2B_KEY.into()),
+            ("HANGAR_E2B_URL".into(), fake.url()),
+            ("HANGAR_E2B_ENVD_URL".into(), fake.envd_url()),
+            ("HANGAR_E2B_TIMEOUT_SECS".into(), e2b_timeout.to_string()),
+        ],
+        None,
+    )
+}
+
+fn repo() -> tempfile::TempDir {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    repo
+}
+
+/// The turn of the module's comment in a sandbox of environment `yaml`; the sandbox's id.
+/// `wait_before_approving`: how long the approval waits after the restart (past an e2b
+/// sandbox's timeout, to show the control plane extends it).
+async fn a_turn(
+    s: &mut Server,
+    fake: &FakeCloud,
+    yaml: &str,
+    wait_before_approving: Duration,
+) -> String {
+    let env = s.home.path().join("cloud.yaml");
+    std::fs::write(&env, yaml).unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let repo = repo();
+    let sb = s.create_sandbox("cloud", repo.path());
+    assert_eq!(fake.containers_of(&sb).await.len(), 1);
+
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "ask", "prompt": "make a file"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+
+    // A steer while the model streams its first answer: pushed into the pod's in/, acked there.
+    s.fake
+        .wait_for_requests(1, Duration::from_secs(120))
+        .unwrap();
+    let (status, r) = s
+        .call(
+            "POST",
+            &format!("/v1/runs/{run}/steer"),
+            Some(json!({"text": "STEER: and then"})),
+        )
+        .await;
+    assert_eq!((status, r["outcome"].as_str()), (200, Some("done")), "{r}");
+
+    until("the approval", async || {
+        let (_, a) = s
+            .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+            .await;
+        a["approvals"].as_array().filter(|v| !v.is_empty()).cloned()
+    })
+    .await;
+
+    // kill -9 of the control plane with the approval pending; the driver goes on in the pod.
+    s.restart();
+    tokio::time::sleep(wait_before_approving).await;
+    let (_, a) = s
+        .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+        .await;
+    let pending = a["approvals"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "still pending after kill -9: {a}");
+    let request = pending[0]["request_id"].as_str().unwrap();
+    let (status, r) = s
+        .call(
+            "POST",
+            &format!("/v1/runs/{run}/approvals/{request}"),
+            Some(json!({"decision": "allow"})),
+        )
+        .await;
+    assert_eq!((status, r["outcome"].as_str()), (200, Some("done")), "{r}");
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], 0, "{t}");
+
+    // The file is in the pod's workspace.
+    let out = s.ok(&["sb", "exec", &sb, "--", "cat", "made.txt"]);
+    assert_eq!(out, "made\n");
+    assert!(!repo.path().join("made.txt").exists());
+    // The steer reached the harness as the next user message.
+    let reqs = s.fake.requests();
+    assert_eq!(
+        reqs[1].last_user_text().as_deref(),
+        Some("STEER: and then"),
+        "{:?}",
+        reqs.iter().map(|r| r.last_user_text()).collect::<Vec<_>>()
+    );
+    // Every event stored equals a rebuild from the mirrored log, and the turn's pack came back.
+    let out = s.hangar().args(["events", "check", &run]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("equal a rebuild from its log"));
+    let kept = s.home.path().join("hangar/kept").join(&run);
+    assert!(
+        kept.join("trees.pack").is_file(),
+        "the turn's pack was not kept: {:?}",
+        std::fs::read_dir(&kept).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+    );
+    let (_, events) = s.call("GET", &format!("/v1/runs/{run}/events"), None).await;
+    let text = events.to_string();
+    assert!(text.contains("made it"), "{text}");
+    sb
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_a_claude_turn_in_a_kubernetes_sandbox_survives_a_kill_9() {
+    if skip() {
+        return;
+    }
+    let image = claude_image();
+    let fake = FakeCloud::start(E2B_KEY).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = server(&fake, dir.path(), 3600, script());
+    let sb = a_turn(
+        &mut s,
+        &fake,
+        &format!("name: cloud\nprovider: kubernetes\nimage: {image}\negress: open\n"),
+        Duration::ZERO,
+    )
+    .await;
+    // Policy governed is refused there: the agent is the driver's own uid and could read the
+    // run's Tower key.
+    let (status, body) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "governed", "prompt": "x"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.to_string()
+            .contains("policy governed is refused in kubernetes sandboxes"),
+        "{body}"
+    );
+    s.ok(&["sb", "rm", &sb]);
+    assert!(
+        fake.containers_of(&sb).await.is_empty(),
+        "sb rm left the pod"
+    );
+
+    // An image without the harness CLI: the turn is refused, saying why (a pod cannot see this
+    // machine's pinned copy).
+    let bare = s.home.path().join("bare.yaml");
+    std::fs::write(
+        &bare,
+        format!(
+            "name: bare\nprovider: kubernetes\nimage: {}\negress: open\n",
+            common::docker_image()
+        ),
+    )
+    .unwrap();
+    s.ok(&["env", "apply", bare.to_str().unwrap()]);
+    let repo = repo();
+    let sb = s.create_sandbox("bare", repo.path());
+    let (status, body) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "ask", "prompt": "x"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.to_string()
+            .contains("has no claude on its system PATH"),
+        "{body}"
+    );
+    s.ok(&["sb", "rm", &sb]);
+}
+
+/// The pod is deleted under a running turn: the turn ends saying the sandbox is gone, a steer
+/// sent then is handed back, and the next turn it starts is refused with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_a_deleted_pod_ends_its_turn_clearly_and_hands_messages_back() {
+    if skip() {
+        return;
+    }
+    let image = claude_image();
+    let fake = FakeCloud::start(E2B_KEY).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(
+        &fake,
+        dir.path(),
+        3600,
+        Script::new([
+            Step::tool(
+                "Bash",
+                json!({"command": "echo made > made.txt", "description": "make a file"}),
+            ),
+            Step::text("made it"),
+        ]),
+    );
+    let env = s.home.path().join("cloud.yaml");
+    std::fs::write(
+        &env,
+        format!("name: cloud\nprovider: kubernetes\nimage: {image}\negress: open\n"),
+    )
+    .unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let repo = repo();
+    let sb = s.create_sandbox("cloud", repo.path());
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "ask", "prompt": "make a file"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let session = started["session"]["id"].as_str().unwrap().to_owned();
+    until("the approval", async || {
+        let (_, a) = s
+            .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+            .await;
+        a["approvals"].as_array().filter(|v| !v.is_empty()).cloned()
+    })
+    .await;
+    // The pod goes, through the API (as an eviction or a person's `kubectl delete` would).
+    let pod = fake
+        .pods()
+        .into_iter()
+        .find(|p| p.to_string().contains(&sb))
+        .unwrap();
+    let name = pod["metadata"]["name"].as_str().unwrap();
+    let resp = reqwest::Client::new()
+        .delete(format!(
+            "{}/api/v1/namespaces/team-a/pods/{name}",
+            fake.url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{resp:?}");
+    let (_, r) = s
+        .call(
+            "POST",
+            &format!("/v1/runs/{run}/steer"),
+            Some(json!({"text": "STEER: after the pod went"})),
+        )
+        .await;
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], -1, "{t}");
+    let reason = t["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("the kubernetes sandbox {sb} is gone")),
+        "{t}"
+    );
+    assert!(
+        r.to_string().contains("handed the message back") || r["outcome"] == "ended",
+        "{r}"
+    );
+    // The message went to the next turn, which cannot start in a sandbox that is gone.
+    let turns = until("the next turn", async || {
+        let (_, v) = s
+            .call("GET", &format!("/v1/sessions/{session}"), None)
+            .await;
+        v["turns"]
+            .as_array()
+            .filter(|t| t.len() == 2 && t[1]["state"] != "queued" && t[1]["state"] != "running")
+            .cloned()
+    })
+    .await;
+    assert_eq!(turns[1]["prompt"], "STEER: after the pod went", "{turns:?}");
+    assert_eq!(turns[1]["state"], "refused", "{turns:?}");
+    s.ok(&["sb", "rm", &sb]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_a_claude_turn_in_an_e2b_sandbox_outlives_its_timeout_and_a_kill_9() {
+    if skip() {
+        return;
+    }
+    let image = claude_image();
+    let fake = FakeCloud::start(E2B_KEY).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // The sandbox would expire 20 s after it was made; the turn waits longer than that on the
+    // person's approval, and the control plane extends the timeout while the turn runs.
+    let mut s = server(&fake, dir.path(), 20, script());
+    let sb = a_turn(
+        &mut s,
+        &fake,
+        &format!("name: cloud\nprovider: e2b\nimage: {image}\negress: open\n"),
+        Duration::from_secs(25),
+    )
+    .await;
+    // No terminal can be attached to an e2b sandbox through hangar: refused, saying why.
+    let out = s.hangar().args(["sb", "attach", &sb]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot attach to e2b sandbox"), "{err}");
+    // With no turn running nothing extends it: the sandbox expires, and hangar says it is gone.
+    until("the sandbox to expire", async || {
+        fake.containers_of(&sb).await.is_empty().then_some(())
+    })
+    .await;
+    let out = s
+        .hangar()
+        .args(["sb", "exec", &sb, "--", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is gone"), "{err}");
+    s.ok(&["sb", "rm", &sb]);
+}

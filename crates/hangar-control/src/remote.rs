@@ -1,0 +1,725 @@
+//! Turns in sandboxes on machines hangar does not run on: kubernetes and e2b (S1, S2).
+//!
+//! The driver runs inside the pod (or E2B sandbox) and reads and writes the run's control folder
+//! there (`/run/hangar/<run>.ctl`); the control plane keeps its own mirror of that folder where
+//! every run's is (`<home>/runs/<run>.ctl`), so the mailbox, the watcher, `hangar log` and the
+//! kept pack work as for any run. A sync task per live run, started by the run's watcher (so it
+//! runs where the watcher runs, and resumes with it after a restart), carries:
+//!
+//! - **in**: each command the mailbox renamed into the mirror's `in/` is pushed into the pod's
+//!   `in/` (staged, then renamed, as the mailbox does; a marker in the pod's `pushed/` makes a
+//!   push after a restart land at most once). A command stays in the mirror's `in/` until its
+//!   ack comes back.
+//! - **out**: the run log from the mirror's length on, the acks the mirror lacks, and, before the
+//!   turn's last line is written on this side, the turn's pack (`trees.pack`, `trees.idx`).
+//!   One exec per poll reads them all (`PULL`).
+//! - **the end of `in/`**: when the driver renames the pod's `in/` away, the mirror's is renamed
+//!   too, and a command that had not reached the pod is answered `ended` with the run's key, its
+//!   message recorded in `<ctl>/handed_back.late` for the next turn (the watcher adds them to
+//!   the driver's own at the turn's end). The pod's `in/` is looked at after the log is read,
+//!   so a pull that shows the turn's end also shows `in/` closed, and the mirror's is closed
+//!   before the watcher can see the end.
+//!
+//! The driver is alive while its tmux session is; once it is gone, one more pull takes what it
+//! wrote last, and the watcher is told the driver has stopped. When the pod is gone (the
+//! provider says so, or it has not answered for [`GONE_AFTER`]), the watcher ends the turn
+//! saying so: what waited in `in/` (pushed or not) is answered `ended` and its messages handed
+//! back, as for a driver that stopped (`orphan.rs`). An E2B sandbox's timeout is extended while
+//! the sync runs, so it does not expire under a turn.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hangar_protocol::ControlDir;
+use hangar_sandbox::{ExecRequest, Output, Provider, ProviderKind, Sandbox, SandboxError, Who};
+use hangar_store::Run;
+
+use crate::error::ControlError;
+use crate::plane::ControlPlane;
+
+/// Whether turns in sandboxes of `kind` run with a mirrored control folder.
+pub(crate) fn is_remote(kind: ProviderKind) -> bool {
+    matches!(kind, ProviderKind::Kubernetes | ProviderKind::E2b)
+}
+
+/// How long a pod may fail to answer before the turn ends as gone.
+pub(crate) const GONE_AFTER: Duration = Duration::from_secs(30);
+
+/// The mirror's file of messages answered `ended` here (one sequence number a line).
+const LATE: &str = "handed_back.late";
+
+/// At most this much of the run log per pull.
+const PULL_MAX: u64 = 4 << 20;
+
+/// Pushes one command (stdin) into the pod's `in/` as `$2`. Exit 0: landed now; 5: it had been
+/// pushed before (and now sits in `in/`); 3: `in/` is gone (the turn is ending); 4: no
+/// control folder.
+const PUSH: &str = r#"cd "$1" || exit 4
+n=$2
+r=0
+if [ -e "pushed/$n" ]; then cat >/dev/null; r=5
+else cat > "staging/.$n" && mv "staging/.$n" "staging/$n" && ln "staging/$n" "pushed/$n" || exit 1
+fi
+if [ -e "staging/$n" ]; then mv "staging/$n" "in/$n" 2>/dev/null || exit 3; fi
+exit $r"#;
+
+/// Reads what the driver wrote: whether its tmux session is there (first, so that when it is not,
+/// everything after is final), the run log from `$2` (at most `$3` bytes), the acks not named
+/// after `$5`, whether the turn's pack is there, and `in/`'s state (after the log). Each part
+/// is a header line, and a size's worth of bytes where it has one.
+const PULL: &str = r#"cd "$1" || { echo X; exit 0; }
+off=$2; max=$3; s=$4; sock=$5; shift 5
+if tmux -S "$sock" has-session -t "=$s" 2>/dev/null; then echo A1; else echo A0; fi
+size=$(wc -c < run.log 2>/dev/null || echo 0)
+n=$((size - off)); [ "$n" -lt 0 ] && n=0; [ "$n" -gt "$max" ] && n=$max
+echo "L $n"
+[ "$n" -gt 0 ] && tail -c +$((off + 1)) run.log | head -c "$n"
+for f in acks/*.ack; do
+  [ -f "$f" ] || continue
+  b=${f#acks/}
+  case " $* " in *" $b "*) continue ;; esac
+  echo "K $(wc -c < "$f") $b"
+  cat "$f"
+done
+[ -f trees.pack ] && [ -f trees.idx ] && echo P
+if [ -d in ]; then echo I; else echo "C $(ls -d in.ended-* 2>/dev/null | sed 's/^in.ended-//' | sort -n | tail -n 1)"; fi
+echo E"#;
+
+/// What one pull read.
+#[derive(Debug, Default, PartialEq)]
+struct Pulled {
+    alive: bool,
+    log: Vec<u8>,
+    acks: Vec<(String, Vec<u8>)>,
+    pack: bool,
+    /// `None`: `in/` is there; `Some(n)`: renamed to `in.ended-<n>`.
+    closed: Option<String>,
+    /// The pod had no control folder for the run.
+    no_ctl: bool,
+}
+
+fn parse_pull(out: &[u8]) -> Result<Pulled, String> {
+    let mut p = Pulled::default();
+    let mut rest = out;
+    let line = |rest: &mut &[u8]| -> Option<String> {
+        let i = rest.iter().position(|b| *b == b'\n')?;
+        let l = String::from_utf8_lossy(&rest[..i]).into_owned();
+        *rest = &rest[i + 1..];
+        Some(l)
+    };
+    let take = |rest: &mut &[u8], n: usize| -> Option<Vec<u8>> {
+        if rest.len() < n {
+            return None;
+        }
+        let (a, b) = rest.split_at(n);
+        *rest = b;
+        Some(a.to_vec())
+    };
+    loop {
+        let Some(l) = line(&mut rest) else {
+            return Err("the pull's output ended early".into());
+        };
+        let mut parts = l.splitn(3, ' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("X"), None, None) => {
+                p.no_ctl = true;
+                return Ok(p);
+            }
+            (Some("A1"), None, None) => p.alive = true,
+            (Some("A0"), None, None) => p.alive = false,
+            (Some("L"), Some(n), None) => {
+                let n: usize = n.parse().map_err(|_| format!("bad line {l:?}"))?;
+                p.log = take(&mut rest, n).ok_or("the run log was cut short")?;
+            }
+            (Some("K"), Some(n), Some(name)) => {
+                let n: usize = n.parse().map_err(|_| format!("bad line {l:?}"))?;
+                let bytes = take(&mut rest, n).ok_or("an ack was cut short")?;
+                p.acks.push((name.to_owned(), bytes));
+            }
+            (Some("P"), None, None) => p.pack = true,
+            (Some("I"), None, None) => p.closed = None,
+            (Some("C"), n, None) => p.closed = Some(n.unwrap_or("").to_owned()),
+            (Some("E"), None, None) => return Ok(p),
+            _ => return Err(format!("unexpected line {l:?} in the pull's output")),
+        }
+    }
+}
+
+/// Where the sync stands, for the watcher.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Status {
+    /// The driver may still write.
+    Running,
+    /// The driver has stopped and everything it wrote is in the mirror.
+    Stopped,
+    /// The sandbox is gone (or has not answered for [`GONE_AFTER`]): why.
+    Gone(String),
+}
+
+/// A run's sync task; it stops when this is dropped (with the watcher that started it).
+pub(crate) struct Sync {
+    status: Arc<Mutex<Status>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Sync {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Sync {
+    pub(crate) fn status(&self) -> Status {
+        self.status
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or(Status::Running)
+    }
+}
+
+/// An exec that failed: whether the provider said the sandbox is gone.
+struct ExecFailed {
+    gone: bool,
+    message: String,
+}
+
+impl From<SandboxError> for ExecFailed {
+    fn from(e: SandboxError) -> ExecFailed {
+        ExecFailed {
+            gone: matches!(e, SandboxError::Gone(_)),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<ControlError> for ExecFailed {
+    fn from(e: ControlError) -> ExecFailed {
+        ExecFailed {
+            gone: false,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Runs `req` as hangar's user in a remote sandbox.
+async fn exec(plane: &ControlPlane, sb: &Sandbox, req: &ExecRequest) -> Result<Output, ExecFailed> {
+    match sb.env.provider {
+        ProviderKind::Kubernetes => Ok(plane
+            .providers
+            .kubernetes()
+            .await?
+            .exec(sb, Who::Hangar, req)
+            .await?),
+        ProviderKind::E2b => Ok(plane
+            .providers
+            .e2b()
+            .await?
+            .exec(sb, Who::Hangar, req)
+            .await?),
+        k => Err(ExecFailed {
+            gone: false,
+            message: format!("{k} sandboxes see the control folder: no sync"),
+        }),
+    }
+}
+
+async fn read_file(plane: &ControlPlane, sb: &Sandbox, path: &Path) -> Result<Vec<u8>, ExecFailed> {
+    match sb.env.provider {
+        ProviderKind::Kubernetes => Ok(plane
+            .providers
+            .kubernetes()
+            .await?
+            .read_file(sb, path)
+            .await?),
+        ProviderKind::E2b => Ok(plane.providers.e2b().await?.read_file(sb, path).await?),
+        k => Err(ExecFailed {
+            gone: false,
+            message: format!("{k} sandboxes see the control folder: no sync"),
+        }),
+    }
+}
+
+/// Pushes one command file into the pod's `in/`: `Ok(true)` when it is there (now or before),
+/// `Ok(false)` when the pod's `in/` is closed.
+async fn push(
+    plane: &ControlPlane,
+    sb: &Sandbox,
+    ctl_inside: &Path,
+    name: &str,
+    bytes: Vec<u8>,
+) -> Result<bool, ExecFailed> {
+    let req = ExecRequest {
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            PUSH.into(),
+            "push".into(),
+            ctl_inside.display().to_string(),
+            name.into(),
+        ],
+        stdin: Some(bytes),
+        cwd: Some(PathBuf::from("/")),
+        env: Vec::new(),
+    };
+    let out = exec(plane, sb, &req).await?;
+    match out.status {
+        0 | 5 => Ok(true),
+        3 => Ok(false),
+        s => Err(ExecFailed {
+            gone: false,
+            message: format!(
+                "cannot push command {name} into sandbox {} (exit {s}): {}",
+                sb.id,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        }),
+    }
+}
+
+/// The control folder's name in the pod for a run.
+pub(crate) fn ctl_inside(sb: &Sandbox, run_id: &str) -> PathBuf {
+    sb.ctl_inside.join(format!("{run_id}.ctl"))
+}
+
+/// The command files waiting in `dir`, sorted (their names start with the sequence number).
+fn waiting(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The messages answered `ended` on this side of the run's mirror (see the module's comment).
+pub(crate) fn late_handed_back(ctl: &Path) -> Vec<u64> {
+    std::fs::read_to_string(ctl.join(LATE))
+        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+impl ControlPlane {
+    /// Lays out the run's control folder in the pod and starts the driver there: the folder,
+    /// the driver (copied in for this turn, S2), the key (then removed from the mirror: the
+    /// vault has it), the run script, what the mirror already holds (the run log's warnings,
+    /// the rules file) and the prompts waiting in `in/`; then the run script in tmux session
+    /// `run_id`.
+    pub(crate) async fn start_remote(
+        &self,
+        sb: &Sandbox,
+        run_id: &str,
+        ctl_host: &Path,
+        ctl_inside: &Path,
+        args: &[std::ffi::OsString],
+    ) -> Result<(), ControlError> {
+        let launch = |what: &str, e: ExecFailed| {
+            ControlError::Launch(format!("sandbox {}: {what}: {}", sb.id, e.message))
+        };
+        let ctl_s = ctl_inside.display().to_string();
+        let mkdir = ExecRequest {
+            argv: [
+                "sh",
+                "-c",
+                "umask 077 && mkdir -p \"$1\" && cd \"$1\" && mkdir in acks staging pushed",
+                "mkdir",
+                &ctl_s,
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            cwd: Some(PathBuf::from("/")),
+            ..ExecRequest::default()
+        };
+        let out = exec(self, sb, &mkdir)
+            .await
+            .map_err(|e| launch("cannot make the control folder", e))?;
+        if !out.success() {
+            return Err(ControlError::Launch(format!(
+                "sandbox {}: cannot make the control folder {ctl_s}: {}",
+                sb.id,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let host = ControlDir::at(ctl_host.to_owned());
+        let mut files: Vec<(PathBuf, &str, u32)> = vec![(host.key(), "key", 0o400)];
+        for (name, mode) in [("run.log", 0o600), ("rules.toml", 0o600)] {
+            if ctl_host.join(name).exists() {
+                files.push((ctl_host.join(name), name, mode));
+            }
+        }
+        for (src, name, mode) in files {
+            self.copy_in_remote(sb, &src, &ctl_inside.join(name), mode)
+                .await?;
+        }
+        // The vault keeps the run's key; the driver deletes its copy once read.
+        let _ = tokio::fs::remove_file(host.key()).await;
+        for name in waiting(&host.inbox()) {
+            let bytes = tokio::fs::read(host.inbox().join(&name))
+                .await
+                .map_err(|e| ControlError::Internal(format!("{name}: {e}")))?;
+            if !push(self, sb, ctl_inside, &name, bytes)
+                .await
+                .map_err(|e| launch("cannot hand the driver its prompt", e))?
+            {
+                return Err(ControlError::Launch(format!(
+                    "sandbox {}: the run's in/ is gone before the driver started",
+                    sb.id
+                )));
+            }
+        }
+        self.start_in_sandbox(sb, run_id, ctl_host, ctl_inside, args)
+            .await
+    }
+
+    async fn copy_in_remote(
+        &self,
+        sb: &Sandbox,
+        src: &Path,
+        dest: &Path,
+        mode: u32,
+    ) -> Result<(), ControlError> {
+        crate::sandboxes::with_provider!(self, sb.env.provider, |p| p
+            .copy_in(sb, src, dest, Who::Hangar, mode)
+            .await
+            .map_err(|e| ControlError::Launch(format!(
+                "cannot copy {} into sandbox {}: {e}",
+                dest.display(),
+                sb.id
+            ))))
+    }
+}
+
+/// Starts the sync of `run` if it runs in a remote sandbox.
+pub(crate) async fn start(plane: &Arc<ControlPlane>, run: &Run) -> Option<Sync> {
+    let sb = plane.sandbox_of_run(&run.id).await?;
+    if !is_remote(sb.env.provider) {
+        return None;
+    }
+    let status = Arc::new(Mutex::new(Status::Running));
+    let task = tokio::spawn(sync_loop(
+        Arc::clone(plane),
+        sb,
+        run.id.clone(),
+        PathBuf::from(&run.ctl_path),
+        Arc::clone(&status),
+    ));
+    Some(Sync { status, task })
+}
+
+fn set(status: &Mutex<Status>, s: Status) {
+    if let Ok(mut g) = status.lock() {
+        *g = s;
+    }
+}
+
+/// How often the pod is read while nothing was pushed.
+const PULL_EVERY: Duration = Duration::from_millis(150);
+
+async fn sync_loop(
+    plane: Arc<ControlPlane>,
+    sb: Sandbox,
+    run_id: String,
+    ctl_host: PathBuf,
+    status: Arc<Mutex<Status>>,
+) {
+    let host = ControlDir::at(ctl_host.clone());
+    let inside = ctl_inside(&sb, &run_id);
+    let mut pushed: HashSet<String> = HashSet::new();
+    let mut acks: HashSet<String> = waiting(&host.acks()).into_iter().collect();
+    let mut failing_since: Option<Instant> = None;
+    let mut last_pull = Instant::now() - PULL_EVERY;
+    let mut last_keep = Instant::now();
+    let keep_every = keep_alive_every(&plane, &sb).await;
+    loop {
+        let step = async {
+            // In: what the mailbox left in the mirror's in/.
+            let mut pushed_now = false;
+            for name in waiting(&host.inbox()) {
+                if pushed.contains(&name) {
+                    continue;
+                }
+                let Ok(bytes) = tokio::fs::read(host.inbox().join(&name)).await else {
+                    continue;
+                };
+                if push(&plane, &sb, &inside, &name, bytes).await? {
+                    pushed.insert(name);
+                    pushed_now = true;
+                }
+            }
+            if !pushed_now && last_pull.elapsed() < PULL_EVERY {
+                return Ok(None);
+            }
+            last_pull = Instant::now();
+            // Out: one pull.
+            let off = tokio::fs::metadata(host.run_log())
+                .await
+                .map(|m| m.len())
+                .unwrap_or(0);
+            let mut argv: Vec<String> = vec![
+                "sh".into(),
+                "-c".into(),
+                PULL.into(),
+                "pull".into(),
+                inside.display().to_string(),
+                off.to_string(),
+                PULL_MAX.to_string(),
+                run_id.clone(),
+                hangar_cloud::TMUX_SOCKET.into(),
+            ];
+            argv.extend(acks.iter().cloned());
+            let req = ExecRequest {
+                argv,
+                cwd: Some(PathBuf::from("/")),
+                ..ExecRequest::default()
+            };
+            let out = exec(&plane, &sb, &req).await?;
+            let pulled = parse_pull(&out.stdout).map_err(|message| ExecFailed {
+                gone: false,
+                message: format!(
+                    "{message} ({})",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            })?;
+            Ok::<_, ExecFailed>(Some(pulled))
+        };
+        match step.await {
+            Ok(None) => {}
+            Ok(Some(p)) => {
+                failing_since = None;
+                if p.no_ctl {
+                    set(
+                        &status,
+                        Status::Gone(format!(
+                            "the run's control folder {} is gone from sandbox {}",
+                            inside.display(),
+                            sb.id
+                        )),
+                    );
+                    return;
+                }
+                let ended = !p.alive;
+                let cut_short = p.log.len() as u64 >= PULL_MAX;
+                if let Err(e) =
+                    apply(&plane, &sb, &run_id, &host, &inside, &mut acks, &pushed, p).await
+                {
+                    tracing::warn!(run = %run_id, error = %e.message, "cannot mirror the run's control folder");
+                    if e.gone {
+                        set(&status, Status::Gone(gone_reason(&sb, &e.message)));
+                        return;
+                    }
+                    continue;
+                }
+                if ended && !cut_short {
+                    // The pull read everything the driver wrote before it stopped.
+                    set(&status, Status::Stopped);
+                    return;
+                }
+                if cut_short {
+                    last_pull = Instant::now() - PULL_EVERY;
+                }
+            }
+            Err(e) => {
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                tracing::warn!(run = %run_id, error = %e.message, "cannot reach the run's sandbox");
+                if e.gone || since.elapsed() >= GONE_AFTER {
+                    set(&status, Status::Gone(gone_reason(&sb, &e.message)));
+                    return;
+                }
+            }
+        }
+        if let Some(every) = keep_every
+            && last_keep.elapsed() >= every
+        {
+            last_keep = Instant::now();
+            if let Err(e) = keep_alive(&plane, &sb).await {
+                tracing::warn!(run = %run_id, error = %e, "cannot extend the e2b sandbox's timeout");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn gone_reason(sb: &Sandbox, message: &str) -> String {
+    format!(
+        "the {} sandbox {} is gone or does not answer ({message}); the driver's turn ended without its end",
+        sb.env.provider, sb.id
+    )
+}
+
+/// Writes one pull into the mirror, in the order the watcher needs: `in/` closed first (what
+/// never reached the pod answered), then the acks, the pack when the log holds the turn's end,
+/// the log last.
+#[allow(clippy::too_many_arguments, reason = "one call site")]
+async fn apply(
+    plane: &ControlPlane,
+    sb: &Sandbox,
+    run_id: &str,
+    host: &ControlDir,
+    inside: &Path,
+    acks: &mut HashSet<String>,
+    pushed: &HashSet<String>,
+    p: Pulled,
+) -> Result<(), ExecFailed> {
+    let internal = |message: String| ExecFailed {
+        gone: false,
+        message,
+    };
+    match &p.closed {
+        Some(n) if host.inbox().is_dir() => {
+            let mailbox = plane.mailbox(run_id).await?;
+            let key = mailbox.key().clone();
+            let (h, run, pushed) = (host.clone(), run_id.to_owned(), pushed.clone());
+            let n = if n.is_empty() {
+                "remote".to_owned()
+            } else {
+                n.clone()
+            };
+            let late =
+                tokio::task::spawn_blocking(move || close_mirror(&h, &n, &key, &run, &pushed))
+                    .await
+                    .map_err(|e| internal(e.to_string()))?
+                    .map_err(|e| internal(format!("cannot close the mirror's in/: {e}")))?;
+            if !late.is_empty() {
+                tracing::info!(run = %run_id, messages = late.len(), "commands that came after in/ closed in the sandbox were answered ended");
+            }
+        }
+        None if !host.inbox().is_dir() => {
+            // The driver opened a fresh in/ (a late message continued the turn).
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new().mode(0o700).create(host.inbox());
+        }
+        _ => {}
+    }
+    for (name, bytes) in &p.acks {
+        let dest = host.acks().join(name);
+        hangar_protocol::atomic::write_atomic(&dest, bytes, 0o600)
+            .map_err(|e| internal(format!("{}: {e}", dest.display())))?;
+        acks.insert(name.clone());
+        // Its command is answered: it no longer waits in the mirror.
+        if let Some(cmd) = name.strip_suffix(".ack") {
+            let _ = std::fs::remove_file(host.inbox().join(cmd));
+            for d in ended_inboxes(host) {
+                let _ = std::fs::remove_file(d.join(cmd));
+            }
+        }
+    }
+    if p.pack && contains(&p.log, b"\"hangar.turn_end\"") {
+        for name in ["trees.idx", "trees.pack"] {
+            let bytes = read_file(plane, sb, &inside.join(name)).await?;
+            let dest = host.root().join(name);
+            hangar_protocol::atomic::write_atomic(&dest, &bytes, 0o600)
+                .map_err(|e| internal(format!("{}: {e}", dest.display())))?;
+        }
+    }
+    if !p.log.is_empty() {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(host.run_log())
+            .and_then(|mut f| f.write_all(&p.log))
+            .map_err(|e| internal(format!("{}: {e}", host.run_log().display())))?;
+    }
+    if !p.alive
+        && let Ok(bytes) = read_file(plane, sb, &inside.join("driver.stderr")).await
+    {
+        let _ = std::fs::write(host.root().join("driver.stderr"), bytes);
+    }
+    Ok(())
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn ended_inboxes(host: &ControlDir) -> Vec<PathBuf> {
+    std::fs::read_dir(host.root())
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("in.ended-"))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Closes the mirror's `in/` as the driver closed the pod's (renamed to `in.ended-<n>`), and
+/// answers `ended` what never reached the pod; the messages among them are added to the late
+/// file.
+fn close_mirror(
+    host: &ControlDir,
+    n: &str,
+    key: &hangar_protocol::RunKey,
+    run: &str,
+    pushed: &HashSet<String>,
+) -> std::io::Result<Vec<u64>> {
+    let mut away = host.root().join(format!("in.ended-{n}"));
+    if away.exists() {
+        away = host.root().join(format!("in.ended-{n}-mirror"));
+    }
+    std::fs::rename(host.inbox(), &away)?;
+    let late: Vec<String> = waiting(&away)
+        .into_iter()
+        .filter(|name| !pushed.contains(name))
+        .collect();
+    let messages = crate::orphan::answer_named(host, &away, &late, key, run);
+    if !messages.is_empty() {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(host.root().join(LATE))?;
+        for seq in &messages {
+            writeln!(f, "{seq}")?;
+        }
+        f.sync_all()?;
+    }
+    for name in &late {
+        let _ = std::fs::remove_file(away.join(name));
+    }
+    Ok(messages)
+}
+
+/// How often an e2b sandbox's timeout is extended while a turn runs (a third of it), or `None`.
+async fn keep_alive_every(plane: &ControlPlane, sb: &Sandbox) -> Option<Duration> {
+    if sb.env.provider != ProviderKind::E2b {
+        return None;
+    }
+    let p = plane.providers.e2b().await.ok()?;
+    Some(p.timeout() / 3).filter(|d| !d.is_zero())
+}
+
+/// Extends an e2b sandbox's timeout; nothing for other providers.
+async fn keep_alive(plane: &ControlPlane, sb: &Sandbox) -> Result<(), String> {
+    if sb.env.provider != ProviderKind::E2b {
+        return Ok(());
+    }
+    let p = plane.providers.e2b().await.map_err(|e| e.to_string())?;
+    p.keep_alive(sb).await.map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn a_pull_is_read_part_by_part() {
+        let out = b"A1\nL 5\nab\ncdK 3 0001-x.cmd.ack\n{x}P\nC 2\nE\n";
+        let p = parse_pull(out).unwrap();
+        assert!(p.alive && p.pack);
+        assert_eq!(p.log, b"ab\ncd");
+        assert_eq!(p.acks, vec![("0001-x.cmd.ack".into(), b"{x}".to_vec())]);
+        assert_eq!(p.closed.as_deref(), Some("2"));
+        assert!(parse_pull(b"A0\nL 9\nab").is_err(), "cut short");
+        assert!(parse_pull(b"A0\nL 0\nI\n").is_err(), "no end");
+        assert!(parse_pull(b"X\n").unwrap().no_ctl);
+    }
+}
