@@ -396,7 +396,11 @@ impl ControlPlane {
         let image_cli = match in_sandbox.as_ref() {
             Some(sb) if sb.env.provider != hangar_sandbox::ProviderKind::Local => {
                 match crate::image_cli::find(self, sb, session.harness).await {
-                    Ok(None) if crate::remote::is_remote(sb.env.provider) => {
+                    // (Where the Tower hook is required, its refusal says more: it comes first.)
+                    Ok(None)
+                        if crate::remote::is_remote(sb.env.provider)
+                            && !crate::sandbox_turn::hook::required(&self.tools, sb) =>
+                    {
                         // A pod cannot see this machine's files: the image must have the CLI.
                         let e = ControlError::BadRequest(format!(
                             "the image of sandbox {} ({}) has no {} on its system PATH, and a {} sandbox cannot see hangar's pinned copy on this machine; use an image with the harness CLI installed",
