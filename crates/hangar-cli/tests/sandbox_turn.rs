@@ -230,6 +230,149 @@ async fn a_claude_turn_in_a_local_sandbox_with_the_uid_split() {
     assert!(!list.contains(&sb), "{list}");
 }
 
+/// A real Claude Code turn in a sandbox whose egress is an allowlist naming only the
+/// scripted model's host (`model.test`, which the proxy's test-only name map sends to the model
+/// on the host's loopback): Claude Code reaches the model through hangar's egress proxy (the
+/// sandbox has no other way out), the tool call runs as the agent, the proxy records the
+/// model's host, and `sb rm` leaves no proxy, namespace or folder behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_turn_in_a_local_sandbox_reaches_the_model_through_the_egress_allowlist() {
+    claude_through_the_allowlist("provider: local\n").await;
+}
+
+/// The same in a Docker sandbox (`--network none`, the proxy in the container's namespace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_turn_in_a_docker_sandbox_reaches_the_model_through_the_egress_allowlist() {
+    claude_through_the_allowlist(&format!("provider: docker\nimage: {}\n", docker_image())).await;
+}
+
+async fn claude_through_the_allowlist(provider: &str) {
+    assert!(
+        is_root(),
+        "the sandbox's network namespace needs root (CI runs as root)"
+    );
+    let script = Script::new([
+        Step::tool(
+            "Bash",
+            json!({"command": "echo made > made.txt", "description": "make"}),
+        ),
+        Step::text("made it"),
+    ]);
+    let fake = hangar_testkit::FakeAnthropic::start(script).unwrap();
+    let model = fake.base_url();
+    let port = model
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    let mut s = Server::start_with(
+        Script::new([Step::text("never asked")]),
+        vec![
+            (
+                "ANTHROPIC_BASE_URL".to_owned(),
+                format!("http://model.test:{port}"),
+            ),
+            (
+                "HANGAR_EGRESS_TEST_RESOLVE".to_owned(),
+                format!("model.test=127.0.0.1:{port}"),
+            ),
+        ],
+        None,
+    );
+    s.fake = fake;
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let env = s.home.path().join("fenced.yaml");
+    std::fs::write(
+        &env,
+        format!("name: fenced\n{provider}egress: {{allowlist: [model.test]}}\n"),
+    )
+    .unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "fenced",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    let sb = out
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("sandbox: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    // Nothing else is reachable from inside, by name or by address.
+    let out = s
+        .hangar()
+        .args(["sb", "exec", &sb, "--", "bash", "-c"])
+        .arg(format!(
+            "(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null || echo direct-failed; perl -MHTTP::Tiny -e 'print HTTP::Tiny->new(timeout => 5)->get(\"http://elsewhere.test/\")->{{content}}'"
+        ))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("direct-failed")
+            && text.contains(
+                "elsewhere.test is not on environment fenced's egress allowlist (model.test)"
+            ),
+        "{text}"
+    );
+
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "auto", "prompt": "make a file"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let t = until("the turn to end", async || {
+        let (_, t) = s.call("GET", &format!("/v1/turns/{turn}"), None).await;
+        (t["state"] == "ended").then_some(t)
+    })
+    .await;
+    assert_eq!(t["status"], 0, "{t}");
+    assert!(
+        s.fake.requests().len() >= 2,
+        "the model was not asked twice"
+    );
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+    let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("made.txt")).unwrap(),
+        "made\n"
+    );
+    let host_dir = ws.parent().unwrap().to_owned();
+    let log = std::fs::read_to_string(host_dir.join("ctl/egress.log")).unwrap();
+    assert!(
+        log.lines().any(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["host"] == "model.test" && v["allowed"] == true
+        }),
+        "{log}"
+    );
+    assert!(log.contains("elsewhere.test"), "{log}");
+
+    s.ok(&["sb", "rm", &sb]);
+    assert!(!host_dir.exists(), "{} is left", host_dir.display());
+    let needle = host_dir.display().to_string();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(m) = std::fs::read_to_string(p.path().join("mountinfo")) {
+            assert!(
+                !m.contains(&needle),
+                "process {:?} still mounts it",
+                p.file_name()
+            );
+        }
+    }
+}
+
 /// The agent's side of the uid split, probed by a real tool call: `tests/fixtures/probe.sh`
 /// (copied into the repository) tries each thing and writes one line per try.
 async fn the_agent_cannot_reach_hangar(env_yaml: &str) {
