@@ -7,6 +7,10 @@
 //! while the approval waits and started again (the watcher and the sync resume), the file made
 //! in the pod's workspace, and the stored events equal to a rebuild from the mirrored run log.
 //!
+//! In the kubernetes turn `hangar sb attach` puts a terminal of the test's own into the run's
+//! tmux session in the pod (`kubectl exec -it` against the fake; skipped, saying so, where
+//! kubectl is not installed: no script of the project installs it).
+//!
 //! The pods use the host's network (`egress: open` on the fake) to reach the scripted model on
 //! this machine's loopback. Their image is the test image with the pinned Claude Code added
 //! (`scripts/build-image-claude`: a pod cannot see this machine's files).
@@ -20,8 +24,9 @@
 
 mod common;
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{Server, until};
 use hangar_fakecloud::FakeCloud;
@@ -29,6 +34,103 @@ use hangar_testkit::{Script, Step, workspace_root};
 use serde_json::json;
 
 const E2B_KEY: &str = "e2b-key-for-the-fake";
+
+/// A tmux server of the test's own, where `hangar sb attach` gets a terminal.
+struct Terminal {
+    socket: PathBuf,
+}
+
+impl Terminal {
+    fn new(dir: &Path, argv: &[String]) -> Terminal {
+        let socket = dir.join("terminal.sock");
+        let st = Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args([
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+                "-x",
+                "200",
+                "-y",
+                "50",
+            ])
+            .args(argv)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        Terminal { socket }
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["capture-pane", "-p", "-t", "t"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .status();
+    }
+}
+
+/// Whether `kubectl` is on PATH (no script of the project installs it).
+fn have_kubectl() -> bool {
+    Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `hangar sb attach SB` in a terminal of the test's own shows the run's tmux session in the pod
+/// (through `kubectl exec -it` against the fake): the harness's stream as the driver relays it.
+fn attach_shows_the_live_harness(s: &Server, sb: &str) {
+    if !have_kubectl() {
+        eprintln!(
+            "kubectl is not installed (no script of the project installs it): the `sb attach` check of the kubernetes turn is skipped"
+        );
+        return;
+    }
+    let mut attach = s.hangar();
+    attach.args(["sb", "attach", sb]);
+    let argv: Vec<String> = std::iter::once("env".to_owned())
+        .chain(
+            attach
+                .get_envs()
+                .filter_map(|(k, v)| Some(format!("{}={}", k.to_str()?, v?.to_str()?))),
+        )
+        .chain(std::iter::once(
+            attach.get_program().to_string_lossy().into_owned(),
+        ))
+        .chain(attach.get_args().map(|a| a.to_string_lossy().into_owned()))
+        .collect();
+    let term = Terminal::new(s.home.path(), &argv);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let screen = term.screen();
+        if screen.contains("\"claude_code_version\":\"2.1.") && screen.contains("tool_use") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the attached terminal shows: {screen}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
 
 fn skip() -> bool {
     if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
@@ -138,6 +240,9 @@ async fn a_turn(
     })
     .await;
 
+    if yaml.contains("provider: kubernetes") {
+        attach_shows_the_live_harness(s, &sb);
+    }
     // kill -9 of the control plane with the approval pending; the driver goes on in the pod.
     s.restart();
     tokio::time::sleep(wait_before_approving).await;
