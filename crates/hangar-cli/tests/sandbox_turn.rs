@@ -234,7 +234,8 @@ async fn a_claude_turn_in_a_local_sandbox_with_the_uid_split() {
 /// scripted model's host (`model.test`, which the proxy's test-only name map sends to the model
 /// on the host's loopback): Claude Code reaches the model through hangar's egress proxy (the
 /// sandbox has no other way out), the tool call runs as the agent, the proxy records the
-/// model's host, and `sb rm` leaves no proxy, namespace or folder behind.
+/// model's host, the proxy is back after `hangar serve` is killed and started again, and `sb rm`
+/// leaves no proxy, namespace or folder behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claude_turn_in_a_local_sandbox_reaches_the_model_through_the_egress_allowlist() {
     claude_through_the_allowlist("provider: local\n").await;
@@ -358,6 +359,34 @@ async fn claude_through_the_allowlist(provider: &str) {
         "{log}"
     );
     assert!(log.contains("elsewhere.test"), "{log}");
+
+    let model_allowed = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("\"host\":\"model.test\"") && l.contains("\"allowed\":true"))
+            .count()
+    };
+    let before = model_allowed(&log);
+    // The proxy lives in `hangar serve`: killed and started again, the server opens it again at
+    // the sandbox's next command.
+    s.restart();
+    let out = s
+        .hangar()
+        .args(["sb", "exec", &sb, "--", "bash", "-c"])
+        .arg(format!(
+            "perl -MHTTP::Tiny -e 'print HTTP::Tiny->new(timeout => 10)->get(\"http://model.test:{port}/\")->{{status}}'"
+        ))
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    // The scripted model's own answer to a GET, not HTTP::Tiny's 599 (no connection) or the
+    // proxy's 403/502.
+    assert!(
+        !status.is_empty() && !["599", "403", "502"].contains(&status.as_str()),
+        "after a restart: {status} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(host_dir.join("ctl/egress.log")).unwrap();
+    assert_eq!(model_allowed(&log), before + 1, "{log}");
 
     s.ok(&["sb", "rm", &sb]);
     assert!(!host_dir.exists(), "{} is left", host_dir.display());
