@@ -212,7 +212,7 @@ fn sandbox_view() -> Value {
             "host_workspace": string(),
             "capabilities": {"type": "object", "properties": {
                 "provider": string(), "uid_split": {"type": "boolean"}, "uid_split_off": string(),
-                "sudo": {"type": "boolean"}, "network_modes": {"type": "array", "items": {"enum": ["none", "host", "open"]}},
+                "sudo": {"type": "boolean"}, "network_modes": {"type": "array", "items": {"enum": ["none", "host", "open", "allowlist"]}},
                 "resource_limits": {"type": "boolean"}}},
             "created_at": {"type": "integer"},
             "removed_at": {"type": "integer"}
