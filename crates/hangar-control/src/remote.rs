@@ -69,7 +69,7 @@ exit $r"#;
 /// everything after is final), the run log from `$2` (at most `$3` bytes), the acks not named
 /// after `$5`, whether the turn's pack is there, and `in/`'s state (after the log). Each part
 /// is a header line, and a size's worth of bytes where it has one.
-const PULL: &str = r#"cd "$1" || { echo X; exit 0; }
+const PULL: &str = r#"export LC_ALL=C; cd "$1" || { echo X; exit 0; }
 off=$2; max=$3; s=$4; sock=$5; shift 5
 if tmux -S "$sock" has-session -t "=$s" 2>/dev/null; then echo A1; else echo A0; fi
 size=$(wc -c < run.log 2>/dev/null || echo 0)
@@ -79,13 +79,34 @@ echo "L $n"
 for f in acks/*.ack; do
   [ -f "$f" ] || continue
   b=${f#acks/}
+  case "$b" in *[!0-9a-z.-]*) continue ;; esac
   case " $* " in *" $b "*) continue ;; esac
-  echo "K $(wc -c < "$f") $b"
-  cat "$f"
+  c=$(head -c 65536 "$f"; echo x); c=${c%x}
+  echo "K ${#c} $b"
+  printf %s "$c"
 done
 [ -f trees.pack ] && [ -f trees.idx ] && echo P
 if [ -d in ]; then echo I; else echo "C $(ls -d in.ended-* 2>/dev/null | sed 's/^in.ended-//' | sort -n | tail -n 1)"; fi
 echo E"#;
+
+/// The largest ack a pull takes (an ack is a few hundred bytes of JSON).
+const MAX_ACK_BYTES: usize = 64 << 10;
+
+/// `NNNN-hex.cmd.ack`, as the mailbox names a command's ack: nothing that could leave `acks/`.
+fn is_ack_name(name: &str) -> bool {
+    let Some(cmd) = name.strip_suffix(".cmd.ack") else {
+        return false;
+    };
+    let Some((seq, nonce)) = cmd.split_once('-') else {
+        return false;
+    };
+    !seq.is_empty()
+        && seq.len() <= 20
+        && seq.bytes().all(|b| b.is_ascii_digit())
+        && !nonce.is_empty()
+        && nonce.len() <= 64
+        && nonce.bytes().all(|b| b.is_ascii_hexdigit())
+}
 
 /// What one pull read.
 #[derive(Debug, Default, PartialEq)]
@@ -135,12 +156,23 @@ fn parse_pull(out: &[u8]) -> Result<Pulled, String> {
             }
             (Some("K"), Some(n), Some(name)) => {
                 let n: usize = n.parse().map_err(|_| format!("bad line {l:?}"))?;
+                // The pod is the agent's (no uid split there): a name becomes a path in the
+                // mirror only if it is an ack's name as the mailbox makes them.
+                if !is_ack_name(name) || n > MAX_ACK_BYTES {
+                    return Err(format!("refused ack line {l:?} in the pull's output"));
+                }
                 let bytes = take(&mut rest, n).ok_or("an ack was cut short")?;
                 p.acks.push((name.to_owned(), bytes));
             }
             (Some("P"), None, None) => p.pack = true,
             (Some("I"), None, None) => p.closed = None,
-            (Some("C"), n, None) => p.closed = Some(n.unwrap_or("").to_owned()),
+            (Some("C"), n, None) => {
+                let n = n.unwrap_or("");
+                if n.len() > 20 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(format!("bad line {l:?} in the pull's output"));
+                }
+                p.closed = Some(n.to_owned());
+            }
             (Some("E"), None, None) => return Ok(p),
             _ => return Err(format!("unexpected line {l:?} in the pull's output")),
         }
@@ -608,7 +640,8 @@ async fn apply(
             }
         }
     }
-    if p.pack && contains(&p.log, b"\"hangar.turn_end\"") {
+    // The turn's end may have come in the previous pull's chunk, or been cut between two.
+    if p.pack && (!p.alive || ends_turn(&host.run_log(), &p.log)) {
         for name in ["trees.idx", "trees.pack"] {
             let bytes = read_file(plane, sb, &inside.join(name)).await?;
             let dest = host.root().join(name);
@@ -633,6 +666,26 @@ async fn apply(
         let _ = std::fs::write(host.root().join("driver.stderr"), bytes);
     }
     Ok(())
+}
+
+/// Whether `chunk`, appended to the mirror's log, holds the driver's `hangar.turn_end` (the
+/// mirror's last bytes are looked at too: a pull's chunk may cut the token in two).
+fn ends_turn(mirror_log: &Path, chunk: &[u8]) -> bool {
+    const TOKEN: &[u8] = b"\"hangar.turn_end\"";
+    if contains(chunk, TOKEN) {
+        return true;
+    }
+    let mut tail = Vec::new();
+    if let Ok(mut f) = std::fs::File::open(mirror_log) {
+        use std::io::{Read, Seek, SeekFrom};
+        let keep = TOKEN.len() as u64;
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if f.seek(SeekFrom::Start(len.saturating_sub(keep))).is_ok() {
+            let _ = f.take(keep).read_to_end(&mut tail);
+        }
+    }
+    tail.extend_from_slice(&chunk[..chunk.len().min(TOKEN.len())]);
+    contains(&tail, TOKEN)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -712,14 +765,51 @@ mod tests {
 
     #[test]
     fn a_pull_is_read_part_by_part() {
-        let out = b"A1\nL 5\nab\ncdK 3 0001-x.cmd.ack\n{x}P\nC 2\nE\n";
+        let out = b"A1\nL 5\nab\ncdK 3 0001-ab12.cmd.ack\n{x}P\nC 2\nE\n";
         let p = parse_pull(out).unwrap();
         assert!(p.alive && p.pack);
         assert_eq!(p.log, b"ab\ncd");
-        assert_eq!(p.acks, vec![("0001-x.cmd.ack".into(), b"{x}".to_vec())]);
+        assert_eq!(p.acks, vec![("0001-ab12.cmd.ack".into(), b"{x}".to_vec())]);
         assert_eq!(p.closed.as_deref(), Some("2"));
         assert!(parse_pull(b"A0\nL 9\nab").is_err(), "cut short");
         assert!(parse_pull(b"A0\nL 0\nI\n").is_err(), "no end");
         assert!(parse_pull(b"X\n").unwrap().no_ctl);
+    }
+
+    /// The pod is the agent's: what it prints never names a path outside the mirror's acks/.
+    #[test]
+    fn a_pull_naming_a_path_or_a_huge_ack_is_refused() {
+        for name in [
+            "../../../home/h/.ssh/authorized_keys",
+            "/etc/passwd",
+            "0001-ab/../../x.cmd.ack",
+            "0001-ab12.cmd.ack/..",
+            ".0001-ab12.cmd.ack",
+            "0001-zz.cmd.ack",
+            "x-ab12.cmd.ack",
+            "0001-ab12.ack",
+        ] {
+            let out = format!("A1\nL 0\nK 2 {name}\n{{}}E\n");
+            assert!(parse_pull(out.as_bytes()).is_err(), "{name}");
+        }
+        let huge = format!("A1\nL 0\nK {} 0001-ab12.cmd.ack\n", MAX_ACK_BYTES + 1);
+        assert!(parse_pull(huge.as_bytes()).is_err());
+        assert!(parse_pull(b"A0\nL 0\nC ../x\nE\n").is_err());
+        assert!(parse_pull(b"A0\nL 0\nC 12\nE\n").is_ok());
+    }
+
+    /// A turn's end cut between two pulls still brings the pack over.
+    #[test]
+    fn a_turn_end_cut_between_two_pulls_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("run.log");
+        std::fs::write(&log, b"{\"type\":\"hangar.tu").unwrap();
+        assert!(ends_turn(&log, b"rn_end\",\"status\":0}\n"));
+        assert!(!ends_turn(&log, b"rn_start\"}\n"));
+        assert!(ends_turn(
+            &dir.path().join("none"),
+            b"x\"hangar.turn_end\"y"
+        ));
+        assert!(!ends_turn(&dir.path().join("none"), b""));
     }
 }
