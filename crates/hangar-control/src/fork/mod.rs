@@ -160,7 +160,7 @@ impl ControlPlane {
         let made = blocking(move || -> Result<_, ControlError> {
             let conversation = cut::find(harness, &earlier, &log, n, &tree)?;
             let created = prepare(&d)?;
-            match rebuild::rebuild(&files, &workdir, &tree, &d) {
+            match rebuild::rebuild(&files, &workdir, &tree, &d, copying) {
                 Ok(r) if r.rehashed == tree => Ok((conversation, r, created)),
                 Ok(r) => {
                     clean(&d, created);

@@ -49,16 +49,66 @@ impl From<Failed> for ControlError {
     }
 }
 
+/// Refuses a workspace whose repository is not a plain `.git` folder of its own.
+fn own_repository(source: &Path) -> Result<(), Failed> {
+    let git = source.join(".git");
+    let meta = match std::fs::symlink_metadata(&git) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Failed::Internal(format!("{}: {e}", git.display()))),
+    };
+    let refuse = |why: &str| {
+        Err(Failed::Store(format!(
+            "the fork is refused: the sandbox's repository {} {why}; a fork takes only a repository of the workspace's own (a plain .git folder), since its agent could otherwise point it at another repository of this machine",
+            git.display()
+        )))
+    };
+    if !meta.is_dir() {
+        return refuse("is not a folder (a link, or a gitdir: file)");
+    }
+    for (inner, why) in [
+        ("commondir", "shares a common folder (commondir)"),
+        (
+            "objects/info/alternates",
+            "borrows objects from elsewhere (alternates)",
+        ),
+        (
+            "objects/info/http-alternates",
+            "borrows objects from elsewhere (alternates)",
+        ),
+    ] {
+        if std::fs::symlink_metadata(git.join(inner)).is_ok() {
+            return refuse(why);
+        }
+    }
+    for inner in ["objects", "refs", "packed-refs", "HEAD", "config"] {
+        if std::fs::symlink_metadata(git.join(inner)).is_ok_and(|m| m.file_type().is_symlink()) {
+            return refuse(&format!("has a link for {inner}"));
+        }
+    }
+    Ok(())
+}
+
 /// Rebuilds `tree` into `dest` (an empty folder), the objects read from the run's files (its
 /// kept pack, or its control folder's) and the work tree `source`'s repository.
+///
+/// `untrusted`: `source` is a sandbox's workspace, which its agent controls (under the uid
+/// split, an agent that must not reach what hangar's user can read). Its repository is then
+/// taken only as a plain `.git` folder of its own (no link, no `gitdir:` file, no alternates,
+/// no shared common dir), and cloned through git's transport (only what its refs reach), so
+/// that the agent cannot point the clone at another repository on this machine.
 pub(crate) fn rebuild(
     run: &RunFiles,
     source: &Path,
     tree: &str,
     dest: &Path,
+    untrusted: bool,
 ) -> Result<Rebuilt, Failed> {
     if tree.len() != 40 || !tree.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Failed::Store(format!("{tree:?} is not a tree id")));
+    }
+    if untrusted {
+        own_repository(source)?;
     }
     let scratch = Scratch::new().map_err(|e| Failed::Internal(e.to_string()))?;
     let turn_objects = turn_objects(run, &scratch.0)?;
@@ -75,18 +125,33 @@ pub(crate) fn rebuild(
         // does not trust) gets none of the `-c` settings, so a repository of another owner
         // (the agent's, in a sandbox) is allowed through a global config of hangar's own.
         let global = scratch.0.join("gitconfig");
-        std::fs::write(&global, "[safe]\n\tdirectory = *\n")
-            .map_err(|e| Failed::Internal(format!("{}: {e}", global.display())))?;
+        let (src, src_git) = (path_str(source)?, path_str(&source.join(".git"))?);
+        if src.contains(['\n', '"', '\\']) {
+            return Err(Failed::Store(format!(
+                "the repository's path {src:?} cannot be named in git's config"
+            )));
+        }
+        std::fs::write(
+            &global,
+            format!("[safe]\n\tdirectory = \"{src}\"\n\tdirectory = \"{src_git}\"\n"),
+        )
+        .map_err(|e| Failed::Internal(format!("{}: {e}", global.display())))?;
+        // An agent's repository goes through git's transport: only what its refs reach.
+        let local = if untrusted {
+            "--no-local"
+        } else {
+            "--no-hardlinks"
+        };
         git(
             None,
             &[
                 "clone",
                 "-q",
                 "--no-checkout",
-                "--no-hardlinks",
+                local,
                 "--template=",
                 "--",
-                &path_str(source)?,
+                &src,
                 &path_str(dest)?,
             ],
             &[("GIT_CONFIG_GLOBAL", global.into_os_string())],
@@ -373,6 +438,7 @@ mod tests {
             &work,
             &tree,
             &dest,
+            false,
         )
         .unwrap();
         assert_eq!(
@@ -427,6 +493,7 @@ mod tests {
             &work,
             &tree,
             &dest,
+            false,
         )
         .unwrap();
         assert_eq!(
@@ -447,9 +514,72 @@ mod tests {
             &work,
             missing,
             &other,
+            false,
         ) {
             Err(Failed::Store(m)) => assert!(m.contains(missing), "{m}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A sandbox's repository is its agent's: a fork takes it only as a plain `.git` folder of
+    /// its own, cloned through git's transport, never a link or a pointer to another repository
+    /// of this machine (whose objects the clone would copy into the agent's new sandbox).
+    #[test]
+    fn an_agents_repository_pointing_elsewhere_is_refused_and_its_own_is_cloned() {
+        let t = tempfile::tempdir().unwrap();
+        let (work, ctl, secret) = (t.path().join("w"), t.path().join("ctl"), t.path().join("s"));
+        for d in [&work, &ctl, &secret] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        sh(&secret, &["init", "-q"]);
+        std::fs::write(secret.join("secret.txt"), "not the agent's\n").unwrap();
+        sh(&secret, &["add", "-A"]);
+        sh(&secret, &["commit", "-qm", "secret"]);
+        sh(&work, &["init", "-q"]);
+        std::fs::write(work.join("a.txt"), "a\n").unwrap();
+        sh(&work, &["add", "-A"]);
+        sh(&work, &["commit", "-qm", "one"]);
+        let tree = hash_like_the_driver(&work, &ctl);
+        let files = crate::trees::run_files(t.path(), "run-t", &ctl);
+
+        // Its own repository: cloned (through git's transport) and rebuilt.
+        let dest = t.path().join("f0");
+        std::fs::create_dir(&dest).unwrap();
+        let r = rebuild(&files, &work, &tree, &dest, true).unwrap();
+        assert_eq!(r.rehashed, tree);
+        assert!(r.repository);
+
+        // Alternates into another repository.
+        let alt = work.join(".git/objects/info/alternates");
+        std::fs::write(&alt, format!("{}\n", secret.join(".git/objects").display())).unwrap();
+        let dest = t.path().join("f1");
+        std::fs::create_dir(&dest).unwrap();
+        match rebuild(&files, &work, &tree, &dest, true) {
+            Err(Failed::Store(m)) => assert!(m.contains("alternates"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_file(&alt).unwrap();
+
+        // .git a link to, or a gitdir: file naming, another repository.
+        std::fs::rename(work.join(".git"), t.path().join("real-git")).unwrap();
+        std::os::unix::fs::symlink(secret.join(".git"), work.join(".git")).unwrap();
+        let dest = t.path().join("f2");
+        std::fs::create_dir(&dest).unwrap();
+        match rebuild(&files, &work, &tree, &dest, true) {
+            Err(Failed::Store(m)) => assert!(m.contains("not a folder"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_file(work.join(".git")).unwrap();
+        std::fs::write(
+            work.join(".git"),
+            format!("gitdir: {}\n", secret.join(".git").display()),
+        )
+        .unwrap();
+        match rebuild(&files, &work, &tree, &dest, true) {
+            Err(Failed::Store(m)) => assert!(m.contains("not a folder"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!dest.join("secret.txt").exists());
+        assert_eq!(std::fs::read_dir(&dest).unwrap().count(), 0, "nothing made");
     }
 }
