@@ -813,8 +813,6 @@ impl Provider for DockerProvider {
 
     async fn tmux_alive(&self, sb: &Sandbox, session: &str) -> Result<bool, SandboxError> {
         layout::check_session(session)?;
-        // What a control plane that restarted asks first about a live turn: its proxy too.
-        self.egress_up(sb).await?;
         let argv = [
             "tmux",
             "-S",
@@ -829,6 +827,12 @@ impl Provider for DockerProvider {
         let out = self
             .run(sb, "0:0".into(), env, "/".into(), argv, None)
             .await?;
+        // What a control plane that restarted asks first about a live turn: its proxy too. Only
+        // for a live session, and never in place of the answer (the next exec says why the proxy
+        // is not up).
+        if out.success() {
+            let _ = self.egress_up(sb).await;
+        }
         Ok(out.success())
     }
 

@@ -350,12 +350,21 @@ struct Ctx {
     test_resolve: Arc<HashMap<String, SocketAddr>>,
 }
 
+/// The most connections one sandbox's proxy holds open at once: its agent cannot spend the
+/// control plane's file descriptors (each connection costs two), which every other sandbox,
+/// the store and the API share. Past it, new connections wait in the listener's backlog.
+const MAX_CONNECTIONS: usize = 256;
+
+/// The egress log stops growing past this (a line says so once): an agent that connects in a
+/// loop cannot fill the control plane's disk.
+const MAX_LOG_BYTES: u64 = 16 << 20;
+
 async fn serve(listener: TcpListener, ctx: Arc<Ctx>) {
     // The connections live in this set, so stopping the proxy ends them too.
     let mut conns = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = listener.accept(), if conns.len() < MAX_CONNECTIONS => match accepted {
                 Ok((stream, _)) => {
                     conns.spawn(handle(stream, ctx.clone()));
                 }
@@ -540,6 +549,16 @@ impl Ctx {
             .append(true)
             .open(&self.log)
         {
+            let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+            if size >= MAX_LOG_BYTES {
+                return;
+            }
+            if size + text.len() as u64 >= MAX_LOG_BYTES {
+                text = format!(
+                    "{}\n",
+                    serde_json::json!({"at": at, "truncated": true, "reason": "the egress log is full: later connections are not recorded"})
+                );
+            }
             let _ = f.write_all(text.as_bytes());
         }
     }

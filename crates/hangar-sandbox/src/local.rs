@@ -774,10 +774,6 @@ impl Provider for LocalProvider {
         if !Dirs::of(sb).tmux_socket().exists() {
             return Ok(false);
         }
-        // What a control plane that restarted asks first about a live turn: its proxy too.
-        if Dirs::of(sb).netns().exists() {
-            self.egress_up(sb).await?;
-        }
         let st = self
             .tmux(sb)
             .args(["has-session", "-t", &format!("={session}")])
@@ -786,6 +782,12 @@ impl Provider for LocalProvider {
             .status()
             .await
             .map_err(|e| failed("cannot run tmux", e))?;
+        // What a control plane that restarted asks first about a live turn: its proxy too. Only
+        // for a live session, and never in place of the answer: a namespace gone with a reboot
+        // must not make a dead turn look alive (the next exec says why the proxy is not up).
+        if st.success() && Dirs::of(sb).netns().exists() {
+            let _ = self.egress_up(sb).await;
+        }
         Ok(st.success())
     }
 
