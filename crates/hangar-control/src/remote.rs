@@ -236,7 +236,32 @@ impl From<ControlError> for ExecFailed {
 }
 
 /// Runs `req` as hangar's user in a remote sandbox.
+/// The longest one exec in the pod may take: the pod is the agent's (a FIFO for `run.log`
+/// would hold a pull forever), and a sandbox that does not answer must reach [`GONE_AFTER`].
+const EXEC_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The largest turn's pack taken from a pod (it is read whole into memory), and the most of
+/// the driver's stderr kept.
+const MAX_PACK_BYTES: u64 = 1 << 30;
+const MAX_STDERR_BYTES: u64 = 1 << 20;
+
 async fn exec(plane: &ControlPlane, sb: &Sandbox, req: &ExecRequest) -> Result<Output, ExecFailed> {
+    tokio::time::timeout(EXEC_TIMEOUT, exec_once(plane, sb, req))
+        .await
+        .map_err(|_| ExecFailed {
+            gone: false,
+            message: format!(
+                "the sandbox did not answer a command in {} s",
+                EXEC_TIMEOUT.as_secs()
+            ),
+        })?
+}
+
+async fn exec_once(
+    plane: &ControlPlane,
+    sb: &Sandbox,
+    req: &ExecRequest,
+) -> Result<Output, ExecFailed> {
     match sb.env.provider {
         ProviderKind::Kubernetes => Ok(plane
             .providers
@@ -257,20 +282,45 @@ async fn exec(plane: &ControlPlane, sb: &Sandbox, req: &ExecRequest) -> Result<O
     }
 }
 
-async fn read_file(plane: &ControlPlane, sb: &Sandbox, path: &Path) -> Result<Vec<u8>, ExecFailed> {
-    match sb.env.provider {
-        ProviderKind::Kubernetes => Ok(plane
-            .providers
-            .kubernetes()
-            .await?
-            .read_file(sb, path)
-            .await?),
-        ProviderKind::E2b => Ok(plane.providers.e2b().await?.read_file(sb, path).await?),
-        k => Err(ExecFailed {
-            gone: false,
-            message: format!("{k} sandboxes see the control folder: no sync"),
-        }),
+/// A file of the pod's control folder, at most `max` bytes of it (more refuses: the agent can
+/// make these files as large as it likes), read through one exec.
+async fn read_file(
+    plane: &ControlPlane,
+    sb: &Sandbox,
+    path: &Path,
+    max: u64,
+) -> Result<Vec<u8>, ExecFailed> {
+    let req = ExecRequest {
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            r#"[ -f "$1" ] && [ ! -L "$1" ] || exit 3; exec head -c "$2" -- "$1""#.into(),
+            "read".into(),
+            path.display().to_string(),
+            (max + 1).to_string(),
+        ],
+        cwd: Some(PathBuf::from("/")),
+        ..ExecRequest::default()
+    };
+    let out = exec(plane, sb, &req).await?;
+    let failed = |message: String| ExecFailed {
+        gone: false,
+        message,
+    };
+    if !out.success() {
+        return Err(failed(format!(
+            "cannot read {} in the sandbox: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
+    if out.stdout.len() as u64 > max {
+        return Err(failed(format!(
+            "{} in the sandbox is larger than {max} bytes: not taken",
+            path.display()
+        )));
+    }
+    Ok(out.stdout)
 }
 
 /// Pushes one command file into the pod's `in/`: `Ok(true)` when it is there (now or before),
@@ -522,7 +572,6 @@ async fn sync_loop(
         match step.await {
             Ok(None) => {}
             Ok(Some(p)) => {
-                failing_since = None;
                 if p.no_ctl {
                     set(
                         &status,
@@ -539,13 +588,18 @@ async fn sync_loop(
                 if let Err(e) =
                     apply(&plane, &sb, &run_id, &host, &inside, &mut acks, &pushed, p).await
                 {
+                    // Counted as the sandbox not answering: a pull that can never be mirrored
+                    // (a pack too large, a full disk) ends the turn after GONE_AFTER, not never.
+                    let since = *failing_since.get_or_insert_with(Instant::now);
                     tracing::warn!(run = %run_id, error = %e.message, "cannot mirror the run's control folder");
-                    if e.gone {
+                    if e.gone || since.elapsed() >= GONE_AFTER {
                         set(&status, Status::Gone(gone_reason(&sb, &e.message)));
                         return;
                     }
+                    tokio::time::sleep(PULL_EVERY).await;
                     continue;
                 }
+                failing_since = None;
                 if ended && !cut_short {
                     // The pull read everything the driver wrote before it stopped.
                     set(&status, Status::Stopped);
@@ -643,7 +697,7 @@ async fn apply(
     // The turn's end may have come in the previous pull's chunk, or been cut between two.
     if p.pack && (!p.alive || ends_turn(&host.run_log(), &p.log)) {
         for name in ["trees.idx", "trees.pack"] {
-            let bytes = read_file(plane, sb, &inside.join(name)).await?;
+            let bytes = read_file(plane, sb, &inside.join(name), MAX_PACK_BYTES).await?;
             let dest = host.root().join(name);
             hangar_protocol::atomic::write_atomic(&dest, &bytes, 0o600)
                 .map_err(|e| internal(format!("{}: {e}", dest.display())))?;
@@ -661,7 +715,8 @@ async fn apply(
             .map_err(|e| internal(format!("{}: {e}", host.run_log().display())))?;
     }
     if !p.alive
-        && let Ok(bytes) = read_file(plane, sb, &inside.join("driver.stderr")).await
+        && let Ok(bytes) =
+            read_file(plane, sb, &inside.join("driver.stderr"), MAX_STDERR_BYTES).await
     {
         let _ = std::fs::write(host.root().join("driver.stderr"), bytes);
     }
