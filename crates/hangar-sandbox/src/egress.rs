@@ -421,6 +421,18 @@ fn parse_head(head: &[u8]) -> Result<Request, String> {
     };
     let (host, port) = split_authority(authority, Some(80))?;
     let mut out = format!("{method} {path} {version}\r\n");
+    // The Host the server sees is the one the allowlist checked, never one the agent wrote
+    // beside it (which a shared front would route to a host not on the list).
+    let shown = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.clone()
+    };
+    if port == 80 {
+        out.push_str(&format!("Host: {shown}\r\n"));
+    } else {
+        out.push_str(&format!("Host: {shown}:{port}\r\n"));
+    }
     for line in lines {
         if line.is_empty() {
             continue;
@@ -432,7 +444,7 @@ fn parse_head(head: &[u8]) -> Result<Request, String> {
             .to_ascii_lowercase();
         if matches!(
             name.as_str(),
-            "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive"
+            "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive" | "host"
         ) {
             continue;
         }
@@ -721,7 +733,16 @@ mod tests {
         assert_eq!((r.host.as_str(), r.port), ("example.test", 8080));
         assert_eq!(
             String::from_utf8(r.forward_head).unwrap(),
-            "GET /a/b?c HTTP/1.1\r\nHost: example.test\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+            "GET /a/b?c HTTP/1.1\r\nHost: example.test:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
+        // A Host beside the checked URL never reaches the server: the checked one does.
+        let r = parse_head(
+            b"GET http://allowed.test/x HTTP/1.1\r\nHost: other.test\r\nhost: third.test\r\nAccept: */*",
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(r.forward_head).unwrap(),
+            "GET /x HTTP/1.1\r\nHost: allowed.test\r\nAccept: */*\r\nConnection: close\r\n\r\n"
         );
         let r = parse_head(b"GET http://x.test?q HTTP/1.0").unwrap();
         assert!(

@@ -29,6 +29,9 @@ use crate::error::ControlError;
 use crate::plane::ControlPlane;
 use crate::sandboxes::with_provider;
 
+/// The largest conversation file a fork carries from one sandbox to another.
+const MAX_CONVERSATION_BYTES: u64 = 256 << 20;
+
 /// Why a run in `sb` (its row `row`) cannot be forked, if it cannot.
 pub(super) fn refusal(run: &str, row: &hangar_store::Sandbox, sb: &Sandbox) -> Option<String> {
     let provider = sb.env.provider;
@@ -144,7 +147,11 @@ impl ControlPlane {
             let rel = file
                 .strip_prefix(&home_from)
                 .map_err(|e| ControlError::Internal(format!("{}: {e}", file.display())))?;
-            let mut read = ExecRequest::new(["cat", "--"]);
+            // At most MAX_CONVERSATION_BYTES (and one more, to see it is larger): the file is
+            // the agent's, and it is held in memory on its way to the new sandbox.
+            let mut read = ExecRequest::new(["head", "-c"]);
+            read.argv.push((MAX_CONVERSATION_BYTES + 1).to_string());
+            read.argv.push("--".into());
             read.argv.push(file.display().to_string());
             read.cwd = Some(PathBuf::from("/"));
             let bytes = with_provider!(self, from.env.provider, |p| p
@@ -157,6 +164,14 @@ impl ControlPlane {
                     file.display(),
                     from.id,
                     String::from_utf8_lossy(&bytes.stderr).trim()
+                )));
+            }
+            if bytes.stdout.len() as u64 > MAX_CONVERSATION_BYTES {
+                return Err(ControlError::Refused(format!(
+                    "the fork is refused: the harness's conversation {} in sandbox {} is larger than {} MiB",
+                    file.display(),
+                    from.id,
+                    MAX_CONVERSATION_BYTES >> 20
                 )));
             }
             let dest = home_to.join(rel);
