@@ -42,8 +42,8 @@
 //!    interleaved. A second phase of 200 runs answers half through `answer` and half through a
 //!    timed step-by-step copy of the answer path before live mailboxes were kept in memory (the
 //!    run and its key read from the store for every command, a blocking thread polling for
-//!    the ack): the old path measured in the same run, under the same load. The driver is `$HANGAR_DRIVER_BIN` or `<workspace>/target/release/hangar-driver`
-//!    (`cargo build --release -p hangar-driver`).
+//!    the ack): the old path measured in the same run, under the same load. The driver is
+//!    `$HANGAR_DRIVER_BIN` or the static one `scripts/build-driver` makes.
 //!
 //! Every wait has a timeout; errors are `Result`s (the bench profile aborts on panic, so no
 //! cleanup would run), and started processes are killed by pid and reaped.
@@ -2206,13 +2206,16 @@ mod approval {
         if let Some(p) = std::env::var_os("HANGAR_DRIVER_BIN").filter(|v| !v.is_empty()) {
             return Ok((PathBuf::from(p), "$HANGAR_DRIVER_BIN"));
         }
-        let p = workspace_root().join("target/release/hangar-driver");
+        let p = workspace_root().join("target/x86_64-unknown-linux-gnu/release/hangar-driver");
         ensure!(
             p.exists(),
-            "no driver at {}: build it with `cargo build --release -p hangar-driver`, or set HANGAR_DRIVER_BIN",
+            "no driver at {}: build the static driver with `scripts/build-driver`, or set HANGAR_DRIVER_BIN",
             p.display()
         );
-        Ok((p, "the workspace's release build"))
+        Ok((
+            p,
+            "the workspace's static release build (scripts/build-driver)",
+        ))
     }
 
     pub fn run() -> Res<()> {

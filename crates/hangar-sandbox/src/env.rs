@@ -765,12 +765,12 @@ mod tests {
     fn allowlists_are_read_for_every_provider() {
         for p in ["local", "docker\nimage: i"] {
             let s = EnvSpec::from_yaml(&format!(
-                "name: l\nprovider: {p}\negress: {{allowlist: [a.test, '*.b.test', 10.0.0.1]}}\n"
+                "name: l\nprovider: {p}\negress: {{allowlist: [a.test, '*.b.test', 192.0.2.1]}}\n"
             ))
             .unwrap();
             assert_eq!(
                 s.egress,
-                Egress::Allowlist(vec!["a.test".into(), "*.b.test".into(), "10.0.0.1".into()])
+                Egress::Allowlist(vec!["a.test".into(), "*.b.test".into(), "192.0.2.1".into()])
             );
             assert_eq!(EnvSpec::from_yaml(&s.to_yaml()).unwrap(), s);
         }
