@@ -645,34 +645,12 @@ impl Provider for KubernetesProvider {
             .unwrap_or_else(|| PathBuf::from(WORKSPACE))
             .to_string_lossy()
             .into_owned();
-        let mut env = layout::base_env(who, None, req);
-        if !env.iter().any(|(k, _)| k == "TERM") {
-            env.push(("TERM".into(), "screen".into()));
-        }
-        let mut argv: Vec<String> = [
-            "tmux",
-            "-S",
-            TMUX_SOCKET,
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-s",
-            session,
-            "-x",
-            "200",
-            "-y",
-            "50",
-            "-c",
-            &cwd,
-            "--",
-            "env",
-            "-i",
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        argv.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
-        argv.extend(req.argv.iter().cloned());
+        let env = layout::base_env(who, None, req)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let argv =
+            layout::tmux_new_session_argv(TMUX_SOCKET, session, &cwd, env, Vec::new(), &req.argv);
         let out = self.run(sb, shell_wrap(&[], "/", &argv), None).await?;
         if !out.success() {
             return Err(SandboxError::Failed(format!(

@@ -760,35 +760,9 @@ impl Provider for DockerProvider {
             .unwrap_or_else(|| PathBuf::from(WORKSPACE))
             .to_string_lossy()
             .into_owned();
-        let mut argv: Vec<String> = [
-            "tmux",
-            "-S",
-            TMUX_SOCKET,
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-s",
-            session,
-            "-x",
-            "200",
-            "-y",
-            "50",
-            "-c",
-            &cwd,
-            "--",
-            "env",
-            "-i",
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        let mut env = Self::env_strings(sb, who, req);
-        if !env.iter().any(|v| v.starts_with("TERM=")) {
-            env.push("TERM=screen".into());
-        }
-        argv.extend(env);
+        let mut drop_to_agent = Vec::new();
         if let (Who::Agent, Some(a)) = (who, &sb.agent) {
-            argv.extend([
+            drop_to_agent.extend([
                 "setpriv".to_owned(),
                 format!("--reuid={}", a.uid),
                 format!("--regid={}", a.gid),
@@ -796,7 +770,14 @@ impl Provider for DockerProvider {
                 "--".to_owned(),
             ]);
         }
-        argv.extend(req.argv.iter().cloned());
+        let argv = layout::tmux_new_session_argv(
+            TMUX_SOCKET,
+            session,
+            &cwd,
+            Self::env_strings(sb, who, req),
+            drop_to_agent,
+            &req.argv,
+        );
         let env = vec![format!("PATH={}", layout::PATH), "LANG=C.UTF-8".into()];
         let out = self
             .run(sb, "0:0".into(), env, "/".into(), argv, None)

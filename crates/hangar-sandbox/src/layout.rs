@@ -129,6 +129,49 @@ pub fn agent_group_line(agent: &AgentUser) -> String {
 }
 
 /// The variables a request may not set: they would change how the sandbox itself works.
+/// The argv of `tmux -S SOCKET new-session` for a detached session `session` (200x50, in `cwd`)
+/// that runs `env -i ENV... PREFIX... ARGV`: `env` as `K=V` (with `TERM=screen` unless it sets
+/// TERM), `prefix` e.g. a `setpriv` that drops to the agent. One shape for every provider whose
+/// tmux runs inside a container or pod.
+pub fn tmux_new_session_argv(
+    socket: &str,
+    session: &str,
+    cwd: &str,
+    mut env: Vec<String>,
+    prefix: Vec<String>,
+    argv: &[String],
+) -> Vec<String> {
+    if !env.iter().any(|v| v.starts_with("TERM=")) {
+        env.push("TERM=screen".into());
+    }
+    let mut out: Vec<String> = [
+        "tmux",
+        "-S",
+        socket,
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "-c",
+        cwd,
+        "--",
+        "env",
+        "-i",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    out.extend(env);
+    out.extend(prefix);
+    out.extend(argv.iter().cloned());
+    out
+}
+
 pub fn check_env(req: &ExecRequest) -> Result<(), SandboxError> {
     for (k, _) in &req.env {
         if k.is_empty() || k.contains('=') || k.contains('\0') {
