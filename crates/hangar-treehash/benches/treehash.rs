@@ -7,7 +7,9 @@
 //! new hasher; the page cache is warm), the CPU time per step (p50: user + system of all our
 //! threads, or of the git commands; less sensitive than wall time to other load on the
 //! machine), the heap each hasher holds, then a 200 MB untracked file (pseudo-random, so zlib
-//! cannot shrink it) by both methods.
+//! cannot shrink it) by both methods. Beside the stat walk, its floor on this machine in the same
+//! run: only the system calls a walk without a watch cannot avoid (an `fstat` of every held
+//! directory, an `fstatat` of every other entry, on the same threads), with no model behind them.
 //!
 //! Repositories: `HANGAR_TREEHASH_BENCH_REPOS=name=PATH,...` (committed repositories, cloned
 //! into a scratch folder first; `scripts/bench-trees` fetches three real ones from package
@@ -212,6 +214,95 @@ impl GitMethod<'_> {
     }
 }
 
+/// The floor of a full stat walk on this machine: every directory of the work tree (but `.git`)
+/// held open (`O_PATH`), and per step one `fstat` of each and one `fstatat` of each other entry
+/// it held when the benchmark started, over the same number of threads as the hasher, in chunks taken
+/// as threads become free. No model, no comparison, no tree: only the system calls a walk
+/// without a watch cannot avoid.
+struct StatFloor {
+    dirs: Vec<(std::os::fd::OwnedFd, Vec<std::ffi::CString>)>,
+    threads: usize,
+}
+
+impl StatFloor {
+    fn new(root: &Path, threads: usize) -> StatFloor {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        let mut dirs = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            let c = std::ffi::CString::new(d.as_os_str().as_bytes()).unwrap();
+            // SAFETY: a valid C string; the descriptor is owned from here on.
+            let fd = unsafe {
+                libc::open(
+                    c.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                )
+            };
+            assert!(fd >= 0, "open {}", d.display());
+            // SAFETY: just opened, not owned elsewhere.
+            let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+            let mut names = Vec::new();
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                if d == root && e.file_name() == ".git" {
+                    continue;
+                }
+                // A directory is stat'ed through its own descriptor (as the hasher's walk does
+                // for the directories it holds), not by name as well.
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                } else {
+                    names.push(std::ffi::CString::new(e.file_name().as_bytes()).unwrap());
+                }
+            }
+            dirs.push((fd, names));
+        }
+        StatFloor { dirs, threads }
+    }
+
+    /// System calls per pass.
+    fn calls(&self) -> usize {
+        self.dirs.iter().map(|(_, n)| n.len() + 1).sum()
+    }
+
+    fn pass(&self) {
+        use std::os::fd::AsRawFd;
+        let next = AtomicUsize::new(0);
+        let chunk = self.dirs.len().div_ceil(self.threads * 16).max(1);
+        let work = || {
+            // SAFETY: plain old data, filled by the calls below.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) * chunk;
+                let Some(dirs) = self.dirs.get(i..(i + chunk).min(self.dirs.len())) else {
+                    break;
+                };
+                for (fd, names) in dirs {
+                    // SAFETY: a descriptor we hold and a buffer of the right type.
+                    unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+                    for n in names {
+                        // SAFETY: as above, and a valid C string.
+                        unsafe {
+                            libc::fstatat(
+                                fd.as_raw_fd(),
+                                n.as_ptr(),
+                                &mut st,
+                                libc::AT_SYMLINK_NOFOLLOW,
+                            )
+                        };
+                    }
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            for _ in 1..self.threads {
+                s.spawn(work);
+            }
+            work();
+        });
+    }
+}
+
 fn opts(home: &Path, watch: bool) -> Options {
     Options {
         user: UserConfig {
@@ -308,13 +399,19 @@ fn bench_repo(tmp: &Path, home: &Path, name: &str, root: &Path, steps: usize) {
     assert_eq!(first_walk, first_git, "{name}: first hash (stat walk)");
     assert_eq!(first_watch, first_git, "{name}: first hash (watch)");
     assert!(watch.watching(), "{name}: the inotify watch is off");
+    let floor = StatFloor::new(root, opts(home, false).threads);
     // Past the racy window, as a turn's steps are.
     std::thread::sleep(Duration::from_millis(2100));
     let mut rng = Rng(7);
     let (mut tg, mut tw, mut tn) = (Vec::new(), Vec::new(), Vec::new());
     let (mut cg, mut cw, mut cn) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut tf, mut cf) = (Vec::new(), Vec::new());
     for step in 0..steps {
         step_edit(root, &mut files, &mut rng, step);
+        // The floor first, so that it never finds the page cache warmer than the walk did.
+        let ((), t, c) = time_cpu(|| floor.pass());
+        tf.push(t);
+        cf.push(c);
         // The three in a rotating order, so none is always the first to see the changes.
         let mut ids = [String::new(), String::new(), String::new()];
         for k in 0..3 {
@@ -361,10 +458,19 @@ fn bench_repo(tmp: &Path, home: &Path, name: &str, root: &Path, steps: usize) {
         git,
         &format!("{:.1} MB (peak {:.1} MB)", mb(walk_heap), mb(walk_peak)),
     );
+    row(
+        "lstat floor",
+        Duration::ZERO,
+        &tf,
+        &cf,
+        None,
+        &format!("{} calls a pass, {} threads", floor.calls(), floor.threads),
+    );
     println!(
-        "  every step's ids equal: {steps} x 3; the stat walk held {} directories open (of {} in the work tree)",
+        "  every step's ids equal: {steps} x 3; the stat walk held {} directories open (of {} in the work tree); its p50 is {:.2} ms above the lstat floor's (only the system calls: an fstat of every directory and an fstatat of every other entry)",
         walk.last_stats().held_dirs,
-        count_dirs(root)
+        count_dirs(root),
+        (spread(&tn).0.as_secs_f64() - spread(&tf).0.as_secs_f64()) * 1e3
     );
     // For scripts/bench's table: figure, value, unit, baseline, its value, target, met.
     let gc = spread(&cg).0;
@@ -382,6 +488,12 @@ fn bench_repo(tmp: &Path, home: &Path, name: &str, root: &Path, steps: usize) {
             gc.as_secs_f64() * 1e3
         );
     }
+    println!(
+        "hangar-bench\ttreehash: {name}, {} files, step p50, stat walk beside its floor\t{:.3}\tms\tbare fstatat of every entry, same threads, p50\t{:.3}\t-\t-",
+        files.len(),
+        spread(&tn).0.as_secs_f64() * 1e3,
+        spread(&tf).0.as_secs_f64() * 1e3
+    );
     drop(walk);
     drop(watch);
 }
