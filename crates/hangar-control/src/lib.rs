@@ -23,6 +23,7 @@ pub mod conformance;
 mod envs;
 mod error;
 mod fork;
+mod handback;
 mod image_cli;
 pub mod jwt;
 mod launch;

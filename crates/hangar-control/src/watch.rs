@@ -568,6 +568,13 @@ async fn end_turn(
         Ok(t) => t.session_id,
         Err(_) => return,
     };
+    if crate::handback::exhausted(store, &run.turn_id, &texts)
+        .await
+        .unwrap_or(false)
+    {
+        crate::handback::stop(store, &session, &run.id, &person, &texts).await;
+        return;
+    }
     let _ = store
         .audit()
         .append(

@@ -662,3 +662,70 @@ async fn a_harness_version_that_has_not_passed_the_suite_is_refused_unless_the_s
         "{actions:?}"
     );
 }
+
+/// A harness that dies before it begins anything (a broken install) hands its prompt back at
+/// every turn: the control plane retries it once, then stops, and says why, instead of starting
+/// turns without end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_handed_back_again_by_its_own_retry_is_not_retried_without_end() {
+    let env = Env::new(Script::new([Step::text("never asked")]));
+    let broken = env.home.path().join("broken-claude");
+    std::fs::write(&broken, "#!/bin/sh\nexit 3\n").unwrap();
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut tools = env.tools();
+    tools.claude = broken;
+    let plane = env.plane_with(tools).await;
+    let started = plane
+        .start_session(env.request(Policy::Auto, "LOOPING-PROMPT"))
+        .await
+        .unwrap();
+    wait_turn_ended(&plane, &started.turn.id).await;
+    // Long enough for many turns if each handed-back prompt started another.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let turns = plane.store().turns(&started.session.id).await.unwrap();
+    assert_eq!(
+        turns
+            .iter()
+            .map(|t| (t.index, t.state, t.status, t.prompt.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            (0, TurnState::Ended, Some(1), "LOOPING-PROMPT"),
+            (1, TurnState::Ended, Some(1), "LOOPING-PROMPT"),
+        ],
+        "the prompt is carried once, then not again"
+    );
+    let audit = plane.store().audit().records(0, 10_000).await.unwrap();
+    let actions: Vec<&str> = audit.iter().map(|r| r.action.as_str()).collect();
+    assert_eq!(
+        actions.iter().filter(|a| **a == "turn.handed_back").count(),
+        1,
+        "{actions:?}"
+    );
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|a| **a == "turn.handback_stopped")
+            .count(),
+        1,
+        "{actions:?}"
+    );
+    let events = plane
+        .store()
+        .events_after(EventScope::Session(&started.session.id), 0, 1000)
+        .await
+        .unwrap();
+    let warning = events
+        .iter()
+        .filter(|e| e.kind == "warning" && e.run_id.is_none())
+        .map(|e| e.payload["message"].as_str().unwrap_or_default().to_owned())
+        .collect::<Vec<_>>();
+    assert_eq!(warning.len(), 1, "{events:?}");
+    assert!(
+        warning[0].contains("not sent again") && warning[0].contains("send it again"),
+        "{warning:?}"
+    );
+    // The runs' own events are still exactly what their logs say.
+    for t in &turns {
+        assert_events_equal_rebuild(&plane, t.run_id.as_deref().unwrap()).await;
+    }
+}
