@@ -100,6 +100,10 @@ fn invalid_environments_are_refused_naming_the_key() {
             "name: dev\nprovider: docker\nimage: i\nresources: {memory: lots}\n",
             "resources.memory:",
         ),
+        (
+            "name: dev\nprovider: docker\nimage: i\nsudo: true\negress: {allowlist: [github.com]}\n",
+            "sudo: true gives the agent root in the sandbox, and root can take the egress proxy's port",
+        ),
         ("name: dev\nprovider: [local\n", "not valid YAML"),
         (
             "name: dev\nprovider: local\ngovernance: {rules: {add: [{id: no-cows, reason: moo}]}}\n",

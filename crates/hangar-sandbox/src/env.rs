@@ -423,6 +423,16 @@ impl EnvSpec {
                 "the local provider cannot give the agent sudo; remove it, or use provider docker",
             ));
         }
+        // Root in the sandbox holds the egress proxy's port whenever hangar's proxy is not
+        // listening (a restart of hangar, before the sandbox's next command brings it back), so
+        // every program there, the Tower hook and the driver's Tower client included, would
+        // then talk to the agent's own "proxy"; and it sees the sandbox's loopback traffic.
+        if sudo && matches!(egress, Egress::Allowlist(_)) {
+            return Err(bad(
+                "sudo",
+                "true gives the agent root in the sandbox, and root can take the egress proxy's port (and read the sandbox's loopback traffic), so an egress allowlist could not be kept; use sudo: false with the allowlist, or sudo: true with egress none or open",
+            ));
+        }
 
         let governance = match map.get("governance") {
             None | Some(Value::Null) => Governance::default(),
@@ -686,6 +696,10 @@ mod tests {
             ("name: a\nprovider: e2b\nuid_split: true\n", "uid_split:"),
             ("name: a\nprovider: local\nsudo: true\n", "sudo:"),
             (
+                "name: a\nprovider: docker\nimage: i\nsudo: true\negress: {allowlist: [github.com]}\n",
+                "sudo:",
+            ),
+            (
                 "name: a\nprovider: local\nworkspace: in-place\n",
                 "workspace:",
             ),
@@ -745,6 +759,31 @@ mod tests {
             let e = err(yaml);
             assert!(e.starts_with(key), "{yaml:?}: {e}");
         }
+    }
+
+    #[test]
+    fn sudo_goes_with_egress_none_or_open_but_not_an_allowlist() {
+        for egress in ["none", "open"] {
+            let e = EnvSpec::from_yaml(&format!(
+                "name: s\nprovider: docker\nimage: i\nsudo: true\negress: {egress}\n"
+            ))
+            .unwrap();
+            assert!(e.sudo);
+        }
+        let e =
+            err("name: s\nprovider: docker\nimage: i\nsudo: true\negress: {allowlist: [a.test]}\n");
+        assert!(
+            e.contains("egress allowlist could not be kept") && e.contains("sudo: false"),
+            "{e}"
+        );
+        // The same through the API's JSON.
+        let v = serde_json::json!({"name": "s", "provider": "docker", "image": "i", "sudo": true, "egress": {"allowlist": ["a.test"]}});
+        assert!(
+            EnvSpec::from_value(&v)
+                .unwrap_err()
+                .to_string()
+                .starts_with("sudo:")
+        );
     }
 
     #[test]
