@@ -107,7 +107,14 @@ impl DockerProvider {
         mut self,
         map: HashMap<String, std::net::SocketAddr>,
     ) -> DockerProvider {
-        self.egress = Proxies::with_test_resolve(map);
+        let limits = self.egress.limits();
+        self.egress = Proxies::with_test_resolve(map).with_limits(limits);
+        self
+    }
+
+    /// Other limits for the egress proxies than [`egress::Limits::default`] (tests shorten them).
+    pub fn with_egress_limits(mut self, limits: egress::Limits) -> Self {
+        self.egress = self.egress.with_limits(limits);
         self
     }
 

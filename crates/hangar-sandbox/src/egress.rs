@@ -24,6 +24,12 @@
 //!   gets `403 Forbidden` with the reason in the `X-Hangar-Egress-Refused` header and the body.
 //! - The sandbox's commands get `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` (and lower-case) set to
 //!   `http://127.0.0.1:980`, and `NO_PROXY=localhost,127.0.0.1,::1`.
+//! - A connection through the proxy that carries no byte either way for [`Limits::idle`] (5
+//!   minutes by default) is closed, tunnel or plain request alike; the head of a request must
+//!   come within 30 s. One sandbox's proxy holds at most [`Limits::max_connections`] (256)
+//!   connections at once: the next one gets `503 Service Unavailable` with the reason (and is
+//!   recorded) while the earlier ones go on. So an agent cannot hold hangar's tasks and file
+//!   descriptors, which every other sandbox shares, by opening connections and leaving them.
 //! - Every connection the proxy answers, allowed or refused, is a JSON line in
 //!   `<host_dir>/ctl/egress.log` (`at` in ms, `method`, `host`, `port`, `allowed`, `reason`,
 //!   `address`): on the host in hangar's own folder, unreadable to the agent, kept by
@@ -67,6 +73,24 @@ pub const LOG: &str = "ctl/egress.log";
 const MAX_HEAD: usize = 16 * 1024;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How much one sandbox's proxy lets its agent hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// A connection with no byte either way for this long is closed.
+    pub idle: Duration,
+    /// The most connections open at once; the next is refused with `503`.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            idle: Duration::from_secs(300),
+            max_connections: 256,
+        }
+    }
+}
 
 /// The variables a sandbox with an allowlist gives every command.
 pub fn proxy_env(env: &EnvSpec) -> Vec<(String, String)> {
@@ -158,6 +182,7 @@ fn parse_test_resolve(text: &str) -> HashMap<String, SocketAddr> {
 pub struct Proxies {
     running: Arc<Mutex<HashMap<String, JoinHandle<()>>>>,
     test_resolve: Arc<HashMap<String, SocketAddr>>,
+    limits: Limits,
 }
 
 /// Where a sandbox's network namespace is.
@@ -180,7 +205,19 @@ impl Proxies {
         Proxies {
             running: Arc::default(),
             test_resolve: Arc::new(map),
+            limits: Limits::default(),
         }
+    }
+
+    /// With other limits than the defaults (tests shorten the idle timeout).
+    pub fn with_limits(mut self, limits: Limits) -> Proxies {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits each proxy gets.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// Whether this process serves a proxy for sandbox `id`.
@@ -223,6 +260,7 @@ impl Proxies {
             allow: Allowlist::new(&sb.env.name, hosts),
             log: sb.host_dir.join(LOG),
             test_resolve: self.test_resolve.clone(),
+            limits: self.limits,
         });
         let task = tokio::spawn(serve(listener, ctx));
         if let Ok(mut m) = self.running.lock()
@@ -348,29 +386,46 @@ struct Ctx {
     allow: Allowlist,
     log: PathBuf,
     test_resolve: Arc<HashMap<String, SocketAddr>>,
+    limits: Limits,
 }
 
-/// The most connections one sandbox's proxy holds open at once: its agent cannot spend the
-/// control plane's file descriptors (each connection costs two), which every other sandbox,
-/// the store and the API share. Past it, new connections wait in the listener's backlog.
-const MAX_CONNECTIONS: usize = 256;
+/// Connections being refused for being over [`Limits::max_connections`] at once; past it a new
+/// one is closed without an answer (each refusal takes a moment to read what the client sent).
+const MAX_REFUSING: usize = 64;
 
 /// The egress log stops growing past this (a line says so once): an agent that connects in a
 /// loop cannot fill the control plane's disk.
 const MAX_LOG_BYTES: u64 = 16 << 20;
 
 async fn serve(listener: TcpListener, ctx: Arc<Ctx>) {
-    // The connections live in this set, so stopping the proxy ends them too.
+    // The connections live in these sets, so stopping the proxy ends them too. The agent cannot
+    // spend the control plane's file descriptors (each connection costs two), which every other
+    // sandbox, the store and the API share: past the limit a connection is refused at once.
     let mut conns = tokio::task::JoinSet::new();
+    let mut refusing = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
-            accepted = listener.accept(), if conns.len() < MAX_CONNECTIONS => match accepted {
-                Ok((stream, _)) => {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) if conns.len() < ctx.limits.max_connections => {
                     conns.spawn(handle(stream, ctx.clone()));
+                }
+                Ok((mut stream, _)) => {
+                    if refusing.len() < MAX_REFUSING {
+                        let ctx = ctx.clone();
+                        refusing.spawn(async move {
+                            let why = format!(
+                                "this sandbox has {} connections open through its egress proxy, the most it may hold at once; close one first",
+                                ctx.limits.max_connections
+                            );
+                            ctx.record(None, false, &why, None);
+                            refuse(&mut stream, "503 Service Unavailable", &why).await;
+                        });
+                    }
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            Some(_) = refusing.join_next(), if !refusing.is_empty() => {}
         }
     }
 }
@@ -683,7 +738,66 @@ async fn handle(mut client: TcpStream, ctx: Arc<Ctx>) {
     if !rest.is_empty() && upstream.write_all(&rest).await.is_err() {
         return;
     }
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    relay(client, upstream, ctx.limits.idle).await;
+}
+
+/// Copies both ways until both sides are done, or until no byte went either way for `idle`.
+async fn relay(mut client: TcpStream, mut upstream: TcpStream, idle: Duration) {
+    let start = tokio::time::Instant::now();
+    // Milliseconds from `start` to the last byte moved, either way.
+    let last = std::sync::atomic::AtomicU64::new(0);
+    let (cr, cw) = client.split();
+    let (ur, uw) = upstream.split();
+    let both = async {
+        tokio::join!(pipe(cr, uw, &last, start), pipe(ur, cw, &last, start));
+    };
+    let watchdog = async {
+        loop {
+            let at = start
+                + Duration::from_millis(last.load(std::sync::atomic::Ordering::Relaxed))
+                + idle;
+            if tokio::time::Instant::now() >= at {
+                return;
+            }
+            tokio::time::sleep_until(at).await;
+        }
+    };
+    tokio::select! {
+        () = both => {}
+        () = watchdog => {}
+    }
+}
+
+/// One direction of [`relay`]: `from` to `to`, then the end of `to`'s writing half.
+async fn pipe(
+    mut from: tokio::net::tcp::ReadHalf<'_>,
+    mut to: tokio::net::tcp::WriteHalf<'_>,
+    last: &std::sync::atomic::AtomicU64,
+    start: tokio::time::Instant,
+) {
+    let moved = || {
+        let ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        last.fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    };
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        moved();
+        let mut off = 0;
+        while off < n {
+            match to.write(&buf[off..n]).await {
+                Ok(0) | Err(_) => return,
+                Ok(w) => {
+                    off += w;
+                    moved();
+                }
+            }
+        }
+    }
+    let _ = to.shutdown().await;
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use hangar_sandbox::{
     CreateRequest, DockerProvider, EnvSpec, ExecRequest, LocalProvider, Provider, Sandbox,
-    SandboxError, Who,
+    SandboxError, Who, egress,
 };
 use hangar_testkit::{TOWER_KEY, TowerDouble};
 
@@ -386,6 +386,192 @@ async fn local_an_allowlist_lets_through_only_its_hosts() {
         "denied.test was reached"
     );
 
+    p.destroy(&sb, false).await.unwrap();
+    assert_nothing_left(&sb, p.egress_running(&sb.id));
+}
+
+/// A TCP server on the host's loopback that runs `serve` on each connection (its own thread).
+fn tcp_server(serve: fn(std::net::TcpStream)) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || serve(s));
+        }
+    });
+    addr
+}
+
+/// Reads what comes and never answers; holds the connection until the other side closes it.
+fn silent(mut s: std::net::TcpStream) {
+    let mut b = [0u8; 1024];
+    while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+}
+
+/// Sends a line every 300 ms for 3 s, then closes.
+fn ticker(mut s: std::net::TcpStream) {
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(300));
+        if s.write_all(b"tick\n").is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends back what it reads until the other side closes.
+fn echo(mut s: std::net::TcpStream) {
+    let mut b = [0u8; 1024];
+    while let Ok(n) = s.read(&mut b) {
+        if n == 0 || s.write_all(&b[..n]).is_err() {
+            return;
+        }
+    }
+}
+
+/// A sandbox with an allowlist naming the servers above, on a provider with these limits;
+/// `None` when not root (an allowlist needs root; the refusal is checked elsewhere).
+async fn limited(
+    id: &str,
+    home: &Path,
+    limits: egress::Limits,
+) -> Option<(LocalProvider, Sandbox)> {
+    if !is_root() {
+        eprintln!("not root: an egress allowlist cannot be made, {id} is skipped");
+        return None;
+    }
+    let names = HashMap::from([
+        ("silent.test".to_owned(), tcp_server(silent)),
+        ("ticker.test".to_owned(), tcp_server(ticker)),
+        ("echo.test".to_owned(), tcp_server(echo)),
+    ]);
+    let p = LocalProvider::new()
+        .with_egress_limits(limits)
+        .with_egress_test_resolve(names);
+    let env = EnvSpec::from_yaml(
+        "name: lim\nprovider: local\negress: {allowlist: [silent.test, ticker.test, echo.test]}\n",
+    )
+    .unwrap();
+    let sb = p.create(&request(id, home, env)).await.unwrap();
+    Some((p, sb))
+}
+
+/// Opens fd `fd` to the proxy with `first` sent on it (bash, as the agent).
+fn open_proxy(fd: u32, first: &str) -> String {
+    format!("exec {fd}<>/dev/tcp/127.0.0.1/980 || exit 9; printf '{first}' >&{fd}; ")
+}
+
+/// A connection through the proxy that carries nothing is closed after the idle timeout (a
+/// CONNECT tunnel and a plain request alike); one that carries bytes lives on past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_an_idle_connection_through_the_proxy_is_closed() {
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    let limits = egress::Limits {
+        idle: Duration::from_secs(1),
+        ..egress::Limits::default()
+    };
+    let Some((p, sb)) = limited("egress-idle", home.path(), limits).await else {
+        return;
+    };
+    let ms = "$(( ($(date +%s%N) - t0) / 1000000 ))";
+    for first in [
+        r"CONNECT silent.test:80 HTTP/1.1\r\n\r\n",
+        r"GET http://silent.test/ HTTP/1.1\r\nHost: silent.test\r\n\r\n",
+    ] {
+        let script = format!(
+            "{}t0=$(date +%s%N); timeout 20 cat <&3; echo \"status $? after {ms} ms\"",
+            open_proxy(3, first)
+        );
+        let (_, out) = sh(&p, &sb, Who::Agent, &script).await;
+        let after: u64 = out
+            .rsplit_once("after ")
+            .and_then(|(_, r)| r.strip_suffix(" ms"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            out.contains("status 0 "),
+            "{first}: still open at 20 s: {out}"
+        );
+        assert!(
+            (900..6000).contains(&after),
+            "{first}: closed after {after} ms, the idle timeout is 1 s: {out}"
+        );
+        if first.starts_with("CONNECT") {
+            assert!(out.contains("200 Connection established"), "{out}");
+        }
+    }
+    // Bytes every 300 ms for 3 s: not idle, so it lives to its end.
+    let script = format!(
+        "{}t0=$(date +%s%N); timeout 20 cat <&3 | grep -c tick; echo \"after {ms} ms\"",
+        open_proxy(3, r"CONNECT ticker.test:80 HTTP/1.1\r\n\r\n")
+    );
+    let (_, out) = sh(&p, &sb, Who::Agent, &script).await;
+    let after: u64 = out
+        .rsplit_once("after ")
+        .and_then(|(_, r)| r.strip_suffix(" ms"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(out.starts_with("10\n"), "every tick came through: {out}");
+    assert!(after >= 2900, "the tunnel was cut after {after} ms: {out}");
+    p.destroy(&sb, false).await.unwrap();
+    assert_nothing_left(&sb, p.egress_running(&sb.id));
+}
+
+/// Past its limit of connections at once the proxy refuses the next one with 503 and its
+/// reason, while the earlier ones go on working; once one is closed, a new one is let in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_the_proxy_refuses_connections_past_its_limit() {
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    let limits = egress::Limits {
+        max_connections: 3,
+        ..egress::Limits::default()
+    };
+    let Some((p, sb)) = limited("egress-cap", home.path(), limits).await else {
+        return;
+    };
+    let connect = r"CONNECT echo.test:80 HTTP/1.1\r\n\r\n";
+    let mut script = String::new();
+    for fd in [3, 4, 5] {
+        // The proxy's answer and the blank line after it.
+        script.push_str(&open_proxy(fd, connect));
+        script.push_str(&format!(
+            "read -r -t 5 l <&{fd}; read -r -t 5 e <&{fd}; echo \"open {fd}: $l\"; "
+        ));
+    }
+    script.push_str(&open_proxy(6, connect));
+    script.push_str("echo \"fourth: $(timeout 5 cat <&6 | tr -d '\\r' | tr '\\n' ' ')\"; ");
+    for fd in [3, 4, 5] {
+        script.push_str(&format!(
+            "printf 'ping {fd}\\n' >&{fd}; read -r -t 5 r <&{fd}; echo \"echo {fd}: $r\"; "
+        ));
+    }
+    // One closed, and the slot is free again.
+    script.push_str("exec 3>&-; sleep 0.5; ");
+    script.push_str(&open_proxy(7, connect));
+    script.push_str(
+        "read -r -t 5 l <&7; read -r -t 5 e <&7; printf 'ping 7\\n' >&7; read -r -t 5 r <&7; echo \"echo 7: $r\"",
+    );
+    let (_, out) = sh(&p, &sb, Who::Agent, &script).await;
+    for fd in [3, 4, 5] {
+        assert!(
+            out.contains(&format!("open {fd}: HTTP/1.1 200 Connection established")),
+            "{out}"
+        );
+        assert!(out.contains(&format!("echo {fd}: ping {fd}")), "{out}");
+    }
+    assert!(
+        out.contains("fourth: HTTP/1.1 503 Service Unavailable")
+            && out.contains("this sandbox has 3 connections open through its egress proxy"),
+        "{out}"
+    );
+    assert!(out.contains("echo 7: ping 7"), "{out}");
+    assert!(
+        records(&sb).iter().any(|r| r["allowed"] == false
+            && r["reason"]
+                .as_str()
+                .is_some_and(|m| m.contains("3 connections open"))),
+        "{:?}",
+        records(&sb)
+    );
     p.destroy(&sb, false).await.unwrap();
     assert_nothing_left(&sb, p.egress_running(&sb.id));
 }
