@@ -45,6 +45,10 @@ pub(crate) fn diag(msg: &str) {
 }
 
 fn main() {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == TREE_OF) {
+        std::process::exit(tree_of(args.collect()));
+    }
     let code = match start() {
         Ok(code) => code,
         Err(msg) => {
@@ -53,6 +57,32 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// `hangar-driver --tree-of DIR`: prints the tree id of DIR's work tree as hangar computes it
+/// (what `hangar tree DIR` prints), for the control plane to check a sandbox's work tree from
+/// inside (a fork's, in a sandbox whose files this machine cannot see). Writes nothing.
+const TREE_OF: &str = "--tree-of";
+
+fn tree_of(args: Vec<OsString>) -> i32 {
+    use std::io::Write;
+    let [dir] = args.as_slice() else {
+        diag("--tree-of takes one folder");
+        return EXIT_SETUP;
+    };
+    match hangar_treehash::tree_id(std::path::Path::new(dir)) {
+        Ok(id) => match writeln!(std::io::stdout(), "{id}") {
+            Ok(()) => 0,
+            Err(e) => {
+                diag(&format!("cannot write the tree id: {e}"));
+                EXIT_SETUP
+            }
+        },
+        Err(e) => {
+            diag(&format!("cannot hash {}: {e}", dir.to_string_lossy()));
+            EXIT_SETUP
+        }
+    }
 }
 
 /// The harness's program, its arguments and its adapter.

@@ -318,3 +318,36 @@ fn a_slow_hash_is_recorded_as_skipped_and_ends_hashing_for_the_turn() {
     );
     assert!(rig.work.path().join("b.txt").exists(), "the turn went on");
 }
+
+/// `hangar-driver --tree-of DIR` (how the control plane checks a fork's work tree inside a
+/// sandbox it cannot see) prints git's id for the folder, writes nothing into it, and fails on
+/// a folder that is not there.
+#[test]
+fn tree_of_prints_gits_id_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    seed_repo(dir.path());
+    std::fs::write(dir.path().join("new.txt"), "untracked\n").unwrap();
+    let before = fingerprint(&dir.path().join(".git"));
+    let out = Command::new(common::driver_bin())
+        .arg("--tree-of")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        git_tree(dir.path())
+    );
+    assert_eq!(fingerprint(&dir.path().join(".git")), before);
+    let out = Command::new(common::driver_bin())
+        .arg("--tree-of")
+        .arg(dir.path().join("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+}

@@ -12,10 +12,12 @@
 //! A run in a provider's sandbox forks into a new sandbox of the same environment, with the
 //! harness's conversation carried across from the source sandbox's agent home (`sandboxed`);
 //! a run in an in-place sandbox (`hangar run`'s default) forks into a new folder, never into the
-//! person's own. Kubernetes and e2b sandboxes' runs are refused, saying so.
+//! person's own. A kubernetes or e2b sandbox's repository is taken out of it for the rebuild,
+//! and the new sandbox's work tree is hashed again inside it (`remote`).
 
 mod cut;
 mod rebuild;
+mod remote;
 mod sandboxed;
 
 use std::path::{Path, PathBuf};
@@ -155,7 +157,32 @@ impl ControlPlane {
         let harness = source.harness;
         let files = crate::trees::run_files(&self.tools.home, &run.id, Path::new(&run.ctl_path));
         let (log, tree, n) = (files.log.clone(), step.tree.clone(), req.step);
-        let workdir = PathBuf::from(&source_sandbox.workdir);
+        // A kubernetes or e2b sandbox's workspace is not on this machine: the step is rebuilt
+        // on its repository taken out of the sandbox (`remote`), kept in a scratch folder.
+        let base = match &sandboxed {
+            Some(sb) if crate::remote::is_remote(sb.env.provider) => {
+                let taken = match self.take_repository(sb).await {
+                    Ok(t) => t,
+                    Err(ControlError::Refused(why)) => {
+                        return Err(self.refused(&req, &step.tree, why).await);
+                    }
+                    Err(e) => return Err(e),
+                };
+                match blocking(move || rebuild::base_from(&taken)).await? {
+                    Ok(b) => Some(b),
+                    Err(rebuild::Failed::Store(why)) => {
+                        let why = format!("the fork is refused: {why}");
+                        return Err(self.refused(&req, &step.tree, why).await);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            _ => None,
+        };
+        let workdir = base.as_ref().map_or_else(
+            || PathBuf::from(&source_sandbox.workdir),
+            |(_, dir)| dir.clone(),
+        );
         let d = dir.clone();
         let made = blocking(move || -> Result<_, ControlError> {
             let conversation = cut::find(harness, &earlier, &log, n, &tree)?;
@@ -317,10 +344,14 @@ impl ControlPlane {
         let (row, sb) = made?;
         let checked = async {
             if copying {
-                let ws = PathBuf::from(&row.workdir);
-                let again = blocking(move || hangar_treehash::tree_id(&ws)).await?.map_err(
-                    |e| ControlError::Internal(format!("cannot hash {}: {e}", row.workdir)),
-                )?;
+                let again = if crate::remote::is_remote(sb.env.provider) {
+                    self.tree_inside(&sb).await?
+                } else {
+                    let ws = PathBuf::from(&row.workdir);
+                    blocking(move || hangar_treehash::tree_id(&ws)).await?.map_err(|e| {
+                        ControlError::Internal(format!("cannot hash {}: {e}", row.workdir))
+                    })?
+                };
                 if again != tree {
                     return Err(ControlError::Refused(format!(
                         "the fork is refused: step {}'s tree was rebuilt and copied into sandbox {}, but its workspace hashes to {again}, not to the recorded {tree}",

@@ -231,6 +231,86 @@ pub(crate) fn rebuild(
     })
 }
 
+/// What a sandbox's workspace held of a repository, as taken out of it (see `fork/remote.rs`).
+#[derive(Debug)]
+pub(crate) enum Taken {
+    /// No repository: a plain folder.
+    Plain,
+    /// A repository with no refs (nothing committed).
+    Unborn,
+    /// `git bundle create - --all`'s bytes.
+    Bundle(Vec<u8>),
+}
+
+/// A work tree in a scratch folder whose repository (if any) is what `taken` holds: the
+/// source a step's tree is rebuilt on when the sandbox's own workspace is not on this machine
+/// (or is gone). Its HEAD is the bundle's (a branch that points where HEAD does, or detached).
+/// The bundle is the agent's: git reads it as a fetch (the objects checked as they come in);
+/// whatever it holds, the rebuilt tree must hash to the recorded id.
+pub(crate) fn base_from(taken: &Taken) -> Result<(Scratch, PathBuf), Failed> {
+    let scratch = Scratch::new().map_err(|e| Failed::Internal(e.to_string()))?;
+    let base = scratch.0.join("base");
+    std::fs::create_dir(&base).map_err(|e| Failed::Internal(format!("{}: {e}", base.display())))?;
+    let bytes = match taken {
+        Taken::Plain => return Ok((scratch, base)),
+        Taken::Unborn => {
+            git(None, &["init", "-q", "--template=", &path_str(&base)?], &[])
+                .map_err(|e| Failed::Internal(format!("git init: {}", text(&e))))?;
+            return Ok((scratch, base));
+        }
+        Taken::Bundle(b) => b,
+    };
+    let bundle = scratch.0.join("repo.bundle");
+    std::fs::write(&bundle, bytes)
+        .map_err(|e| Failed::Internal(format!("{}: {e}", bundle.display())))?;
+    let bundle_s = path_str(&bundle)?;
+    let unreadable = |e: Vec<u8>| {
+        Failed::Store(format!(
+            "the repository's objects taken from the sandbox are not a bundle git can read: {}",
+            text(&e)
+        ))
+    };
+    let heads = git(None, &["bundle", "list-heads", &bundle_s], &[]).map_err(unreadable)?;
+    let heads: Vec<(String, String)> = String::from_utf8_lossy(&heads)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(id, name)| (id.to_owned(), name.to_owned()))
+        .collect();
+    git(None, &["init", "-q", "--template=", &path_str(&base)?], &[])
+        .map_err(|e| Failed::Internal(format!("git init: {}", text(&e))))?;
+    let head = heads.iter().find(|(_, n)| n == "HEAD").map(|(id, _)| id);
+    let mut args = vec![
+        "-c",
+        "transfer.fsckObjects=true",
+        "fetch",
+        "-q",
+        "--no-tags",
+        "--update-head-ok",
+        &bundle_s,
+        "+refs/*:refs/*",
+    ];
+    if head.is_some() {
+        args.push("+HEAD:refs/hangar-fork/head");
+    }
+    git(Some(&base), &args, &[]).map_err(unreadable)?;
+    if let Some(head) = head {
+        let branch = heads
+            .iter()
+            .find(|(id, n)| id == head && n.starts_with("refs/heads/"))
+            .map(|(_, n)| n.clone());
+        let set = match &branch {
+            Some(b) => git(Some(&base), &["symbolic-ref", "HEAD", b], &[]),
+            None => git(
+                Some(&base),
+                &["update-ref", "--no-deref", "HEAD", head],
+                &[],
+            ),
+        };
+        set.map_err(|e| Failed::Internal(format!("the base's HEAD: {}", text(&e))))?;
+    }
+    Ok((scratch, base))
+}
+
 /// The run's own objects as alternates: its object store while the turn runs, and a copy of
 /// its pack (`trees.pack` + `.idx`, the kept one once the turn has ended) in the scratch folder.
 fn turn_objects(run: &RunFiles, scratch: &Path) -> Result<Vec<PathBuf>, Failed> {

@@ -1,10 +1,12 @@
-//! Forks of runs in a provider's sandbox (local, in place or with a copy, and docker): a new
-//! sandbox of the source's environment, and the harness's conversation carried from the
-//! source sandbox's agent home into the new one's.
+//! Forks of runs in a provider's sandbox (local, in place or with a copy, docker, kubernetes and
+//! e2b): a new sandbox of the source's environment, and the harness's conversation carried from
+//! the source sandbox's agent home into the new one's.
 //!
 //! * The work tree. An environment that copies the repository (`workspace: copy`, the default)
 //!   gets the step's tree rebuilt into a staging folder, which the new sandbox copies as any
-//!   sandbox copies its repository; the copy is hashed again in the sandbox's workspace. An
+//!   sandbox copies its repository; the copy is hashed again in the sandbox's workspace (inside
+//!   the sandbox by the driver for kubernetes and e2b, whose repository the step is rebuilt on
+//!   is taken out of the source sandbox first: `remote.rs`). An
 //!   environment that works in place (`in-place`, what `hangar run` uses) never touches the
 //!   source's folder (the person's own): the fork's work tree is a new folder (`--dir`, or
 //!   `$HANGAR_HOME/forks/<sandbox>`), and the new sandbox works in place on it.
@@ -17,12 +19,12 @@
 //!
 //! Refused, audited, saying why: a source sandbox that was removed (its agent home, and with
 //! a copying environment the repository the step is built on, went with it; hangar keeps
-//! neither), a conversation file that is not there, and kubernetes and e2b sandboxes.
+//! neither), and a conversation file that is not there.
 
 use std::path::{Path, PathBuf};
 
 use hangar_sandbox::layout::AGENT_HOME;
-use hangar_sandbox::{ExecRequest, Provider, ProviderKind, Sandbox, Who};
+use hangar_sandbox::{ExecRequest, Provider, Sandbox, Who};
 use hangar_store::Harness;
 
 use crate::error::ControlError;
@@ -34,16 +36,6 @@ const MAX_CONVERSATION_BYTES: u64 = 256 << 20;
 
 /// Why a run in `sb` (its row `row`) cannot be forked, if it cannot.
 pub(super) fn refusal(run: &str, row: &hangar_store::Sandbox, sb: &Sandbox) -> Option<String> {
-    let provider = sb.env.provider;
-    match provider {
-        ProviderKind::Kubernetes | ProviderKind::E2b => {
-            return Some(format!(
-                "the fork is refused: run {run} ran in {provider} sandbox {} (environment {}), and forks are made in local and docker sandboxes only: a fork needs a new {provider} sandbox holding the step's tree and a copy of the harness's conversation from the source sandbox's agent home, which hangar does not make for {provider} yet",
-                sb.id, row.environment
-            ));
-        }
-        ProviderKind::Local | ProviderKind::Docker => {}
-    }
     if row.state != "live" {
         let repo = if sb.env.in_place {
             String::new()
