@@ -33,6 +33,8 @@ pub enum EnvCmd {
 }
 
 /// Runs `f` against the server, or the API in-process over `$HANGAR_HOME` (made if missing).
+use hangar_cloud::e2b::PtyTarget;
+
 fn with_api<F, Fut>(home: &Path, f: F) -> Result<ExitCode, CliError>
 where
     F: FnOnce(Api) -> Fut,
@@ -304,7 +306,8 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
                 None => format!("/v1/sandboxes/{}/attach", seg(&sb)),
             };
             let mut argv: Vec<String> = Vec::new();
-            let slot = &mut argv;
+            let mut pty: Option<PtyTarget> = None;
+            let (slot, pty_slot) = (&mut argv, &mut pty);
             with_api(home, |api| async move {
                 let r = api.get(&path).await.map_err(not_found("sandbox", &sb))?;
                 progress::note(&format!(
@@ -319,8 +322,25 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
                             .collect()
                     })
                     .unwrap_or_default();
+                if let Some(t) = r.get("e2b_pty").filter(|t| !t.is_null()) {
+                    *pty_slot = Some(serde_json::from_value(t.clone()).map_err(|e| {
+                        CliError::Failed(format!("the server's e2b terminal makes no sense: {e}"))
+                    })?);
+                }
                 Ok(ExitCode::SUCCESS)
             })?;
+            if let Some(target) = pty {
+                // An e2b sandbox: this process is the terminal's client of envd.
+                let rt = serve::runtime()?;
+                let status = rt
+                    .block_on(hangar_cloud::e2b::terminal::attach_terminal(&target))
+                    .map_err(|e| CliError::Failed(e.to_string()));
+                rt.shutdown_timeout(Duration::from_millis(200));
+                let status = status?;
+                return Ok(ExitCode::from(
+                    u8::try_from(status.clamp(0, 255)).unwrap_or(1),
+                ));
+            }
             let Some((prog, args)) = argv.split_first() else {
                 return Err(CliError::Failed("the server gave no attach command".into()));
             };

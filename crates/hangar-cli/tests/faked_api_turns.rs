@@ -7,9 +7,10 @@
 //! while the approval waits and started again (the watcher and the sync resume), the file made
 //! in the pod's workspace, and the stored events equal to a rebuild from the mirrored run log.
 //!
-//! In the kubernetes turn `hangar sb attach` puts a terminal of the test's own into the run's
-//! tmux session in the pod (`kubectl exec -it` against the fake; skipped, saying so, where
-//! kubectl is not installed: no script of the project installs it).
+//! In each turn `hangar sb attach` puts a terminal of the test's own into the run's tmux session
+//! in the sandbox: for kubernetes through `kubectl exec -it` against the fake (skipped, saying
+//! so, where kubectl is not installed: no script of the project installs it), for e2b through
+//! envd's PTY process, which `hangar sb attach` speaks itself.
 //!
 //! The pods use the host's network (`egress: open` on the fake) to reach the scripted model on
 //! this machine's loopback. Their image is the test image with the pinned Claude Code added
@@ -96,9 +97,11 @@ fn have_kubectl() -> bool {
 }
 
 /// `hangar sb attach SB` in a terminal of the test's own shows the run's tmux session in the pod
-/// (through `kubectl exec -it` against the fake): the harness's stream as the driver relays it.
-fn attach_shows_the_live_harness(s: &Server, sb: &str) {
-    if !have_kubectl() {
+/// (through `kubectl exec -it` against the fake) or the e2b sandbox (hangar itself the client of
+/// envd's PTY process): the harness's stream as the driver relays it; Ctrl-b d typed there
+/// detaches, which ends `hangar sb attach` (for e2b with status 0), the turn going on.
+fn attach_shows_the_live_harness(s: &Server, sb: &str, kubernetes: bool) {
+    if kubernetes && !have_kubectl() {
         eprintln!(
             "kubectl is not installed (no script of the project installs it): the `sb attach` check of the kubernetes turn is skipped"
         );
@@ -117,18 +120,49 @@ fn attach_shows_the_live_harness(s: &Server, sb: &str) {
         ))
         .chain(attach.get_args().map(|a| a.to_string_lossy().into_owned()))
         .collect();
+    let status = s.home.path().join("attach.status");
+    let argv: Vec<String> = [
+        "sh".to_owned(),
+        "-c".to_owned(),
+        "\"$@\"; echo $? > \"$0\"".to_owned(),
+        status.display().to_string(),
+    ]
+    .into_iter()
+    .chain(argv)
+    .collect();
     let term = Terminal::new(s.home.path(), &argv);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let screen = term.screen();
         if screen.contains("\"claude_code_version\":\"2.1.") && screen.contains("tool_use") {
-            return;
+            break;
         }
         assert!(
             Instant::now() < deadline,
             "the attached terminal shows: {screen}"
         );
         std::thread::sleep(Duration::from_millis(200));
+    }
+    let st = Command::new("tmux")
+        .arg("-S")
+        .arg(&term.socket)
+        .args(["send-keys", "-t", "t", "C-b", "d"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !status.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "`hangar sb attach` did not end when the person detached: {}",
+            term.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    if !kubernetes {
+        // (kubectl's own status after a detach through the fake is 1: not hangar's to say.)
+        assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "0");
     }
 }
 
@@ -170,20 +204,20 @@ fn script() -> Script {
     ])
 }
 
-fn server(fake: &FakeCloud, dir: &std::path::Path, e2b_timeout: u64, script: Script) -> Server {
+fn cloud_env(fake: &FakeCloud, dir: &std::path::Path, e2b_timeout: u64) -> Vec<(String, String)> {
     let kubeconfig = dir.join("kubeconfig");
     fake.write_kubeconfig(&kubeconfig, "team-a").unwrap();
-    Server::start_with(
-        script,
-        vec![
-            ("KUBECONFIG".into(), kubeconfig.display().to_string()),
-            ("HANGAR_E2B_API_KEY".into(), E2B_KEY.into()),
-            ("HANGAR_E2B_URL".into(), fake.url()),
-            ("HANGAR_E2B_ENVD_URL".into(), fake.envd_url()),
-            ("HANGAR_E2B_TIMEOUT_SECS".into(), e2b_timeout.to_string()),
-        ],
-        None,
-    )
+    vec![
+        ("KUBECONFIG".into(), kubeconfig.display().to_string()),
+        ("HANGAR_E2B_API_KEY".into(), E2B_KEY.into()),
+        ("HANGAR_E2B_URL".into(), fake.url()),
+        ("HANGAR_E2B_ENVD_URL".into(), fake.envd_url()),
+        ("HANGAR_E2B_TIMEOUT_SECS".into(), e2b_timeout.to_string()),
+    ]
+}
+
+fn server(fake: &FakeCloud, dir: &std::path::Path, e2b_timeout: u64, script: Script) -> Server {
+    Server::start_with(script, cloud_env(fake, dir, e2b_timeout), None)
 }
 
 fn repo() -> tempfile::TempDir {
@@ -240,9 +274,7 @@ async fn a_turn(
     })
     .await;
 
-    if yaml.contains("provider: kubernetes") {
-        attach_shows_the_live_harness(s, &sb);
-    }
+    attach_shows_the_live_harness(s, &sb, yaml.contains("provider: kubernetes"));
     // kill -9 of the control plane with the approval pending; the driver goes on in the pod.
     s.restart();
     tokio::time::sleep(wait_before_approving).await;
@@ -482,11 +514,11 @@ async fn faked_api_a_claude_turn_in_an_e2b_sandbox_outlives_its_timeout_and_a_ki
         Duration::from_secs(25),
     )
     .await;
-    // No terminal can be attached to an e2b sandbox through hangar: refused, saying why.
+    // With the turn over there is nothing to attach to.
     let out = s.hangar().args(["sb", "attach", &sb]).output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot attach to e2b sandbox"), "{err}");
+    assert!(err.contains("no turn is running in sandbox"), "{err}");
     // With no turn running nothing extends it: the sandbox expires, and hangar says it is gone.
     until("the sandbox to expire", async || {
         fake.containers_of(&sb).await.is_empty().then_some(())

@@ -12,9 +12,11 @@
 //! environment, as on the other providers; the workspace is the repository as a tar unpacked by
 //! `tar -x`; copy in and read out run inside ([`hangar_sandbox::inside`]); tmux as on kubernetes.
 //!
-//! Attaching a person's terminal needs the E2B CLI (`e2b sandbox connect ID`, which opens a
-//! shell; then `tmux -S /run/hangar-tmux/default attach -t NAME`): not one command, so the
-//! control plane refuses `hangar sb attach` for e2b, saying why.
+//! Attaching a person's terminal is a PTY process of envd running `tmux attach-session`
+//! ([`terminal`]: `Start` with a `pty`, `SendInput`, `Update`), which `hangar sb attach` speaks
+//! itself with what [`E2bProvider::pty_target`] gives it; no host command does that, so
+//! `attach_argv` names the E2B CLI's shell (`e2b sandbox connect ID`), from which
+//! `tmux -S /run/hangar-tmux/default attach -t NAME` attaches by hand.
 //! An E2B sandbox also ends at its timeout (`HANGAR_E2B_TIMEOUT_SECS`, 3600 by default), after
 //! which hangar finds it gone; while a turn runs the control plane extends it
 //! ([`E2bProvider::keep_alive`]).
@@ -33,6 +35,9 @@ use hangar_sandbox::{
 use serde_json::{Value, json};
 
 use crate::{failed, shell_wrap};
+
+pub mod terminal;
+pub use terminal::PtyTarget;
 
 /// envd's port in every E2B sandbox.
 const ENVD_PORT: u16 = 49983;
@@ -131,19 +136,29 @@ impl E2bProvider {
     }
 
     fn envd_request(&self, e: &Envd, method: &str, content_type: &str) -> reqwest::RequestBuilder {
-        let mut r = self
-            .http
-            .post(format!("{}/process.Process/{method}", e.url))
-            .header("content-type", content_type)
-            .header("connect-protocol-version", "1")
-            .header(
-                "authorization",
-                format!("Basic {}", B64.encode(format!("{USER}:"))),
-            );
-        if let Some(t) = &e.token {
-            r = r.header("x-access-token", t);
-        }
-        r
+        envd_post(&self.http, &e.url, e.token.as_deref(), method, content_type)
+    }
+
+    /// What `hangar sb attach` needs to put a terminal into tmux session `session` of the
+    /// sandbox: a PTY process of envd running `tmux attach-session` ([`terminal`]).
+    pub fn pty_target(&self, sb: &Sandbox, session: &str) -> Result<PtyTarget, SandboxError> {
+        layout::check_session(session)?;
+        let e = Self::handle(sb)?;
+        Ok(PtyTarget {
+            sandbox: sb.id.clone(),
+            envd: e.url,
+            token: e.token,
+            argv: [
+                "tmux",
+                "-S",
+                TMUX_SOCKET,
+                "attach-session",
+                "-t",
+                &format!("={session}"),
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        })
     }
 
     async fn unary(&self, e: &Envd, method: &str, body: Value) -> Result<(), SandboxError> {
@@ -443,6 +458,28 @@ impl Envd {
             SandboxError::Failed(format!("e2b, sandbox {}: {status}: {text}", self.id))
         }
     }
+}
+
+/// A Connect request to envd's process service (`{url}/process.Process/{method}`) as `USER`.
+fn envd_post(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    method: &str,
+    content_type: &str,
+) -> reqwest::RequestBuilder {
+    let mut r = http
+        .post(format!("{url}/process.Process/{method}"))
+        .header("content-type", content_type)
+        .header("connect-protocol-version", "1")
+        .header(
+            "authorization",
+            format!("Basic {}", B64.encode(format!("{USER}:"))),
+        );
+    if let Some(t) = token {
+        r = r.header("x-access-token", t);
+    }
+    r
 }
 
 /// A Connect envelope: flags, the length (big-endian), the message.

@@ -47,6 +47,6 @@ pub use hangar_sandbox as sandbox;
 pub use launch::{Tools, TurnOptions};
 pub use oneshot::HANGAR_LIVE_TURNS;
 pub use plane::{ControlPlane, Reply, SessionRequest, Started};
-pub use sandboxes::{IN_PLACE_ENV, SandboxView};
+pub use sandboxes::{Attach, IN_PLACE_ENV, SandboxView};
 pub use trees::{FileChange, Step, TreeDiff, run_log_path};
 pub use watch::stored_event;

@@ -67,6 +67,15 @@ impl Providers {
     }
 }
 
+/// How a person's terminal attaches to a run's tmux session.
+#[derive(Debug, Clone)]
+pub enum Attach {
+    /// A command run on the person's machine (`tmux attach`, `docker exec -it`, `kubectl exec -it`).
+    Argv(Vec<String>),
+    /// A PTY process of an e2b sandbox's envd running `tmux attach-session`.
+    E2bPty(hangar_cloud::e2b::PtyTarget),
+}
+
 /// Why a turn cannot run in `sb` with `policy` although the governance allows it, if it
 /// cannot: policy `governed` writes the run's Tower key into the control folder, which in a
 /// kubernetes or e2b sandbox the agent (the same uid as the driver, T18) could read.
@@ -394,22 +403,16 @@ impl ControlPlane {
             .map_err(ControlError::from))
     }
 
-    /// The host command that attaches a terminal to the tmux session of `run` (default: the
-    /// newest live run) in a sandbox.
+    /// How a terminal attaches to the tmux session of `run` (default: the newest live run) in a
+    /// sandbox: a host command, or for e2b the PTY process envd runs (the client speaks envd
+    /// itself; giving it envd's token is audited as `sandbox.attach`).
     pub async fn sandbox_attach(
         &self,
         id: &str,
         run: Option<&str>,
-    ) -> Result<(String, Vec<String>), ControlError> {
+        person: &str,
+    ) -> Result<(String, Attach), ControlError> {
         let sb = self.provider_sandbox(id).await?;
-        if sb.env.provider == ProviderKind::E2b {
-            // envd gives a terminal only as a PTY process over its own Connect stream (what the
-            // E2B SDKs and `e2b sandbox connect` speak), which is no command a terminal here can
-            // run through hangar: refused rather than half-working.
-            return Err(ControlError::BadRequest(format!(
-                "`hangar sb attach` cannot attach to e2b sandbox {id}: E2B offers a terminal only as a PTY stream of its SDK (envd's process API), not as a command hangar can hand your terminal; follow the run with `hangar log --follow RUN` instead"
-            )));
-        }
         let run = match run {
             Some(r) => r.to_owned(),
             None => self.newest_live_run_in(id).await?.ok_or_else(|| {
@@ -427,10 +430,22 @@ impl ControlPlane {
                 "run {run} has no tmux session in sandbox {id} (its turn has ended)"
             )));
         }
+        if sb.env.provider == ProviderKind::E2b {
+            let target = self.providers.e2b().await?.pty_target(&sb, &run)?;
+            self.store
+                .audit()
+                .append(
+                    person,
+                    "sandbox.attach",
+                    &json!({"sandbox": id, "run": run, "via": "envd pty"}),
+                )
+                .await?;
+            return Ok((run, Attach::E2bPty(target)));
+        }
         let argv = with_provider!(self, sb.env.provider, |p| Ok::<_, ControlError>(
             p.attach_argv(&sb, &run)
         ))?;
-        Ok((run, argv))
+        Ok((run, Attach::Argv(argv)))
     }
 
     /// The newest live run of any session in the sandbox.

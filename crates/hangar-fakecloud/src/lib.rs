@@ -18,8 +18,9 @@
 //!   `allow_internet_access: false` is `--network none`, true the host's network), `DELETE
 //!   /sandboxes/ID`, `POST /sandboxes/ID/timeout` (the sandbox is removed when its timeout,
 //!   from creation or the last such call, passes), and envd at `/envd/ID`: `process.Process/Start` (Connect server stream,
-//!   JSON envelopes: start, data, end, end of stream), `SendInput`, `CloseStdin`, the
-//!   `X-Access-Token` checked. Unknown sandboxes answer 502 as E2B's edge does.
+//!   JSON envelopes: start, data, end, end of stream; with `pty` a real terminal of the given
+//!   size, its output as `data.pty`), `SendInput` (`stdin` or `pty`), `Update` (a PTY's
+//!   resize), `CloseStdin`, the `X-Access-Token` checked. Unknown sandboxes answer 502 as E2B's edge does.
 //!
 //! Every container is labelled with the fake's own instance label and removed when the fake is
 //! dropped.
@@ -64,6 +65,8 @@ struct Inner {
     e2b_deadline: HashMap<String, tokio::time::Instant>,
     /// envd pids -> the process's stdin.
     stdin: HashMap<u64, Arc<tokio::sync::Mutex<Option<Input>>>>,
+    /// envd pids of PTY processes -> their docker exec (for resizes).
+    ptys: HashMap<u64, String>,
     next: u64,
     /// `METHOD path` of every request, in order.
     log: Vec<String>,
@@ -292,6 +295,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/envd/{id}/process.Process/Start", post(envd_start))
         .route("/envd/{id}/process.Process/SendInput", post(envd_input))
         .route("/envd/{id}/process.Process/CloseStdin", post(envd_close))
+        .route("/envd/{id}/process.Process/Update", post(envd_update))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), record))
         .with_state(shared)
 }
@@ -1169,10 +1173,30 @@ async fn envd_start(
         .pointer("/process/cwd")
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let stdin = req.get("stdin").and_then(Value::as_bool).unwrap_or(false);
+    // A PTY process (what the SDKs' `pty.create` and `hangar sb attach` start): a terminal of
+    // the given size, always taking input.
+    let pty = req.pointer("/pty/size").map(|size| {
+        let dim = |k: &str| {
+            size.get(k)
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                .clamp(1, 1000) as u16
+        };
+        (dim("cols"), dim("rows"))
+    });
+    let stdin = pty.is_some() || req.get("stdin").and_then(Value::as_bool).unwrap_or(false);
     let user = envd_user(&headers);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
-    let started = docker_exec(&s.docker, &container, command, &user, cwd, stdin, false).await;
+    let started = docker_exec(
+        &s.docker,
+        &container,
+        command,
+        &user,
+        cwd,
+        stdin,
+        pty.is_some(),
+    )
+    .await;
     let (mut output, input, exec_id) = match started {
         Ok(x) => x,
         Err(e) => {
@@ -1195,8 +1219,18 @@ async fn envd_start(
                 .stdin
                 .insert(pid, Arc::new(tokio::sync::Mutex::new(Some(input))));
         }
+        if pty.is_some() {
+            inner.ptys.insert(pid, exec_id.clone());
+        }
         pid
     };
+    if let Some((width, height)) = pty {
+        let _ = s
+            .docker
+            .resize_exec(&exec_id, ResizeExecOptions { width, height })
+            .await;
+    }
+    let out_key = if pty.is_some() { "pty" } else { "stdout" };
     tokio::spawn(async move {
         let _ = tx
             .send(Ok(envelope(0, &json!({"event": {"start": {"pid": pid}}}))))
@@ -1205,7 +1239,7 @@ async fn envd_start(
         while let Some(item) = output.next().await {
             let (k, data) = match item {
                 Ok(bollard::container::LogOutput::StdOut { message })
-                | Ok(bollard::container::LogOutput::Console { message }) => ("stdout", message),
+                | Ok(bollard::container::LogOutput::Console { message }) => (out_key, message),
                 Ok(bollard::container::LogOutput::StdErr { message }) => ("stderr", message),
                 Ok(_) => continue,
                 Err(e) => {
@@ -1218,7 +1252,11 @@ async fn envd_start(
                 break;
             }
         }
-        lock(&s).stdin.remove(&pid);
+        {
+            let mut inner = lock(&s);
+            inner.stdin.remove(&pid);
+            inner.ptys.remove(&pid);
+        }
         let end = match (broken, exec_code(&s.docker, &exec_id).await) {
             (None, Ok(0)) => json!({"exited": true, "status": "exit status 0"}),
             (None, Ok(c)) => {
@@ -1264,10 +1302,15 @@ async fn envd_input(
         .unwrap_or(0);
     let Some(data) = req
         .pointer("/input/stdin")
+        .or_else(|| req.pointer("/input/pty"))
         .and_then(Value::as_str)
         .and_then(|b| B64.decode(b).ok())
     else {
-        return connect_error(StatusCode::BAD_REQUEST, "invalid_argument", "input.stdin");
+        return connect_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            "input.stdin or input.pty",
+        );
     };
     let Some(w) = lock(&s).stdin.get(&pid).cloned() else {
         return connect_error(StatusCode::NOT_FOUND, "not_found", "no such process");
@@ -1300,6 +1343,53 @@ async fn envd_close(
         let _ = w.shutdown().await;
     }
     axum::Json(json!({})).into_response()
+}
+
+/// `Update`: a PTY process's new size.
+async fn envd_update(
+    State(s): State<Arc<Shared>>,
+    UrlPath(id): UrlPath<String>,
+    headers: HeaderMap,
+    axum::Json(req): axum::Json<Value>,
+) -> Response {
+    if let Err(r) = envd_auth(&s, &id, &headers) {
+        return *r;
+    }
+    let pid = req
+        .pointer("/process/pid")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let Some(size) = req.pointer("/pty/size") else {
+        // Nothing to change.
+        return axum::Json(json!({})).into_response();
+    };
+    let dim = |k: &str| {
+        size.get(k)
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            .clamp(1, 1000) as u16
+    };
+    let Some(exec) = lock(&s).ptys.get(&pid).cloned() else {
+        return connect_error(StatusCode::NOT_FOUND, "not_found", "no such PTY process");
+    };
+    match s
+        .docker
+        .resize_exec(
+            &exec,
+            ResizeExecOptions {
+                width: dim("cols"),
+                height: dim("rows"),
+            },
+        )
+        .await
+    {
+        Ok(()) => axum::Json(json!({})).into_response(),
+        Err(e) => connect_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            &e.to_string(),
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,15 @@ trait Subject: Provider + Sized + 'static {
     fn no_attach() -> Option<&'static str> {
         None
     }
+    /// The tmux server's socket inside the sandbox, where commands inside can ask it (docker,
+    /// kubernetes, e2b: one root-owned server in the sandbox).
+    fn tmux_socket_inside() -> Option<&'static str> {
+        None
+    }
+    /// The command a person's terminal runs to attach (the provider's `attach_argv`).
+    fn attach_command(&self, sb: &Sandbox, session: &str) -> Vec<String> {
+        self.attach_argv(sb, session)
+    }
 }
 
 /// What a live sandbox leaves on the host: processes, mounts, folders, containers.
@@ -496,7 +505,7 @@ mod checks {
         }
         let t = tempfile::tempdir().unwrap();
         let sock = t.path().join("viewer.sock");
-        let argv = f.p.attach_argv(&sb, "run-1");
+        let argv = f.p.attach_command(&sb, "run-1");
         let st = Command::new("tmux")
             .arg("-S")
             .arg(&sock)
@@ -533,11 +542,57 @@ mod checks {
                 .unwrap();
             screen = String::from_utf8_lossy(&o.stdout).into_owned();
         }
-        let _ = Command::new("tmux")
+        // The terminal's size reaches the session: the viewer's window narrowed, the session's
+        // window follows (a resize of `docker exec`/`kubectl exec -it`, envd's `Update`).
+        if let Some(inner) = P::tmux_socket_inside() {
+            let st = Command::new("tmux")
+                .arg("-S")
+                .arg(&sock)
+                .args(["resize-window", "-x", "100", "-y", "30"])
+                .status()
+                .unwrap();
+            assert!(st.success());
+            let ask =
+                format!("tmux -S {inner} display-message -p -t '=run-1:' '#{{window_width}}'");
+            let deadline = Instant::now() + Duration::from_secs(15);
+            loop {
+                let width = f.out(Who::Hangar, &ask).await;
+                if width == "100" {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the session's window stayed {width} wide after the terminal became 100"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        // Typing reaches it: Ctrl-b d detaches, which ends the attach command (and with it the
+        // viewer), while the session runs on.
+        let st = Command::new("tmux")
             .arg("-S")
             .arg(&sock)
-            .arg("kill-server")
-            .status();
+            .args(["send-keys", "C-b", "d"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Command::new("tmux")
+            .arg("-S")
+            .arg(&sock)
+            .arg("has-session")
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{argv:?} did not end when the person detached"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(f.p.tmux_alive(&sb, "run-1").await.unwrap());
 
         let before = f.p.traces(&sb).await;
         assert!(
@@ -704,6 +759,9 @@ fn image() -> String {
 static ROOTFS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
 
 impl Subject for DockerProvider {
+    fn tmux_socket_inside() -> Option<&'static str> {
+        Some("/run/hangar-tmux/default")
+    }
     async fn make() -> Option<Self> {
         if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
             eprintln!("HANGAR_TEST_DOCKER=0: the docker conformance suite is skipped");
@@ -837,6 +895,9 @@ async fn fake_traces(sb: &Sandbox) -> Traces {
 }
 
 impl Subject for KubernetesProvider {
+    fn tmux_socket_inside() -> Option<&'static str> {
+        Some("/run/hangar-tmux/default")
+    }
     async fn make() -> Option<Self> {
         let f = fake()?;
         static KUBECONFIG: std::sync::OnceLock<(TempDir, PathBuf)> = std::sync::OnceLock::new();
@@ -876,6 +937,9 @@ impl Subject for KubernetesProvider {
 }
 
 impl Subject for E2bProvider {
+    fn tmux_socket_inside() -> Option<&'static str> {
+        Some("/run/hangar-tmux/default")
+    }
     async fn make() -> Option<Self> {
         let f = fake()?;
         Some(
@@ -902,9 +966,38 @@ impl Subject for E2bProvider {
     fn ctl_on_host() -> bool {
         false
     }
-    fn no_attach() -> Option<&'static str> {
-        Some(
-            "an e2b sandbox is attached to through the E2B CLI (`e2b sandbox connect`), which the fake does not serve",
-        )
+    /// `hangar sb attach`'s client of envd's PTY process, run by this binary itself
+    /// ([`e2b_pty_terminal`]) in the test's terminal.
+    fn attach_command(&self, sb: &Sandbox, session: &str) -> Vec<String> {
+        let target = self.pty_target(sb, session).unwrap();
+        vec![
+            "env".into(),
+            format!(
+                "HANGAR_TEST_E2B_PTY={}",
+                serde_json::to_string(&target).unwrap()
+            ),
+            std::env::current_exe().unwrap().display().to_string(),
+            "e2b_pty_terminal".into(),
+            "--exact".into(),
+            "--ignored".into(),
+            "--nocapture".into(),
+        ]
     }
+}
+
+/// The terminal of the e2b attach check: this process's terminal joined to envd's PTY process
+/// (`hangar_cloud::e2b::terminal::attach_terminal`, what `hangar sb attach` runs for e2b).
+#[test]
+#[ignore = "run by the e2b attach check in a terminal of its own (HANGAR_TEST_E2B_PTY)"]
+fn e2b_pty_terminal() {
+    let Ok(target) = std::env::var("HANGAR_TEST_E2B_PTY") else {
+        eprintln!("HANGAR_TEST_E2B_PTY is not set: nothing to attach to");
+        return;
+    };
+    let target: hangar_cloud::e2b::PtyTarget = serde_json::from_str(&target).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let status = rt
+        .block_on(hangar_cloud::e2b::terminal::attach_terminal(&target))
+        .unwrap();
+    std::process::exit(status);
 }

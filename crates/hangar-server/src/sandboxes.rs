@@ -8,8 +8,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
-use hangar_control::ControlPlane;
 use hangar_control::sandbox::Who;
+use hangar_control::{Attach, ControlPlane};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -124,12 +124,19 @@ struct AttachQuery {
 
 async fn attach(
     State(plane): S,
-    _who: Authed,
+    who: Authed,
     Path(id): Path<String>,
     Query(q): Query<AttachQuery>,
 ) -> ApiResult {
-    let (run, argv) = plane.sandbox_attach(&id, q.run.as_deref()).await?;
-    Ok(Json(json!({"run": run, "argv": argv})).into_response())
+    let (run, how) = plane
+        .sandbox_attach(&id, q.run.as_deref(), &who.email)
+        .await?;
+    Ok(Json(match how {
+        Attach::Argv(argv) => json!({"run": run, "argv": argv}),
+        // No host command attaches to an e2b sandbox: the client starts envd's PTY process.
+        Attach::E2bPty(t) => json!({"run": run, "argv": [], "e2b_pty": t}),
+    })
+    .into_response())
 }
 
 async fn list_environments(State(plane): S, _who: Authed) -> ApiResult {
@@ -242,7 +249,8 @@ fn exec_out() -> Value {
 }
 
 fn attach_out() -> Value {
-    json!({"type": "object", "properties": {"run": string(), "argv": {"type": "array", "items": string()}}, "required": ["run", "argv"]})
+    let pty = json!({"type": "object", "properties": {"sandbox": string(), "envd": string(), "token": {"type": ["string", "null"]}, "argv": {"type": "array", "items": string()}}, "required": ["sandbox", "envd", "argv"]});
+    json!({"type": "object", "properties": {"run": string(), "argv": {"type": "array", "items": string()}, "e2b_pty": pty}, "required": ["run", "argv"]})
 }
 
 fn env_list() -> Value {
@@ -328,7 +336,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         e(
             "GET",
             "/v1/sandboxes/{id}/attach",
-            "The command that attaches a terminal on this machine to a run's tmux session (?run=, default the newest live run)",
+            "The command that attaches a terminal on this machine to a run's tmux session (?run=, default the newest live run); for an e2b sandbox, `argv` is empty and `e2b_pty` says which PTY process of envd to start",
             None,
             attach_out,
             200,

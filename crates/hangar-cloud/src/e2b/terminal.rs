@@ -1,0 +1,491 @@
+//! A person's terminal in a run's tmux session in an e2b sandbox (`hangar sb attach`).
+//!
+//! E2B gives a terminal as a PTY process of the sandbox's daemon (envd), over the same Connect
+//! protocol as every command: `process.Process/Start` with `pty` (its size) streams the
+//! terminal's output as `data.pty` events until the process's `end`; `SendInput` with
+//! `input.pty` types into it; `Update` with `pty` resizes it. Attaching is a PTY process running
+//! `tmux attach-session` on the run's session: this module is the client of those three calls
+//! ([`PtySession`]) and [`attach_terminal`], which joins them to the terminal of the process
+//! that calls it (raw mode while attached, its size followed on SIGWINCH).
+//!
+//! The control plane gives the client what it needs ([`PtyTarget`]: envd's address and access
+//! token, the command); the token lets its holder run anything as the sandbox's root, as
+//! `hangar sb exec --as hangar` already lets a person with a hangar token.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use futures_util::StreamExt;
+use hangar_sandbox::SandboxError;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{end_status, envd_post, envelope, take_envelope};
+use crate::{failed, shell_wrap};
+
+/// What a terminal needs to reach a run's tmux session in an e2b sandbox.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PtyTarget {
+    /// hangar's sandbox id (for messages).
+    pub sandbox: String,
+    /// The sandbox's envd.
+    pub envd: String,
+    /// envd's access token (the sandbox's `envdAccessToken`), when it has one.
+    pub token: Option<String>,
+    /// The command the terminal runs (started under `env -i` with hangar's minimal environment
+    /// and the terminal's `TERM`).
+    pub argv: Vec<String>,
+}
+
+impl std::fmt::Display for PtyTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "e2b sandbox {} ({})", self.sandbox, self.envd)
+    }
+}
+
+/// What a PTY process sends.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PtyEvent {
+    /// Bytes the terminal shows.
+    Data(Vec<u8>),
+    /// The process ended with this status.
+    End(i32),
+}
+
+/// A PTY process in an e2b sandbox: input and resizes.
+#[derive(Clone, Debug)]
+pub struct PtySession {
+    http: reqwest::Client,
+    target: PtyTarget,
+    pid: u64,
+}
+
+/// The PTY process's output stream.
+pub struct PtyOutput {
+    stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
+    buf: Vec<u8>,
+    sandbox: String,
+    ended: bool,
+}
+
+impl std::fmt::Debug for PtyOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PtyOutput")
+            .field("sandbox", &self.sandbox)
+            .finish()
+    }
+}
+
+impl PtyOutput {
+    /// The next output or the end; `None` once the stream is over.
+    pub async fn next(&mut self) -> Result<Option<PtyEvent>, SandboxError> {
+        loop {
+            while let Some((flags, msg, used)) = take_envelope(&self.buf) {
+                self.buf.drain(..used);
+                let v: Value = serde_json::from_slice(&msg)
+                    .map_err(|x| failed(format!("e2b, sandbox {}: envd said", self.sandbox), x))?;
+                if flags & 2 != 0 {
+                    self.ended = true;
+                    if let Some(err) = v.get("error") {
+                        return Err(SandboxError::Failed(format!(
+                            "e2b, sandbox {}: {}",
+                            self.sandbox,
+                            err.get("message")
+                                .and_then(Value::as_str)
+                                .unwrap_or("error")
+                        )));
+                    }
+                    return Ok(None);
+                }
+                let ev = v.get("event").cloned().unwrap_or(Value::Null);
+                if let Some(data) = ev.get("data") {
+                    if let Some(s) = data
+                        .get("pty")
+                        .or_else(|| data.get("stdout"))
+                        .or_else(|| data.get("stderr"))
+                        .and_then(Value::as_str)
+                    {
+                        let bytes = B64.decode(s).map_err(|x| {
+                            failed(format!("e2b, sandbox {}: output", self.sandbox), x)
+                        })?;
+                        return Ok(Some(PtyEvent::Data(bytes)));
+                    }
+                } else if let Some(end) = ev.get("end") {
+                    return Ok(Some(PtyEvent::End(end_status(end))));
+                }
+                // `start` (read by `start`) and `keepalive`: nothing to show.
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            match self.stream.next().await {
+                Some(Ok(chunk)) => self.buf.extend_from_slice(&chunk),
+                Some(Err(e)) => {
+                    return Err(failed(
+                        format!("e2b, sandbox {}: the terminal's stream", self.sandbox),
+                        e,
+                    ));
+                }
+                None => {
+                    self.ended = true;
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+fn http() -> Result<reqwest::Client, SandboxError> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .map_err(|e| SandboxError::Unavailable(format!("cannot make an HTTP client: {e}")))
+}
+
+/// The terminal size envd is sent (cols and rows of at least 1).
+fn size(cols: u16, rows: u16) -> Value {
+    json!({ "cols": cols.max(1), "rows": rows.max(1) })
+}
+
+impl PtySession {
+    /// Starts `target`'s command as a PTY process of `cols` x `rows` with `TERM=term`; its
+    /// session and output stream (read past the process's `start`).
+    pub async fn start(
+        target: &PtyTarget,
+        term: &str,
+        cols: u16,
+        rows: u16,
+    ) -> Result<(PtySession, PtyOutput), SandboxError> {
+        let Some(_) = target.argv.first() else {
+            return Err(SandboxError::Invalid("the command is empty".into()));
+        };
+        // The terminal's own TERM when the sandbox knows it (tmux refuses a terminal it has no
+        // terminfo for), else xterm-256color.
+        let argv: Vec<String> = [
+            "sh",
+            "-c",
+            "tput -T \"$TERM\" longname >/dev/null 2>&1 || TERM=xterm-256color; export TERM; exec \"$@\"",
+            "sh",
+        ]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(target.argv.iter().cloned())
+        .collect();
+        let argv = shell_wrap(&[("TERM".into(), term.to_owned())], "/", &argv);
+        let Some((cmd, args)) = argv.split_first() else {
+            return Err(SandboxError::Invalid("the command is empty".into()));
+        };
+        let req = json!({
+            "process": { "cmd": cmd, "args": args, "cwd": "/" },
+            "pty": { "size": size(cols, rows) },
+        });
+        let http = http()?;
+        let body = envelope(0, &serde_json::to_vec(&req).map_err(|x| failed("e2b", x))?);
+        let resp = envd_post(
+            &http,
+            &target.envd,
+            target.token.as_deref(),
+            "Start",
+            "application/connect+json",
+        )
+        // envd sends a keepalive event this often, so no proxy between cuts a quiet terminal.
+        .header("keepalive-ping-interval", "50")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| {
+            failed(
+                format!("e2b, sandbox {}: starting a terminal", target.sandbox),
+                e,
+            )
+        })?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            return Err(
+                if status == reqwest::StatusCode::NOT_FOUND
+                    || status == reqwest::StatusCode::BAD_GATEWAY
+                {
+                    SandboxError::Gone(target.sandbox.clone())
+                } else {
+                    SandboxError::Failed(format!(
+                        "e2b, sandbox {}: starting a terminal: {status}: {text}",
+                        target.sandbox
+                    ))
+                },
+            );
+        }
+        let mut out = PtyOutput {
+            stream: Box::pin(resp.bytes_stream().map(|c| c.map(|b| b.to_vec()))),
+            buf: Vec::new(),
+            sandbox: target.sandbox.clone(),
+            ended: false,
+        };
+        // The first event names the process.
+        let pid = 'start: loop {
+            while let Some((flags, msg, used)) = take_envelope(&out.buf) {
+                let v: Value = serde_json::from_slice(&msg).map_err(|x| {
+                    failed(format!("e2b, sandbox {}: envd said", target.sandbox), x)
+                })?;
+                if flags & 2 != 0 {
+                    return Err(SandboxError::Failed(format!(
+                        "e2b, sandbox {}: the terminal did not start: {}",
+                        target.sandbox,
+                        v.pointer("/error/message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("no start event")
+                    )));
+                }
+                out.buf.drain(..used);
+                if let Some(pid) = v.pointer("/event/start").map(|s| {
+                    // proto3 JSON leaves a zero out.
+                    s.get("pid").and_then(Value::as_u64).unwrap_or(0)
+                }) {
+                    break 'start pid;
+                }
+            }
+            match out.stream.next().await {
+                Some(Ok(chunk)) => out.buf.extend_from_slice(&chunk),
+                Some(Err(e)) => {
+                    return Err(failed(
+                        format!("e2b, sandbox {}: starting a terminal", target.sandbox),
+                        e,
+                    ));
+                }
+                None => {
+                    return Err(SandboxError::Failed(format!(
+                        "e2b, sandbox {}: the terminal's stream ended before it started",
+                        target.sandbox
+                    )));
+                }
+            }
+        };
+        Ok((
+            PtySession {
+                http,
+                target: target.clone(),
+                pid,
+            },
+            out,
+        ))
+    }
+
+    /// envd's pid of the PTY process.
+    pub fn pid(&self) -> u64 {
+        self.pid
+    }
+
+    async fn unary(&self, method: &str, body: Value) -> Result<(), SandboxError> {
+        let r = envd_post(
+            &self.http,
+            &self.target.envd,
+            self.target.token.as_deref(),
+            method,
+            "application/json",
+        )
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| failed(format!("e2b, sandbox {}: {method}", self.target.sandbox), e))?;
+        if r.status().is_success() {
+            return Ok(());
+        }
+        let status = r.status();
+        let text = r.text().await.unwrap_or_default();
+        Err(SandboxError::Failed(format!(
+            "e2b, sandbox {}: {method}: {status}: {text}",
+            self.target.sandbox
+        )))
+    }
+
+    /// Types `bytes` into the terminal.
+    pub async fn input(&self, bytes: &[u8]) -> Result<(), SandboxError> {
+        self.unary(
+            "SendInput",
+            json!({ "process": { "pid": self.pid }, "input": { "pty": B64.encode(bytes) } }),
+        )
+        .await
+    }
+
+    /// Resizes the terminal.
+    pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), SandboxError> {
+        self.unary(
+            "Update",
+            json!({ "process": { "pid": self.pid }, "pty": { "size": size(cols, rows) } }),
+        )
+        .await
+    }
+}
+
+/// The calling process's terminal size (of stdout, else stdin), when it has one.
+pub fn window_size() -> Option<(u16, u16)> {
+    for fd in [1, 0] {
+        let mut ws = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCGWINSZ writes one `winsize` into the one we pass.
+        let r = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
+        if r == 0 && ws.ws_col > 0 && ws.ws_row > 0 {
+            return Some((ws.ws_col, ws.ws_row));
+        }
+    }
+    None
+}
+
+/// A terminal in raw mode until dropped (then as it was).
+struct RawMode {
+    fd: i32,
+    saved: libc::termios,
+}
+
+impl RawMode {
+    /// `None` when `fd` is no terminal (input from a pipe is passed on as it is).
+    fn enter(fd: i32) -> Option<RawMode> {
+        // SAFETY: isatty only reads the descriptor's state.
+        if unsafe { libc::isatty(fd) } != 1 {
+            return None;
+        }
+        let mut t = std::mem::MaybeUninit::<libc::termios>::uninit();
+        // SAFETY: tcgetattr fills the termios it is given, and we read it only when it did.
+        let saved = unsafe {
+            if libc::tcgetattr(fd, t.as_mut_ptr()) != 0 {
+                return None;
+            }
+            t.assume_init()
+        };
+        let mut raw = saved;
+        // SAFETY: cfmakeraw and tcsetattr read and write the termios we own.
+        unsafe {
+            libc::cfmakeraw(&mut raw);
+            if libc::tcsetattr(fd, libc::TCSANOW, &raw) != 0 {
+                return None;
+            }
+        }
+        Some(RawMode { fd, saved })
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        // SAFETY: puts back the termios read from the same descriptor.
+        unsafe {
+            libc::tcsetattr(self.fd, libc::TCSANOW, &self.saved);
+        }
+    }
+}
+
+/// Reads the calling process's stdin into `tx` until its end, `stop`, or `tx` is closed; it
+/// polls so that it notices `stop` within a tenth of a second.
+fn read_stdin(tx: tokio::sync::mpsc::Sender<Vec<u8>>, stop: Arc<AtomicBool>) {
+    let mut buf = [0u8; 4096];
+    while !stop.load(Ordering::Relaxed) {
+        let mut fds = libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, ours.
+        let n = unsafe { libc::poll(&mut fds, 1, 100) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        if n == 0 {
+            continue;
+        }
+        // SAFETY: reads at most `buf.len()` bytes into `buf`.
+        let got = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+        if got < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        if got == 0 || tx.blocking_send(buf[..got as usize].to_vec()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Joins the calling process's terminal to `target`'s PTY process until the process ends:
+/// stdin in raw mode while attached (put back after), what is typed to `SendInput`, the output
+/// to stdout, the terminal's size at the start and at each SIGWINCH to `Update`. The
+/// process's exit status (tmux's: 0 when the person detaches or the session ends).
+pub async fn attach_terminal(target: &PtyTarget) -> Result<i32, SandboxError> {
+    let term = std::env::var("TERM")
+        .ok()
+        .filter(|t| !t.is_empty() && t != "dumb")
+        .unwrap_or_else(|| "xterm-256color".into());
+    let (cols, rows) = window_size().unwrap_or((80, 24));
+    let (pty, mut out) = PtySession::start(target, &term, cols, rows).await?;
+    let raw = RawMode::enter(0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    let reader = {
+        let stop = stop.clone();
+        std::thread::spawn(move || read_stdin(tx, stop))
+    };
+    let typer = {
+        let pty = pty.clone();
+        tokio::spawn(async move {
+            while let Some(mut keys) = rx.recv().await {
+                // What was typed meanwhile goes in the same call, in order.
+                while let Ok(more) = rx.try_recv() {
+                    keys.extend(more);
+                }
+                if pty.input(&keys).await.is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let resizer = {
+        let pty = pty.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let Ok(mut winch) = signal(SignalKind::window_change()) else {
+                return;
+            };
+            while winch.recv().await.is_some() {
+                if let Some((c, r)) = window_size() {
+                    let _ = pty.resize(c, r).await;
+                }
+            }
+        })
+    };
+    let mut status = None;
+    let result = loop {
+        match out.next().await {
+            Ok(Some(PtyEvent::Data(b))) => {
+                let mut o = std::io::stdout().lock();
+                if o.write_all(&b).and_then(|()| o.flush()).is_err() {
+                    break Ok(());
+                }
+            }
+            Ok(Some(PtyEvent::End(s))) => status = Some(s),
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    stop.store(true, Ordering::Relaxed);
+    typer.abort();
+    resizer.abort();
+    let _ = tokio::task::spawn_blocking(move || reader.join()).await;
+    drop(raw);
+    result?;
+    status.ok_or_else(|| {
+        SandboxError::Failed(format!(
+            "e2b, sandbox {}: the terminal's stream ended without the process's end",
+            target.sandbox
+        ))
+    })
+}
