@@ -31,7 +31,10 @@ use std::time::{Duration, Instant};
 
 use common::{Server, until};
 use hangar_fakecloud::FakeCloud;
-use hangar_testkit::{Script, Step, workspace_root};
+use hangar_testkit::{
+    CODEX_API_KEY, CODEX_API_KEY_ENV, FakeOpenAi, Script, Step, codex_bin, codex_offline_args,
+    workspace_root,
+};
 use serde_json::json;
 
 const E2B_KEY: &str = "e2b-key-for-the-fake";
@@ -188,6 +191,23 @@ fn claude_image() -> String {
     assert!(
         out.status.success(),
         "scripts/build-image-claude: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// The image with Codex in it (its native package, built once, cached by dockerd).
+fn codex_image() -> String {
+    if let Ok(i) = std::env::var("HANGAR_TEST_CODEX_IMAGE") {
+        return i;
+    }
+    let out = Command::new(workspace_root().join("scripts/build-image-codex"))
+        .env("HANGAR_CODEX_BIN", codex_bin().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/build-image-codex: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
@@ -533,4 +553,146 @@ async fn faked_api_a_claude_turn_in_an_e2b_sandbox_outlives_its_timeout_and_a_ki
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is gone"), "{err}");
     s.ok(&["sb", "rm", &sb]);
+}
+
+/// A real Codex turn (`codex app-server` in the image, `--disable plugins` and the fake model's
+/// provider, as testkit configures it) in a sandbox of `provider`: the model runs a command,
+/// Codex asks (policy ask), a person allows it through the API (the answer crosses the mirror
+/// into the pod's `in/`, its ack comes back), the command runs in the sandbox's workspace, and
+/// the turn ends with the model's last text; the events stored are a rebuild of the mirrored log.
+async fn a_codex_turn(provider: &str) {
+    if skip() {
+        return;
+    }
+    let image = codex_image();
+    let fake = FakeCloud::start(E2B_KEY).unwrap();
+    let model = FakeOpenAi::start(Script::new([
+        Step::exec("printf 'made\\n' > made.txt"),
+        Step::text("made it").expect_tool_result(),
+    ]))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = cloud_env(&fake, dir.path(), 3600);
+    env.push((
+        "HANGAR_CODEX_BIN".into(),
+        codex_bin().unwrap().display().to_string(),
+    ));
+    env.push((CODEX_API_KEY_ENV.into(), CODEX_API_KEY.into()));
+    let s = Server::start_with(Script::new([]), env, None);
+    let yaml = s.home.path().join("cloud.yaml");
+    std::fs::write(
+        &yaml,
+        format!("name: cloud\nprovider: {provider}\nimage: {image}\negress: open\n"),
+    )
+    .unwrap();
+    s.ok(&["env", "apply", yaml.to_str().unwrap()]);
+    let repo = repo();
+    let sb = s.create_sandbox("cloud", repo.path());
+    // The provider's settings exactly as testkit gives them to every Codex run (`-c` pairs; the
+    // driver always adds `--disable plugins`).
+    let args = codex_offline_args(&model.base_url());
+    assert_eq!(args[..2], ["--disable", "plugins"]);
+    let config: Vec<String> = args
+        .chunks(2)
+        .filter(|p| p[0] == "-c")
+        .map(|p| p[1].clone())
+        .collect();
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(
+                json!({"sandbox": sb, "harness": "codex", "policy": "ask", "prompt": "make a file",
+                        "options": {"codex_config": config}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+
+    let pending = until("the approval", async || {
+        let (_, a) = s
+            .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+            .await;
+        a["approvals"].as_array().filter(|v| !v.is_empty()).cloned()
+    })
+    .await;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    // Nothing ran before the answer.
+    let out = s
+        .hangar()
+        .args(["sb", "exec", &sb, "--", "test", "-e", "made.txt"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "the command ran before it was allowed"
+    );
+    let request = pending[0]["request_id"].as_str().unwrap();
+    let (status, r) = s
+        .call(
+            "POST",
+            &format!("/v1/runs/{run}/approvals/{request}"),
+            Some(json!({"decision": "allow"})),
+        )
+        .await;
+    assert_eq!((status, r["outcome"].as_str()), (200, Some("done")), "{r}");
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], 0, "{t}");
+
+    assert_eq!(
+        s.ok(&["sb", "exec", &sb, "--", "cat", "made.txt"]),
+        "made\n"
+    );
+    assert!(!repo.path().join("made.txt").exists());
+    assert!(model.unexpected().is_empty(), "{:?}", model.unexpected());
+    assert_eq!(model.requests().len(), 2);
+
+    let (_, events) = s.call("GET", &format!("/v1/runs/{run}/events"), None).await;
+    let events = events["events"].as_array().cloned().unwrap_or_default();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    let find = |kind: &str| {
+        events
+            .iter()
+            .find(|e| e["kind"] == kind)
+            .map(|e| &e["payload"])
+            .unwrap_or_else(|| panic!("no {kind} event in {kinds:?}"))
+    };
+    assert_eq!(find("started")["harness"], "codex", "{kinds:?}");
+    let call = find("tool_call");
+    assert_eq!(call["name"], "command", "{call}");
+    assert!(call["input"].to_string().contains("made.txt"), "{call}");
+    assert_eq!(
+        find("approval_requested")["tool_use_id"],
+        call["tool_use_id"]
+    );
+    assert_eq!(find("approval_answered")["decision"], "allow");
+    let result = find("tool_result");
+    assert_eq!(result["tool_use_id"], call["tool_use_id"], "{result}");
+    assert_ne!(result["is_error"], true, "{result}");
+    assert_eq!(find("assistant_text")["text"], "made it");
+    // The turn's end, after the command's result.
+    let at = |kind: &str| kinds.iter().rposition(|k| *k == kind).unwrap();
+    assert!(at("result") > at("tool_result"), "{kinds:?}");
+    assert_ne!(find("result")["is_error"], true, "{kinds:?}");
+    let out = s.hangar().args(["events", "check", &run]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("equal a rebuild from its log"));
+    s.ok(&["sb", "rm", &sb]);
+    assert!(fake.containers_of(&sb).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_a_codex_turn_in_a_kubernetes_sandbox_with_an_approval() {
+    a_codex_turn("kubernetes").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_a_codex_turn_in_an_e2b_sandbox_with_an_approval() {
+    a_codex_turn("e2b").await;
 }

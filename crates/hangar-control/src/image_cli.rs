@@ -4,8 +4,9 @@
 //! The CLI is looked up on the image's system PATH only (`/usr/local/bin`, `/usr/bin`, …): under
 //! the uid split the agent cannot write there, so a program it planted in its home is never
 //! taken for the image's. Its version is read from its npm package (`package.json` above the
-//! resolved executable), as for hangar's own copy; the conformance check then applies to that
-//! version. Nothing of the CLI is run to learn it.
+//! resolved executable; for Codex's native executable without its Node.js launcher, the
+//! `codex-package.json` beside it), as for hangar's own copy; the conformance check then
+//! applies to that version. Nothing of the CLI is run to learn it.
 //!
 //! Non-goals: images whose CLI is not an npm install (no version to read: the turn runs with
 //! `harness_check: unknown-version`, warned and audited like any such CLI).
@@ -20,13 +21,15 @@ use crate::plane::ControlPlane;
 use crate::sandboxes::with_provider;
 
 /// Finds the CLI on the system PATH, prints its resolved path, then the first `package.json`
-/// at most six folders above it. Exit 3: not there.
+/// (or `codex-package.json`: Codex's native package, installed without its Node.js launcher,
+/// says its version there) at most six folders above it. Exit 3: not there.
 const PROBE: &str = r#"p=$(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin command -v "$1") || exit 3
 r=$(readlink -f "$p") || exit 3
 printf '%s\n' "$r"
 d=$(dirname "$r"); n=0
 while [ "$d" != / ] && [ "$n" -lt 6 ]; do
   if [ -f "$d/package.json" ]; then cat "$d/package.json"; exit 0; fi
+  if [ -f "$d/codex-package.json" ]; then cat "$d/codex-package.json"; exit 0; fi
   d=$(dirname "$d"); n=$((n+1))
 done
 exit 0"#;
