@@ -696,3 +696,101 @@ async fn faked_api_a_codex_turn_in_a_kubernetes_sandbox_with_an_approval() {
 async fn faked_api_a_codex_turn_in_an_e2b_sandbox_with_an_approval() {
     a_codex_turn("e2b").await;
 }
+
+/// The figure of an approval answered across the mirror: how long `POST
+/// /v1/runs/RUN/approvals/ID` takes (it returns on the driver's signed `done`) for approvals of
+/// a real Codex turn in a kubernetes and an e2b sandbox (against the fakes: their exec is a
+/// docker exec on this machine, so a real cluster adds its own round trips), beside the same in
+/// a local sandbox, which sees the control folder itself, measured in the same run. Printed,
+/// not asserted: `cargo test -p hangar-cli --test faked_api_turns -- --ignored --nocapture
+/// approval_latency`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: prints the approval latency across the mirror beside the local path"]
+async fn faked_api_approval_latency_across_the_mirror() {
+    if skip() {
+        return;
+    }
+    const N: usize = 8;
+    let image = codex_image();
+    let mut rows = Vec::new();
+    for provider in ["local", "kubernetes", "e2b"] {
+        let fake = FakeCloud::start(E2B_KEY).unwrap();
+        let mut steps: Vec<Step> = (0..N)
+            .map(|i| Step::exec(format!("echo {i} >> counted.txt")))
+            .collect();
+        steps.push(Step::text("counted").expect_tool_result());
+        let model = FakeOpenAi::start(Script::new(steps)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = cloud_env(&fake, dir.path(), 3600);
+        env.push((
+            "HANGAR_CODEX_BIN".into(),
+            codex_bin().unwrap().display().to_string(),
+        ));
+        env.push((CODEX_API_KEY_ENV.into(), CODEX_API_KEY.into()));
+        let s = Server::start_with(Script::new([]), env, None);
+        let yaml = s.home.path().join("m.yaml");
+        let spec = if provider == "local" {
+            "name: m\nprovider: local\nnetwork: host\n".to_owned()
+        } else {
+            format!("name: m\nprovider: {provider}\nimage: {image}\negress: open\n")
+        };
+        std::fs::write(&yaml, spec).unwrap();
+        s.ok(&["env", "apply", yaml.to_str().unwrap()]);
+        let repo = repo();
+        let sb = s.create_sandbox("m", repo.path());
+        let args = codex_offline_args(&model.base_url());
+        let config: Vec<String> = args
+            .chunks(2)
+            .filter(|p| p[0] == "-c")
+            .map(|p| p[1].clone())
+            .collect();
+        let (status, started) = s
+            .call(
+                "POST",
+                "/v1/sessions",
+                Some(
+                    json!({"sandbox": sb, "harness": "codex", "policy": "ask", "prompt": "count",
+                            "options": {"codex_config": config}}),
+                ),
+            )
+            .await;
+        assert_eq!(status, 201, "{started}");
+        let run = started["run"]["id"].as_str().unwrap().to_owned();
+        let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+        let mut ms = Vec::new();
+        for _ in 0..N {
+            let pending = until("an approval", async || {
+                let (_, a) = s
+                    .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+                    .await;
+                a["approvals"].as_array().filter(|v| !v.is_empty()).cloned()
+            })
+            .await;
+            let request = pending[0]["request_id"].as_str().unwrap();
+            let t0 = Instant::now();
+            let (status, r) = s
+                .call(
+                    "POST",
+                    &format!("/v1/runs/{run}/approvals/{request}"),
+                    Some(json!({"decision": "allow"})),
+                )
+                .await;
+            ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!((status, r["outcome"].as_str()), (200, Some("done")), "{r}");
+        }
+        let t = s.turn_ended(&turn).await;
+        assert_eq!(t["status"], 0, "{t}");
+        s.ok(&["sb", "rm", &sb]);
+        ms.sort_by(f64::total_cmp);
+        rows.push((provider, ms[ms.len() / 2], ms[ms.len() - 1]));
+    }
+    eprintln!("approval answered -> signed done, {N} approvals of one Codex turn each:");
+    for (provider, p50, max) in &rows {
+        let what = if *provider == "local" {
+            "local sandbox (baseline: the control folder on this machine)"
+        } else {
+            "across the mirror (fake API)"
+        };
+        eprintln!("  {provider:<10} p50 {p50:7.1} ms  max {max:7.1} ms  {what}");
+    }
+}

@@ -9,7 +9,9 @@
 //! - **in**: each command the mailbox renamed into the mirror's `in/` is pushed into the pod's
 //!   `in/` (staged, then renamed, as the mailbox does; a marker in the pod's `pushed/` makes a
 //!   push after a restart land at most once). A command stays in the mirror's `in/` until its
-//!   ack comes back.
+//!   ack comes back: the push itself waits up to half a second for the ack in the pod and
+//!   brings it back (an approval's answer is acked within milliseconds, so it needs one round
+//!   trip to the pod, not a push and then a pull); else a later pull does.
 //! - **out**: the run log from the mirror's length on, the acks the mirror lacks, and, before the
 //!   turn's last line is written on this side, the turn's pack (`trees.pack`, `trees.idx`).
 //!   One exec per poll reads them all (`PULL`).
@@ -53,9 +55,12 @@ const LATE: &str = "handed_back.late";
 /// At most this much of the run log per pull.
 const PULL_MAX: u64 = 4 << 20;
 
-/// Pushes one command (stdin) into the pod's `in/` as `$2`. Exit 0: landed now; 5: it had been
-/// pushed before (and now sits in `in/`); 3: `in/` is gone (the turn is ending); 4: no
-/// control folder.
+/// Pushes one command (stdin) into the pod's `in/` as `$2`, then waits up to `$3` hundredths of
+/// a second for the driver's ack and prints it (at most `$4` bytes) when it came: an approval's
+/// answer or a steer is usually acked within milliseconds, and so comes back with the push
+/// instead of with a later pull (each exec is a round trip to the pod). Exit 0: landed now; 5:
+/// it had been pushed before (and now sits in `in/`); 3: `in/` is gone (the turn is ending); 4:
+/// no control folder.
 const PUSH: &str = r#"cd "$1" || exit 4
 n=$2
 r=0
@@ -63,7 +68,14 @@ if [ -e "pushed/$n" ]; then cat >/dev/null; r=5
 else cat > "staging/.$n" && mv "staging/.$n" "staging/$n" && ln "staging/$n" "pushed/$n" || exit 1
 fi
 if [ -e "staging/$n" ]; then mv "staging/$n" "in/$n" 2>/dev/null || exit 3; fi
+i=0
+while [ ! -f "acks/$n.ack" ] && [ "$i" -lt "$3" ]; do sleep 0.01; i=$((i + 1)); done
+if [ -f "acks/$n.ack" ] && [ ! -L "acks/$n.ack" ]; then head -c "$4" "acks/$n.ack"; fi
 exit $r"#;
+
+/// How long a push in the sync waits for its command's ack in the pod, in hundredths of a
+/// second (the sync reads nothing else meanwhile).
+const PUSH_WAITS_FOR_ACK: u32 = 50;
 
 /// Reads what the driver wrote: whether its tmux session is there (first, so that when it is not,
 /// everything after is final), the run log from `$2` (at most `$3` bytes), the acks not named
@@ -323,15 +335,25 @@ async fn read_file(
     Ok(out.stdout)
 }
 
-/// Pushes one command file into the pod's `in/`: `Ok(true)` when it is there (now or before),
-/// `Ok(false)` when the pod's `in/` is closed.
+/// What a push did.
+#[derive(Debug, PartialEq)]
+enum Pushed {
+    /// The command is in the pod's `in/` (now or before), with its ack when that came meanwhile.
+    Landed(Option<Vec<u8>>),
+    /// The pod's `in/` is closed.
+    Closed,
+}
+
+/// Pushes one command file into the pod's `in/`, waiting up to `wait_ack` hundredths of a
+/// second for its ack there.
 async fn push(
     plane: &ControlPlane,
     sb: &Sandbox,
     ctl_inside: &Path,
     name: &str,
     bytes: Vec<u8>,
-) -> Result<bool, ExecFailed> {
+    wait_ack: u32,
+) -> Result<Pushed, ExecFailed> {
     let req = ExecRequest {
         argv: vec![
             "sh".into(),
@@ -340,6 +362,8 @@ async fn push(
             "push".into(),
             ctl_inside.display().to_string(),
             name.into(),
+            wait_ack.to_string(),
+            (MAX_ACK_BYTES + 1).to_string(),
         ],
         stdin: Some(bytes),
         cwd: Some(PathBuf::from("/")),
@@ -347,8 +371,11 @@ async fn push(
     };
     let out = exec(plane, sb, &req).await?;
     match out.status {
-        0 | 5 => Ok(true),
-        3 => Ok(false),
+        // An ack larger than any the driver writes is left to the pull, which refuses it.
+        0 | 5 => Ok(Pushed::Landed(
+            Some(out.stdout).filter(|a| !a.is_empty() && a.len() <= MAX_ACK_BYTES),
+        )),
+        3 => Ok(Pushed::Closed),
         s => Err(ExecFailed {
             gone: false,
             message: format!(
@@ -444,9 +471,11 @@ impl ControlPlane {
             let bytes = tokio::fs::read(host.inbox().join(&name))
                 .await
                 .map_err(|e| ControlError::Internal(format!("{name}: {e}")))?;
-            if !push(self, sb, ctl_inside, &name, bytes)
+            // The driver is not started yet: no ack to wait for.
+            if push(self, sb, ctl_inside, &name, bytes, 0)
                 .await
                 .map_err(|e| launch("cannot hand the driver its prompt", e))?
+                == Pushed::Closed
             {
                 return Err(ControlError::Launch(format!(
                     "sandbox {}: the run's in/ is gone before the driver started",
@@ -528,7 +557,12 @@ async fn sync_loop(
                 let Ok(bytes) = tokio::fs::read(host.inbox().join(&name)).await else {
                     continue;
                 };
-                if push(&plane, &sb, &inside, &name, bytes).await? {
+                if let Pushed::Landed(ack) =
+                    push(&plane, &sb, &inside, &name, bytes, PUSH_WAITS_FOR_ACK).await?
+                {
+                    if let Some(ack) = ack {
+                        take_ack(&host, &mut acks, &format!("{name}.ack"), &ack)?;
+                    }
                     pushed.insert(name);
                     pushed_now = true;
                 }
@@ -637,6 +671,35 @@ fn gone_reason(sb: &Sandbox, message: &str) -> String {
     )
 }
 
+/// Writes an ack read from the pod into the mirror (where the mailbox waits for it); its command
+/// no longer waits in the mirror's `in/`.
+fn take_ack(
+    host: &ControlDir,
+    acks: &mut HashSet<String>,
+    name: &str,
+    bytes: &[u8],
+) -> Result<(), ExecFailed> {
+    if !is_ack_name(name) {
+        return Err(ExecFailed {
+            gone: false,
+            message: format!("refused ack name {name:?}"),
+        });
+    }
+    let dest = host.acks().join(name);
+    hangar_protocol::atomic::write_atomic(&dest, bytes, 0o600).map_err(|e| ExecFailed {
+        gone: false,
+        message: format!("{}: {e}", dest.display()),
+    })?;
+    acks.insert(name.to_owned());
+    if let Some(cmd) = name.strip_suffix(".ack") {
+        let _ = std::fs::remove_file(host.inbox().join(cmd));
+        for d in ended_inboxes(host) {
+            let _ = std::fs::remove_file(d.join(cmd));
+        }
+    }
+    Ok(())
+}
+
 /// Writes one pull into the mirror, in the order the watcher needs: `in/` closed first (what
 /// never reached the pod answered), then the acks, the pack when the log holds the turn's end,
 /// the log last.
@@ -682,17 +745,7 @@ async fn apply(
         _ => {}
     }
     for (name, bytes) in &p.acks {
-        let dest = host.acks().join(name);
-        hangar_protocol::atomic::write_atomic(&dest, bytes, 0o600)
-            .map_err(|e| internal(format!("{}: {e}", dest.display())))?;
-        acks.insert(name.clone());
-        // Its command is answered: it no longer waits in the mirror.
-        if let Some(cmd) = name.strip_suffix(".ack") {
-            let _ = std::fs::remove_file(host.inbox().join(cmd));
-            for d in ended_inboxes(host) {
-                let _ = std::fs::remove_file(d.join(cmd));
-            }
-        }
+        take_ack(host, acks, name, bytes)?;
     }
     // The turn's end may have come in the previous pull's chunk, or been cut between two.
     if p.pack && (!p.alive || ends_turn(&host.run_log(), &p.log)) {
@@ -817,6 +870,56 @@ async fn keep_alive(plane: &ControlPlane, sb: &Sandbox) -> Result<(), String> {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    /// The push script as the pod runs it (`sh`): the command lands in `in/` once, and the ack
+    /// the driver wrote meanwhile comes back on its stdout.
+    #[test]
+    fn a_push_lands_once_and_brings_back_its_ack() {
+        let d = tempfile::tempdir().unwrap();
+        for sub in ["in", "acks", "staging", "pushed"] {
+            std::fs::create_dir(d.path().join(sub)).unwrap();
+        }
+        let push = |wait: &str| {
+            use std::io::Write;
+            let mut c = std::process::Command::new("sh")
+                .args(["-c", PUSH, "push"])
+                .arg(d.path())
+                .args(["0001-ab.cmd", wait, "65537"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(b"{cmd}").unwrap();
+            c.wait_with_output().unwrap()
+        };
+        let out = push("0");
+        assert_eq!(
+            (out.status.code(), out.stdout.as_slice()),
+            (Some(0), &b""[..])
+        );
+        assert_eq!(
+            std::fs::read(d.path().join("in/0001-ab.cmd")).unwrap(),
+            b"{cmd}"
+        );
+        // The driver acks it while a second push (after a restart) waits.
+        let acks = d.path().join("acks");
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            std::fs::write(acks.join("0001-ab.cmd.ack"), b"{ack}").unwrap();
+        });
+        let out = push("500");
+        writer.join().unwrap();
+        assert_eq!(
+            (out.status.code(), out.stdout.as_slice()),
+            (Some(5), &b"{ack}"[..])
+        );
+        std::fs::remove_dir(d.path().join("in")).unwrap_or_else(|_| {
+            std::fs::remove_file(d.path().join("in/0001-ab.cmd")).unwrap();
+            std::fs::remove_dir(d.path().join("in")).unwrap();
+        });
+        std::fs::remove_file(d.path().join("pushed/0001-ab.cmd")).unwrap();
+        assert_eq!(push("0").status.code(), Some(3), "in/ closed");
+    }
 
     #[test]
     fn a_pull_is_read_part_by_part() {
