@@ -598,6 +598,8 @@ async fn a_codex_fork_of_a_sandboxed_run_carries_the_thread() {
                 Step::exec("printf 'x\\n' > x.txt"),
                 Step::text("made x").expect_tool_result(),
                 Step::text("from the end").expect_user_text("after the end"),
+                // A fork made after the source sandbox was removed.
+                Step::text("from the end").expect_user_text("after the end"),
             ]))
             .unwrap(),
         ),
@@ -656,7 +658,27 @@ async fn a_codex_fork_of_a_sandboxed_run_carries_the_thread() {
     s.send_and_wait(fork, "after the end").await;
     let said = s.fake.requests()[before].all_text();
     assert!(said.contains("make x") && said.contains("made x"), "{said}");
-    for id in [sb, source_sb.as_str()] {
+
+    // The source sandbox removed: the thread's rollout kept at the turn's end, and the
+    // repository kept at `sb rm`, still make the fork.
+    let out = s.hangar().args(["sb", "rm", &source_sb]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = s
+        .hangar()
+        .args(["fork", &run, "--step", &end.to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let dir = PathBuf::from(again["fork"]["dir"].as_str().unwrap());
+    assert_eq!(files(&dir)["x.txt"], "x\n");
+    assert_eq!(tree_of(&s, &dir), steps[end]["tree"].as_str().unwrap());
+    let before = s.fake.requests().len();
+    s.send_and_wait(again["session"]["id"].as_str().unwrap(), "after the end")
+        .await;
+    let said = s.fake.requests()[before].all_text();
+    assert!(said.contains("make x") && said.contains("made x"), "{said}");
+    for id in [sb, again["sandbox"]["id"].as_str().unwrap()] {
         let _ = s.hangar().args(["sb", "rm", "--force", id]).output();
     }
 }

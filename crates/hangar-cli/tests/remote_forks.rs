@@ -7,7 +7,10 @@
 //! hashed by git inside the pod), on the source's commit, with Claude Code's conversation read
 //! from the source pod's agent home; the fork's first turn runs in the new pod and sends the
 //! model only the conversation up to that step. The source pod is left as it was; a kept pack
-//! that does not reproduce the step refuses the fork, and no sandbox is made.
+//! that does not reproduce the step refuses the fork, and no sandbox is made. Once both pods are
+//! removed (`hangar sb rm`) and the repository the source was made from is moved away, the step
+//! still forks, exactly, with its conversation: from what hangar kept (the conversation at the
+//! turn's end, the pod's repository as a bundle at `sb rm`).
 //!
 //! The pods use the host's network (`egress: open` on the fake) to reach the scripted model on
 //! this machine's loopback. Their image is the test image with the pinned Claude Code added
@@ -74,6 +77,9 @@ fn two_steps() -> Script {
         bash("printf 'two\\n' >> notes.txt && printf 'b\\n' > b.txt && rm gone.txt")
             .expect_tool_result(),
         Step::text("done with both").expect_tool_result(),
+        bash("echo forked > fork.txt").expect_user_text("what now"),
+        Step::text("answer in the fork").expect_tool_result(),
+        // A fork made after the source sandbox was removed.
         bash("echo forked > fork.txt").expect_user_text("what now"),
         Step::text("answer in the fork").expect_tool_result(),
     ])
@@ -253,10 +259,71 @@ async fn fork_in(fake: &FakeCloud, yaml: &str, provider: &str) {
         "no staging folder is left"
     );
 
-    // The fork's first turn: the model is sent the conversation up to the Write's result only,
-    // and the turn runs in the new pod (its Bash writes there).
+    the_forks_turn_resumes_the_cut(&s, &fork, &sb).await;
+    assert_eq!(files_in(&s, &source_sb), step3_files());
+
+    // A kept pack whose index names one blob's content with another's id: the tree rebuilt on
+    // the repository taken from the pod is not step 2's, so the fork is refused (audited), and
+    // no sandbox is made.
+    let listed = s.ok(&["sb", "list"]);
+    let idx = s.home.path().join(format!("hangar/kept/{run}/trees.idx"));
+    let good = std::fs::read(&idx).unwrap();
+    swap_in_idx(&idx, &blob_id("one\n"), &blob_id("one\ntwo\n"));
+    let out = s
+        .hangar()
+        .args(["fork", &run, "--step", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let why = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        why.contains("hashes to") && why.contains(steps[2]["tree"].as_str().unwrap()),
+        "{why}"
+    );
+    assert_eq!(s.ok(&["sb", "list"]), listed, "a sandbox was made");
+    let (_, audit) = s.call("GET", "/v1/audit?limit=500", None).await;
+    let actions: Vec<&str> = audit["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["action"].as_str())
+        .filter(|a| a.starts_with("fork."))
+        .collect();
+    assert_eq!(actions, ["fork.created", "fork.refused"], "{audit}");
+    std::fs::write(&idx, good).unwrap();
+
+    // Both pods removed, and the repository the source was made from moved away: the
+    // conversation kept at the turn's end and the repository kept at `sb rm` (a bundle taken
+    // out of the pod) still make step 1's fork, in a new pod.
+    let head = git(work.path(), &["rev-parse", "HEAD"]);
+    s.ok(&["sb", "rm", &sb]);
+    s.ok(&["sb", "rm", &source_sb]);
+    assert!(fake.containers_of(&source_sb).await.is_empty());
+    let away = s.home.path().join("repo-moved-away");
+    std::fs::rename(work.path(), &away).unwrap();
+    let out = s.ok(&["fork", &run, "--step", "1"]);
+    let (fork, sb, rest) = forked(&out);
+    assert_eq!(
+        rest[0],
+        format!("tree: {tree1} (step 1 of run {run}, untrusted)")
+    );
+    assert_eq!(fake.containers_of(&sb).await.len(), 1, "a pod of its own");
+    assert_eq!(files_in(&s, &sb), step1_files());
+    assert_eq!(git_tree_in(&s, &sb), tree1);
+    assert_eq!(
+        in_sb(&s, &sb, "git -C /workspace rev-parse HEAD").trim(),
+        head
+    );
+    the_forks_turn_resumes_the_cut(&s, &fork, &sb).await;
+    std::fs::rename(&away, work.path()).unwrap();
+    s.ok(&["sb", "rm", &sb]);
+}
+
+/// The fork's first turn: the model is sent the conversation up to the Write's result only, and
+/// the turn runs in the fork's sandbox (its Bash writes there).
+async fn the_forks_turn_resumes_the_cut(s: &Server, fork: &str, sb: &str) {
     let before = s.fake.requests().len();
-    let out = s.ok(&["send", &fork, "what now"]);
+    let out = s.ok(&["send", fork, "what now"]);
     let turn = out
         .lines()
         .find_map(|l| l.strip_prefix("turn: "))
@@ -281,40 +348,9 @@ async fn fork_in(fake: &FakeCloud, yaml: &str, provider: &str) {
     );
     assert!(!said.contains("done with both"), "{said}");
     assert_eq!(
-        s.ok(&["sb", "exec", &sb, "--", "cat", "/workspace/fork.txt"]),
+        s.ok(&["sb", "exec", sb, "--", "cat", "/workspace/fork.txt"]),
         "forked\n"
     );
-    assert_eq!(files_in(&s, &source_sb), step3_files());
-
-    // A kept pack whose index names one blob's content with another's id: the tree rebuilt on
-    // the repository taken from the pod is not step 2's, so the fork is refused (audited), and
-    // no sandbox is made.
-    let listed = s.ok(&["sb", "list"]);
-    let idx = s.home.path().join(format!("hangar/kept/{run}/trees.idx"));
-    swap_in_idx(&idx, &blob_id("one\n"), &blob_id("one\ntwo\n"));
-    let out = s
-        .hangar()
-        .args(["fork", &run, "--step", "2"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let why = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        why.contains("hashes to") && why.contains(steps[2]["tree"].as_str().unwrap()),
-        "{why}"
-    );
-    assert_eq!(s.ok(&["sb", "list"]), listed, "a sandbox was made");
-    let (_, audit) = s.call("GET", "/v1/audit?limit=500", None).await;
-    let actions: Vec<&str> = audit["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|r| r["action"].as_str())
-        .filter(|a| a.starts_with("fork."))
-        .collect();
-    assert_eq!(actions, ["fork.created", "fork.refused"], "{audit}");
-    s.ok(&["sb", "rm", &sb]);
-    s.ok(&["sb", "rm", &source_sb]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

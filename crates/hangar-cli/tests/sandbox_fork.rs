@@ -3,9 +3,12 @@
 //! split; `hangar fork RUN --step 1` makes a new sandbox of the same environment whose work tree
 //! is exactly step 1's, with the harness's conversation carried from the source sandbox's agent
 //! home; the fork's next turn runs in the new sandbox and sends the model only the conversation
-//! up to that step; the source sandbox is left as it was. A tampered kept pack, and a source
-//! sandbox that was removed, refuse the fork. A `hangar run` in place forks into a new folder,
-//! never into the person's own.
+//! up to that step; the source sandbox is left as it was. A tampered kept pack refuses the fork.
+//! Once the source sandbox is removed (`hangar sb rm`) the fork still has exactly the step's files
+//! and the conversation up to it, from what hangar kept (the conversation at the turn's end, the
+//! repository at `sb rm`); with neither that repository nor the one the sandbox was made from,
+//! or without the kept conversation, it is refused saying what is missing. A `hangar run` in
+//! place forks into a new folder, never into the person's own.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -37,6 +40,9 @@ fn two_steps() -> Script {
         bash("printf 'two\\n' >> notes.txt && printf 'b\\n' > b.txt && rm gone.txt")
             .expect_tool_result(),
         Step::text("done with both").expect_tool_result(),
+        bash("echo forked > fork.txt").expect_user_text("what now"),
+        Step::text("answer in the fork").expect_tool_result(),
+        // A fork made after the source sandbox was removed.
         bash("echo forked > fork.txt").expect_user_text("what now"),
         Step::text("answer in the fork").expect_tool_result(),
     ])
@@ -262,8 +268,35 @@ async fn fork_in_a_sandbox(env_yaml: &str) {
         .await;
     assert_eq!(status, 400, "{body}");
 
-    // The source sandbox removed: its agent home (the conversation) went with it.
+    // The source sandbox removed: its agent home and its workspace went with it, but the
+    // conversation was kept at the turn's end and the repository at `sb rm`. With the
+    // repository it was made from moved away, the fork is rebuilt on the kept one: exactly step
+    // 1's files on the source's commit, and its first turn resumes the conversation cut there.
+    let head = git(work.path(), &["rev-parse", "HEAD"]);
     s.ok(&["sb", "rm", &source_sb]);
+    assert!(!source_ws.exists(), "sb rm left the workspace");
+    let away = s.home.path().join("repo-moved-away");
+    std::fs::rename(work.path(), &away).unwrap();
+    let out = s.ok(&["fork", &run, "--step", "1"]);
+    let (fork2, sb2, dir2, rest) = forked(&out);
+    assert_eq!(
+        rest[0],
+        format!("tree: {tree1} (step 1 of run {run})"),
+        "{out}"
+    );
+    assert_eq!(files(&dir2), step1_files());
+    assert_eq!(tree_of(&s, &dir2), tree1);
+    assert_eq!(git(&dir2, &["rev-parse", "HEAD"]), head);
+    the_forks_turn_resumes_the_cut(&s, &fork2, &sb2, &dir2).await;
+
+    // The kept repository gone too: nothing holds the objects the step is built on, and the
+    // refusal says what is missing (audited).
+    let kept = s
+        .home
+        .path()
+        .join(format!("hangar/kept/sandboxes/{source_sb}"));
+    let bundle = std::fs::read(kept.join("repo.bundle")).unwrap();
+    std::fs::remove_file(kept.join("repo.bundle")).unwrap();
     let (status, body) = s
         .call(
             "POST",
@@ -274,7 +307,31 @@ async fn fork_in_a_sandbox(env_yaml: &str) {
     assert_eq!(status, 422, "{body}");
     let why = body["error"]["message"].as_str().unwrap();
     assert!(
-        why.contains("was removed") && why.contains(&source_sb),
+        why.contains(&format!(
+            "no copy of sandbox {source_sb}'s repository was kept when it was removed"
+        )) && why.contains(&format!(
+            "the repository sandbox {source_sb} was made from ({}) is no longer there",
+            work.path().display()
+        )),
+        "{why}"
+    );
+    // The repository it was made from back in place: the fork is rebuilt on it.
+    std::fs::rename(&away, work.path()).unwrap();
+    let out = s.ok(&["fork", &run, "--step", "2"]);
+    let (_, _, dir3, _) = forked(&out);
+    assert_eq!(tree_of(&s, &dir3), steps[2]["tree"].as_str().unwrap());
+    // The kept conversation gone: refused, saying so.
+    std::fs::write(kept.join("repo.bundle"), bundle).unwrap();
+    std::fs::remove_dir_all(s.home.path().join(format!("hangar/kept/{run}/home"))).unwrap();
+    let out = s
+        .hangar()
+        .args(["fork", &run, "--step", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let why = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        why.contains("no copy of it was kept") && why.contains(&source_sb),
         "{why}"
     );
     let (_, audit) = s.call("GET", "/v1/audit?limit=500", None).await;
@@ -284,7 +341,7 @@ async fn fork_in_a_sandbox(env_yaml: &str) {
         .iter()
         .filter(|r| r["action"] == "fork.refused")
         .count();
-    assert_eq!(refusals, 2, "{audit}");
+    assert_eq!(refusals, 3, "{audit}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -523,7 +523,8 @@ impl ControlPlane {
         })
     }
 
-    /// After a sandboxed run ends: its Tower key file goes (T15).
+    /// After a sandboxed run ends: its Tower key file goes (T15), and the harness's conversation
+    /// is kept (`fork/sandboxed.rs`).
     pub(crate) async fn sandbox_run_ended(&self, run_id: &str) {
         let Some(sb) = self.sandbox_of_run(run_id).await else {
             return;
@@ -534,6 +535,8 @@ impl ControlPlane {
             .exec(&sb, Who::Hangar, &req)
             .await
             .map_err(ControlError::from));
+        // The harness's conversation, for forks of the run once the sandbox is gone.
+        self.keep_conversation(run_id, &sb).await;
     }
 
     /// The provider's sandbox a run is in, if it is in one.

@@ -478,18 +478,23 @@ impl ControlPlane {
                 "a turn is running in sandbox {id} (run {run}): `hangar interrupt {run}` first, or `hangar sb rm --force {id}`"
             )));
         }
+        // Its repository, for forks of its runs' steps once it is gone.
+        let kept = self.keep_repository(&sb).await;
+        if let Err(why) = &kept {
+            tracing::warn!(sandbox = %id, error = %why, "cannot keep the sandbox's repository");
+        }
         with_provider!(self, sb.env.provider, |p| p
             .destroy(&sb, keep_logs)
             .await
             .map_err(ControlError::from))?;
         self.store.mark_sandbox_removed(id).await?;
+        let mut detail = json!({"sandbox": id, "keep_logs": keep_logs, "force": force});
+        if let Err(why) = kept {
+            detail["repository_not_kept"] = json!(why);
+        }
         self.store
             .audit()
-            .append(
-                person,
-                "sandbox.removed",
-                &json!({"sandbox": id, "keep_logs": keep_logs, "force": force}),
-            )
+            .append(person, "sandbox.removed", &detail)
             .await?;
         self.sandbox_view(id).await
     }

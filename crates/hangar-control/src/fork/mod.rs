@@ -10,7 +10,9 @@
 //! [`ControlPlane::fork_point`]); later turns resume the fork's own session.
 //!
 //! A run in a provider's sandbox forks into a new sandbox of the same environment, with the
-//! harness's conversation carried across from the source sandbox's agent home (`sandboxed`);
+//! harness's conversation carried across from the source sandbox's agent home, or once it was
+//! removed from the copies kept at its turns' ends, the step rebuilt on the repository kept when
+//! it was removed or the one it was made from (`sandboxed`);
 //! a run in an in-place sandbox (`hangar run`'s default) forks into a new folder, never into the
 //! person's own. A kubernetes or e2b sandbox's repository is taken out of it for the rebuild,
 //! and the new sandbox's work tree is hashed again inside it (`remote`).
@@ -23,8 +25,7 @@ mod sandboxed;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use hangar_sandbox::Sandbox as ProviderSandbox;
-use hangar_store::{Fork, Harness, NewFork, NewSandbox, Sandbox, Session, new_id};
+use hangar_store::{Fork, NewFork, NewSandbox, Sandbox, Session, new_id};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -97,12 +98,11 @@ impl ControlPlane {
         let source = self.store.session(&turn.session_id).await?;
         let source_sandbox = self.store.sandbox(&source.sandbox_id).await?;
         let sandboxed = crate::sandboxes::handle_of(&source_sandbox)?;
-        if let Some(sb) = &sandboxed
-            && let Some(why) = sandboxed::refusal(&run.id, &source_sandbox, sb)
-        {
-            return Err(self.refused(&req, &step.tree, why).await);
-        }
+        let removed = source_sandbox.state != "live";
         let mut earlier = Vec::new();
+        // The session's runs up to this one, newest first (where kept conversations are looked
+        // for).
+        let mut runs = vec![run.id.clone()];
         for t in self.store.turns(&source.id).await? {
             if t.index >= turn.index {
                 break;
@@ -110,6 +110,7 @@ impl ControlPlane {
             if let Some(r) = &t.run_id {
                 let r = self.store.run(r).await?;
                 earlier.push(self.run_log_path(&r));
+                runs.insert(1, r.id.clone());
             }
         }
         let sandbox_id = new_id("sb")?;
@@ -157,11 +158,59 @@ impl ControlPlane {
         let harness = source.harness;
         let files = crate::trees::run_files(&self.tools.home, &run.id, Path::new(&run.ctl_path));
         let (log, tree, n) = (files.log.clone(), step.tree.clone(), req.step);
-        // A kubernetes or e2b sandbox's workspace is not on this machine: the step is rebuilt
-        // on its repository taken out of the sandbox (`remote`), kept in a scratch folder.
-        let base = match &sandboxed {
+        // What the step is rebuilt on: the source's work tree; for a kubernetes or e2b sandbox
+        // (its workspace is not on this machine) its repository taken out of it; for a removed
+        // sandbox that held a copy, the repository kept when it was removed, else the one it
+        // was made from. Each in turn until one reproduces the step.
+        let mut bases: Vec<(String, PathBuf, bool)> = Vec::new();
+        let mut scratches = Vec::new();
+        let mut missing: Vec<String> = Vec::new();
+        match &sandboxed {
+            Some(sb) if removed && copying => {
+                let (home, id) = (self.tools.home.clone(), sb.id.clone());
+                let kept = blocking(move || sandboxed::kept_repository(&home, &id)).await?;
+                let what = format!("the repository kept when sandbox {} was removed", sb.id);
+                match kept {
+                    Some(Ok(taken)) => match blocking(move || rebuild::base_from(&taken)).await? {
+                        Ok((scratch, base)) => {
+                            scratches.push(scratch);
+                            bases.push((what, base, true));
+                        }
+                        Err(rebuild::Failed::Store(why)) => missing.push(format!("{what}: {why}")),
+                        Err(e) => return Err(e.into()),
+                    },
+                    Some(Err(why)) => missing.push(format!(
+                        "sandbox {}'s repository could not be kept when it was removed ({why})",
+                        sb.id
+                    )),
+                    None => missing.push(format!(
+                        "no copy of sandbox {}'s repository was kept when it was removed",
+                        sb.id
+                    )),
+                }
+                match self.sandbox_origin(&sb.id).await? {
+                    Some(origin) if origin.is_dir() => bases.push((
+                        format!(
+                            "the repository sandbox {} was made from ({})",
+                            sb.id,
+                            origin.display()
+                        ),
+                        origin,
+                        true,
+                    )),
+                    Some(origin) => missing.push(format!(
+                        "the repository sandbox {} was made from ({}) is no longer there",
+                        sb.id,
+                        origin.display()
+                    )),
+                    None => missing.push(format!(
+                        "the audit log does not name the repository sandbox {} was made from",
+                        sb.id
+                    )),
+                }
+            }
             Some(sb) if crate::remote::is_remote(sb.env.provider) => {
-                let taken = match self.take_repository(sb).await {
+                let taken = match self.take_repository(sb, remote::INSIDE_TIMEOUT).await {
                     Ok(t) => t,
                     Err(ControlError::Refused(why)) => {
                         return Err(self.refused(&req, &step.tree, why).await);
@@ -169,7 +218,10 @@ impl ControlPlane {
                     Err(e) => return Err(e),
                 };
                 match blocking(move || rebuild::base_from(&taken)).await? {
-                    Ok(b) => Some(b),
+                    Ok((scratch, base)) => {
+                        scratches.push(scratch);
+                        bases.push((format!("the repository of sandbox {}", sb.id), base, true));
+                    }
                     Err(rebuild::Failed::Store(why)) => {
                         let why = format!("the fork is refused: {why}");
                         return Err(self.refused(&req, &step.tree, why).await);
@@ -177,32 +229,50 @@ impl ControlPlane {
                     Err(e) => return Err(e.into()),
                 }
             }
-            _ => None,
-        };
-        let workdir = base.as_ref().map_or_else(
-            || PathBuf::from(&source_sandbox.workdir),
-            |(_, dir)| dir.clone(),
-        );
+            _ => bases.push((
+                format!("the work tree {}", source_sandbox.workdir),
+                PathBuf::from(&source_sandbox.workdir),
+                copying,
+            )),
+        }
         let d = dir.clone();
         let made = blocking(move || -> Result<_, ControlError> {
             let conversation = cut::find(harness, &earlier, &log, n, &tree)?;
             let created = prepare(&d)?;
-            match rebuild::rebuild(&files, &workdir, &tree, &d, copying) {
-                Ok(r) if r.rehashed == tree => Ok((conversation, r, created)),
-                Ok(r) => {
-                    clean(&d, created);
-                    Err(ControlError::Refused(format!(
-                        "the fork is refused: step {n}'s tree was rebuilt from hangar's store (the turn's objects and the repository's), but it hashes to {}, not to the recorded {tree}; the store does not reproduce the step",
+            let single = bases.len() == 1 && missing.is_empty();
+            let mut failures = missing;
+            for (what, base, untrusted) in &bases {
+                match rebuild::rebuild(&files, base, &tree, &d, *untrusted) {
+                    Ok(r) if r.rehashed == tree => return Ok((conversation, r, created)),
+                    Ok(r) if single => {
+                        clean(&d, created);
+                        return Err(ControlError::Refused(format!(
+                            "the fork is refused: step {n}'s tree was rebuilt from hangar's store (the turn's objects and the repository's), but it hashes to {}, not to the recorded {tree}; the store does not reproduce the step",
+                            r.rehashed
+                        )));
+                    }
+                    Ok(r) => failures.push(format!(
+                        "rebuilt on {what}, it hashes to {}, not to the recorded {tree}",
                         r.rehashed
-                    )))
+                    )),
+                    Err(rebuild::Failed::Store(m)) if !single => {
+                        failures.push(format!("{what}: {m}"));
+                    }
+                    Err(e) => {
+                        clean(&d, created);
+                        return Err(e.into());
+                    }
                 }
-                Err(e) => {
-                    clean(&d, created);
-                    Err(e.into())
-                }
+                clean(&d, false);
             }
+            clean(&d, created);
+            Err(ControlError::Refused(format!(
+                "the fork is refused: step {n}'s tree {tree} cannot be rebuilt: {}",
+                failures.join("; ")
+            )))
         })
         .await?;
+        blocking(move || drop(scratches)).await?;
         let (conversation, rebuilt, created) = match made {
             Ok(m) => m,
             Err(ControlError::Refused(why)) => {
@@ -210,16 +280,36 @@ impl ControlPlane {
             }
             Err(e) => return Err(e),
         };
+        // The harness's conversation up to the step: from the source sandbox's agent home, or
+        // the copies kept at its turns' ends once it was removed.
+        let carried = match (&sandboxed, conversation.parent.as_deref()) {
+            (Some(sb), Some(parent)) => {
+                self.conversation_files((&source_sandbox, sb), harness, parent, runs)
+                    .await
+            }
+            _ => Ok(Vec::new()),
+        };
+        let carried = match carried {
+            Ok(f) => f,
+            Err(e) => {
+                let d = dir.clone();
+                blocking(move || clean(&d, created)).await?;
+                return Err(match e {
+                    ControlError::Refused(why) => self.refused(&req, &step.tree, why).await,
+                    e => e,
+                });
+            }
+        };
         // The new sandbox, and the harness's conversation carried into it.
         let sandbox = match &sandboxed {
-            Some(from) => {
+            Some(_) => {
                 let made = self
                     .fork_sandbox(
                         &req,
                         (&sandbox_id, &source_sandbox.environment),
-                        (from, source.harness),
+                        carried,
                         (&dir, created, copying),
-                        (&step.tree, conversation.parent.as_deref()),
+                        &step.tree,
                     )
                     .await;
                 match made {
@@ -327,14 +417,14 @@ impl ControlPlane {
 
     /// The fork's sandbox of environment `env`: its work tree the rebuilt folder `dir` (copied
     /// when `copying`, then hashed again there; worked on in place otherwise), and the harness's
-    /// conversation `parent` carried in from `from`. Whatever a failure leaves is removed.
+    /// conversation `files` written into its agent home. Whatever a failure leaves is removed.
     async fn fork_sandbox(
         &self,
         req: &ForkRequest,
         (id, env): (&str, &str),
-        (from, harness): (&ProviderSandbox, Harness),
+        files: sandboxed::ConversationFiles,
         (dir, created, copying): (&Path, bool, bool),
-        (tree, parent): (&str, Option<&str>),
+        tree: &str,
     ) -> Result<hangar_store::Sandbox, ControlError> {
         let made = self.make_sandbox(id, env, dir, &req.person).await;
         if copying || made.is_err() {
@@ -359,8 +449,8 @@ impl ControlPlane {
                     )));
                 }
             }
-            if let Some(parent) = parent {
-                self.carry_conversation(from, &sb, harness, parent).await?;
+            if !files.is_empty() {
+                self.write_conversation(&sb, files).await?;
             }
             Ok(())
         }
@@ -374,6 +464,31 @@ impl ControlPlane {
             return Err(e);
         }
         Ok(row)
+    }
+
+    /// The repository a sandbox was made from (`--repo`), as the audit record of its creation
+    /// names it.
+    async fn sandbox_origin(&self, sandbox: &str) -> Result<Option<PathBuf>, ControlError> {
+        let audit = self.store.audit();
+        let mut after = 0;
+        loop {
+            let page = audit.records(after, 500).await?;
+            let Some(last) = page.last() else {
+                return Ok(None);
+            };
+            after = last.seq;
+            for r in page.iter().filter(|r| r.action == "sandbox.created") {
+                let Ok(d) = serde_json::from_str::<serde_json::Value>(&r.detail) else {
+                    continue;
+                };
+                if d.get("sandbox").and_then(serde_json::Value::as_str) == Some(sandbox) {
+                    return Ok(d
+                        .get("repo")
+                        .and_then(serde_json::Value::as_str)
+                        .map(PathBuf::from));
+                }
+            }
+        }
     }
 
     /// The forks made from a run's steps.

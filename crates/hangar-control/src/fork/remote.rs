@@ -26,8 +26,8 @@ use crate::sandboxes::with_provider;
 /// The largest repository bundle taken out of a sandbox (it is held in memory on its way).
 pub(super) const MAX_BUNDLE_BYTES: u64 = 1 << 30;
 
-/// How long taking the bundle, or hashing the work tree inside, may take.
-const INSIDE_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long taking the bundle for a fork, or hashing the work tree inside, may take.
+pub(super) const INSIDE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Prints the workspace `$1`'s repository as a bundle (at most `$2` bytes). Exit 3: no
 /// repository; 4: no workspace; 5: a repository with nothing to bundle.
@@ -38,13 +38,17 @@ g() { git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c safe.directory=
 g bundle create - --all 2>/dev/null | head -c "$2""#;
 
 impl ControlPlane {
-    /// The repository in `sb`'s workspace, read as the agent.
-    pub(crate) async fn take_repository(&self, sb: &Sandbox) -> Result<Taken, ControlError> {
+    /// The repository in `sb`'s workspace, read as the agent, waiting at most `limit`.
+    pub(crate) async fn take_repository(
+        &self,
+        sb: &Sandbox,
+        limit: Duration,
+    ) -> Result<Taken, ControlError> {
         let mut req = ExecRequest::new(["sh", "-c", BUNDLE, "bundle"]);
         req.argv.push(sb.workspace.display().to_string());
         req.argv.push((MAX_BUNDLE_BYTES + 1).to_string());
         req.cwd = Some(PathBuf::from("/"));
-        let out = tokio::time::timeout(INSIDE_TIMEOUT, async {
+        let out = tokio::time::timeout(limit, async {
             with_provider!(self, sb.env.provider, |p| p
                 .exec(sb, Who::Agent, &req)
                 .await
@@ -55,7 +59,7 @@ impl ControlPlane {
             ControlError::Refused(format!(
                 "the fork is refused: sandbox {} did not hand over its repository in {} s",
                 sb.id,
-                INSIDE_TIMEOUT.as_secs()
+                limit.as_secs()
             ))
         })??;
         match out.status {
