@@ -6,8 +6,11 @@
 //!
 //! No uid split: every command runs as the sandbox's root (E2B's `user` has passwordless sudo, so
 //! a split between them would be none), and `capabilities` says so. `egress: none` is
-//! `allow_internet_access: false`; `open` is E2B's default; allowlists, `network: host` and
-//! resources (a template's size is set when it is built) are refused. The environment's `image` is
+//! `allow_internet_access: false`; `open` is E2B's default; an allowlist is E2B's own egress
+//! firewall, `network: {allowOut: HOSTS, denyOut: [0.0.0.0/0]}` (E2B matches a name only on
+//! port 80 by the Host header and on 443 by TLS's SNI, and lets DNS to 8.8.8.8 out whenever a
+//! name is listed; hangar's proxy is not involved); `network: host` and resources (a
+//! template's size is set when it is built) are refused. The environment's `image` is
 //! the template (`base` when absent). Commands start under `env -i` with hangar's minimal
 //! environment, as on the other providers; the workspace is the repository as a tar unpacked by
 //! `tar -x`; copy in and read out run inside ([`hangar_sandbox::inside`]); tmux as on kubernetes.
@@ -331,13 +334,16 @@ impl E2bProvider {
     }
 
     async fn build(&self, req: &CreateRequest) -> Result<(Envd, Option<String>), SandboxError> {
-        let body = json!({
+        let mut body = json!({
             "templateID": req.env.image.clone().unwrap_or_else(|| "base".into()),
             "timeout": self.timeout.as_secs(),
             "metadata": { "hangar.sandbox": req.id, "hangar.person": req.person },
             "secure": true,
-            "allow_internet_access": req.env.egress == Egress::Open,
+            "allow_internet_access": req.env.egress != Egress::None,
         });
+        if let Egress::Allowlist(hosts) = &req.env.egress {
+            body["network"] = allowlist_network(hosts);
+        }
         let r = self
             .http
             .post(format!("{}/sandboxes", self.api))
@@ -460,6 +466,16 @@ impl Envd {
     }
 }
 
+/// An egress allowlist as E2B's network configuration: the hosts (names, `*.` wildcards,
+/// addresses) allowed out, everything else (`0.0.0.0/0`) denied; E2B lets an allowed entry win
+/// over a denied one.
+fn allowlist_network(hosts: &[String]) -> Value {
+    json!({ "allowOut": hosts, "denyOut": [ALL_TRAFFIC] })
+}
+
+/// E2B's "all traffic" for its deny list.
+const ALL_TRAFFIC: &str = "0.0.0.0/0";
+
 /// A Connect request to envd's process service (`{url}/process.Process/{method}`) as `USER`.
 fn envd_post(
     http: &reqwest::Client,
@@ -534,7 +550,7 @@ impl Provider for E2bProvider {
             ),
             // Everything runs as root.
             sudo: true,
-            network_modes: vec![NetworkMode::None, NetworkMode::Open],
+            network_modes: vec![NetworkMode::None, NetworkMode::Open, NetworkMode::Allowlist],
             resource_limits: false,
         }
     }
@@ -691,12 +707,6 @@ impl Provider for E2bProvider {
 }
 
 fn refusals(env: &EnvSpec) -> Result<(), SandboxError> {
-    if matches!(env.egress, Egress::Allowlist(_)) {
-        return Err(SandboxError::Unsupported(
-            "egress: an allowlist is not offered for provider e2b by hangar yet; use none or open"
-                .into(),
-        ));
-    }
     if env.host_network {
         return Err(SandboxError::Unsupported(
             "network: host is not possible with provider e2b".into(),

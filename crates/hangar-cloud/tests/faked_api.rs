@@ -230,3 +230,60 @@ async fn faked_api_e2b_keys_templates_and_refusals() {
     let gone = p.exec(&sb, Who::Agent, &ExecRequest::new(["true"])).await;
     assert!(matches!(gone, Err(SandboxError::Gone(_))), "{gone:?}");
 }
+
+/// `egress: {allowlist: [...]}` for e2b is E2B's own egress firewall: the sandbox is made with
+/// `network.allowOut` the list and `denyOut` all traffic (what E2B needs for names), and says it
+/// can keep an allowlist. Verified only against the fake, which checks the rules' shape as E2B's
+/// API describes it and, unable to filter by name, gives such a sandbox no network at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_an_e2b_allowlist_is_sent_as_e2bs_egress_rules() {
+    let Some(f) = fake() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "name: e\nprovider: e2b\nimage: {}\negress: {{allowlist: [github.com, '*.npmjs.org', 192.0.2.1]}}\n",
+        image()
+    );
+    let p = e2b(&f, KEY);
+    let sb = p
+        .create(&request(&yaml, t.path(), repo.path(), "listed"))
+        .await
+        .unwrap();
+    let sent = f.e2b_created().pop().unwrap();
+    assert_eq!(
+        sent["network"],
+        serde_json::json!({"allowOut": ["github.com", "*.npmjs.org", "192.0.2.1"], "denyOut": ["0.0.0.0/0"]}),
+        "{sent}"
+    );
+    assert_eq!(sent["allow_internet_access"], true, "{sent}");
+    assert!(
+        sb.capabilities
+            .network_modes
+            .contains(&hangar_sandbox::NetworkMode::Allowlist)
+    );
+    // The fake's stand-in for E2B's firewall: nothing but loopback.
+    let out = p
+        .exec(&sb, Who::Agent, &ExecRequest::new(["ls", "/sys/class/net"]))
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "lo");
+    p.destroy(&sb, false).await.unwrap();
+
+    // What E2B refuses, the fake refuses: a name in the deny list, a name allowed without all
+    // traffic denied.
+    let client = reqwest::Client::new();
+    for network in [
+        serde_json::json!({"denyOut": ["github.com"]}),
+        serde_json::json!({"allowOut": ["github.com"]}),
+    ] {
+        let r = client
+            .post(format!("{}/sandboxes", f.url()))
+            .header("x-api-key", KEY)
+            .json(&serde_json::json!({"templateID": image(), "network": network}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{network}");
+    }
+    assert_eq!(f.e2b_created().len(), 1);
+}

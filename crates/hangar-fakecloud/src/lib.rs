@@ -15,7 +15,11 @@
 //!   `--network none`, any other pod the host's network (this machine's only network: the
 //!   stand-in for a pod network). Nothing of scheduling, image pulls, RBAC, TLS or watches.
 //! - E2B: `POST /sandboxes` (the `X-API-Key` checked; `templateID` is a local image;
-//!   `allow_internet_access: false` is `--network none`, true the host's network), `DELETE
+//!   `allow_internet_access: false` is `--network none`, true the host's network; egress rules
+//!   `network.allowOut`/`denyOut` are checked as E2B's API describes them (deny entries only
+//!   addresses and CIDR blocks; a domain allowed only with all traffic denied) and kept
+//!   ([`FakeCloud::e2b_created`]), and a sandbox denied all traffic gets `--network none`
+//!   whatever it allows: the fake cannot filter by name), `DELETE
 //!   /sandboxes/ID`, `POST /sandboxes/ID/timeout` (the sandbox is removed when its timeout,
 //!   from creation or the last such call, passes), and envd at `/envd/ID`: `process.Process/Start` (Connect server stream,
 //!   JSON envelopes: start, data, end, end of stream; with `pty` a real terminal of the given
@@ -61,6 +65,8 @@ struct Inner {
     policies: HashMap<(String, String), Value>,
     /// E2B sandbox id -> container, envd token.
     e2b: HashMap<String, (String, String)>,
+    /// The body of every `POST /sandboxes` that made a sandbox, in order.
+    e2b_created: Vec<Value>,
     /// E2B sandbox id -> when it expires (its timeout from creation or the last extension).
     e2b_deadline: HashMap<String, tokio::time::Instant>,
     /// envd pids -> the process's stdin.
@@ -168,6 +174,11 @@ impl FakeCloud {
     /// The requests so far, as `METHOD path`.
     pub fn requests(&self) -> Vec<String> {
         lock(&self.shared).log.clone()
+    }
+
+    /// The body of every `POST /sandboxes` that made an E2B sandbox, in order.
+    pub fn e2b_created(&self) -> Vec<Value> {
+        lock(&self.shared).e2b_created.clone()
     }
 
     /// The pods as the fake stores them (what the provider sent, with a status).
@@ -947,6 +958,32 @@ fn e2b_error(code: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
+/// An IPv4 or IPv6 address, or one with a prefix length.
+fn is_cidr(s: &str) -> bool {
+    let (addr, prefix) = match s.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (s, None),
+    };
+    let Ok(ip) = addr.parse::<std::net::IpAddr>() else {
+        return false;
+    };
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    prefix.is_none_or(|p| p.parse::<u8>().is_ok_and(|n| n <= max))
+}
+
+/// A host name, or `*.` and one (E2B's domain entries).
+fn is_domain(s: &str) -> bool {
+    let name = s.strip_prefix("*.").unwrap_or(s);
+    !name.is_empty()
+        && name.len() <= 253
+        && !is_cidr(name)
+        && name.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
 async fn e2b_create(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     if headers.get("x-api-key").and_then(|v| v.to_str().ok()) != Some(s.e2b_key.as_str()) {
         return e2b_error(StatusCode::UNAUTHORIZED, "Invalid API key");
@@ -961,6 +998,47 @@ async fn e2b_create(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Byte
         .get("allow_internet_access")
         .and_then(Value::as_bool)
         .unwrap_or(true);
+    // E2B's egress rules (`network.allowOut` / `denyOut`), checked as its API describes them.
+    // The fake cannot filter by name: a sandbox whose rules deny all traffic gets no network,
+    // whatever they allow.
+    let list = |k: &str| -> Result<Vec<String>, String> {
+        match req.pointer(&format!("/network/{k}")) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or(format!("network.{k}: strings"))
+                })
+                .collect(),
+            Some(_) => Err(format!("network.{k} must be an array")),
+        }
+    };
+    let (allow_out, deny_out) = match (list("allowOut"), list("denyOut")) {
+        (Ok(a), Ok(d)) => (a, d),
+        (Err(e), _) | (_, Err(e)) => return e2b_error(StatusCode::BAD_REQUEST, &e),
+    };
+    if let Some(d) = deny_out.iter().find(|d| !is_cidr(d)) {
+        return e2b_error(
+            StatusCode::BAD_REQUEST,
+            &format!("invalid denyOut entry {d:?}: domain names are not supported for deny rules"),
+        );
+    }
+    let denies_all = deny_out.iter().any(|d| d == "0.0.0.0/0");
+    if let Some(a) = allow_out.iter().find(|a| !is_cidr(a) && !is_domain(a)) {
+        return e2b_error(
+            StatusCode::BAD_REQUEST,
+            &format!("invalid allowOut entry {a:?}"),
+        );
+    }
+    if allow_out.iter().any(|a| is_domain(a)) && !denies_all {
+        return e2b_error(
+            StatusCode::BAD_REQUEST,
+            "allowOut names domains: denyOut must deny all traffic (0.0.0.0/0)",
+        );
+    }
+    let internet = internet && !denies_all;
     let sandbox = req
         .pointer("/metadata/hangar.sandbox")
         .and_then(Value::as_str)
@@ -1003,6 +1081,7 @@ async fn e2b_create(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Byte
     getrandom(&mut rnd);
     let (id, token) = {
         let mut inner = lock(&s);
+        inner.e2b_created.push(req.clone());
         inner.next += 1;
         let id = format!("fk{}{}", inner.next, &hex(&rnd)[..10]);
         let token = hex(&rnd);
