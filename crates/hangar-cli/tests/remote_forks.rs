@@ -10,7 +10,9 @@
 //! that does not reproduce the step refuses the fork, and no sandbox is made. Once both pods are
 //! removed (`hangar sb rm`) and the repository the source was made from is moved away, the step
 //! still forks, exactly, with its conversation: from what hangar kept (the conversation at the
-//! turn's end, the pod's repository as a bundle at `sb rm`).
+//! turn's end, the pod's repository as a bundle at `sb rm`). A Codex run in a kubernetes sandbox
+//! forks at its turn's end the same way, before and after its pod is removed, and the fork's
+//! turn continues the thread (`thread/fork`) in the new pod.
 //!
 //! The pods use the host's network (`egress: open` on the fake) to reach the scripted model on
 //! this machine's loopback. Their image is the test image with the pinned Claude Code added
@@ -31,7 +33,10 @@ use std::process::Command;
 use common::Server;
 use common::forks::{blob_id, git, repo, swap_in_idx};
 use hangar_fakecloud::FakeCloud;
-use hangar_testkit::{Script, Step, workspace_root};
+use hangar_testkit::{
+    CODEX_API_KEY, CODEX_API_KEY_ENV, FakeOpenAi, Script, Step, codex_bin, codex_offline_args,
+    workspace_root,
+};
 use serde_json::{Value, json};
 
 const E2B_KEY: &str = "e2b-key-for-the-fake";
@@ -381,4 +386,132 @@ async fn faked_api_a_fork_of_an_e2b_run_is_a_new_sandbox_at_the_step() {
         "e2b",
     )
     .await;
+}
+
+/// The image with Codex in it (built once, cached by dockerd).
+fn codex_image() -> String {
+    if let Ok(i) = std::env::var("HANGAR_TEST_CODEX_IMAGE") {
+        return i;
+    }
+    let out = Command::new(workspace_root().join("scripts/build-image-codex"))
+        .env("HANGAR_CODEX_BIN", codex_bin().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/build-image-codex: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A real Codex turn in a kubernetes sandbox (`codex app-server` in the pod, `--disable plugins`
+/// and the fake model's provider) runs a command; its last step (the turn's end, where Codex's
+/// thread is cut exactly) forks into a new pod whose workspace is that step's tree, and the
+/// fork's first turn continues the thread there: the model is sent the earlier turn's prompt and
+/// answer. The same once the source pod is removed, from what hangar kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_a_codex_fork_of_a_kubernetes_run_continues_the_thread() {
+    if skip() {
+        return;
+    }
+    let image = codex_image();
+    let fake = FakeCloud::start(E2B_KEY).unwrap();
+    let model = FakeOpenAi::start(Script::new([
+        Step::exec("printf 'x\\n' > x.txt"),
+        Step::text("made x").expect_tool_result(),
+        Step::text("from the end").expect_user_text("after the end"),
+        Step::text("from the end").expect_user_text("after the end"),
+    ]))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    fake.write_kubeconfig(&kubeconfig, "team-a").unwrap();
+    let s = Server::start_with(
+        Script::new([]),
+        vec![
+            ("KUBECONFIG".into(), kubeconfig.display().to_string()),
+            (
+                "HANGAR_CODEX_BIN".into(),
+                codex_bin().unwrap().display().to_string(),
+            ),
+            (CODEX_API_KEY_ENV.into(), CODEX_API_KEY.into()),
+        ],
+        None,
+    );
+    let yaml = s.home.path().join("cloud.yaml");
+    std::fs::write(
+        &yaml,
+        format!("name: cloud\nprovider: kubernetes\nimage: {image}\negress: open\n"),
+    )
+    .unwrap();
+    s.ok(&["env", "apply", yaml.to_str().unwrap()]);
+    let work = repo();
+    let source_sb = s.create_sandbox("cloud", work.path());
+    let config: Vec<String> = codex_offline_args(&model.base_url())
+        .chunks(2)
+        .filter(|p| p[0] == "-c")
+        .map(|p| p[1].clone())
+        .collect();
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(
+                json!({"sandbox": source_sb, "harness": "codex", "policy": "auto",
+                        "prompt": "make x", "options": {"codex_config": config}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let t = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], 0, "{t}");
+    let (_, v) = s.call("GET", &format!("/v1/runs/{run}/steps"), None).await;
+    let steps = v["steps"].as_array().unwrap().clone();
+    let end = steps.len() - 1;
+    let tree = steps[end]["tree"].as_str().unwrap().to_owned();
+    let mut want = BTreeMap::from([
+        ("a.txt".to_owned(), "a\n".to_owned()),
+        ("gone.txt".to_owned(), "bye\n".to_owned()),
+    ]);
+    want.insert("x.txt".into(), "x\n".into());
+
+    let fork_at_the_end = async |s: &Server| {
+        let out = s.ok(&["fork", &run, "--step", &end.to_string(), "--json"]);
+        let forked: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(forked["fork"]["conversation"]["exact"], true, "{forked}");
+        let sb = forked["sandbox"]["id"].as_str().unwrap().to_owned();
+        assert_eq!(files_in(s, &sb), want);
+        assert_eq!(git_tree_in(s, &sb), tree);
+        let before = model.requests().len();
+        let out = s.ok(&[
+            "send",
+            forked["session"]["id"].as_str().unwrap(),
+            "after the end",
+        ]);
+        let turn = out
+            .lines()
+            .find_map(|l| l.strip_prefix("turn: "))
+            .unwrap_or_else(|| panic!("{out}"))
+            .to_owned();
+        let t = s.turn_ended(&turn).await;
+        assert_eq!(t["status"], 0, "{t}");
+        let said = model.requests()[before].all_text();
+        assert!(
+            said.contains("make x") && said.contains("made x") && said.contains("after the end"),
+            "{said}"
+        );
+        // Nothing of another fork's turn: each fork continues the source's thread, not each
+        // other's.
+        assert!(!said.contains("from the end"), "{said}");
+        sb
+    };
+    let sb = fork_at_the_end(&s).await;
+    assert_ne!(sb, source_sb);
+    s.ok(&["sb", "rm", &sb]);
+    s.ok(&["sb", "rm", &source_sb]);
+    let sb = fork_at_the_end(&s).await;
+    assert!(model.unexpected().is_empty(), "{:?}", model.unexpected());
+    s.ok(&["sb", "rm", &sb]);
 }
