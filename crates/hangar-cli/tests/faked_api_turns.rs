@@ -102,7 +102,7 @@ fn have_kubectl() -> bool {
 /// `hangar sb attach SB` in a terminal of the test's own shows the run's tmux session in the pod
 /// (through `kubectl exec -it` against the fake) or the e2b sandbox (hangar itself the client of
 /// envd's PTY process): the harness's stream as the driver relays it; Ctrl-b d typed there
-/// detaches, which ends `hangar sb attach` (for e2b with status 0), the turn going on.
+/// detaches, which ends `hangar sb attach` with status 0, the turn going on.
 fn attach_shows_the_live_harness(s: &Server, sb: &str, kubernetes: bool) {
     if kubernetes && !have_kubectl() {
         eprintln!(
@@ -163,10 +163,7 @@ fn attach_shows_the_live_harness(s: &Server, sb: &str, kubernetes: bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(100));
-    if !kubernetes {
-        // (kubectl's own status after a detach through the fake is 1: not hangar's to say.)
-        assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "0");
-    }
+    assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "0");
 }
 
 fn skip() -> bool {

@@ -777,6 +777,15 @@ async fn exec_pod(
         })
 }
 
+/// The close frame an API server ends an exec with (1000, normal closure): kubectl reports a
+/// close without a status as an error and exits 1.
+fn normal_close() -> Message {
+    Message::Close(Some(axum::extract::ws::CloseFrame {
+        code: axum::extract::ws::close_code::NORMAL,
+        reason: "".into(),
+    }))
+}
+
 fn exit_status(code: Option<i64>, err: Option<String>) -> Value {
     match (code, err) {
         (Some(0), None) => json!({"metadata": {}, "status": "Success"}),
@@ -876,6 +885,7 @@ async fn exec_session(
             let mut msg = vec![3u8];
             msg.extend(serde_json::to_vec(&exit_status(None, Some(e))).unwrap_or_default());
             let _ = tx.send(Message::Binary(msg.into())).await;
+            let _ = tx.send(normal_close()).await;
             let _ = tx.close().await;
             return;
         }
@@ -944,6 +954,7 @@ async fn exec_session(
     let mut msg = vec![3u8];
     msg.extend(serde_json::to_vec(&status).unwrap_or_default());
     let _ = tx.send(Message::Binary(msg.into())).await;
+    let _ = tx.send(normal_close()).await;
     let _ = tx.close().await;
     reader.abort();
 }
