@@ -1130,3 +1130,194 @@ async fn a_restarted_server_renews_the_passport_inside_a_running_sandbox() {
     );
     s.ok(&["sb", "rm", &sb]);
 }
+
+/// A copy of hangar's pinned Claude Code package (hard links where the file system allows,
+/// no symbolic links) and of the driver, in `dir`; the copied `claude` and driver.
+fn tools_copy(dir: &Path) -> (PathBuf, PathBuf) {
+    let real = hangar_testkit::claude_bin()
+        .unwrap()
+        .canonicalize()
+        .unwrap();
+    let modules = real
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        .unwrap()
+        .to_owned();
+    let scope = modules.join("@anthropic-ai");
+    let dest = dir.join("npm/node_modules");
+    std::fs::create_dir_all(&dest).unwrap();
+    let linked = Command::new("cp")
+        .arg("-al")
+        .arg(&scope)
+        .arg(&dest)
+        .status()
+        .unwrap()
+        .success();
+    if !linked {
+        assert!(
+            Command::new("cp")
+                .arg("-a")
+                .arg(&scope)
+                .arg(&dest)
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let claude = dest.join(real.strip_prefix(&modules).unwrap());
+    assert!(claude.is_file(), "{}", claude.display());
+    let driver = dir.join("bin/hangar-driver");
+    std::fs::create_dir_all(driver.parent().unwrap()).unwrap();
+    std::fs::copy(common::driver_bin(), &driver).unwrap();
+    (claude, driver)
+}
+
+/// A sandbox of a new local environment (`extra` in its YAML); its id.
+fn local_sandbox(s: &Server, name: &str, extra: &str, repo: &Path) -> String {
+    let env = s.home.path().join(format!("{name}.yaml"));
+    std::fs::write(
+        &env,
+        format!("name: {name}\nprovider: local\nnetwork: host\n{extra}"),
+    )
+    .unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        name,
+        "--repo",
+        repo.to_str().unwrap(),
+    ]);
+    out.lines()
+        .next()
+        .and_then(|l| l.strip_prefix("sandbox: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned()
+}
+
+/// A checkout under /tmp (a clone there running `.ci/run`): hangar's pinned Claude Code and
+/// the driver live under /tmp, which a local sandbox has its own of. The harness's install
+/// folder is bound in read-only at its own path, so turns run to their end, with the uid split
+/// and without it; the agent cannot change what is bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_runs_in_a_local_sandbox_when_hangars_tools_live_under_tmp() {
+    assert!(is_root(), "the uid split needs root (CI runs as root)");
+    let tools = tempfile::Builder::new()
+        .prefix("hangar-tools-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let (claude, driver) = tools_copy(tools.path());
+    let s = Server::start_with(
+        Script::new([
+            Step::tool(
+                "Bash",
+                json!({"command": "id -u > uid.txt", "description": "who"}),
+            ),
+            Step::text("done").expect_tool_result(),
+            Step::tool(
+                "Bash",
+                json!({"command": "id -u > uid.txt", "description": "who"}),
+            ),
+            Step::text("done again").expect_tool_result(),
+        ]),
+        vec![
+            ("HANGAR_CLAUDE_BIN".into(), claude.display().to_string()),
+            ("HANGAR_DRIVER_BIN".into(), driver.display().to_string()),
+        ],
+        None,
+    );
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    for (name, extra, split) in [
+        ("split", "", true),
+        ("nosplit", "uid_split: false\n", false),
+    ] {
+        let sb = local_sandbox(&s, name, extra, repo.path());
+        let (status, started) = s
+            .call(
+                "POST",
+                "/v1/sessions",
+                Some(json!({"sandbox": sb, "policy": "auto", "prompt": "who are you"})),
+            )
+            .await;
+        assert_eq!(status, 201, "{name}: {started}");
+        let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+        let t = s.turn_ended(&turn).await;
+        assert_eq!(t["status"], 0, "{name}: {t}");
+        let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+        let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
+        let uid: u32 = std::fs::read_to_string(ws.join("uid.txt"))
+            .unwrap_or_else(|e| panic!("{name}: the tool call did not run: {e}"))
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(uid != 0, split, "{name}: uid {uid}");
+        // The harness's folder is read-only inside, even to hangar's user there.
+        let out = s
+            .hangar()
+            .args(["sb", "exec", &sb, "--as", "hangar", "--"])
+            .args([
+                "sh",
+                "-c",
+                &format!(
+                    "test -x '{}' && touch '{}/planted'",
+                    claude.display(),
+                    claude.parent().unwrap().display()
+                ),
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("Read-only file system"),
+            "{name}: {err}"
+        );
+        s.ok(&["sb", "rm", &sb]);
+    }
+}
+
+/// Where the agent cannot run the harness CLI (its copy in a folder closed to the agent's
+/// uid), the turn is refused before it starts, naming the path and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_whose_harness_the_agent_cannot_run_is_refused_before_it_starts() {
+    assert!(is_root(), "the uid split needs root (CI runs as root)");
+    // A folder of root's, 0700: the agent's uid cannot enter it.
+    let tools = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(
+        tools.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let (claude, _) = tools_copy(tools.path());
+    let s = Server::start_with(
+        Script::new([Step::text("never")]),
+        vec![("HANGAR_CLAUDE_BIN".into(), claude.display().to_string())],
+        None,
+    );
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let sb = local_sandbox(&s, "closed", "", repo.path());
+    let (status, answer) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "auto", "prompt": "hi"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{answer}");
+    let text = answer["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        text.contains(&format!("the harness CLI {}", claude.display()))
+            && text.contains(&format!(
+                "{} is the last folder of its path it can see",
+                tools.path().display()
+            )),
+        "{answer}"
+    );
+    assert!(s.fake.requests().is_empty());
+    s.ok(&["sb", "rm", &sb]);
+}

@@ -92,6 +92,7 @@ impl ControlPlane {
         let (newest, _) = watch::channel(0);
         let traces = crate::traces::Traces::from_tools(&tools);
         let lease = crate::lease::configured(&store);
+        let providers = crate::sandboxes::Providers::for_tools(&tools);
         let replica =
             new_id("replica").unwrap_or_else(|_| format!("replica-{}", std::process::id()));
         Arc::new(ControlPlane {
@@ -104,7 +105,7 @@ impl ControlPlane {
             poll: Duration::from_millis(100),
             newest,
             watching: Mutex::new(HashSet::new()),
-            providers: crate::sandboxes::Providers::default(),
+            providers,
             keys: crate::passport::Keys::default(),
             mailboxes: Default::default(),
             one_shots: Mutex::new(HashSet::new()),

@@ -7,6 +7,9 @@
 //! `<host_dir>/ctl/`, which the sandbox sees at `ctl_inside`, and the old path becomes a link to
 //! it. Under the uid split it belongs to hangar's user and the agent cannot enter it.
 //!
+//! Before anything starts, the agent must be able to run the harness CLI the driver will start,
+//! else the turn is refused saying which path and why.
+//!
 //! The tmux window runs the run script: the driver in the background, its stderr kept in the
 //! control folder, and the run log followed on the terminal until the driver ends, which ends the
 //! window and the session. Whether the session is still there is how the watcher tells that the
@@ -129,6 +132,9 @@ impl ControlPlane {
         ctl_inside: &Path,
         args: &[OsString],
     ) -> Result<(), ControlError> {
+        if !crate::remote::is_remote(sb.env.provider) {
+            self.harness_runs_inside(sb, args).await?;
+        }
         let driver = driver_inside();
         with_provider!(self, sb.env.provider, |p| {
             p.copy_in(sb, &self.tools.driver, &driver, Who::Hangar, 0o755)
@@ -182,6 +188,66 @@ impl ControlPlane {
                     ControlError::Launch(format!("cannot start the run's tmux session: {e}"))
                 })
         })
+    }
+
+    /// Refuses the turn before it starts when the agent cannot run the harness CLI the driver
+    /// would start (`--claude-bin`/`--codex-bin` in `args`), naming the path and saying why: a
+    /// turn that starts anyway only ends with the harness missing and nothing reaching the model.
+    async fn harness_runs_inside(
+        &self,
+        sb: &Sandbox,
+        args: &[OsString],
+    ) -> Result<(), ControlError> {
+        let Some(bin) = args
+            .windows(2)
+            .find(|w| w[0] == "--claude-bin" || w[0] == "--codex-bin")
+            .map(|w| w[1].to_string_lossy().into_owned())
+        else {
+            return Ok(());
+        };
+        // As the agent, who runs it; the nearest folder of its path the agent can see, if not.
+        const SCRIPT: &str = r#"p=$1
+if [ -f "$p" ] && [ -x "$p" ]; then exit 0; fi
+if [ -e "$p" ]; then echo "it is there, but uid $(id -u) may not run it"; exit 1; fi
+d=$(dirname -- "$p")
+while [ "$d" != / ] && [ ! -d "$d" ]; do d=$(dirname -- "$d"); done
+echo "uid $(id -u) does not find it there: $d is the last folder of its path it can see (the sandbox has its own, or one is closed to it)"
+exit 1
+"#;
+        let req = ExecRequest {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                SCRIPT.into(),
+                "sh".into(),
+                bin.clone(),
+            ],
+            cwd: Some(PathBuf::from("/")),
+            ..ExecRequest::default()
+        };
+        let out = with_provider!(self, sb.env.provider, |p| {
+            p.exec(sb, Who::Agent, &req)
+                .await
+                .map_err(ControlError::from)
+        })?;
+        if out.success() {
+            return Ok(());
+        }
+        let known = (sb.env.provider == hangar_sandbox::ProviderKind::Local)
+            .then(|| self.providers.local.hidden(sb, Path::new(&bin)))
+            .flatten();
+        let why = known.unwrap_or_else(|| {
+            let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            if said.is_empty() {
+                String::from_utf8_lossy(&out.stderr).trim().to_owned()
+            } else {
+                said
+            }
+        });
+        Err(ControlError::BadRequest(format!(
+            "the harness CLI {bin} cannot be run by the agent in sandbox {}: {why}; the turn is refused",
+            sb.id
+        )))
     }
 
     /// Whether a sandboxed run's tmux session is still there (`None`: not a sandboxed run, or

@@ -39,6 +39,15 @@ pub struct Providers {
 }
 
 impl Providers {
+    /// The providers for a control plane with `tools`: the local provider shows hangar's pinned
+    /// harness CLIs at their own path, also when they live under `/tmp` (a checkout there).
+    pub(crate) fn for_tools(tools: &crate::launch::Tools) -> Providers {
+        Providers {
+            local: LocalProvider::new().with_ro_binds(harness_binds(tools)),
+            ..Providers::default()
+        }
+    }
+
     /// The docker provider, connected now if it was not yet; `ro_binds` are the host folders of
     /// hangar's pinned harness CLIs, bound read-only into containers whose image has none.
     pub(crate) async fn docker(

@@ -8,6 +8,10 @@
 //!   empty tmpfs (its database, vault key and every other sandbox);
 //! - the workspace, the agent's home, `/var/lib/hangar`, `/run/hangar` and `/tmp` bound from the
 //!   sandbox's folder;
+//! - hangar's pinned harness CLIs' folders (`with_ro_binds`) read-only at their own path, also
+//!   where the sandbox has its own folder over the host's (a checkout under `/tmp`: the folders
+//!   down to it are hangar's, made in the sandbox's folder on the host and shown read-only, so
+//!   bubblewrap never makes a folder where the agent could have planted a link);
 //! - a pid, IPC and UTS namespace of its own, and a network namespace with only loopback unless
 //!   the environment has `network: host` or `egress: open` (bubblewrap has no network of its own
 //!   with a route out, so open egress is the host's network); with an egress allowlist, the
@@ -66,6 +70,8 @@ pub struct LocalProvider {
     nsenter: PathBuf,
     /// The egress proxies of this process's sandboxes with an allowlist.
     egress: Proxies,
+    /// Host folders every command sees read-only at their own path (see `with_ro_binds`).
+    ro_binds: Vec<PathBuf>,
 }
 
 impl Default for LocalProvider {
@@ -85,6 +91,169 @@ impl LocalProvider {
             tmux: program("tmux").unwrap_or_else(|| "tmux".into()),
             nsenter: program("nsenter").unwrap_or_else(|| "nsenter".into()),
             egress: Proxies::from_env(),
+            ro_binds: Vec::new(),
+        }
+    }
+
+    /// Host folders (hangar's pinned harness CLIs') that every command sees read-only at their
+    /// own path, also where the sandbox has a folder of its own over the host's: under its `/tmp`
+    /// (a checkout in `/tmp`), `/run`, or hangar's hidden home. One the sandbox cannot show
+    /// (under `/proc`, `/dev` or one of the sandbox's own folders) is left out, and
+    /// [`LocalProvider::hidden`] says why.
+    pub fn with_ro_binds(mut self, paths: Vec<PathBuf>) -> LocalProvider {
+        let mut binds: Vec<PathBuf> = paths
+            .into_iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        binds.sort();
+        binds.dedup();
+        // One inside another is seen through the outer one.
+        let outer = binds.clone();
+        binds.retain(|b| !outer.iter().any(|o| o != b && b.starts_with(o)));
+        self.ro_binds = binds;
+        self
+    }
+
+    /// Why `path` (a host path), or the folder hangar binds it through, is not seen inside `sb`,
+    /// if hangar knows: for a turn refused before it starts.
+    pub fn hidden(&self, sb: &Sandbox, path: &Path) -> Option<String> {
+        let real = std::fs::canonicalize(path).ok()?;
+        let bind = self
+            .ro_binds
+            .iter()
+            .find(|b| real.starts_with(b))
+            .cloned()
+            .unwrap_or_else(|| real.clone());
+        match self.placement(sb, &bind) {
+            Placement::Refused(why) => Some(why),
+            Placement::Tmp { first, .. } => self.tmp_mount_point(sb, &first).err(),
+            Placement::Visible | Placement::Fresh => None,
+        }
+    }
+
+    /// Where a host folder to bind read-only lies, as the sandbox sees it.
+    fn placement(&self, sb: &Sandbox, path: &Path) -> Placement {
+        for own in ["/proc", "/dev"] {
+            if path.starts_with(own) {
+                return Placement::Refused(format!(
+                    "{} is under {own}, which every sandbox has its own of",
+                    path.display()
+                ));
+            }
+        }
+        for own in [WORKSPACE, AGENT_HOME, HANGAR_LIB, CTL_INSIDE] {
+            if path.starts_with(own) {
+                return Placement::Refused(format!(
+                    "{} is under {own}, where the sandbox has a folder of its own; install it elsewhere",
+                    path.display()
+                ));
+            }
+        }
+        if let Ok(rest) = path.strip_prefix("/tmp") {
+            let mut parts = rest.components();
+            return match parts.next() {
+                Some(std::path::Component::Normal(first)) => Placement::Tmp {
+                    first: first.to_owned(),
+                    below: parts.as_path().to_owned(),
+                },
+                _ => Placement::Refused(format!("{} is the sandbox's own /tmp", path.display())),
+            };
+        }
+        let hidden_home = Dirs::of(sb)
+            .hangar_home()
+            .and_then(|h| std::fs::canonicalize(h).ok())
+            .is_some_and(|h| path.starts_with(h));
+        if path.starts_with("/run") || hidden_home {
+            Placement::Fresh
+        } else {
+            Placement::Visible
+        }
+    }
+
+    /// Makes sure the sandbox's `/tmp/<first>` can carry a read-only bind: a folder, made by
+    /// hangar when it is not there; under the uid split, hangar's own (the agent cannot rename
+    /// or replace it in the sticky /tmp, so the bind cannot be sent elsewhere).
+    fn tmp_mount_point(&self, sb: &Sandbox, first: &std::ffi::OsStr) -> Result<(), String> {
+        let p = Dirs::of(sb).tmp().join(first);
+        let shown = Path::new("/tmp").join(first);
+        let m = match std::fs::symlink_metadata(&p) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match std::fs::create_dir(&p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => {
+                        return Err(format!(
+                            "cannot make the sandbox's {}: {e}",
+                            shown.display()
+                        ));
+                    }
+                }
+                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755));
+                std::fs::symlink_metadata(&p)
+                    .map_err(|e| format!("the sandbox's {}: {e}", shown.display()))?
+            }
+            Err(e) => return Err(format!("the sandbox's {}: {e}", shown.display())),
+        };
+        use std::os::unix::fs::MetadataExt;
+        if !m.file_type().is_dir() {
+            return Err(format!(
+                "the sandbox's {} is not a folder (something inside the sandbox made it), so hangar cannot bind its harness CLI there; remove it",
+                shown.display()
+            ));
+        }
+        if sb.agent.is_some() && (m.uid() != self.uid || m.mode() & 0o022 != 0) {
+            return Err(format!(
+                "the sandbox's {} belongs to uid {} (it was made inside the sandbox), so the agent could move what hangar binds there; remove it, or install hangar's tools outside /tmp",
+                shown.display(),
+                m.uid()
+            ));
+        }
+        Ok(())
+    }
+
+    /// bubblewrap's arguments for the read-only binds (after the sandbox's own folders).
+    fn ro_bind_args(&self, sb: &Sandbox, a: &mut Args) {
+        let dirs = Dirs::of(sb);
+        for bind in &self.ro_binds {
+            match self.placement(sb, bind) {
+                Placement::Visible | Placement::Refused(_) => {}
+                Placement::Fresh => a.add([
+                    OsString::from("--ro-bind-try"),
+                    bind.clone().into_os_string(),
+                    bind.clone().into_os_string(),
+                ]),
+                Placement::Tmp { first, below } => {
+                    if self.tmp_mount_point(sb, &first).is_err() {
+                        continue;
+                    }
+                    // The folders down to the bind are hangar's, made on the host in the
+                    // sandbox's folder (which nothing inside can reach) and shown read-only:
+                    // bubblewrap never makes a folder where the agent could have put a link.
+                    let own = dirs.host.join("tmpbinds").join(&first);
+                    let made = std::fs::create_dir_all(own.join(&below)).and_then(|()| {
+                        let mut d = own.join(&below);
+                        loop {
+                            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755))?;
+                            if d == own || !d.pop() {
+                                return Ok(());
+                            }
+                        }
+                    });
+                    if made.is_err() {
+                        continue;
+                    }
+                    let inside = Path::new("/tmp").join(&first);
+                    a.add([
+                        OsString::from("--ro-bind"),
+                        own.into_os_string(),
+                        inside.into_os_string(),
+                        OsString::from("--ro-bind-try"),
+                        bind.clone().into_os_string(),
+                        bind.clone().into_os_string(),
+                    ]);
+                }
+            }
         }
     }
 
@@ -148,6 +317,18 @@ impl LocalProvider {
             None
         }
     }
+}
+
+/// Where a host folder bound read-only lies in a sandbox.
+enum Placement {
+    /// The host's system, bound read-only everywhere, shows it already.
+    Visible,
+    /// Under a folder the sandbox makes afresh (`/run`, hangar's hidden home): bound there.
+    Fresh,
+    /// Under the sandbox's own `/tmp`: `/tmp/<first>/<below>`.
+    Tmp { first: OsString, below: PathBuf },
+    /// It cannot be shown, and why.
+    Refused(String),
 }
 
 /// The host folder's parts.
@@ -350,6 +531,7 @@ impl LocalProvider {
                 inside.into_os_string(),
             ]);
         }
+        self.ro_bind_args(sb, &mut a);
         a.add(["--remount-ro", "/"]);
 
         a.add(["--clearenv"]);

@@ -192,3 +192,94 @@ async fn an_in_place_sandbox_of_a_folder_holding_hangars_home_is_refused() {
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// hangar's tools in a folder under /tmp (a checkout there): a folder given to `with_ro_binds`
+/// is seen read-only at its own path although the sandbox has its own /tmp, and nothing else
+/// of the host's /tmp shows. The folder hangar binds it in (`/tmp/<first>`) must be hangar's:
+/// one the agent made first, or a link it planted there, is not used (the bind would follow
+/// it), and `hidden` says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_under_tmp_are_seen_read_only_and_the_agent_cannot_move_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let tools = tempfile::Builder::new()
+        .prefix("hangar-bind-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let pkg = tools.path().join("pkg");
+    let bin = pkg.join("bin/tool");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::write(&bin, "#!/bin/sh\necho tool ran\n").unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(tools.path().join("beside"), "not for the sandbox").unwrap();
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("f"), "x").unwrap();
+    let create = async |p: &LocalProvider, id: &str| {
+        p.create(&CreateRequest {
+            id: format!("{id}-{}", std::process::id()),
+            env: EnvSpec::from_yaml("name: l\nprovider: local\n").unwrap(),
+            repo: repo.path().to_owned(),
+            person: "ada@example.com".into(),
+            home: home.path().to_owned(),
+        })
+        .await
+        .unwrap()
+    };
+    let p = LocalProvider::new().with_ro_binds(vec![pkg.clone()]);
+    let sb = create(&p, "bind-a").await;
+    let bin_s = bin.display().to_string();
+    for who in [Who::Agent, Who::Hangar] {
+        let (st, out) = sh(&p, &sb, who, &bin_s).await;
+        assert_eq!((st, out.as_str()), (0, "tool ran"), "{who:?}");
+        let (st, out) = sh(&p, &sb, who, &format!("touch {bin_s}")).await;
+        assert_ne!(st, 0, "{who:?} changed the tool: {out}");
+        let (st, out) = sh(
+            &p,
+            &sb,
+            who,
+            &format!("cat {}/beside", tools.path().display()),
+        )
+        .await;
+        assert_ne!(st, 0, "{who:?} saw the rest of the host's /tmp: {out}");
+        // The sandbox's own /tmp is still its own and writable.
+        let (st, out) = sh(&p, &sb, who, "echo mine > /tmp/mine.$$ && cat /tmp/mine.$$").await;
+        assert_eq!((st, out.as_str()), (0, "mine"), "{who:?}");
+    }
+    let (_, out) = sh(&p, &sb, Who::Hangar, &format!("touch {bin_s}")).await;
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert_eq!(p.hidden(&sb, &bin), None);
+
+    if sb.agent.is_some() {
+        // The agent of another sandbox makes /tmp/<first> before hangar binds anything there.
+        let plain = LocalProvider::new();
+        let sb2 = create(&plain, "bind-b").await;
+        let first = Path::new("/tmp").join(tools.path().file_name().unwrap());
+        let first_s = first.display().to_string();
+        let (st, out) = sh(&plain, &sb2, Who::Agent, &format!("mkdir {first_s}")).await;
+        assert_eq!(st, 0, "{out}");
+        let (st, _) = sh(&p, &sb2, Who::Agent, &bin_s).await;
+        assert_ne!(st, 0, "the tool was bound into the agent's own folder");
+        let why = p.hidden(&sb2, &bin).unwrap();
+        assert!(why.contains(&format!("{first_s} belongs to uid")), "{why}");
+        // A link in its place: not followed, and the commands still run.
+        let (st, out) = sh(
+            &plain,
+            &sb2,
+            Who::Agent,
+            &format!("rmdir {first_s} && ln -s /workspace {first_s}"),
+        )
+        .await;
+        assert_eq!(st, 0, "{out}");
+        let (st, out) = sh(&p, &sb2, Who::Hangar, "ls /workspace").await;
+        assert_eq!(
+            (st, out.as_str()),
+            (0, "f"),
+            "something was made through the link"
+        );
+        let why = p.hidden(&sb2, &bin).unwrap();
+        assert!(why.contains("is not a folder"), "{why}");
+        p.destroy(&sb2, false).await.unwrap();
+    }
+    p.destroy(&sb, false).await.unwrap();
+    assert!(!sb.host_dir.exists());
+}
