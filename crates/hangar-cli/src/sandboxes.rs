@@ -234,6 +234,21 @@ fn say_sandbox(sb: &Value) {
     progress::say(&format!("uid split: {split}"));
 }
 
+/// What a sandbox without the uid split cannot promise, said when it is made.
+fn no_split_warning(sb: &Value) -> Option<String> {
+    if sb["capabilities"]["uid_split"].as_bool() != Some(false) {
+        return None;
+    }
+    let key = if sb["provider"] == "local" {
+        "the run key is handed to the driver where no other process of the sandbox sees it"
+    } else {
+        "an agent process left running can read the run key in the moment between its writing and the driver taking it"
+    };
+    Some(format!(
+        "warning: without the uid split the agent runs as the driver's own user: it can stop the driver, write into the run's control folder (its turns are recorded untrusted) and, where the kernel lets a process trace its own user's (Yama ptrace_scope 0), trace the driver before it makes itself non-dumpable; {key}; the Tower hook is refused here"
+    ))
+}
+
 pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
     match cmd {
         SbCmd::Create { env, repo, person } => {
@@ -251,6 +266,9 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
                 let sb = &r["sandbox"];
                 progress::say(&format!("sandbox: {}", sb["id"].as_str().unwrap_or("?")));
                 say_sandbox(sb);
+                if let Some(w) = no_split_warning(sb) {
+                    progress::say(&w);
+                }
                 Ok(ExitCode::SUCCESS)
             })
         }

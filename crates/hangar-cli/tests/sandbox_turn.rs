@@ -1321,3 +1321,110 @@ async fn a_turn_whose_harness_the_agent_cannot_run_is_refused_before_it_starts()
     assert!(s.fake.requests().is_empty());
     s.ok(&["sb", "rm", &sb]);
 }
+
+/// Looks for the run key everywhere an agent's process could, until `/workspace/.stop`.
+const KEY_WATCH: &str = r#"touch /workspace/.watching
+n=0
+while [ ! -e /workspace/.stop ]; do
+  for f in /run/hangar/*/key /run/hangar/*/staging/.key /dev/shm/* /tmp/*key*; do
+    [ -f "$f" ] && { echo "found $f"; cat "$f"; }
+  done
+  n=$((n+1))
+done 2>/dev/null
+echo "looked $n times"
+ls /run/hangar
+"#;
+
+/// Without the uid split the agent is the driver's own user and can read the run's control
+/// folder, so the run key must never be there: a process of the agent's (`sb exec`) that looks
+/// for it through the whole start of a turn, and the turn's own tool call after the driver
+/// started, find nothing, though they see the run's control folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_uid_split_the_agent_never_finds_the_run_key() {
+    let s = Server::start(Script::new([
+        Step::tool(
+            "Bash",
+            json!({"command": "for f in /run/hangar/*/key /dev/shm/*; do echo \"== $f\"; cat \"$f\"; done > found.txt 2>&1; ls /run/hangar >> found.txt; true", "description": "look"}),
+        ),
+        Step::text("looked").expect_tool_result(),
+    ]));
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let env = s.home.path().join("same.yaml");
+    std::fs::write(
+        &env,
+        "name: same\nprovider: local\nnetwork: host\nuid_split: false\n",
+    )
+    .unwrap();
+    s.ok(&["env", "apply", env.to_str().unwrap()]);
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "same",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("uid split: off") && out.contains("warning: without the uid split"),
+        "{out}"
+    );
+    let sb = out
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("sandbox: "))
+        .unwrap()
+        .to_owned();
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+    let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
+    let watcher = s
+        .hangar()
+        .args(["sb", "exec", &sb, "--", "sh", "-c", KEY_WATCH])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    until("the watcher to look", async || {
+        ws.join(".watching").exists().then_some(())
+    })
+    .await;
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "auto", "prompt": "look for the key"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], 0, "{t}");
+    std::fs::write(ws.join(".stop"), "").unwrap();
+    let watched = watcher.wait_with_output().unwrap();
+    let seen = String::from_utf8_lossy(&watched.stdout).into_owned();
+    let looked: u64 = seen
+        .split("looked ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert!(
+        looked > 20,
+        "the watcher looked only {looked} times: {seen}"
+    );
+    // It saw the run's control folder: the key would have been in reach there.
+    assert!(seen.contains(&format!("{run}.ctl")), "{seen}");
+    let found = std::fs::read_to_string(ws.join("found.txt")).unwrap();
+    assert!(found.contains(&format!("{run}.ctl")), "{found}");
+    let hexkey = |text: &str| {
+        text.lines()
+            .any(|l| l.len() == 64 && l.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    assert!(
+        !seen.contains("found ") && !hexkey(&seen),
+        "the agent's process found the run key: {seen}"
+    );
+    assert!(!hexkey(&found), "the tool call found the run key: {found}");
+    s.ok(&["sb", "rm", &sb]);
+}

@@ -7,8 +7,11 @@
 //! `<host_dir>/ctl/`, which the sandbox sees at `ctl_inside`, and the old path becomes a link to
 //! it. Under the uid split it belongs to hangar's user and the agent cannot enter it.
 //!
-//! Before anything starts, the agent must be able to run the harness CLI the driver will start,
-//! else the turn is refused saying which path and why.
+//! In a local sandbox the run key does not go with it: it waits in the sandbox's folder on this
+//! machine and the tmux window hands it to the driver in the driver's own `/dev/shm`
+//! (`LocalProvider::start_tmux_handing`), so an agent without the uid split (the driver's own
+//! user) never finds it. Before anything starts, the agent must be able to run the harness CLI
+//! the driver will start, else the turn is refused saying which path and why.
 //!
 //! The tmux window runs the run script: the driver in the background, its stderr kept in the
 //! control folder, and the run log followed on the terminal until the driver ends, which ends the
@@ -61,6 +64,15 @@ fn turn_env(tools: &Tools) -> Vec<(String, String)> {
     env
 }
 
+/// Where a local sandbox's run key waits on this machine until the run's tmux window takes it
+/// (`LocalProvider::start_tmux_handing`): in the sandbox's folder, which no sandbox sees.
+fn handoff_key(sb: &Sandbox, run_id: &str) -> PathBuf {
+    sb.host_dir.join(format!("{run_id}.key"))
+}
+
+/// Where the driver of a local sandbox finds the run key: its own `/dev/shm`.
+const KEY_INSIDE: &str = "/dev/shm/hangar-run-key";
+
 /// Single-quoted for sh.
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -105,7 +117,23 @@ impl ControlPlane {
             ControlError::Internal(format!("{} is not under the sandbox's ctl", dest.display()))
         })?;
         let (from, to) = (ctl.to_owned(), dest.clone());
+        // A local sandbox's driver is handed the run key in its own namespace (see
+        // `start_in_sandbox`): out of the control folder first, into the sandbox's folder on
+        // this machine, which nothing inside sees.
+        let key_out = (sb.env.provider == hangar_sandbox::ProviderKind::Local).then(|| {
+            let run = name.to_string_lossy();
+            (
+                ctl.join("key"),
+                handoff_key(sb, run.strip_suffix(".ctl").unwrap_or(&run)),
+            )
+        });
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            if let Some((key, out)) = key_out {
+                match std::fs::rename(key, out) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
             std::fs::rename(&from, &to)?;
             std::os::unix::fs::symlink(&to, &from)
         })
@@ -141,9 +169,13 @@ impl ControlPlane {
                 .await
                 .map_err(|e| ControlError::Launch(format!("cannot copy the driver in: {e}")))
         })?;
-        let argv: Vec<String> = std::iter::once(driver.display().to_string())
+        let local = sb.env.provider == hangar_sandbox::ProviderKind::Local;
+        let mut argv: Vec<String> = std::iter::once(driver.display().to_string())
             .chain(args.iter().map(|a| a.to_string_lossy().into_owned()))
             .collect();
+        if local {
+            argv.extend(["--key-file".to_owned(), KEY_INSIDE.to_owned()]);
+        }
         let script = run_script(run_id, ctl_inside, &argv);
         let path = ctl_host.join("run.sh");
         let text = script.into_bytes();
@@ -181,13 +213,28 @@ impl ControlPlane {
             cwd: Some(sb.workspace.clone()),
             stdin: None,
         };
-        with_provider!(self, sb.env.provider, |p| {
-            p.start_tmux(sb, run_id, Who::Hangar, &req)
+        let started = if local {
+            self.providers
+                .local
+                .start_tmux_handing(
+                    sb,
+                    run_id,
+                    Who::Hangar,
+                    &req,
+                    &handoff_key(sb, run_id),
+                    Path::new(KEY_INSIDE),
+                )
                 .await
-                .map_err(|e| {
-                    ControlError::Launch(format!("cannot start the run's tmux session: {e}"))
-                })
-        })
+                .map_err(ControlError::from)
+        } else {
+            with_provider!(self, sb.env.provider, |p| {
+                p.start_tmux(sb, run_id, Who::Hangar, &req)
+                    .await
+                    .map_err(ControlError::from)
+            })
+        };
+        started
+            .map_err(|e| ControlError::Launch(format!("cannot start the run's tmux session: {e}")))
     }
 
     /// Refuses the turn before it starts when the agent cannot run the harness CLI the driver
@@ -595,6 +642,8 @@ impl ControlPlane {
         let Some(sb) = self.sandbox_of_run(run_id).await else {
             return;
         };
+        // A key no window took (the session never started).
+        let _ = tokio::fs::remove_file(handoff_key(&sb, run_id)).await;
         let key = hook::key_inside(run_id);
         let req = ExecRequest::new(["rm", "-f", &key.display().to_string()]);
         let _ = with_provider!(self, sb.env.provider, |p| p

@@ -1,8 +1,8 @@
 //! The driver's command line, resolved into [`Settings`] before anything runs.
 //!
 //! ```text
-//! hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude|codex] [--policy ask|auto|governed]
-//!               [--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]...
+//! hangar-driver --ctl DIR --run RUN --cwd DIR [--key-file FILE] [--harness claude|codex]
+//!               [--policy ask|auto|governed] [--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]...
 //!               [--resume ID | --fork ID [--fork-at MESSAGE_OR_TURN]] [--session-id UUID]
 //!               [--model-timeout SECS]
 //!               [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]]
@@ -11,6 +11,9 @@
 //!               [--tower-wait-seconds N] [--tower-call-seconds N]] [--tower-hook-digest SHA256]
 //!               [--raw -- CMD [ARG...]]
 //! ```
+//! `--key-file FILE` is where the run key is, read and deleted before anything else starts
+//! (default: the control folder's `key`; a local sandbox hands it over in the driver's own
+//! `/dev/shm`, which no other process sees).
 //! `--rules FILE` is the environment's deny-risky rules file (rules added, default rules turned
 //! off by id; see hangar-rules); without it the default set applies.
 //! `--resume`/`--fork` take Claude Code's session id or Codex's thread id; `--fork-at` is where
@@ -82,6 +85,8 @@ pub struct Verify {
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub ctl: PathBuf,
+    /// Where the run key is, when not in the control folder.
+    pub key_file: Option<PathBuf>,
     pub run: String,
     pub cwd: PathBuf,
     pub harness: HarnessKind,
@@ -108,7 +113,7 @@ pub struct Settings {
     pub tower: Option<crate::tower::TowerSettings>,
 }
 
-pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--harness claude|codex] [--policy ask|auto|governed] \
+pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--key-file FILE] [--harness claude|codex] [--policy ask|auto|governed] \
 [--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]... \
 [--resume ID | --fork ID [--fork-at MESSAGE_OR_TURN]] [--session-id UUID] [--model-timeout SECS] \
 [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]] \
@@ -131,6 +136,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     let (mut uid, mut gid, mut home) = (None, None, None);
     let mut raw = None;
     let mut rules_file = None;
+    let mut key_file = None;
     let (mut tower_hook, mut tower_url, mut tower_key) = (None, None, None);
     let (mut tower_wait, mut tower_call) = (300u64, 20u64);
     let mut tower_hook_digest = None;
@@ -194,6 +200,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
             "--agent-gid" => gid = Some(number(&flag, value()?)?),
             "--agent-home" => home = Some(PathBuf::from(value()?)),
             "--rules" => rules_file = Some(PathBuf::from(value()?)),
+            "--key-file" => key_file = Some(PathBuf::from(value()?)),
             "--tower-hook" => tower_hook = Some(PathBuf::from(value()?)),
             "--tower-hook-digest" => tower_hook_digest = Some(text(value()?).to_ascii_lowercase()),
             "--tower-url" => tower_url = Some(text(value()?)),
@@ -239,6 +246,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     }
     Ok(Settings {
         ctl: ctl.ok_or("--ctl is required")?,
+        key_file,
         run,
         cwd: cwd.ok_or("--cwd is required")?,
         harness,
@@ -295,6 +303,8 @@ mod tests {
             "/w",
             "--policy",
             "auto",
+            "--key-file",
+            "/dev/shm/k",
             "--agent-uid",
             "1001",
             "--agent-gid",
@@ -308,6 +318,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(s.policy, Policy::Auto);
+        assert_eq!(s.key_file, Some(PathBuf::from("/dev/shm/k")));
         assert_eq!(
             s.agent,
             Some(Agent {

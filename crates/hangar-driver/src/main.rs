@@ -145,7 +145,7 @@ fn start() -> Result<i32, String> {
     let rules = rules_for(&s)?;
     signals::install();
     let ctl = ControlDir::at(s.ctl.clone());
-    let key = secure::take_key(&ctl.key())?;
+    let key = secure::take_key(s.key_file.as_deref().unwrap_or(&ctl.key()))?;
     let log = RunLog::open(&ctl.run_log())
         .map_err(|e| format!("cannot open the run log {}: {e}", ctl.run_log().display()))?;
     let inbox = inbox::Inbox::new(ctl, Verifier::new(&s.run, key));

@@ -23,6 +23,12 @@
 //!   `agent` in the sandbox's `/etc/passwd`. Without root the split is off: bubblewrap runs in a
 //!   user namespace and everything runs as hangar's user.
 //!
+//! A turn's driver gets the run key through `start_tmux_handing`: the window's first command,
+//! on the host, opens the key file (in the sandbox's folder, which nothing inside sees) and
+//! removes it, and bubblewrap copies it into that command's own `/dev/shm`, which no other
+//! command of the sandbox shares; so without the uid split, where the agent is the driver's own
+//! user, no process of the agent's can find it.
+//!
 //! tmux: one tmux server per sandbox on the host, its socket in the sandbox's folder; each window
 //! runs `bwrap` (so the process outlives the call that started it, and `tmux -S SOCK attach`
 //! puts a person's terminal into it). `destroy` kills that server, then every process whose
@@ -44,6 +50,15 @@ use crate::{
     AgentUser, Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output,
     Provider, ProviderKind, Sandbox, SandboxError, Who, copy, inside, procs, uids,
 };
+
+/// The descriptor a file handed to a tmux window's command is read from (`start_tmux_handing`).
+const HANDOFF_FD: &str = "3";
+/// Run on the host before bubblewrap: `$1` opened as descriptor 3 and removed, then the rest.
+const HANDOFF_SCRIPT: &str = r#"exec 3<"$1" || exit 111
+rm -f -- "$1" || exit 111
+shift
+exec "$@"
+"#;
 
 /// Top-level folders of `/` a sandbox gets its own of.
 const REPLACED: &[&str] = &["/proc", "/dev", "/tmp", "/run"];
@@ -472,6 +487,7 @@ impl LocalProvider {
         who: Who,
         req: &ExecRequest,
         exec: bool,
+        handoff: Option<&Path>,
     ) -> Result<Vec<OsString>, SandboxError> {
         let dirs = Dirs::of(sb);
         let agent = sb.agent.as_ref();
@@ -532,6 +548,11 @@ impl LocalProvider {
             ]);
         }
         self.ro_bind_args(sb, &mut a);
+        if let Some(dest) = handoff {
+            // Its own /dev/shm, which no other command of the sandbox sees.
+            a.add(["--perms", "0400", "--file", HANDOFF_FD]);
+            a.add([dest.as_os_str()]);
+        }
         a.add(["--remount-ro", "/"]);
 
         a.add(["--clearenv"]);
@@ -572,6 +593,71 @@ impl LocalProvider {
         }
         a.add(req.argv.iter().cloned());
         Ok(a.0)
+    }
+
+    /// [`Provider::start_tmux`], handing the command a file that only it sees: `secret`, a host
+    /// file outside anything a sandbox sees, is opened and removed on the host by the window's
+    /// first command, and its bytes are at `inside` (`/dev/shm/...`, mode 0400) in the command's
+    /// own namespace, which no other command of the sandbox (another turn's agent, `sb exec`)
+    /// shares. How a turn's driver gets the run key: without the uid split the agent is the
+    /// driver's own user and could read it from any folder the sandbox shares.
+    pub async fn start_tmux_handing(
+        &self,
+        sb: &Sandbox,
+        session: &str,
+        who: Who,
+        req: &ExecRequest,
+        secret: &Path,
+        inside: &Path,
+    ) -> Result<(), SandboxError> {
+        if !inside.starts_with("/dev/shm") || inside.file_name().is_none() {
+            return Err(SandboxError::Invalid(format!(
+                "{} is not a file in /dev/shm",
+                inside.display()
+            )));
+        }
+        self.start_window(sb, session, who, req, Some((secret, inside)))
+            .await
+    }
+
+    async fn start_window(
+        &self,
+        sb: &Sandbox,
+        session: &str,
+        who: Who,
+        req: &ExecRequest,
+        handoff: Option<(&Path, &Path)>,
+    ) -> Result<(), SandboxError> {
+        self.gone_unless_there(sb)?;
+        layout::check_session(session)?;
+        layout::check_env(req)?;
+        self.egress_up(sb).await?;
+        let args = self.bwrap_args(sb, who, req, false, handoff.map(|(_, i)| i))?;
+        let (program, before) = self.launcher(sb);
+        let mut tmux = self.tmux(sb);
+        tmux.args(["-f", "/dev/null", "new-session", "-d", "-s", session])
+            .args(["-x", "200", "-y", "50", "--"]);
+        if let Some((secret, _)) = handoff {
+            // On the host: the file becomes bubblewrap's descriptor and is gone before the
+            // sandbox starts.
+            tmux.args(["/bin/sh", "-c", HANDOFF_SCRIPT, "sh"])
+                .arg(secret);
+        }
+        let out = tmux
+            .arg(&program)
+            .args(&before)
+            .args(&args)
+            .output()
+            .await
+            .map_err(|e| failed("cannot run tmux (apt-get install tmux)", e))?;
+        if !out.status.success() {
+            return Err(SandboxError::Failed(format!(
+                "tmux could not start session {session} in sandbox {}: {}",
+                sb.id,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
     }
 
     /// One run of bubblewrap for `exec`.
@@ -889,7 +975,7 @@ impl Provider for LocalProvider {
         self.gone_unless_there(sb)?;
         layout::check_env(req)?;
         self.egress_up(sb).await?;
-        let args = self.bwrap_args(sb, who, req, true)?;
+        let args = self.bwrap_args(sb, who, req, true, None)?;
         let (program, before) = self.launcher(sb);
         let mut attempt = 0;
         loop {
@@ -932,30 +1018,7 @@ impl Provider for LocalProvider {
         who: Who,
         req: &ExecRequest,
     ) -> Result<(), SandboxError> {
-        self.gone_unless_there(sb)?;
-        layout::check_session(session)?;
-        layout::check_env(req)?;
-        self.egress_up(sb).await?;
-        let args = self.bwrap_args(sb, who, req, false)?;
-        let (program, before) = self.launcher(sb);
-        let out = self
-            .tmux(sb)
-            .args(["-f", "/dev/null", "new-session", "-d", "-s", session])
-            .args(["-x", "200", "-y", "50", "--"])
-            .arg(&program)
-            .args(&before)
-            .args(&args)
-            .output()
-            .await
-            .map_err(|e| failed("cannot run tmux (apt-get install tmux)", e))?;
-        if !out.status.success() {
-            return Err(SandboxError::Failed(format!(
-                "tmux could not start session {session} in sandbox {}: {}",
-                sb.id,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(())
+        self.start_window(sb, session, who, req, None).await
     }
 
     async fn tmux_alive(&self, sb: &Sandbox, session: &str) -> Result<bool, SandboxError> {
