@@ -16,6 +16,7 @@
 //! Non-goals: parsing run logs, notifying listeners (poll `events_after`, or LISTEN later).
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::OnceLock;
 
@@ -344,6 +345,298 @@ macro_rules! impl_apply_effect {
 impl_apply_effect!(sqlx::SqliteConnection);
 impl_apply_effect!(sqlx::PgConnection);
 
+/// Row counts of the multi-row statements that apply a slice's effects, largest first (as
+/// [`SQLITE_ROWS`]: only these few statement texts are ever prepared, and stay cached).
+const EFFECT_ROWS: [usize; 4] = [64, 16, 4, 1];
+
+/// A slice's effects as a few multi-row statements that leave the database as applying them
+/// one by one, in order, would. One statement per effect cost a hand-off to sqlx's SQLite
+/// worker thread and back each: on a log where a fifth of the lines are commands and approvals
+/// the watcher spent more of its CPU switching threads than storing events.
+///
+/// Why the order can go: the effects on one table never read another's (an answer by a command
+/// reads the command's sender, which no effect changes); per command and per request the first
+/// answer stands (`... IS NULL`), so only the first one can change anything; a request already
+/// recorded ignores the same request again; the harness's session id ends as the last one. The
+/// one order that matters, an answer to a request seen before that request in the same slice
+/// (the answer finds nothing to change), is not grouped: [`Grouped::of`] says `None`.
+#[derive(Debug, Default)]
+struct Grouped<'e> {
+    /// Permission requests, the first of each id.
+    requested: Vec<(&'e str, &'e str, &'e Value)>,
+    /// First answers that are [`SliceEffect::ApprovalSettled`].
+    settled: Vec<(&'e str, Decision, &'e str, Option<&'e str>)>,
+    /// First answers that are [`SliceEffect::ApprovalAnsweredByCommand`].
+    by_command: Vec<(&'e str, Decision, i64)>,
+    /// The first answer to each command.
+    commands: Vec<(i64, AckStatus, Option<&'e str>)>,
+    /// The last harness session id.
+    harness_session: Option<&'e str>,
+}
+
+impl<'e> Grouped<'e> {
+    /// `effects` grouped, or `None` if a request follows an answer to it (apply them in order).
+    fn of(effects: &[SliceEffect<'e>]) -> Option<Grouped<'e>> {
+        let mut g = Grouped::default();
+        let mut asked = HashSet::new();
+        let mut answered = HashSet::new();
+        let mut acked = HashSet::new();
+        for e in effects {
+            match *e {
+                SliceEffect::ApprovalRequested {
+                    request_id,
+                    tool_name,
+                    input,
+                } => {
+                    if answered.contains(request_id) {
+                        return None;
+                    }
+                    if asked.insert(request_id) {
+                        g.requested.push((request_id, tool_name, input));
+                    }
+                }
+                SliceEffect::ApprovalSettled {
+                    request_id,
+                    decision,
+                    by,
+                    note,
+                } => {
+                    if answered.insert(request_id) {
+                        g.settled.push((request_id, decision, by, note));
+                    }
+                }
+                SliceEffect::ApprovalAnsweredByCommand {
+                    request_id,
+                    decision,
+                    seq,
+                } => {
+                    if answered.insert(request_id) {
+                        g.by_command.push((request_id, decision, seq));
+                    }
+                }
+                SliceEffect::CommandAnswered {
+                    seq,
+                    status,
+                    reason,
+                } => {
+                    if acked.insert(seq) {
+                        g.commands.push((seq, status, reason));
+                    }
+                }
+                SliceEffect::HarnessSession(id) => g.harness_session = Some(id),
+            }
+        }
+        Some(g)
+    }
+}
+
+/// `items` cut into chunks of the [`EFFECT_ROWS`] sizes, in order.
+fn effect_chunks<T>(items: &[T]) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let mut rest = items;
+    for rows in EFFECT_ROWS {
+        while rest.len() >= rows {
+            let (chunk, tail) = rest.split_at(rows);
+            out.push(chunk);
+            rest = tail;
+        }
+    }
+    out
+}
+
+/// Writes a statement's parameters in the order they are bound: `?` on SQLite (taken by
+/// position; sqlx looks a numbered one's name up, a linear scan), `$1`, `$2`... on PostgreSQL.
+struct Params {
+    postgres: bool,
+    n: usize,
+}
+
+impl Params {
+    fn new(postgres: bool) -> Params {
+        Params { postgres, n: 0 }
+    }
+
+    fn one(&mut self, sql: &mut String) {
+        self.n += 1;
+        if self.postgres {
+            sql.push('$');
+            sql.push_str(&self.n.to_string());
+        } else {
+            sql.push('?');
+        }
+    }
+
+    /// `(p, p, ...), (p, p, ...)`: `rows` rows of `cols` parameters.
+    fn rows(&mut self, sql: &mut String, rows: usize, cols: usize) {
+        for r in 0..rows {
+            sql.push_str(if r == 0 { "(" } else { ", (" });
+            for c in 0..cols {
+                if c > 0 {
+                    sql.push_str(", ");
+                }
+                self.one(sql);
+            }
+            sql.push(')');
+        }
+    }
+}
+
+/// The text of each grouped statement for `rows` rows. `UPDATE ... FROM (VALUES ...) AS v`
+/// names the values' columns `column1`, `column2`... on both backends.
+mod grouped_sql {
+    use super::Params;
+
+    pub(super) fn requested(postgres: bool, rows: usize) -> String {
+        let mut sql = String::from(
+            "INSERT INTO approvals (run_id, request_id, tool_name, input, requested_at) VALUES ",
+        );
+        Params::new(postgres).rows(&mut sql, rows, 5);
+        sql.push_str(" ON CONFLICT (run_id, request_id) DO NOTHING");
+        sql
+    }
+
+    /// `set` holds the one `{now}` parameter; the values are (request_id, decision, ...).
+    fn update_approvals(postgres: bool, rows: usize, set: &str, cols: usize) -> String {
+        let mut p = Params::new(postgres);
+        let mut sql = String::from("UPDATE approvals SET ");
+        let (head, tail) = set.split_once("{now}").unwrap_or((set, ""));
+        sql.push_str(head);
+        p.one(&mut sql);
+        sql.push_str(tail);
+        sql.push_str(" FROM (VALUES ");
+        p.rows(&mut sql, rows, cols);
+        sql.push_str(") AS v WHERE approvals.run_id = ");
+        p.one(&mut sql);
+        sql.push_str(" AND approvals.request_id = v.column1 AND approvals.decision IS NULL");
+        sql
+    }
+
+    /// Values: (request_id, decision, by, note).
+    pub(super) fn settled(postgres: bool, rows: usize) -> String {
+        update_approvals(
+            postgres,
+            rows,
+            "decision = v.column2, answered_by = v.column3, answer_note = v.column4, \
+             answered_at = {now}",
+            4,
+        )
+    }
+
+    /// Values: (request_id, decision, seq).
+    pub(super) fn by_command(postgres: bool, rows: usize) -> String {
+        update_approvals(
+            postgres,
+            rows,
+            "decision = v.column2, answered_by = COALESCE((SELECT sent_by FROM commands \
+             WHERE commands.run_id = approvals.run_id AND commands.seq = v.column3), 'command'), \
+             answered_at = {now}",
+            3,
+        )
+    }
+
+    /// Values: (seq, status, reason).
+    pub(super) fn commands(postgres: bool, rows: usize) -> String {
+        let mut p = Params::new(postgres);
+        let mut sql = String::from(
+            "UPDATE commands SET ack_status = v.column2, ack_reason = v.column3, acked_at = ",
+        );
+        p.one(&mut sql);
+        sql.push_str(" FROM (VALUES ");
+        p.rows(&mut sql, rows, 3);
+        sql.push_str(") AS v WHERE commands.run_id = ");
+        p.one(&mut sql);
+        sql.push_str(" AND commands.seq = v.column1 AND commands.ack_status IS NULL");
+        sql
+    }
+}
+
+/// Applies [`Grouped`] effects in a commit's transaction.
+trait ApplyGrouped {
+    async fn apply_grouped(
+        &mut self,
+        g: &Grouped<'_>,
+        run_id: &str,
+        session: &str,
+        now: i64,
+    ) -> Result<(), sqlx::Error>;
+}
+
+macro_rules! impl_apply_grouped {
+    ($conn:ty, $postgres:expr) => {
+        impl ApplyGrouped for $conn {
+            async fn apply_grouped(
+                &mut self,
+                g: &Grouped<'_>,
+                run_id: &str,
+                session: &str,
+                now: i64,
+            ) -> Result<(), sqlx::Error> {
+                let pg = $postgres;
+                for chunk in effect_chunks(&g.requested) {
+                    let mut q =
+                        sqlx::query(sqlx::AssertSqlSafe(grouped_sql::requested(pg, chunk.len())));
+                    for (request_id, tool_name, input) in chunk {
+                        q = q
+                            .bind(run_id)
+                            .bind(*request_id)
+                            .bind(*tool_name)
+                            .bind(Json(storable(input)))
+                            .bind(now);
+                    }
+                    q.execute(&mut *self).await?;
+                }
+                for chunk in effect_chunks(&g.settled) {
+                    let mut q =
+                        sqlx::query(sqlx::AssertSqlSafe(grouped_sql::settled(pg, chunk.len())))
+                            .bind(now);
+                    for (request_id, decision, by, note) in chunk {
+                        q = q
+                            .bind(*request_id)
+                            .bind(decision.as_str())
+                            .bind(*by)
+                            .bind(*note);
+                    }
+                    q.bind(run_id).execute(&mut *self).await?;
+                }
+                for chunk in effect_chunks(&g.by_command) {
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(grouped_sql::by_command(
+                        pg,
+                        chunk.len(),
+                    )))
+                    .bind(now);
+                    for (request_id, decision, seq) in chunk {
+                        q = q.bind(*request_id).bind(decision.as_str()).bind(*seq);
+                    }
+                    q.bind(run_id).execute(&mut *self).await?;
+                }
+                for chunk in effect_chunks(&g.commands) {
+                    let mut q =
+                        sqlx::query(sqlx::AssertSqlSafe(grouped_sql::commands(pg, chunk.len())))
+                            .bind(now);
+                    for (seq, status, reason) in chunk {
+                        q = q.bind(*seq).bind(status.as_str()).bind(*reason);
+                    }
+                    q.bind(run_id).execute(&mut *self).await?;
+                }
+                if let Some(id) = g.harness_session {
+                    ApplyEffect::apply(
+                        self,
+                        run_id,
+                        session,
+                        now,
+                        &SliceEffect::HarnessSession(id),
+                    )
+                    .await?;
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+impl_apply_grouped!(sqlx::SqliteConnection, false);
+impl_apply_grouped!(sqlx::PgConnection, true);
+
 fn event_from(r: &impl Cols) -> Result<Event, StoreError> {
     Ok(Event {
         id: r.int("id")?,
@@ -437,8 +730,13 @@ impl Store {
             }
             let mut ids = Vec::with_capacity(events.len());
             InsertEvents::insert_events(&mut *tx, &session, run_id, now, events, &mut ids).await?;
-            for effect in effects {
-                ApplyEffect::apply(&mut *tx, run_id, &session, now, effect).await?;
+            match Grouped::of(effects) {
+                Some(g) => ApplyGrouped::apply_grouped(&mut *tx, &g, run_id, &session, now).await?,
+                None => {
+                    for effect in effects {
+                        ApplyEffect::apply(&mut *tx, run_id, &session, now, effect).await?;
+                    }
+                }
             }
             ids
         });

@@ -12,6 +12,7 @@ crate::common::suite!(
     commit_events_is_exactly_once,
     a_slice_commits_its_effects_with_it,
     a_slice_records_the_drivers_answers_nobody_recorded,
+    a_slice_of_many_effects_ends_as_applying_them_one_by_one,
     replicas_claim_a_run_one_at_a_time,
     concurrent_committers_one_wins,
     events_page_by_session_and_run,
@@ -424,6 +425,255 @@ async fn a_slice_records_the_drivers_answers_nobody_recorded(kind: Kind) {
         (Some(Decision::Deny), Some("bob@example.com"))
     );
     assert!(store.pending_approvals("run-1").await.unwrap().is_empty());
+    db.cleanup().await;
+}
+
+/// A slice's effects are applied as a few multi-row statements: the store ends as it would
+/// applying them one at a time, in order. Two runs with the same commands and approvals
+/// before; one gets the effects as one slice, the other one slice per effect. Covered: chunks
+/// of every size, repeated requests and answers (the first stands), answers to requests
+/// recorded before (undecided or answered by a person), to commands acked before or never
+/// sent, and an answer seen before its request in the same slice (it finds nothing to answer).
+async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    let inputs: Vec<serde_json::Value> = (0..100)
+        .map(|i| json!({"command": format!("echo {i}"), "nul": "a\u{0}b"}))
+        .collect();
+    let mut effects = Vec::new();
+    for i in 0..100usize {
+        let req: &'static str = Box::leak(format!("req-{i}").into_boxed_str());
+        let seq = i as i64 + 1;
+        let requested = SliceEffect::ApprovalRequested {
+            request_id: req,
+            tool_name: if i % 2 == 0 { "Bash" } else { "Edit" },
+            input: &inputs[i],
+        };
+        match i % 7 {
+            // Asked, then answered by a command, which is acked.
+            0 | 1 | 2 => effects.extend([
+                requested,
+                SliceEffect::CommandAnswered {
+                    seq,
+                    status: AckStatus::Done,
+                    reason: None,
+                },
+                SliceEffect::ApprovalAnsweredByCommand {
+                    request_id: req,
+                    decision: if i % 3 == 0 {
+                        Decision::Allow
+                    } else {
+                        Decision::Deny
+                    },
+                    seq,
+                },
+            ]),
+            // Asked twice, settled by the policy, then answered again (too late).
+            3 => effects.extend([
+                requested,
+                SliceEffect::ApprovalRequested {
+                    request_id: req,
+                    tool_name: "Other",
+                    input: &inputs[0],
+                },
+                SliceEffect::ApprovalSettled {
+                    request_id: req,
+                    decision: Decision::Deny,
+                    by: "policy",
+                    note: Some("deny"),
+                },
+                SliceEffect::ApprovalAnsweredByCommand {
+                    request_id: req,
+                    decision: Decision::Allow,
+                    seq,
+                },
+            ]),
+            // Recorded before the slice (undecided, or answered by a person): only answered.
+            4 => effects.push(SliceEffect::ApprovalSettled {
+                request_id: req,
+                decision: Decision::Allow,
+                by: "harness",
+                note: None,
+            }),
+            // A command answered twice (the first stands), one never sent.
+            5 => effects.extend([
+                SliceEffect::CommandAnswered {
+                    seq,
+                    status: AckStatus::Refused,
+                    reason: Some("no"),
+                },
+                SliceEffect::CommandAnswered {
+                    seq,
+                    status: AckStatus::Done,
+                    reason: None,
+                },
+                SliceEffect::CommandAnswered {
+                    seq: seq + 1000,
+                    status: AckStatus::Done,
+                    reason: None,
+                },
+                SliceEffect::HarnessSession(req),
+            ]),
+            // Just asked.
+            _ => effects.push(requested),
+        }
+    }
+    // An answer before its request (in a slice of its own below too: that order matters).
+    let early = [
+        SliceEffect::ApprovalSettled {
+            request_id: "req-early",
+            decision: Decision::Allow,
+            by: "policy",
+            note: None,
+        },
+        SliceEffect::ApprovalRequested {
+            request_id: "req-early",
+            tool_name: "Bash",
+            input: &inputs[1],
+        },
+        SliceEffect::HarnessSession("last"),
+    ];
+    store
+        .create_session("ses-2", "sb-1", Harness::Claude, Policy::Ask)
+        .await
+        .unwrap();
+    store
+        .create_turn("turn-2", "ses-2", "fix it")
+        .await
+        .unwrap();
+    for (run, turn) in [("run-batch", turn.id.as_str()), ("run-single", "turn-2")] {
+        seed_run(&store, turn, run).await;
+        for seq in 1..=100 {
+            store
+                .record_command(
+                    run,
+                    seq,
+                    "approve",
+                    &json!({}),
+                    &format!("p{seq}@example.com"),
+                )
+                .await
+                .unwrap();
+        }
+        store
+            .record_ack(run, 8, AckStatus::Ended, Some("the turn has ended"))
+            .await
+            .unwrap();
+        let before: Vec<SliceEffect> = (0..100)
+            .filter(|i| i % 7 == 4)
+            .map(|i| SliceEffect::ApprovalRequested {
+                request_id: Box::leak(format!("req-{i}").into_boxed_str()),
+                tool_name: "Bash",
+                input: &inputs[i],
+            })
+            .collect();
+        store
+            .commit_slice(run, 0, 1, &[] as &[NewEvent], None, &before)
+            .await
+            .unwrap();
+        store
+            .answer_approval(run, "req-11", Decision::Deny, "ann@example.com", None)
+            .await
+            .unwrap();
+    }
+    store
+        .commit_slice("run-batch", 1, 2, &[ev("a", 1)], None, &effects)
+        .await
+        .unwrap();
+    store
+        .commit_slice("run-batch", 2, 3, &[ev("b", 2)], None, &early)
+        .await
+        .unwrap();
+    let mut cursor = 1;
+    for e in effects.iter().chain(&early) {
+        store
+            .commit_slice(
+                "run-single",
+                cursor,
+                cursor + 1,
+                &[] as &[NewEvent],
+                None,
+                &[*e],
+            )
+            .await
+            .unwrap();
+        cursor += 1;
+    }
+    let state = |run: &'static str| {
+        let store = store.clone();
+        async move {
+            let mut approvals = Vec::new();
+            for id in (0..100)
+                .map(|i| format!("req-{i}"))
+                .chain(["req-early".into()])
+            {
+                approvals.push(store.approval(run, &id).await.ok().map(|a| {
+                    (
+                        a.request_id,
+                        a.tool_name,
+                        a.input,
+                        a.decision,
+                        a.answered_by,
+                        a.note,
+                        a.answered_at.is_some(),
+                    )
+                }));
+            }
+            let commands: Vec<_> = store
+                .commands(run)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.seq, c.ack, c.ack_reason))
+                .collect();
+            (approvals, commands)
+        }
+    };
+    let (batch, single) = (state("run-batch").await, state("run-single").await);
+    for (b, s) in batch.0.iter().zip(&single.0) {
+        assert_eq!(b, s, "one slice, then one slice per effect");
+    }
+    for (b, s) in batch.1.iter().zip(&single.1) {
+        assert_eq!(b, s, "one slice, then one slice per effect");
+    }
+    assert_eq!(batch, single);
+    // The comparison compares something: every kind of outcome is there.
+    let decided = |by: &str| {
+        batch
+            .0
+            .iter()
+            .flatten()
+            .filter(|a| a.4.as_deref() == Some(by))
+            .count()
+    };
+    assert_eq!(decided("p1@example.com"), 1);
+    assert_eq!(decided("policy"), 14);
+    assert_eq!(decided("harness"), 13);
+    assert_eq!(decided("ann@example.com"), 1);
+    // Just asked, and the request after its answer.
+    assert_eq!(
+        batch.0.iter().flatten().filter(|a| a.3.is_none()).count(),
+        15
+    );
+    // Never asked.
+    assert_eq!(batch.0.iter().filter(|a| a.is_none()).count(), 14);
+    assert_eq!(batch.1[5], (6, Some(AckStatus::Refused), Some("no".into())));
+    assert_eq!(
+        batch.1[7],
+        (8, Some(AckStatus::Ended), Some("the turn has ended".into()))
+    );
+    for session in ["ses-1", "ses-2"] {
+        assert_eq!(
+            store
+                .session(session)
+                .await
+                .unwrap()
+                .harness_session_id
+                .as_deref(),
+            Some("last")
+        );
+    }
     db.cleanup().await;
 }
 
