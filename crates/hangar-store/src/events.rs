@@ -138,13 +138,24 @@ async fn insert_sqlite<E: EventRow>(
         Some(sql) => sqlx::query(sql),
         None => sqlx::query(sqlx::AssertSqlSafe(sqlite_insert_sql(events.len()))),
     };
+    // Every value bound as an `Arc<str>`: sqlx copies a borrowed string into the arguments it
+    // hands its worker thread, and SQLite copies it again. The few kinds are shared too.
+    let mut kinds: Vec<Arc<str>> = Vec::new();
     for e in events {
+        let kind = match kinds.iter().find(|k| ***k == *e.row_kind()) {
+            Some(k) => Arc::clone(k),
+            None => {
+                let k: Arc<str> = e.row_kind().into();
+                kinds.push(Arc::clone(&k));
+                k
+            }
+        };
         q = q
             .bind(Arc::clone(session))
             .bind(Arc::clone(run_id))
             .bind(now)
-            .bind(e.row_kind())
-            .bind(e.row_json());
+            .bind(kind)
+            .bind(e.row_json_shared());
     }
     let done = q.execute(&mut *tx).await?;
     let n = i64::try_from(events.len()).unwrap_or(i64::MAX);
@@ -678,8 +689,9 @@ impl Store {
     }
 
     /// [`Store::commit_events_with_state`], also applying what the slice changes besides its
-    /// events (`effects`, in order) in the same transaction: a watcher that stops between
-    /// committing a slice and acting on it cannot lose a permission request.
+    /// events (`effects`, with the result of applying them in order; written as a few
+    /// multi-row statements) in the same transaction: a watcher that stops between committing
+    /// a slice and acting on it cannot lose a permission request.
     pub async fn commit_slice<E: EventRow>(
         &self,
         run_id: &str,

@@ -353,7 +353,8 @@ pub struct NewEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EncodedEvent {
     kind: String,
-    json: String,
+    /// Shared, so binding it to an INSERT copies nothing (sqlx copies a borrowed string).
+    json: std::sync::Arc<str>,
 }
 
 impl EncodedEvent {
@@ -361,7 +362,7 @@ impl EncodedEvent {
     pub fn new(kind: impl Into<String>, json: String) -> EncodedEvent {
         EncodedEvent {
             kind: kind.into(),
-            json: crate::events::nul_free_text(json),
+            json: crate::events::nul_free_text(json).into(),
         }
     }
 
@@ -435,6 +436,10 @@ pub trait EventRow: Sync {
     fn row_kind(&self) -> &str;
     /// Its data as JSON text, NUL characters made U+FFFD.
     fn row_json(&self) -> std::borrow::Cow<'_, str>;
+    /// [`EventRow::row_json`] as a shared string (what SQLite's INSERT binds without a copy).
+    fn row_json_shared(&self) -> std::sync::Arc<str> {
+        self.row_json().into()
+    }
 }
 
 impl EventRow for NewEvent {
@@ -456,7 +461,11 @@ impl EventRow for EncodedEvent {
     }
 
     fn row_json(&self) -> std::borrow::Cow<'_, str> {
-        self.json.as_str().into()
+        (*self.json).into()
+    }
+
+    fn row_json_shared(&self) -> std::sync::Arc<str> {
+        std::sync::Arc::clone(&self.json)
     }
 }
 

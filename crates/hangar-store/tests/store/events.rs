@@ -452,7 +452,7 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
         };
         match i % 7 {
             // Asked, then answered by a command, which is acked.
-            0 | 1 | 2 => effects.extend([
+            0..=2 => effects.extend([
                 requested,
                 SliceEffect::CommandAnswered {
                     seq,
@@ -585,8 +585,7 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
         .commit_slice("run-batch", 2, 3, &[ev("b", 2)], None, &early)
         .await
         .unwrap();
-    let mut cursor = 1;
-    for e in effects.iter().chain(&early) {
+    for (cursor, e) in (1..).zip(effects.iter().chain(&early)) {
         store
             .commit_slice(
                 "run-single",
@@ -598,7 +597,6 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
             )
             .await
             .unwrap();
-        cursor += 1;
     }
     let state = |run: &'static str| {
         let store = store.clone();
