@@ -8,7 +8,8 @@
 //!   empty tmpfs (its database, vault key and every other sandbox);
 //! - the workspace, the agent's home, `/var/lib/hangar`, `/run/hangar` and `/tmp` bound from the
 //!   sandbox's folder;
-//! - hangar's pinned harness CLIs' folders (`with_ro_binds`) read-only at their own path, also
+//! - hangar's pinned harness CLIs' folders (`with_ro_binds`) read-only at their own path (never
+//!   one inside hangar's home, or above it under `/tmp` or `/run`: that would show the home), also
 //!   where the sandbox has its own folder over the host's (a checkout under `/tmp`: the folders
 //!   down to it are hangar's, made in the sandbox's folder on the host and shown read-only, so
 //!   bubblewrap never makes a folder where the agent could have planted a link);
@@ -36,7 +37,7 @@
 //! folder.
 
 use std::ffi::OsString;
-use std::os::unix::fs::{PermissionsExt, chown};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt, chown};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -112,8 +113,9 @@ impl LocalProvider {
 
     /// Host folders (hangar's pinned harness CLIs') that every command sees read-only at their
     /// own path, also where the sandbox has a folder of its own over the host's: under its `/tmp`
-    /// (a checkout in `/tmp`), `/run`, or hangar's hidden home. One the sandbox cannot show
-    /// (under `/proc`, `/dev` or one of the sandbox's own folders) is left out, and
+    /// (a checkout in `/tmp`) or `/run`. One the sandbox cannot show (under `/proc`, `/dev`, one
+    /// of the sandbox's own folders, inside hangar's hidden home, or above it where it would be
+    /// bound: `/tmp/x` with hangar's home in `/tmp/x/hangar`) is left out, and
     /// [`LocalProvider::hidden`] says why.
     pub fn with_ro_binds(mut self, paths: Vec<PathBuf>) -> LocalProvider {
         let mut binds: Vec<PathBuf> = paths
@@ -164,6 +166,27 @@ impl LocalProvider {
                 ));
             }
         }
+        // hangar's home is hidden under an empty tmpfs; a bind inside it, or one above it that
+        // the sandbox would be shown (under its own /tmp or /run), would show the database, the
+        // vault key and every other sandbox again.
+        let home = Dirs::of(sb)
+            .hangar_home()
+            .and_then(|h| std::fs::canonicalize(h).ok());
+        if let Some(home) = &home {
+            let shown = path.starts_with("/tmp") || path.starts_with("/run");
+            if path.starts_with(home) || (shown && home.starts_with(path)) {
+                return Placement::Refused(format!(
+                    "{} is {} hangar's home {} (its database, vault key and sandboxes), which no sandbox may see; install the harness CLI elsewhere",
+                    path.display(),
+                    if path.starts_with(home) {
+                        "inside"
+                    } else {
+                        "above"
+                    },
+                    home.display()
+                ));
+            }
+        }
         if let Ok(rest) = path.strip_prefix("/tmp") {
             let mut parts = rest.components();
             return match parts.next() {
@@ -174,11 +197,7 @@ impl LocalProvider {
                 _ => Placement::Refused(format!("{} is the sandbox's own /tmp", path.display())),
             };
         }
-        let hidden_home = Dirs::of(sb)
-            .hangar_home()
-            .and_then(|h| std::fs::canonicalize(h).ok())
-            .is_some_and(|h| path.starts_with(h));
-        if path.starts_with("/run") || hidden_home {
+        if path.starts_with("/run") {
             Placement::Fresh
         } else {
             Placement::Visible
@@ -194,17 +213,8 @@ impl LocalProvider {
         let m = match std::fs::symlink_metadata(&p) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                match std::fs::create_dir(&p) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => {
-                        return Err(format!(
-                            "cannot make the sandbox's {}: {e}",
-                            shown.display()
-                        ));
-                    }
-                }
-                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755));
+                make_mount_point(&p)
+                    .map_err(|e| format!("cannot make the sandbox's {}: {e}", shown.display()))?;
                 std::fs::symlink_metadata(&p)
                     .map_err(|e| format!("the sandbox's {}: {e}", shown.display()))?
             }
@@ -338,12 +348,22 @@ impl LocalProvider {
 enum Placement {
     /// The host's system, bound read-only everywhere, shows it already.
     Visible,
-    /// Under a folder the sandbox makes afresh (`/run`, hangar's hidden home): bound there.
+    /// Under a folder the sandbox makes afresh (`/run`): bound there.
     Fresh,
     /// Under the sandbox's own `/tmp`: `/tmp/<first>/<below>`.
     Tmp { first: OsString, below: PathBuf },
     /// It cannot be shown, and why.
     Refused(String),
+}
+
+/// Makes the folder `p` (0755 less the umask) unless something is there already. Its mode is set
+/// by mkdir, never by path afterwards: what mkdir finds (a link the agent made since hangar
+/// looked) is left for the caller's lstat, so hangar never changes a file a link points to.
+fn make_mount_point(p: &Path) -> std::io::Result<()> {
+    match std::fs::DirBuilder::new().mode(0o755).create(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        r => r,
+    }
 }
 
 /// The host folder's parts.
@@ -1162,5 +1182,31 @@ mod tests {
             b"some output\nbwrap: Can't bind mount a: Unable to apply mount flags\n"
         ));
         assert!(!bwrap_mount_race(b""));
+    }
+
+    /// The agent plants a link at `/tmp/<first>` between hangar's lstat and its mkdir: the
+    /// link's target (here a 0700 folder standing for the vault or a control folder) keeps its
+    /// mode, and the link is what the caller's lstat then refuses.
+    #[test]
+    fn a_link_planted_where_the_mount_point_goes_is_not_followed() {
+        #![allow(clippy::unwrap_used)]
+        let d = tempfile::tempdir().unwrap();
+        let secret = d.path().join("secret");
+        std::fs::create_dir(&secret).unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let link = d.path().join("first");
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        make_mount_point(&link).unwrap();
+        let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        let fresh = d.path().join("fresh");
+        make_mount_point(&fresh).unwrap();
+        assert!(std::fs::symlink_metadata(&fresh).unwrap().is_dir());
     }
 }

@@ -283,3 +283,54 @@ async fn tools_under_tmp_are_seen_read_only_and_the_agent_cannot_move_them() {
     p.destroy(&sb, false).await.unwrap();
     assert!(!sb.host_dir.exists());
 }
+
+/// A harness CLI bind never shows hangar's hidden home again: not one equal to (or inside) the
+/// home (a plain binary kept directly in `$HANGAR_HOME`), nor one above it under the sandbox's
+/// own /tmp (tools in `/tmp/x`, the home in `/tmp/x/hangar`). `hidden` names the path and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_inside_or_above_hangars_home_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::write(repo.path().join("f"), "x").unwrap();
+    let under_tmp = tempfile::Builder::new()
+        .prefix("hangar-above-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let plain = tempfile::tempdir_in("/var/tmp").unwrap();
+    let cases = [
+        // (the folder bound, hangar's home)
+        (plain.path().to_owned(), plain.path().to_owned()),
+        (under_tmp.path().to_owned(), under_tmp.path().join("hangar")),
+    ];
+    for (i, (tools, home)) in cases.iter().enumerate() {
+        std::fs::create_dir_all(home).unwrap();
+        std::fs::write(home.join("vault.key"), "secret").unwrap();
+        let bin = tools.join("claude");
+        std::fs::write(&bin, "#!/bin/sh\necho tool ran\n").unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let p = LocalProvider::new().with_ro_binds(vec![tools.clone()]);
+        let sb = p
+            .create(&CreateRequest {
+                id: format!("home-bind-{i}-{}", std::process::id()),
+                env: EnvSpec::from_yaml("name: l\nprovider: local\n").unwrap(),
+                repo: repo.path().to_owned(),
+                person: "ada@example.com".into(),
+                home: home.clone(),
+            })
+            .await
+            .unwrap();
+        let key = home.join("vault.key").display().to_string();
+        for who in [Who::Agent, Who::Hangar] {
+            let (st, out) = sh(&p, &sb, who, &format!("cat {key}")).await;
+            assert_ne!(st, 0, "case {i}: {who:?} read hangar's vault key: {out}");
+            let (st, out) = sh(&p, &sb, who, "ls /workspace").await;
+            assert_eq!((st, out.as_str()), (0, "f"), "case {i}: {who:?}");
+        }
+        let why = p.hidden(&sb, &bin).unwrap();
+        let real = std::fs::canonicalize(tools).unwrap();
+        assert!(why.contains(&real.display().to_string()), "{why}");
+        assert!(why.contains("hangar's home"), "{why}");
+        assert!(why.contains("install the harness CLI elsewhere"), "{why}");
+        p.destroy(&sb, false).await.unwrap();
+    }
+}
