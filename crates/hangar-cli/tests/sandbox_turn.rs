@@ -1428,3 +1428,78 @@ async fn without_the_uid_split_the_agent_never_finds_the_run_key() {
     assert!(!hexkey(&found), "the tool call found the run key: {found}");
     s.ok(&["sb", "rm", &sb]);
 }
+
+/// A sandbox made before `sudo: true` with an egress allowlist was refused (its stored spec,
+/// written here into the database as an older hangar left it) starts no turn: the turn is
+/// refused with what `env apply` says of that environment now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_made_before_sudo_with_an_allowlist_was_refused_starts_no_turn() {
+    let s = Server::start(Script::new([Step::text("never")]));
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let sb = local_sandbox(&s, "older", "", repo.path());
+    let db = s.home.path().join("hangar/hangar.db");
+    let out = Command::new("sqlite3")
+        .arg(&db)
+        .arg(format!(
+            "UPDATE sandboxes SET handle = json_set(handle, '$.env.sudo', json('true'), '$.env.egress', json('{{\"mode\":\"allowlist\",\"hosts\":[\"github.com\"]}}')) WHERE id = '{sb}'"
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, answer) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "auto", "prompt": "hi"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{answer}");
+    let text = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("sudo: true gives the agent root in the sandbox")
+            && text.contains("the turn is refused"),
+        "{answer}"
+    );
+    assert!(s.fake.requests().is_empty());
+    s.ok(&["sb", "rm", &sb]);
+}
+
+/// A run key left in a local sandbox's folder (hangar stopped between handing it over and the
+/// run's tmux window taking it) is removed when the sandbox's next turn starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_key_left_in_a_local_sandboxs_folder_goes_at_its_next_turn() {
+    let s = Server::start(Script::new([Step::text("done")]));
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let sb = local_sandbox(&s, "leftover", "", repo.path());
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+    let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
+    let host_dir = ws.parent().unwrap().to_owned();
+    let left = host_dir.join("run_from_before.key");
+    std::fs::write(&left, "0123").unwrap();
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "auto", "prompt": "hi"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], 0, "{t}");
+    assert!(!left.exists(), "{} is left", left.display());
+    let keys: Vec<_> = std::fs::read_dir(&host_dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".key"))
+        .map(|e| e.path())
+        .collect();
+    assert!(keys.is_empty(), "{keys:?}");
+    s.ok(&["sb", "rm", &sb]);
+}

@@ -302,6 +302,16 @@ impl ControlPlane {
                 "sandbox {} was removed; start a session in another one",
                 sandbox.id
             ))),
+            // A sandbox made before its environment's combination was refused (its stored
+            // spec was never checked against the rule).
+            Ok(Some(sb)) if sb.env.refused_now().is_some() => {
+                Err(ControlError::BadRequest(format!(
+                    "sandbox {}'s environment {} is refused now ({}); the turn is refused: make a sandbox of a corrected environment",
+                    sandbox.id,
+                    sb.env.name,
+                    sb.env.refused_now().unwrap_or_default()
+                )))
+            }
             other => other,
         };
         let in_sandbox = match in_sandbox {

@@ -127,6 +127,9 @@ impl ControlPlane {
                 handoff_key(sb, run.strip_suffix(".ctl").unwrap_or(&run)),
             )
         });
+        if key_out.is_some() {
+            self.sweep_handoff_keys(sb).await;
+        }
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
             if let Some((key, out)) = key_out {
                 match std::fs::rename(key, out) {
@@ -652,6 +655,29 @@ impl ControlPlane {
             .map_err(ControlError::from));
         // The harness's conversation, for forks of the run once the sandbox is gone.
         self.keep_conversation(run_id, &sb).await;
+    }
+
+    /// Removes run keys left in a local sandbox's folder by runs that ended (or are unknown)
+    /// without their tmux window taking them: hangar stopped between handing the key over and
+    /// starting the window. A live run's key stays (its window may be about to take it).
+    pub(crate) async fn sweep_handoff_keys(&self, sb: &Sandbox) {
+        let Ok(mut dir) = tokio::fs::read_dir(&sb.host_dir).await else {
+            return;
+        };
+        while let Ok(Some(e)) = dir.next_entry().await {
+            let name = e.file_name();
+            let Some(run) = name.to_str().and_then(|n| n.strip_suffix(".key")) else {
+                continue;
+            };
+            let live = match self.store.run(run).await {
+                Ok(r) => r.state == hangar_store::RunState::Live,
+                Err(hangar_store::StoreError::NotFound { .. }) => false,
+                Err(_) => true,
+            };
+            if !live {
+                let _ = tokio::fs::remove_file(e.path()).await;
+            }
+        }
     }
 
     /// The provider's sandbox a run is in, if it is in one.

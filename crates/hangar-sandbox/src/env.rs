@@ -249,7 +249,17 @@ fn valid_host(s: &str) -> bool {
         })
 }
 
+/// Why `sudo: true` cannot go with an egress allowlist.
+const SUDO_WITH_ALLOWLIST: &str = "true gives the agent root in the sandbox, and root can take the egress proxy's port (and read the sandbox's loopback traffic), so an egress allowlist could not be kept; use sudo: false with the allowlist, or sudo: true with egress none or open";
+
 impl EnvSpec {
+    /// Why a spec stored with a sandbox made before a rule was added is refused now (what
+    /// [`EnvSpec::from_value`] would say), for a turn to be refused in such a sandbox.
+    pub fn refused_now(&self) -> Option<String> {
+        (self.sudo && matches!(self.egress, Egress::Allowlist(_)))
+            .then(|| format!("sudo: {SUDO_WITH_ALLOWLIST}"))
+    }
+
     /// Parses and validates an environment file's YAML.
     pub fn from_yaml(text: &str) -> Result<EnvSpec, SandboxError> {
         let v: Value = serde_yaml::from_str(text)
@@ -428,10 +438,7 @@ impl EnvSpec {
         // every program there, the Tower hook and the driver's Tower client included, would
         // then talk to the agent's own "proxy"; and it sees the sandbox's loopback traffic.
         if sudo && matches!(egress, Egress::Allowlist(_)) {
-            return Err(bad(
-                "sudo",
-                "true gives the agent root in the sandbox, and root can take the egress proxy's port (and read the sandbox's loopback traffic), so an egress allowlist could not be kept; use sudo: false with the allowlist, or sudo: true with egress none or open",
-            ));
+            return Err(bad("sudo", SUDO_WITH_ALLOWLIST));
         }
 
         let governance = match map.get("governance") {
@@ -759,6 +766,23 @@ mod tests {
             let e = err(yaml);
             assert!(e.starts_with(key), "{yaml:?}: {e}");
         }
+    }
+
+    #[test]
+    fn a_stored_spec_with_sudo_and_an_allowlist_is_refused_now() {
+        let mut e =
+            EnvSpec::from_yaml("name: s\nprovider: docker\nimage: i\nsudo: true\negress: open\n")
+                .unwrap();
+        assert_eq!(e.refused_now(), None);
+        e.egress = Egress::Allowlist(vec!["github.com".into()]);
+        let why = e.refused_now().unwrap();
+        let SandboxError::Invalid(at_create) = EnvSpec::from_yaml(
+            "name: s\nprovider: docker\nimage: i\nsudo: true\negress: {allowlist: [github.com]}\n",
+        )
+        .unwrap_err() else {
+            panic!("not Invalid")
+        };
+        assert_eq!(why, at_create);
     }
 
     #[test]
