@@ -245,7 +245,7 @@ fn no_split_warning(sb: &Value) -> Option<String> {
         "an agent process left running can read the run key in the moment between its writing and the driver taking it"
     };
     Some(format!(
-        "warning: without the uid split the agent runs as the driver's own user: it can stop the driver, write into the run's control folder (its turns are recorded untrusted) and, where the kernel lets a process trace its own user's (Yama ptrace_scope 0), trace the driver before it makes itself non-dumpable; {key}; the Tower hook is refused here"
+        "warning: without the uid split the agent runs as the driver's own user: it can stop the driver, write into the run's control folder (its turns are recorded untrusted) and, where the kernel lets a process trace its own user's (Yama ptrace_scope 0), trace the driver before it makes itself non-dumpable; {key}; under policy governed it can read Tower's credential in the run's control folder; the Tower hook is refused here"
     ))
 }
 

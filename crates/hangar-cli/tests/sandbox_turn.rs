@@ -1366,7 +1366,9 @@ async fn without_the_uid_split_the_agent_never_finds_the_run_key() {
         repo.path().to_str().unwrap(),
     ]);
     assert!(
-        out.contains("uid split: off") && out.contains("warning: without the uid split"),
+        out.contains("uid split: off")
+            && out.contains("warning: without the uid split")
+            && out.contains("under policy governed it can read Tower's credential"),
         "{out}"
     );
     let sb = out

@@ -582,6 +582,9 @@ impl ControlPlane {
                 self.ctl_into_sandbox(sb, ctl).await?,
             )
         };
+        // Without the uid split the agent is the driver's own user and can read the run's
+        // control folder, Tower's key (or passport) there included: said on the turn.
+        let tower_readable = tower.is_some() && !remote && !sb.capabilities.uid_split;
         let mut tower = tower.map(|(url, file)| {
             let name = file.file_name().unwrap_or_default().to_owned();
             (url, ctl_inside.join(name))
@@ -683,6 +686,13 @@ impl ControlPlane {
         let manifest = checked(manifest);
         if let Some(w) = &warning {
             self.warn_run(&real_ctl, w).await?;
+        }
+        if tower_readable {
+            self.warn_run(&real_ctl, &format!(
+                "sandbox {} has no uid split, so the agent (the driver's own user) can read Tower's credential in the run's control folder under policy governed; use a sandbox with the uid split to keep it from the agent",
+                sb.id
+            ))
+            .await?;
         }
         if remote {
             self.start_remote(sb, run_id, &real_ctl, &ctl_inside, &args)
