@@ -322,7 +322,20 @@ async fn fork_in_a_sandbox(env_yaml: &str) {
     assert_eq!(tree_of(&s, &dir3), steps[2]["tree"].as_str().unwrap());
     // The kept conversation gone: refused, saying so.
     std::fs::write(kept.join("repo.bundle"), bundle).unwrap();
-    std::fs::remove_dir_all(s.home.path().join(format!("hangar/kept/{run}/home"))).unwrap();
+    // One copy per session (replaced at each turn's end), none per run.
+    assert!(
+        !s.home
+            .path()
+            .join(format!("hangar/kept/{run}/home"))
+            .exists()
+    );
+    let session = started["session"]["id"].as_str().unwrap();
+    std::fs::remove_dir_all(
+        s.home
+            .path()
+            .join(format!("hangar/kept/conversations/{session}/home")),
+    )
+    .unwrap();
     let out = s
         .hangar()
         .args(["fork", &run, "--step", "1"])

@@ -653,8 +653,15 @@ impl ControlPlane {
             .exec(&sb, Who::Hangar, &req)
             .await
             .map_err(ControlError::from));
-        // The harness's conversation, for forks of the run once the sandbox is gone.
-        self.keep_conversation(run_id, &sb).await;
+        // The harness's conversation, for forks of the run once the sandbox is gone; bounded in
+        // time, so that the turn always ends.
+        let limit = std::time::Duration::from_secs(120);
+        if tokio::time::timeout(limit, self.keep_conversation(run_id, &sb))
+            .await
+            .is_err()
+        {
+            tracing::warn!(run = %run_id, "the harness's conversation was not kept within 120 s");
+        }
     }
 
     /// Removes run keys left in a local sandbox's folder by runs that ended (or are unknown)

@@ -210,14 +210,28 @@ impl ControlPlane {
                 }
             }
             Some(sb) if crate::remote::is_remote(sb.env.provider) => {
-                let taken = match self.take_repository(sb, remote::INSIDE_TIMEOUT).await {
-                    Ok(t) => t,
+                let bundle = self
+                    .tools
+                    .home
+                    .join("tmp")
+                    .join(format!("{sandbox_id}.bundle"));
+                let taken = self
+                    .take_repository(sb, remote::INSIDE_TIMEOUT, &bundle)
+                    .await;
+                let based = match taken {
+                    Ok(taken) => blocking(move || rebuild::base_from(&taken)).await,
+                    Err(e) => Err(e),
+                };
+                let b = bundle.clone();
+                blocking(move || std::fs::remove_file(b)).await?.ok();
+                let based = match based {
+                    Ok(b) => b,
                     Err(ControlError::Refused(why)) => {
                         return Err(self.refused(&req, &step.tree, why).await);
                     }
                     Err(e) => return Err(e),
                 };
-                match blocking(move || rebuild::base_from(&taken)).await? {
+                match based {
                     Ok((scratch, base)) => {
                         scratches.push(scratch);
                         bases.push((format!("the repository of sandbox {}", sb.id), base, true));
@@ -284,10 +298,10 @@ impl ControlPlane {
         // the copies kept at its turns' ends once it was removed.
         let carried = match (&sandboxed, conversation.parent.as_deref()) {
             (Some(sb), Some(parent)) => {
-                self.conversation_files((&source_sandbox, sb), harness, parent, runs)
+                self.conversation_files((&source_sandbox, sb), harness, parent, (&source.id, runs))
                     .await
             }
-            _ => Ok(Vec::new()),
+            _ => Ok(sandboxed::ConversationFiles::default()),
         };
         let carried = match carried {
             Ok(f) => f,
@@ -450,7 +464,7 @@ impl ControlPlane {
                 }
             }
             if !files.is_empty() {
-                self.write_conversation(&sb, files).await?;
+                self.write_conversation(&sb, &files).await?;
             }
             Ok(())
         }

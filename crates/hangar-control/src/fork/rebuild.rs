@@ -238,8 +238,8 @@ pub(crate) enum Taken {
     Plain,
     /// A repository with no refs (nothing committed).
     Unborn,
-    /// `git bundle create - --all`'s bytes.
-    Bundle(Vec<u8>),
+    /// `git bundle create --all`'s file, on this machine (under `$HANGAR_HOME`).
+    Bundle(PathBuf),
 }
 
 /// A work tree in a scratch folder whose repository (if any) is what `taken` holds: the
@@ -251,7 +251,7 @@ pub(crate) fn base_from(taken: &Taken) -> Result<(Scratch, PathBuf), Failed> {
     let scratch = Scratch::new().map_err(|e| Failed::Internal(e.to_string()))?;
     let base = scratch.0.join("base");
     std::fs::create_dir(&base).map_err(|e| Failed::Internal(format!("{}: {e}", base.display())))?;
-    let bytes = match taken {
+    let bundle = match taken {
         Taken::Plain => return Ok((scratch, base)),
         Taken::Unborn => {
             git(None, &["init", "-q", "--template=", &path_str(&base)?], &[])
@@ -260,10 +260,7 @@ pub(crate) fn base_from(taken: &Taken) -> Result<(Scratch, PathBuf), Failed> {
         }
         Taken::Bundle(b) => b,
     };
-    let bundle = scratch.0.join("repo.bundle");
-    std::fs::write(&bundle, bytes)
-        .map_err(|e| Failed::Internal(format!("{}: {e}", bundle.display())))?;
-    let bundle_s = path_str(&bundle)?;
+    let bundle_s = path_str(bundle)?;
     let unreadable = |e: Vec<u8>| {
         Failed::Store(format!(
             "the repository's objects taken from the sandbox are not a bundle git can read: {}",

@@ -19,9 +19,14 @@
 //!
 //! * Once the source sandbox is removed (`hangar sb rm`). Its agent home went with it, but at
 //!   each turn's end the control plane keeps the harness's conversation files the run log names
-//!   (read as the agent, at most [`MAX_CONVERSATION_BYTES`] each) in
-//!   `$HANGAR_HOME/kept/<run>/home/`, at their paths under the agent's home, and the fork takes
-//!   them from the newest of the source session's runs that has them. With a copying
+//!   (read as the agent, with one link each, piece by piece within a time limit, at most
+//!   [`MAX_CONVERSATION_BYTES`] each and [`MAX_KEPT_BYTES`] a run; one file per Claude Code
+//!   session, a few per Codex thread) in `$HANGAR_HOME/kept/conversations/<session>/home/`, at
+//!   their paths under the agent's home: one copy per session, replaced at each turn's end (the
+//!   harnesses only append to these files, and a fork cuts them at its step by message uuid or
+//!   turn id, so the newest copy serves every earlier step). Nothing removes a session, so
+//!   nothing removes these copies yet. (Copies kept per run, `$HANGAR_HOME/kept/<run>/home/`,
+//!   are still read.) With a copying
 //!   environment the repository the step is built on went too: `sb rm` first keeps it as a
 //!   bundle taken out of the sandbox as the agent (`$HANGAR_HOME/kept/sandboxes/<id>/`,
 //!   [`ControlPlane::keep_repository`]); the fork rebuilds on that, else on the repository the
@@ -34,7 +39,7 @@
 use std::path::{Path, PathBuf};
 
 use hangar_sandbox::layout::AGENT_HOME;
-use hangar_sandbox::{ExecRequest, Provider, Sandbox, Who};
+use hangar_sandbox::{ExecRequest, Output, Provider, Sandbox, Who};
 use hangar_store::Harness;
 use serde_json::Value;
 
@@ -49,10 +54,53 @@ const MAX_CONVERSATION_BYTES: u64 = 256 << 20;
 /// At most this many of a run's harness sessions (or threads) have their files kept.
 const MAX_KEPT_CONVERSATIONS: usize = 8;
 
-/// A conversation's files: their paths under the agent's home, and their bytes.
-pub(super) type ConversationFiles = Vec<(PathBuf, Vec<u8>)>;
+/// At most this many bytes of conversation files are kept at a run's end.
+const MAX_KEPT_BYTES: u64 = 512 << 20;
 
-/// Where the files of a run's harness conversation are kept once its turn has ended.
+/// A Codex thread has at most this many files (its rollout, and an archived copy); a thread with
+/// more is not carried (one agent-made name is as good as another).
+const MAX_CODEX_FILES: usize = 4;
+
+/// How long one command inside the sandbox may take while a conversation is read (a file the
+/// agent swapped for a FIFO must not hold the turn's end).
+const EXEC_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A conversation file is read in pieces of this many MiB, each written to disk as it comes.
+const CHUNK_MIB: u64 = 8;
+
+/// A conversation's files on this machine: their paths under the agent's home and where they
+/// are here (a staging folder of hangar's, removed when this is dropped, or the kept copies).
+#[derive(Debug, Default)]
+pub(crate) struct ConversationFiles {
+    files: Vec<(PathBuf, PathBuf)>,
+    staging: Option<PathBuf>,
+}
+
+impl ConversationFiles {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+impl Drop for ConversationFiles {
+    fn drop(&mut self) {
+        if let Some(dir) = self.staging.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Where the files of a session's harness conversations are kept (one copy of each, replaced
+/// at each of its turns' ends: the files are append-only, and a fork of an earlier run cuts
+/// them at its step by message uuid or turn id).
+fn kept_conversations(home: &Path, session: &str) -> PathBuf {
+    home.join("kept")
+        .join("conversations")
+        .join(session)
+        .join("home")
+}
+
+/// Where the files of a run's harness conversation were kept before they were kept per session.
 fn kept_home(home: &Path, run: &str) -> PathBuf {
     crate::trees::kept_dir(home, run).join("home")
 }
@@ -152,14 +200,15 @@ fn names_conversation(harness: Harness, rel: &Path, id: &str) -> bool {
     }
 }
 
-/// The files of conversation `parent` kept with the newest of `runs` (newest first) that has
-/// them.
+/// The files of conversation `parent` kept for session `session`, else (copies kept before
+/// they were kept per session) with the newest of `runs` (newest first) that has them.
 fn kept_conversation(
     home: &Path,
+    session: &str,
     runs: &[String],
     harness: Harness,
     parent: &str,
-) -> Result<Option<(String, ConversationFiles)>, ControlError> {
+) -> Option<ConversationFiles> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(rd) = std::fs::read_dir(dir) else {
             return;
@@ -175,8 +224,9 @@ fn kept_conversation(
             }
         }
     }
-    for run in runs {
-        let root = kept_home(home, run);
+    let roots = std::iter::once(kept_conversations(home, session))
+        .chain(runs.iter().map(|run| kept_home(home, run)));
+    for root in roots {
         let mut found = Vec::new();
         walk(&root, &root, &mut found);
         found.retain(|rel| names_conversation(harness, rel, parent));
@@ -184,17 +234,19 @@ fn kept_conversation(
         if found.is_empty() {
             continue;
         }
-        let mut files = Vec::new();
-        for rel in found {
-            let path = root.join(&rel);
-            let bytes = std::fs::read(&path).map_err(|e| {
-                ControlError::Internal(format!("cannot read {}: {e}", path.display()))
-            })?;
-            files.push((rel, bytes));
-        }
-        return Ok(Some((run.clone(), files)));
+        let files = found
+            .into_iter()
+            .map(|rel| {
+                let path = root.join(&rel);
+                (rel, path)
+            })
+            .collect();
+        return Some(ConversationFiles {
+            files,
+            staging: None,
+        });
     }
-    Ok(None)
+    None
 }
 
 /// Whether a harness's session or thread id can name a file (it comes from the run log).
@@ -213,29 +265,152 @@ fn agent_home(sb: &Sandbox) -> PathBuf {
         .map_or_else(|| PathBuf::from(AGENT_HOME), |a| a.home.clone())
 }
 
-/// The shell text that lists the files of conversation `$1` under the agent's home `$2`.
+/// The shell text that lists the files of conversation `$1` under the agent's home `$2`: plain
+/// files with one link (a file the agent linked under many names is not carried), at most 16
+/// lines of them.
 fn finder(harness: Harness) -> &'static str {
     match harness {
         // ~/.claude/projects/<the work tree's path, escaped>/<session>.jsonl
         Harness::Claude => {
-            r#"d="$2/.claude/projects"; [ -d "$d" ] || exit 0; find "$d" -mindepth 2 -maxdepth 2 -type f -name "$1.jsonl""#
+            r#"d="$2/.claude/projects"; [ -d "$d" ] || exit 0; find "$d" -mindepth 2 -maxdepth 2 -type f -links 1 -name "$1.jsonl" | head -n 16"#
         }
         // ~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl (and archived ones)
         Harness::Codex => {
-            r#"for d in "$2/.codex/sessions" "$2/.codex/archived_sessions"; do [ -d "$d" ] && find "$d" -type f -name "rollout-*-$1.jsonl"; done; exit 0"#
+            r#"for d in "$2/.codex/sessions" "$2/.codex/archived_sessions"; do [ -d "$d" ] && find "$d" -type f -links 1 -name "rollout-*-$1.jsonl"; done | head -n 16; exit 0"#
         }
     }
 }
 
+/// The shell text that prints at most `$3` MiB of file `$1` from MiB `$2` on: a plain file only,
+/// and within [`EXEC_LIMIT`] (a FIFO swapped in after the check must not block it).
+const READ_PIECE: &str = r#"f=$1
+[ -f "$f" ] && [ ! -L "$f" ] || { echo "$f is not a plain file" >&2; exit 3; }
+if command -v timeout >/dev/null 2>&1; then
+  exec timeout 30 dd if="$f" bs=1048576 skip="$2" count="$3" 2>/dev/null
+fi
+exec dd if="$f" bs=1048576 skip="$2" count="$3" 2>/dev/null"#;
+
+/// Makes `dir` and its parents, hangar's user's only.
+async fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut b = tokio::fs::DirBuilder::new();
+    b.recursive(true).mode(0o700);
+    b.create(dir).await
+}
+
 impl ControlPlane {
-    /// Reads the harness's conversation `parent` from `from`'s agent home, as the agent: its
-    /// files at their paths under the agent's home. Refused when `from` does not have it.
+    /// Runs `req` as the agent in `sb`, within [`EXEC_LIMIT`].
+    pub(super) async fn exec_bounded(
+        &self,
+        sb: &Sandbox,
+        req: &ExecRequest,
+    ) -> Result<Output, ControlError> {
+        let run = async {
+            with_provider!(self, sb.env.provider, |p| p
+                .exec(sb, Who::Agent, req)
+                .await
+                .map_err(ControlError::from))
+        };
+        tokio::time::timeout(EXEC_LIMIT, run)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ControlError::Refused(format!(
+                    "`{}` in sandbox {} did not end within {} s",
+                    req.argv.first().map_or("", String::as_str),
+                    sb.id,
+                    EXEC_LIMIT.as_secs()
+                )))
+            })
+    }
+
+    /// Copies file `file` of `from` (read as the agent, `piece_mib` MiB at a time, each within
+    /// [`EXEC_LIMIT`]) to `dest` on this machine, through a temporary file renamed into place;
+    /// at most `cap` bytes, else refused. Its size.
+    pub(super) async fn copy_out(
+        &self,
+        from: &Sandbox,
+        file: &Path,
+        dest: &Path,
+        (cap, piece_mib): (u64, u64),
+    ) -> Result<u64, ControlError> {
+        use tokio::io::AsyncWriteExt;
+        let io = |e: std::io::Error| ControlError::Internal(format!("{}: {e}", dest.display()));
+        if let Some(dir) = dest.parent() {
+            private_dir(dir).await.map_err(io)?;
+        }
+        let name = dest
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = dest.with_file_name(format!(".{name}.tmp"));
+        let copied = async {
+            let mut out = tokio::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .await
+                .map_err(io)?;
+            let mut total = 0u64;
+            for piece in 0.. {
+                let mut read = ExecRequest::new(["sh", "-c", READ_PIECE, "sh"]);
+                read.argv.push(file.display().to_string());
+                read.argv.push((piece * piece_mib).to_string());
+                read.argv.push(piece_mib.to_string());
+                read.cwd = Some(PathBuf::from("/"));
+                let got = self.exec_bounded(from, &read).await?;
+                if !got.success() {
+                    return Err(ControlError::Refused(format!(
+                        "{} in sandbox {} cannot be read (status {}): {}",
+                        file.display(),
+                        from.id,
+                        got.status,
+                        String::from_utf8_lossy(&got.stderr).trim()
+                    )));
+                }
+                let n = got.stdout.len() as u64;
+                total += n;
+                if total > cap {
+                    return Err(ControlError::Refused(format!(
+                        "{} in sandbox {} is larger than {} MiB",
+                        file.display(),
+                        from.id,
+                        cap >> 20
+                    )));
+                }
+                out.write_all(&got.stdout).await.map_err(io)?;
+                if n < piece_mib << 20 {
+                    break;
+                }
+            }
+            out.flush().await.map_err(io)?;
+            Ok(total)
+        }
+        .await;
+        match copied {
+            Ok(n) => {
+                tokio::fs::rename(&tmp, dest).await.map_err(io)?;
+                Ok(n)
+            }
+            Err(e) => {
+                let _ = tokio::fs::remove_file(&tmp).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Copies the harness's conversation `parent` out of `from`'s agent home, as the agent, into
+    /// `into` on this machine, at the files' paths under the agent's home (each replacing what
+    /// was there); at most `budget` bytes in all. Refused when `from` does not have it, or has
+    /// more files of it than the harness makes. The files copied and their sizes.
     pub(super) async fn read_conversation(
         &self,
         from: &Sandbox,
         harness: Harness,
         parent: &str,
-    ) -> Result<ConversationFiles, ControlError> {
+        into: &Path,
+        budget: u64,
+    ) -> Result<Vec<(PathBuf, u64)>, ControlError> {
         if !plain_id(parent) {
             return Err(ControlError::Refused(format!(
                 "the fork is refused: the run log names the harness's conversation {parent:?}, which is not an id hangar can look up"
@@ -245,10 +420,7 @@ impl ControlPlane {
         let mut find = ExecRequest::new(["sh", "-c", finder(harness), "sh", parent]);
         find.argv.push(home_from.display().to_string());
         find.cwd = Some(PathBuf::from("/"));
-        let found = with_provider!(self, from.env.provider, |p| p
-            .exec(from, Who::Agent, &find)
-            .await
-            .map_err(ControlError::from))?;
+        let found = self.exec_bounded(from, &find).await?;
         let listed = String::from_utf8_lossy(&found.stdout).into_owned();
         let files: Vec<&Path> = listed
             .lines()
@@ -266,7 +438,7 @@ impl ControlPlane {
                 ),
             };
             return Err(ControlError::Refused(format!(
-                "the fork is refused: the harness's conversation {parent} is not in sandbox {}'s agent home ({place}{}), so it cannot be carried into the fork",
+                "the fork is refused: the harness's conversation {parent} is not in sandbox {}'s agent home ({place}, a plain file with one link){}, so it cannot be carried into the fork",
                 from.id,
                 if found.success() {
                     String::new()
@@ -275,7 +447,23 @@ impl ControlPlane {
                 }
             )));
         }
+        let most = match harness {
+            Harness::Claude => 1,
+            Harness::Codex => MAX_CODEX_FILES,
+        };
+        if files.len() > most {
+            return Err(ControlError::Refused(format!(
+                "the fork is refused: sandbox {}'s agent home has {} files named as the harness's conversation {parent} (at most {most} expected), so none is carried",
+                from.id,
+                if files.len() >= 16 {
+                    "16 or more".to_owned()
+                } else {
+                    files.len().to_string()
+                }
+            )));
+        }
         let mut out = Vec::new();
+        let mut left = budget;
         for file in &files {
             let rel = file
                 .strip_prefix(&home_from)
@@ -283,52 +471,57 @@ impl ControlPlane {
             if !plain_relative(rel) {
                 continue;
             }
-            // At most MAX_CONVERSATION_BYTES (and one more, to see it is larger): the file is
-            // the agent's, and it is held in memory on its way to the new sandbox.
-            let mut read = ExecRequest::new(["head", "-c"]);
-            read.argv.push((MAX_CONVERSATION_BYTES + 1).to_string());
-            read.argv.push("--".into());
-            read.argv.push(file.display().to_string());
-            read.cwd = Some(PathBuf::from("/"));
-            let bytes = with_provider!(self, from.env.provider, |p| p
-                .exec(from, Who::Agent, &read)
+            let cap = left.min(MAX_CONVERSATION_BYTES);
+            let n = self
+                .copy_out(from, file, &into.join(rel), (cap, CHUNK_MIB))
                 .await
-                .map_err(ControlError::from))?;
-            if !bytes.success() {
-                return Err(ControlError::Refused(format!(
-                    "the fork is refused: the harness's conversation {} in sandbox {} cannot be read: {}",
-                    file.display(),
-                    from.id,
-                    String::from_utf8_lossy(&bytes.stderr).trim()
-                )));
-            }
-            if bytes.stdout.len() as u64 > MAX_CONVERSATION_BYTES {
-                return Err(ControlError::Refused(format!(
-                    "the fork is refused: the harness's conversation {} in sandbox {} is larger than {} MiB",
-                    file.display(),
-                    from.id,
-                    MAX_CONVERSATION_BYTES >> 20
-                )));
-            }
-            out.push((rel.to_owned(), bytes.stdout));
+                .map_err(|e| match e {
+                    ControlError::Refused(why) => ControlError::Refused(format!(
+                        "the fork is refused: the harness's conversation {why}"
+                    )),
+                    e => e,
+                })?;
+            left = left.saturating_sub(n);
+            out.push((rel.to_owned(), n));
         }
         Ok(out)
     }
 
     /// The files of conversation `parent` for a fork of a run in `row` (its provider's sandbox
-    /// `sb`): read from the sandbox's agent home while it is live (and has them), else the
-    /// copies kept at the end of the source session's turns (`runs`: their run ids, newest
-    /// first).
+    /// `sb`): read from the sandbox's agent home while it is live (and has them), into a staging
+    /// folder under `$HANGAR_HOME`, else the copies kept at the end of the source session's
+    /// turns (`session`, and `runs`: its run ids, newest first, for copies kept per run).
     pub(super) async fn conversation_files(
         &self,
         (row, sb): (&hangar_store::Sandbox, &Sandbox),
         harness: Harness,
         parent: &str,
-        runs: Vec<String>,
+        (session, runs): (&str, Vec<String>),
     ) -> Result<ConversationFiles, ControlError> {
         let live = if row.state == "live" {
-            match self.read_conversation(sb, harness, parent).await {
-                Ok(files) => return Ok(files),
+            let staging = self
+                .tools
+                .home
+                .join("tmp")
+                .join(hangar_store::new_id("conv")?);
+            let mut carried = ConversationFiles {
+                files: Vec::new(),
+                staging: Some(staging.clone()),
+            };
+            match self
+                .read_conversation(sb, harness, parent, &staging, MAX_KEPT_BYTES)
+                .await
+            {
+                Ok(files) => {
+                    carried.files = files
+                        .into_iter()
+                        .map(|(rel, _)| {
+                            let at = staging.join(&rel);
+                            (rel, at)
+                        })
+                        .collect();
+                    return Ok(carried);
+                }
                 // Not (or no longer) there: the copy kept at a turn's end, if there is one.
                 Err(ControlError::Refused(why)) if plain_id(parent) => Some(why),
                 Err(e) => return Err(e),
@@ -342,26 +535,27 @@ impl ControlPlane {
             )));
         }
         let home = self.tools.home.clone();
-        let p = parent.to_owned();
+        let (s, p) = (session.to_owned(), parent.to_owned());
         let kept =
-            tokio::task::spawn_blocking(move || kept_conversation(&home, &runs, harness, &p))
+            tokio::task::spawn_blocking(move || kept_conversation(&home, &s, &runs, harness, &p))
                 .await
-                .map_err(|e| ControlError::Internal(format!("a blocking task failed: {e}")))??;
+                .map_err(|e| ControlError::Internal(format!("a blocking task failed: {e}")))?;
         match (kept, live) {
-            (Some((_, files)), _) => Ok(files),
+            (Some(files), _) => Ok(files),
             (None, Some(why)) => Err(ControlError::Refused(why)),
             (None, None) => Err(ControlError::Refused(format!(
-                "the fork is refused: sandbox {} was removed (`hangar sb rm`), and with it its agent home, which held the harness's conversation {parent}; no copy of it was kept at the end of the session's turns ($HANGAR_HOME/kept/RUN/home/), so the step cannot be forked with its conversation",
+                "the fork is refused: sandbox {} was removed (`hangar sb rm`), and with it its agent home, which held the harness's conversation {parent}; no copy of it was kept at the end of the session's turns ($HANGAR_HOME/kept/conversations/{session}/home/), so the step cannot be forked with its conversation",
                 sb.id
             ))),
         }
     }
 
-    /// Writes a conversation's files into `to`'s agent home, owned by its agent.
+    /// Writes a conversation's files into `to`'s agent home, owned by its agent (one file in
+    /// memory at a time).
     pub(super) async fn write_conversation(
         &self,
         to: &Sandbox,
-        files: ConversationFiles,
+        files: &ConversationFiles,
     ) -> Result<(), ControlError> {
         let home_to = agent_home(to);
         let owner = to
@@ -369,11 +563,11 @@ impl ControlPlane {
             .as_ref()
             .map(|a| format!("{}:{}", a.uid, a.gid))
             .unwrap_or_default();
-        for (rel, bytes) in files {
-            if !plain_relative(&rel) {
+        for (rel, here) in &files.files {
+            if !plain_relative(rel) {
                 continue;
             }
-            let dest = home_to.join(&rel);
+            let dest = home_to.join(rel);
             // Its folders made by the agent, so that the harness can write beside it.
             if let Some(dir) = dest.parent() {
                 let mut mkdir = ExecRequest::new(["mkdir", "-p", "--"]);
@@ -392,6 +586,9 @@ impl ControlPlane {
                     )));
                 }
             }
+            let bytes = tokio::fs::read(here)
+                .await
+                .map_err(|e| ControlError::Internal(format!("{}: {e}", here.display())))?;
             with_provider!(self, to.env.provider, |p| hangar_sandbox::inside::install(
                 p, to, bytes, &dest, &owner, 0o600
             )
@@ -402,9 +599,11 @@ impl ControlPlane {
     }
 
     /// At a turn's end in `sb`: keeps the files of the harness conversations its run log names,
-    /// read from the agent's home as the agent, in `$HANGAR_HOME/kept/<run>/home/`, so that the
-    /// run's steps fork with their conversation once the sandbox is removed. Best effort: what
-    /// cannot be read is not kept (the fork says so if it needs it).
+    /// copied out of the agent's home as the agent, in
+    /// `$HANGAR_HOME/kept/conversations/<session>/home/` (one copy per session, replaced at
+    /// each turn's end; at most [`MAX_KEPT_BYTES`] a run), so that the session's steps fork with
+    /// their conversation once the sandbox is removed. Best effort: what cannot be read is not
+    /// kept (the fork says so if it needs it). Bounded in time: every command inside is.
     pub(crate) async fn keep_conversation(&self, run_id: &str, sb: &Sandbox) {
         let Ok(run) = self.store.run(run_id).await else {
             return;
@@ -421,23 +620,20 @@ impl ControlPlane {
         else {
             return;
         };
+        let root = kept_conversations(&self.tools.home, &session.id);
+        let mut budget = MAX_KEPT_BYTES;
         for id in ids {
-            let files = match self.read_conversation(sb, harness, &id).await {
-                Ok(f) => f,
+            match self
+                .read_conversation(sb, harness, &id, &root, budget)
+                .await
+            {
+                Ok(files) => {
+                    let n: u64 = files.iter().map(|(_, n)| n).sum();
+                    budget = budget.saturating_sub(n);
+                }
                 Err(e) => {
                     tracing::warn!(run = %run_id, conversation = %id, error = %e, "cannot keep the harness's conversation");
-                    continue;
                 }
-            };
-            let root = kept_home(&self.tools.home, run_id);
-            let written = tokio::task::spawn_blocking(move || {
-                files
-                    .iter()
-                    .try_for_each(|(rel, bytes)| write_private(&root.join(rel), bytes))
-            })
-            .await;
-            if !matches!(written, Ok(Ok(()))) {
-                tracing::warn!(run = %run_id, conversation = %id, "cannot write the kept copy of the harness's conversation");
             }
         }
     }
@@ -458,25 +654,29 @@ impl ControlPlane {
             return Ok(());
         }
         let limit = std::time::Duration::from_secs(120);
-        let (name, bytes, why) = match self.take_repository(sb, limit).await {
-            Ok(Taken::Bundle(b)) => ("repo.bundle", b, None),
-            Ok(Taken::Plain) => ("repo.plain", Vec::new(), None),
-            Ok(Taken::Unborn) => ("repo.unborn", Vec::new(), None),
-            Err(e) => {
-                let why = e.to_string();
-                ("repo.missing", why.clone().into_bytes(), Some(why))
-            }
-        };
         let dir = kept_repository_dir(&self.tools.home, &sb.id);
+        let d = dir.clone();
         tokio::task::spawn_blocking(move || {
             for old in ["repo.bundle", "repo.plain", "repo.unborn", "repo.missing"] {
-                let _ = std::fs::remove_file(dir.join(old));
+                let _ = std::fs::remove_file(d.join(old));
             }
-            write_private(&dir.join(name), &bytes)
         })
         .await
-        .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
+        let (name, why) = match self
+            .take_repository(sb, limit, &dir.join("repo.bundle"))
+            .await
+        {
+            Ok(Taken::Bundle(_)) => return Ok(()),
+            Ok(Taken::Plain) => ("repo.plain", None),
+            Ok(Taken::Unborn) => ("repo.unborn", None),
+            Err(e) => ("repo.missing", Some(e.to_string())),
+        };
+        let bytes = why.clone().unwrap_or_default().into_bytes();
+        tokio::task::spawn_blocking(move || write_private(&dir.join(name), &bytes))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
         why.map_or(Ok(()), Err)
     }
 }
@@ -485,8 +685,9 @@ impl ControlPlane {
 /// (`None`: nothing was kept, e.g. a sandbox removed before hangar kept repositories).
 pub(super) fn kept_repository(home: &Path, sandbox: &str) -> Option<Result<Taken, String>> {
     let dir = kept_repository_dir(home, sandbox);
-    if let Ok(b) = std::fs::read(dir.join("repo.bundle")) {
-        return Some(Ok(Taken::Bundle(b)));
+    let bundle = dir.join("repo.bundle");
+    if bundle.is_file() {
+        return Some(Ok(Taken::Bundle(bundle)));
     }
     if dir.join("repo.plain").is_file() {
         return Some(Ok(Taken::Plain));
@@ -504,47 +705,125 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kept_conversations_are_found_by_harness_and_id_newest_run_first() {
+    fn kept_conversations_are_found_by_session_then_newest_run_first() {
         #![allow(clippy::unwrap_used, reason = "tests")]
         let home = tempfile::tempdir().unwrap();
-        let put = |run: &str, rel: &str, text: &str| {
-            write_private(&kept_home(home.path(), run).join(rel), text.as_bytes()).unwrap();
+        let put = |root: PathBuf, rel: &str, text: &str| {
+            write_private(&root.join(rel), text.as_bytes()).unwrap();
         };
-        put("r1", ".claude/projects/-workspace/s1.jsonl", "old");
-        put("r2", ".claude/projects/-workspace/s1.jsonl", "new");
-        put("r2", ".claude/projects/-workspace/s2.jsonl", "other");
-        put("r2", ".claude/s1.jsonl", "not a project's");
+        let run = |r: &str| kept_home(home.path(), r);
+        put(run("r1"), ".claude/projects/-workspace/s1.jsonl", "old");
+        put(run("r2"), ".claude/projects/-workspace/s1.jsonl", "new");
+        put(run("r2"), ".claude/projects/-workspace/s2.jsonl", "other");
+        put(run("r2"), ".claude/s1.jsonl", "not a project's");
         put(
-            "r1",
+            run("r1"),
             ".codex/sessions/2026/11/30/rollout-2026-t1.jsonl",
             "thread",
         );
+        put(
+            kept_conversations(home.path(), "ses1"),
+            ".claude/projects/-workspace/s2.jsonl",
+            "kept for the session",
+        );
         let runs = ["r2".to_owned(), "r1".to_owned()];
-        let (run, files) = kept_conversation(home.path(), &runs, Harness::Claude, "s1")
-            .unwrap()
-            .unwrap();
-        assert_eq!(run, "r2");
+        let found = |h, id| {
+            kept_conversation(home.path(), "ses1", &runs, h, id).map(|f| {
+                f.files
+                    .iter()
+                    .map(|(rel, at)| (rel.clone(), std::fs::read_to_string(at).unwrap()))
+                    .collect::<Vec<_>>()
+            })
+        };
         assert_eq!(
-            files,
+            found(Harness::Claude, "s1").unwrap(),
             vec![(
                 PathBuf::from(".claude/projects/-workspace/s1.jsonl"),
-                b"new".to_vec()
+                "new".to_owned()
             )]
         );
-        let (run, files) = kept_conversation(home.path(), &runs, Harness::Codex, "t1")
+        assert_eq!(
+            found(Harness::Claude, "s2").unwrap(),
+            vec![(
+                PathBuf::from(".claude/projects/-workspace/s2.jsonl"),
+                "kept for the session".to_owned()
+            )]
+        );
+        assert_eq!(found(Harness::Codex, "t1").unwrap().len(), 1);
+        assert!(found(Harness::Claude, "t1").is_none());
+        assert!(found(Harness::Codex, "s1").is_none());
+    }
+
+    /// Runs a shell text of this file on this machine, as it runs inside a sandbox.
+    fn sh(script: &str, args: &[&str]) -> std::process::Output {
+        #![allow(clippy::unwrap_used, reason = "tests")]
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg("sh")
+            .args(args)
+            .output()
             .unwrap()
+    }
+
+    #[test]
+    fn the_finder_skips_hard_linked_files_and_lists_at_most_16() {
+        #![allow(clippy::unwrap_used, reason = "tests")]
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let projects = h.join(".claude/projects");
+        std::fs::create_dir_all(projects.join("-workspace")).unwrap();
+        std::fs::write(projects.join("-workspace/s1.jsonl"), "one").unwrap();
+        for i in 0..40 {
+            let d = projects.join(format!("-x{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::hard_link(projects.join("-workspace/s1.jsonl"), d.join("s1.jsonl")).unwrap();
+        }
+        std::fs::create_dir_all(projects.join("-plain")).unwrap();
+        std::fs::write(projects.join("-plain/s2.jsonl"), "two").unwrap();
+        let hs = h.display().to_string();
+        let out = sh(finder(Harness::Claude), &["s1", &hs]);
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+        let out = sh(finder(Harness::Claude), &["s2", &hs]);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            projects.join("-plain/s2.jsonl").display().to_string()
+        );
+        let sessions = h.join(".codex/sessions/2026/11/30");
+        std::fs::create_dir_all(&sessions).unwrap();
+        for i in 0..40 {
+            std::fs::write(sessions.join(format!("rollout-{i}-t1.jsonl")), "x").unwrap();
+        }
+        let out = sh(finder(Harness::Codex), &["t1", &hs]);
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 16);
+    }
+
+    #[test]
+    fn a_piece_is_read_from_plain_files_only_and_never_blocks_on_a_fifo() {
+        #![allow(clippy::unwrap_used, reason = "tests")]
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s1.jsonl");
+        let bytes: Vec<u8> = (0..(3 << 20)).map(|i: u32| (i % 251) as u8).collect();
+        std::fs::write(&file, &bytes).unwrap();
+        let f = file.display().to_string();
+        let out = sh(READ_PIECE, &[&f, "1", "1"]);
+        assert!(out.status.success());
+        assert_eq!(out.stdout, bytes[1 << 20..2 << 20]);
+        let out = sh(READ_PIECE, &[&f, "2", "8"]);
+        assert_eq!(out.stdout, bytes[2 << 20..]);
+        let fifo = dir.path().join("fifo.jsonl");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
             .unwrap();
-        assert_eq!((run.as_str(), files.len()), ("r1", 1));
-        assert!(
-            kept_conversation(home.path(), &runs, Harness::Claude, "t1")
-                .unwrap()
-                .is_none()
-        );
-        assert!(
-            kept_conversation(home.path(), &runs, Harness::Codex, "s1")
-                .unwrap()
-                .is_none()
-        );
+        assert!(made.success());
+        let started = std::time::Instant::now();
+        let out = sh(READ_PIECE, &[&fifo.display().to_string(), "0", "8"]);
+        assert!(!out.status.success());
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not a plain file"));
     }
 
     #[test]
