@@ -269,6 +269,9 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
                 if let Some(w) = no_split_warning(sb) {
                     progress::say(&w);
                 }
+                if let Some(w) = sb["egress_warning"].as_str() {
+                    progress::say(w);
+                }
                 Ok(ExitCode::SUCCESS)
             })
         }
@@ -319,15 +322,16 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
             })
         }
         SbCmd::Attach { sb, run } => {
-            let path = match &run {
-                Some(r) => format!("/v1/sandboxes/{}/attach?run={}", seg(&sb), seg(r)),
-                None => format!("/v1/sandboxes/{}/attach", seg(&sb)),
-            };
+            let path = format!("/v1/sandboxes/{}/attach", seg(&sb));
+            let body = serde_json::json!({ "run": run });
             let mut argv: Vec<String> = Vec::new();
             let mut pty: Option<PtyTarget> = None;
             let (slot, pty_slot) = (&mut argv, &mut pty);
             with_api(home, |api| async move {
-                let r = api.get(&path).await.map_err(not_found("sandbox", &sb))?;
+                let r = api
+                    .post(&path, &body)
+                    .await
+                    .map_err(not_found("sandbox", &sb))?;
                 progress::note(&format!(
                     "attaching to run {} in sandbox {sb} (detach: Ctrl-b d)",
                     r["run"].as_str().unwrap_or("?")

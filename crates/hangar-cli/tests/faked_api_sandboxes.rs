@@ -278,6 +278,98 @@ async fn faked_api_kubernetes_and_e2b_sandboxes_through_serve() {
     );
 }
 
+/// An e2b egress allowlist is E2B's firewall, weaker than hangar's proxy: refused unless the
+/// environment says `enforcement: e2b-firewall`; then `sb create` warns and the audit keeps it;
+/// and where Tower must be reached, its URL must use port 80 or 443 (E2B lets a listed name
+/// through on those alone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_an_e2b_allowlist_needs_its_enforcement_said_and_is_warned_about() {
+    if skip() {
+        return;
+    }
+    let fake = FakeCloud::start(E2B_KEY).unwrap();
+    let e2b = vec![
+        ("HANGAR_E2B_API_KEY".to_owned(), E2B_KEY.to_owned()),
+        ("HANGAR_E2B_URL".to_owned(), fake.url()),
+        ("HANGAR_E2B_ENVD_URL".to_owned(), fake.envd_url()),
+    ];
+    let s = Server::start(e2b.clone());
+    let repo = repo();
+    let create = |s: &Server| {
+        s.run(&[
+            "sb",
+            "create",
+            "--env",
+            "cloud",
+            "--repo",
+            repo.path().to_str().unwrap(),
+        ])
+    };
+    s.apply(&format!(
+        "name: cloud\nprovider: e2b\nimage: {}\negress: {{allowlist: [127.0.0.1]}}\n",
+        image()
+    ));
+    let out = create(&s);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("enforcement: e2b-firewall")
+            && err.contains("8.8.8.8"),
+        "{out:?}"
+    );
+    assert!(fake.e2b_created().is_empty(), "an e2b sandbox was made");
+
+    s.apply(&format!(
+        "name: cloud\nprovider: e2b\nimage: {}\negress: {{allowlist: [127.0.0.1], enforcement: e2b-firewall}}\n",
+        image()
+    ));
+    let out = create(&s);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        said.lines().any(
+            |l| l.starts_with("warning: egress.enforcement: e2b-firewall")
+                && l.contains("DNS to 8.8.8.8 stays open")
+                && l.contains("port 80")
+        ),
+        "{said}"
+    );
+    let audit = s.ok(&["audit"]);
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("sandbox.created") && l.contains("DNS to 8.8.8.8")),
+        "{audit}"
+    );
+    assert_eq!(fake.e2b_created().len(), 1);
+    drop(s);
+
+    // Tower must be reached (the hook is required) at a port E2B would not let its name through.
+    let tower = hangar_testkit::TowerDouble::start().unwrap();
+    let mut env = e2b;
+    env.push(("HANGAR_GOVERNANCE_HOOK".into(), "required".into()));
+    env.push(("HANGAR_GOVERNANCE_URL".into(), tower.url()));
+    let s = Server::start(env);
+    s.apply(&format!(
+        "name: cloud\nprovider: e2b\nimage: {}\negress: {{allowlist: [127.0.0.1], enforcement: e2b-firewall}}\n",
+        image()
+    ));
+    let out = create(&s);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("only on port 80 or 443"),
+        "{out:?}"
+    );
+    assert_eq!(fake.e2b_created().len(), 1, "an e2b sandbox was made");
+    let audit = s.ok(&["audit"]);
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("sandbox.refused") && l.contains("port 80 or 443")),
+        "{audit}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_their_configuration_the_providers_say_what_to_set() {
     let s = Server::start(vec![(

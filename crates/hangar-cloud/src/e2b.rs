@@ -9,7 +9,9 @@
 //! `allow_internet_access: false`; `open` is E2B's default; an allowlist is E2B's own egress
 //! firewall, `network: {allowOut: HOSTS, denyOut: [0.0.0.0/0]}` (E2B matches a name only on
 //! port 80 by the Host header and on 443 by TLS's SNI, and lets DNS to 8.8.8.8 out whenever a
-//! name is listed; hangar's proxy is not involved); `network: host` and resources (a
+//! name is listed; hangar's proxy is not involved), which keeps less than hangar's proxy, so it
+//! is refused unless the environment accepts it with `egress.enforcement: e2b-firewall`
+//! ([`hangar_sandbox::E2B_FIREWALL_CAVEAT`]); `network: host` and resources (a
 //! template's size is set when it is built) are refused. The environment's `image` is
 //! the template (`base` when absent). Commands start under `env -i` with hangar's minimal
 //! environment, as on the other providers; the workspace is the repository as a tar unpacked by
@@ -32,8 +34,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use futures_util::StreamExt;
 use hangar_sandbox::layout::{self, CTL_INSIDE, WORKSPACE};
 use hangar_sandbox::{
-    Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output, Provider,
-    ProviderKind, Sandbox, SandboxError, Who, copy, inside,
+    Capabilities, CreateRequest, E2B_FIREWALL_CAVEAT, Egress, EgressEnforcement, EnvSpec,
+    ExecRequest, NetworkMode, Output, Provider, ProviderKind, Sandbox, SandboxError, Who, copy,
+    inside,
 };
 use serde_json::{Value, json};
 
@@ -444,8 +447,8 @@ for p in tar tmux git; do command -v "$p" >/dev/null 2>&1 || echo "missing: $p" 
     }
 }
 
-/// Where one sandbox's envd is.
-#[derive(Clone, Debug)]
+/// Where one sandbox's envd is (its `Debug` leaves the token out).
+#[derive(Clone)]
 struct Envd {
     /// hangar's sandbox id.
     id: String,
@@ -453,6 +456,16 @@ struct Envd {
     sandbox: String,
     url: String,
     token: Option<String>,
+}
+
+impl std::fmt::Debug for Envd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Envd")
+            .field("id", &self.id)
+            .field("sandbox", &self.sandbox)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Envd {
@@ -541,7 +554,12 @@ impl Provider for E2bProvider {
         ProviderKind::E2b
     }
 
-    fn capabilities(&self, _env: &EnvSpec) -> Capabilities {
+    fn capabilities(&self, env: &EnvSpec) -> Capabilities {
+        // An allowlist only where the environment accepts E2B's firewall for it.
+        let mut network_modes = vec![NetworkMode::None, NetworkMode::Open];
+        if env.egress_enforcement == Some(EgressEnforcement::E2bFirewall) {
+            network_modes.push(NetworkMode::Allowlist);
+        }
         Capabilities {
             provider: ProviderKind::E2b,
             uid_split: false,
@@ -550,7 +568,7 @@ impl Provider for E2bProvider {
             ),
             // Everything runs as root.
             sudo: true,
-            network_modes: vec![NetworkMode::None, NetworkMode::Open, NetworkMode::Allowlist],
+            network_modes,
             resource_limits: false,
         }
     }
@@ -707,6 +725,13 @@ impl Provider for E2bProvider {
 }
 
 fn refusals(env: &EnvSpec) -> Result<(), SandboxError> {
+    if matches!(env.egress, Egress::Allowlist(_))
+        && env.egress_enforcement != Some(EgressEnforcement::E2bFirewall)
+    {
+        return Err(SandboxError::Unsupported(format!(
+            "egress: an allowlist on provider e2b can only be E2B's own firewall, which keeps less than hangar's proxy does on local and docker ({E2B_FIREWALL_CAVEAT}); to accept that, write egress: {{allowlist: [...], enforcement: e2b-firewall}}, or use egress none or open"
+        )));
+    }
     if env.host_network {
         return Err(SandboxError::Unsupported(
             "network: host is not possible with provider e2b".into(),
@@ -732,6 +757,25 @@ mod tests {
         assert_eq!(e, [2, 0, 0, 0, 2, b'{', b'}']);
         assert_eq!(take_envelope(&e[..6]), None);
         assert_eq!(take_envelope(&e), Some((2, b"{}".to_vec(), 7)));
+    }
+
+    #[test]
+    fn envds_token_stays_out_of_debug_output() {
+        let t = PtyTarget {
+            sandbox: "sb".into(),
+            envd: "http://envd".into(),
+            token: Some("s3cr3t-token".into()),
+            argv: vec!["tmux".into()],
+        };
+        let e = Envd {
+            id: "sb".into(),
+            sandbox: "x".into(),
+            url: "http://envd".into(),
+            token: Some("s3cr3t-token".into()),
+        };
+        for shown in [format!("{t:?}"), format!("{t}"), format!("{e:?}")] {
+            assert!(!shown.contains("s3cr3t"), "{shown}");
+        }
     }
 
     #[test]

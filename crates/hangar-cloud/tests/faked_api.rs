@@ -231,20 +231,43 @@ async fn faked_api_e2b_keys_templates_and_refusals() {
     assert!(matches!(gone, Err(SandboxError::Gone(_))), "{gone:?}");
 }
 
-/// `egress: {allowlist: [...]}` for e2b is E2B's own egress firewall: the sandbox is made with
-/// `network.allowOut` the list and `denyOut` all traffic (what E2B needs for names), and says it
-/// can keep an allowlist. Verified only against the fake, which checks the rules' shape as E2B's
-/// API describes it and, unable to filter by name, gives such a sandbox no network at all.
+/// `egress: {allowlist: [...]}` for e2b is E2B's own egress firewall, which keeps less than
+/// hangar's proxy: refused (nothing made at E2B) unless the environment says
+/// `enforcement: e2b-firewall`. Then the sandbox is made with `network.allowOut` the list and
+/// `denyOut` all traffic (what E2B needs for names), and says it can keep an allowlist. Verified
+/// only against the fake, which checks the rules' shape as E2B's API describes it and, unable
+/// to filter by name, gives such a sandbox no network at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faked_api_an_e2b_allowlist_is_sent_as_e2bs_egress_rules() {
     let Some(f) = fake() else { return };
     let t = tempfile::tempdir().unwrap();
     let repo = tempfile::tempdir().unwrap();
-    let yaml = format!(
-        "name: e\nprovider: e2b\nimage: {}\negress: {{allowlist: [github.com, '*.npmjs.org', 192.0.2.1]}}\n",
+    let p = e2b(&f, KEY);
+    let unsaid = format!(
+        "name: e\nprovider: e2b\nimage: {}\negress: {{allowlist: [github.com]}}\n",
         image()
     );
-    let p = e2b(&f, KEY);
+    let refused = p
+        .create(&request(&unsaid, t.path(), repo.path(), "unsaid"))
+        .await
+        .unwrap_err();
+    let why = refused.to_string();
+    assert!(
+        matches!(refused, SandboxError::Unsupported(_))
+            && why.contains("enforcement: e2b-firewall")
+            && why.contains("8.8.8.8"),
+        "{why}"
+    );
+    assert!(
+        !p.capabilities(&hangar_sandbox::EnvSpec::from_yaml(&unsaid).unwrap())
+            .network_modes
+            .contains(&hangar_sandbox::NetworkMode::Allowlist)
+    );
+    assert!(f.e2b_created().is_empty());
+    let yaml = format!(
+        "name: e\nprovider: e2b\nimage: {}\negress: {{allowlist: [github.com, '*.npmjs.org', 192.0.2.1], enforcement: e2b-firewall}}\n",
+        image()
+    );
     let sb = p
         .create(&request(&yaml, t.path(), repo.path(), "listed"))
         .await
@@ -286,4 +309,53 @@ async fn faked_api_an_e2b_allowlist_is_sent_as_e2bs_egress_rules() {
         assert_eq!(r.status(), 400, "{network}");
     }
     assert_eq!(f.e2b_created().len(), 1);
+}
+
+/// An attach that ends without the PTY process's end (here: envd says nothing for longer than
+/// the idle limit) ends with an error and kills the process (`SendSignal`), so no root
+/// `tmux attach` is left in the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_an_e2b_attach_that_goes_quiet_ends_and_kills_its_process() {
+    let Some(f) = fake() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let p = e2b(&f, KEY);
+    let yaml = format!("name: e\nprovider: e2b\nimage: {}\n", image());
+    let sb = p
+        .create(&request(&yaml, t.path(), repo.path(), "quiet"))
+        .await
+        .unwrap();
+    let mut target = p.pty_target(&sb, "any").unwrap();
+    target.argv = ["sleep", "321"].map(str::to_owned).to_vec();
+    let started = std::time::Instant::now();
+    let e = hangar_cloud::e2b::terminal::attach_terminal_within(&target, Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("sent nothing for 2 s"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(
+        f.requests()
+            .iter()
+            .any(|r| r.ends_with("/process.Process/SendSignal")),
+        "{:?}",
+        f.requests()
+    );
+    let listed = "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done";
+    let mut left = String::new();
+    for _ in 0..50 {
+        let out = p
+            .exec(&sb, Who::Agent, &ExecRequest::new(["sh", "-c", listed]))
+            .await
+            .unwrap();
+        left = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !left.lines().any(|l| l.starts_with("sleep 321")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !left.lines().any(|l| l.starts_with("sleep 321")),
+        "the PTY process was left running:\n{left}"
+    );
+    p.destroy(&sb, false).await.unwrap();
 }

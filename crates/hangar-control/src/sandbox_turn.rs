@@ -344,6 +344,43 @@ mod tests {
     }
 
     #[test]
+    fn e2bs_firewall_lets_tower_through_only_on_port_80_or_443() {
+        use super::hook::{egress_refusal, url_port};
+        assert_eq!(url_port("https://tower.example.com/api"), Some(443));
+        assert_eq!(url_port("http://tower.example.com"), Some(80));
+        assert_eq!(url_port("http://u@tower.example.com:7700/x"), Some(7700));
+        assert_eq!(url_port("http://[::1]:9000"), Some(9000));
+        assert_eq!(url_port("http://[::1]"), Some(80));
+        assert_eq!(url_port("ftp://x"), None);
+        let env = |y: &str| hangar_sandbox::EnvSpec::from_yaml(y).unwrap();
+        let e2b = env(
+            "name: e\nprovider: e2b\negress: {allowlist: [tower.example.com], enforcement: e2b-firewall}\n",
+        );
+        let docker =
+            env("name: d\nprovider: docker\nimage: i\negress: {allowlist: [tower.example.com]}\n");
+        let tools = |url: &str| Tools {
+            home: "/h".into(),
+            driver: "/d".into(),
+            claude: "/c".into(),
+            codex: "/x".into(),
+            env: vec![("HANGAR_GOVERNANCE_URL".into(), url.into())],
+        };
+        for ok in ["https://tower.example.com", "http://tower.example.com:80/"] {
+            assert_eq!(egress_refusal(&tools(ok), &e2b), None, "{ok}");
+        }
+        let why = egress_refusal(&tools("https://tower.example.com:8443"), &e2b).unwrap();
+        assert!(
+            why.contains("port 8443") && why.contains("E2B's firewall"),
+            "{why}"
+        );
+        // hangar's own proxy keeps any port.
+        assert_eq!(
+            egress_refusal(&tools("https://tower.example.com:8443"), &docker),
+            None
+        );
+    }
+
+    #[test]
     fn the_run_script_quotes_every_argument() {
         let s = run_script(
             "run-1",
@@ -424,6 +461,18 @@ pub(crate) mod hook {
         let url = crate::passport::setting(tools, "HANGAR_GOVERNANCE_URL")?;
         let host = url_host(&url)?;
         if hosts.iter().any(|h| host_matches(h, &host)) {
+            // E2B's firewall lets a listed name through only on port 80 (by the Host header)
+            // and 443 (by TLS's SNI).
+            let port = url_port(&url);
+            if env.egress_enforcement == Some(hangar_sandbox::EgressEnforcement::E2bFirewall)
+                && !matches!(port, Some(80 | 443))
+            {
+                let port = port.map_or_else(|| "?".to_owned(), |p| p.to_string());
+                return Some(format!(
+                    "environment {} keeps its egress allowlist with E2B's firewall, which lets a listed name through only on port 80 or 443, and Tower's URL (HANGAR_GOVERNANCE_URL) uses port {port}, so every call to Tower would fail; serve Tower on port 443 (or 80)",
+                    env.name
+                ));
+            }
             return None;
         }
         Some(format!(
@@ -446,6 +495,27 @@ pub(crate) mod hook {
             authority.split(':').next()?
         };
         (!host.is_empty()).then(|| host.to_ascii_lowercase())
+    }
+
+    /// The port of an http(s) URL (the scheme's when none is written).
+    pub(crate) fn url_port(url: &str) -> Option<u16> {
+        let (rest, default) = if let Some(r) = url.strip_prefix("http://") {
+            (r, 80)
+        } else {
+            (url.strip_prefix("https://")?, 443)
+        };
+        let authority = rest.split(['/', '?', '#']).next()?;
+        let authority = authority.rsplit('@').next()?;
+        let after_host = match authority.strip_prefix('[') {
+            Some(v6) => v6.split_once(']')?.1,
+            None => authority.split_once(':').map_or("", |(_, p)| p),
+        };
+        let port = after_host.strip_prefix(':').unwrap_or(after_host);
+        if port.is_empty() {
+            Some(default)
+        } else {
+            port.parse().ok()
+        }
     }
 
     /// Whether an allowlist entry (`github.com`, `*.npmjs.org`) names `host`.

@@ -182,6 +182,10 @@ pub struct SandboxView {
     pub host_workspace: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Capabilities>,
+    /// What its egress allowlist does not keep, when that is weaker than hangar's proxy (e2b's
+    /// firewall, `egress.enforcement: e2b-firewall`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress_warning: Option<String>,
     pub created_at: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub removed_at: Option<i64>,
@@ -197,9 +201,26 @@ fn view(row: &hangar_store::Sandbox) -> SandboxView {
         state: row.state.clone(),
         workspace: sb.as_ref().map(|s| s.workspace.clone()),
         host_workspace: row.workdir.clone(),
+        egress_warning: sb.as_ref().and_then(|s| egress_warning(&s.env)),
         capabilities: sb.map(|s| s.capabilities),
         created_at: row.created_at,
         removed_at: row.removed_at,
+    }
+}
+
+/// What an environment's egress allowlist does not keep, when another than hangar's proxy
+/// keeps it (said by `sb create` and kept in `sandbox.created`).
+pub(crate) fn egress_warning(env: &hangar_sandbox::EnvSpec) -> Option<String> {
+    match env.egress_enforcement {
+        Some(hangar_sandbox::EgressEnforcement::E2bFirewall)
+            if matches!(env.egress, hangar_sandbox::Egress::Allowlist(_)) =>
+        {
+            Some(format!(
+                "warning: egress.enforcement: e2b-firewall: {}",
+                hangar_sandbox::E2B_FIREWALL_CAVEAT
+            ))
+        }
+        _ => None,
     }
 }
 
@@ -336,7 +357,7 @@ impl ControlPlane {
             .append(
                 person,
                 "sandbox.created",
-                &json!({"sandbox": sb.id, "environment": spec.name, "provider": spec.provider.as_str(), "repo": repo.display().to_string(), "capabilities": sb.capabilities}),
+                &json!({"sandbox": sb.id, "environment": spec.name, "provider": spec.provider.as_str(), "repo": repo.display().to_string(), "capabilities": sb.capabilities, "egress_warning": egress_warning(&spec)}),
             )
             .await?;
         Ok((stored, sb))

@@ -24,7 +24,8 @@
 //!   from creation or the last such call, passes), and envd at `/envd/ID`: `process.Process/Start` (Connect server stream,
 //!   JSON envelopes: start, data, end, end of stream; with `pty` a real terminal of the given
 //!   size, its output as `data.pty`), `SendInput` (`stdin` or `pty`), `Update` (a PTY's
-//!   resize), `CloseStdin`, the `X-Access-Token` checked. Unknown sandboxes answer 502 as E2B's edge does.
+//!   resize), `SendSignal` (SIGKILL to a PTY process: its exec's process killed on the host,
+//!   which needs the fake to run as root), `CloseStdin`, the `X-Access-Token` checked. Unknown sandboxes answer 502 as E2B's edge does.
 //!
 //! Every container is labelled with the fake's own instance label and removed when the fake is
 //! dropped.
@@ -307,6 +308,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/envd/{id}/process.Process/SendInput", post(envd_input))
         .route("/envd/{id}/process.Process/CloseStdin", post(envd_close))
         .route("/envd/{id}/process.Process/Update", post(envd_update))
+        .route("/envd/{id}/process.Process/SendSignal", post(envd_signal))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), record))
         .with_state(shared)
 }
@@ -1436,6 +1438,61 @@ async fn envd_close(
 }
 
 /// `Update`: a PTY process's new size.
+async fn envd_signal(
+    State(s): State<Arc<Shared>>,
+    UrlPath(id): UrlPath<String>,
+    headers: HeaderMap,
+    axum::Json(req): axum::Json<Value>,
+) -> Response {
+    if let Err(r) = envd_auth(&s, &id, &headers) {
+        return *r;
+    }
+    let pid = req
+        .pointer("/process/pid")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let signal = match req.get("signal").and_then(Value::as_str) {
+        Some("SIGNAL_SIGKILL") => "KILL",
+        Some("SIGNAL_SIGTERM") => "TERM",
+        _ => {
+            return connect_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_argument",
+                "signal: SIGNAL_SIGKILL or SIGNAL_SIGTERM",
+            );
+        }
+    };
+    let Some(exec) = lock(&s).ptys.get(&pid).cloned() else {
+        return connect_error(StatusCode::NOT_FOUND, "not_found", "no such PTY process");
+    };
+    let host_pid = match s.docker.inspect_exec(&exec).await {
+        Ok(info) => info.pid.unwrap_or(0),
+        Err(e) => {
+            return connect_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                &e.to_string(),
+            );
+        }
+    };
+    if host_pid <= 0 {
+        // Already over.
+        return axum::Json(json!({})).into_response();
+    }
+    let killed = tokio::process::Command::new("kill")
+        .args([format!("-{signal}"), host_pid.to_string()])
+        .status()
+        .await;
+    match killed {
+        Ok(st) if st.success() => axum::Json(json!({})).into_response(),
+        other => connect_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            &format!("kill {host_pid}: {other:?}"),
+        ),
+    }
+}
+
 async fn envd_update(
     State(s): State<Arc<Shared>>,
     UrlPath(id): UrlPath<String>,

@@ -70,6 +70,27 @@ pub enum Egress {
     Open,
 }
 
+/// Who keeps an egress allowlist where hangar's own proxy cannot (`egress.enforcement`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EgressEnforcement {
+    /// E2B's own egress firewall (provider e2b only), which keeps less than hangar's proxy
+    /// does on local and docker: see [`E2B_FIREWALL_CAVEAT`].
+    E2bFirewall,
+}
+
+impl EgressEnforcement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EgressEnforcement::E2bFirewall => "e2b-firewall",
+        }
+    }
+}
+
+/// What E2B's egress firewall does not keep that hangar's proxy does (said by `sb create`, kept
+/// in the audit record, and why an allowlist on e2b needs `enforcement: e2b-firewall`).
+pub const E2B_FIREWALL_CAVEAT: &str = "the allowlist is E2B's own firewall, not hangar's proxy: DNS to 8.8.8.8 stays open (a channel out by DNS tunnelling), names are matched only by the Host header on port 80 and TLS's SNI on 443 (other ports reach listed addresses only), and traffic E2B's firewall does not see as denied (such as IPv6, should E2B's deny list not cover it) is not hangar's to stop";
+
 /// Resource limits (where the provider enforces them).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Resources {
@@ -124,6 +145,9 @@ pub struct EnvSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     pub egress: Egress,
+    /// Who keeps the allowlist when it is not hangar's proxy (`egress.enforcement`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_enforcement: Option<EgressEnforcement>,
     /// Share the host's network namespace (development, tests with a loopback model server).
     #[serde(default)]
     pub host_network: bool,
@@ -337,6 +361,7 @@ impl EnvSpec {
             },
         };
 
+        let mut egress_enforcement = None;
         let egress = match map.get("egress") {
             None | Some(Value::Null) => {
                 if host_network {
@@ -364,7 +389,31 @@ impl EnvSpec {
                 }
             },
             Some(Value::Object(m)) => {
-                check_keys("egress", m, &["allowlist"])?;
+                check_keys("egress", m, &["allowlist", "enforcement"])?;
+                egress_enforcement = match m.get("enforcement") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => match string("egress.enforcement", v)? {
+                        "e2b-firewall" if provider == ProviderKind::E2b => {
+                            Some(EgressEnforcement::E2bFirewall)
+                        }
+                        "e2b-firewall" => {
+                            return Err(bad(
+                                "egress.enforcement",
+                                format!(
+                                    "e2b-firewall is only for provider e2b; hangar's own proxy keeps the allowlist for provider {provider}: remove enforcement"
+                                ),
+                            ));
+                        }
+                        other => {
+                            return Err(bad(
+                                "egress.enforcement",
+                                format!(
+                                    "{other:?} is not allowed; the only value is e2b-firewall (E2B's own firewall, provider e2b)"
+                                ),
+                            ));
+                        }
+                    },
+                };
                 let hosts = m
                     .get("allowlist")
                     .and_then(Value::as_array)
@@ -589,6 +638,7 @@ impl EnvSpec {
             provider,
             image,
             egress,
+            egress_enforcement,
             host_network,
             uid_split,
             sudo,
@@ -610,7 +660,10 @@ impl EnvSpec {
             match &self.egress {
                 Egress::None => "none".into(),
                 Egress::Open => "open".into(),
-                Egress::Allowlist(h) => serde_json::json!({ "allowlist": h }),
+                Egress::Allowlist(h) => match self.egress_enforcement {
+                    Some(e) => serde_json::json!({ "allowlist": h, "enforcement": e.as_str() }),
+                    None => serde_json::json!({ "allowlist": h }),
+                },
             },
         );
         if self.host_network {
@@ -742,6 +795,18 @@ mod tests {
                 "name: a\nprovider: e2b\negress: {allowlist: ['http://x']}\n",
                 "egress.allowlist:",
             ),
+            (
+                "name: a\nprovider: e2b\negress: {allowlist: [a.test], enforcement: proxy}\n",
+                "egress.enforcement:",
+            ),
+            (
+                "name: a\nprovider: docker\nimage: i\negress: {allowlist: [a.test], enforcement: e2b-firewall}\n",
+                "egress.enforcement:",
+            ),
+            (
+                "name: a\nprovider: e2b\negress: {allowlist: [a.test], enforcement: [e2b-firewall]}\n",
+                "egress.enforcement:",
+            ),
             ("name: A B\nprovider: local\n", "name:"),
             ("name: a\nprovider: lxc\n", "provider:"),
             (
@@ -783,6 +848,20 @@ mod tests {
             panic!("not Invalid")
         };
         assert_eq!(why, at_create);
+    }
+
+    #[test]
+    fn an_e2b_allowlist_says_who_keeps_it_and_round_trips() {
+        let s = EnvSpec::from_yaml(
+            "name: e\nprovider: e2b\negress: {allowlist: [a.test], enforcement: e2b-firewall}\n",
+        )
+        .unwrap();
+        assert_eq!(s.egress_enforcement, Some(EgressEnforcement::E2bFirewall));
+        assert_eq!(EnvSpec::from_value(&s.to_yaml_value()).unwrap(), s);
+        let plain =
+            EnvSpec::from_yaml("name: e\nprovider: e2b\negress: {allowlist: [a.test]}\n").unwrap();
+        assert_eq!(plain.egress_enforcement, None);
+        assert!(!plain.to_yaml().contains("enforcement"));
     }
 
     #[test]

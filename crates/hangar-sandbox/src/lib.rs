@@ -28,7 +28,10 @@ mod procs;
 mod uids;
 
 pub use docker::DockerProvider;
-pub use env::{Egress, EnvSpec, Governance, HookMode, ProviderKind, Resources};
+pub use env::{
+    E2B_FIREWALL_CAVEAT, Egress, EgressEnforcement, EnvSpec, Governance, HookMode, ProviderKind,
+    Resources,
+};
 pub use local::LocalProvider;
 
 /// What went wrong, in words a person can act on.

@@ -30,7 +30,7 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
         ("GET", "/v1/sandboxes/{id}", get(get_sandbox)),
         ("DELETE", "/v1/sandboxes/{id}", delete(remove_sandbox)),
         ("POST", "/v1/sandboxes/{id}/exec", post(exec)),
-        ("GET", "/v1/sandboxes/{id}/attach", get(attach)),
+        ("POST", "/v1/sandboxes/{id}/attach", post(attach)),
     ]
 }
 
@@ -117,26 +117,33 @@ async fn exec(
     .into_response())
 }
 
-#[derive(Deserialize)]
-struct AttachQuery {
+#[derive(Deserialize, Default)]
+struct AttachBody {
     run: Option<String>,
 }
 
+/// A POST (each attach is audited, and for e2b the answer carries envd's token), answered
+/// `Cache-Control: no-store`.
 async fn attach(
     State(plane): S,
     who: Authed,
     Path(id): Path<String>,
-    Query(q): Query<AttachQuery>,
+    body: Option<Json<AttachBody>>,
 ) -> ApiResult {
+    let b = body.map(|Json(b)| b).unwrap_or_default();
     let (run, how) = plane
-        .sandbox_attach(&id, q.run.as_deref(), &who.email)
+        .sandbox_attach(&id, b.run.as_deref(), &who.email)
         .await?;
-    Ok(Json(match how {
-        Attach::Argv(argv) => json!({"run": run, "argv": argv}),
-        // No host command attaches to an e2b sandbox: the client starts envd's PTY process.
-        Attach::E2bPty(t) => json!({"run": run, "argv": [], "e2b_pty": t}),
-    })
-    .into_response())
+    Ok((
+        [(axum::http::header::CACHE_CONTROL, "no-store")],
+        Json(match how {
+            Attach::Argv(argv) => json!({"run": run, "argv": argv}),
+            // No host command attaches to an e2b sandbox: the client starts envd's PTY process
+            // with envd's token, which reaches the client (see the README).
+            Attach::E2bPty(t) => json!({"run": run, "argv": [], "e2b_pty": t}),
+        }),
+    )
+        .into_response())
 }
 
 async fn list_environments(State(plane): S, _who: Authed) -> ApiResult {
@@ -221,6 +228,7 @@ fn sandbox_view() -> Value {
                 "provider": string(), "uid_split": {"type": "boolean"}, "uid_split_off": string(),
                 "sudo": {"type": "boolean"}, "network_modes": {"type": "array", "items": {"enum": ["none", "host", "open", "allowlist"]}},
                 "resource_limits": {"type": "boolean"}}},
+            "egress_warning": string(),
             "created_at": {"type": "integer"},
             "removed_at": {"type": "integer"}
         },
@@ -246,6 +254,10 @@ fn exec_req() -> Value {
 
 fn exec_out() -> Value {
     json!({"type": "object", "properties": {"status": {"type": "integer"}, "stdout": string(), "stderr": string()}, "required": ["status", "stdout", "stderr"]})
+}
+
+fn attach_req() -> Value {
+    json!({"type": "object", "properties": {"run": string()}})
 }
 
 fn attach_out() -> Value {
@@ -334,10 +346,10 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
             200,
         ),
         e(
-            "GET",
+            "POST",
             "/v1/sandboxes/{id}/attach",
-            "The command that attaches a terminal on this machine to a run's tmux session (?run=, default the newest live run); for an e2b sandbox, `argv` is empty and `e2b_pty` says which PTY process of envd to start",
-            None,
+            "The command that attaches a terminal on this machine to a run's tmux session (body `{run}`, default the newest live run); audited as `sandbox.attach`; for an e2b sandbox, `argv` is empty and `e2b_pty` says which PTY process of envd to start, with envd's access token (root in the sandbox for its life); answered `Cache-Control: no-store`",
+            Some(attach_req as fn() -> Value),
             attach_out,
             200,
         ),

@@ -27,8 +27,9 @@ use serde_json::{Value, json};
 use super::{end_status, envd_post, envelope, take_envelope};
 use crate::{failed, shell_wrap};
 
-/// What a terminal needs to reach a run's tmux session in an e2b sandbox.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+/// What a terminal needs to reach a run's tmux session in an e2b sandbox. Its `Debug` leaves
+/// the token out (a log line must not hand it on).
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PtyTarget {
     /// hangar's sandbox id (for messages).
     pub sandbox: String,
@@ -39,6 +40,17 @@ pub struct PtyTarget {
     /// The command the terminal runs (started under `env -i` with hangar's minimal environment
     /// and the terminal's `TERM`).
     pub argv: Vec<String>,
+}
+
+impl std::fmt::Debug for PtyTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PtyTarget")
+            .field("sandbox", &self.sandbox)
+            .field("envd", &self.envd)
+            .field("token", &self.token.as_ref().map(|_| "(hidden)"))
+            .field("argv", &self.argv)
+            .finish()
+    }
 }
 
 impl std::fmt::Display for PtyTarget {
@@ -83,6 +95,15 @@ impl std::fmt::Debug for PtyOutput {
 impl PtyOutput {
     /// The next output or the end; `None` once the stream is over.
     pub async fn next(&mut self) -> Result<Option<PtyEvent>, SandboxError> {
+        self.next_within(None).await
+    }
+
+    /// [`PtyOutput::next`], an error when envd sends nothing at all (not even its keepalive)
+    /// for `idle`.
+    pub async fn next_within(
+        &mut self,
+        idle: Option<Duration>,
+    ) -> Result<Option<PtyEvent>, SandboxError> {
         loop {
             while let Some((flags, msg, used)) = take_envelope(&self.buf) {
                 self.buf.drain(..used);
@@ -122,7 +143,19 @@ impl PtyOutput {
             if self.ended {
                 return Ok(None);
             }
-            match self.stream.next().await {
+            let read = match idle {
+                Some(d) => tokio::time::timeout(d, self.stream.next())
+                    .await
+                    .map_err(|_| {
+                        SandboxError::Failed(format!(
+                            "e2b, sandbox {}: envd sent nothing for {} s (not even its keepalive)",
+                            self.sandbox,
+                            d.as_secs()
+                        ))
+                    })?,
+                None => self.stream.next().await,
+            };
+            match read {
                 Some(Ok(chunk)) => self.buf.extend_from_slice(&chunk),
                 Some(Err(e)) => {
                     return Err(failed(
@@ -311,6 +344,16 @@ impl PtySession {
         .await
     }
 
+    /// Kills the PTY process (`SendSignal` SIGKILL): what an attach that ends other than by the
+    /// process's end does, so no root `tmux attach` is left in the sandbox.
+    pub async fn kill(&self) -> Result<(), SandboxError> {
+        self.unary(
+            "SendSignal",
+            json!({ "process": { "pid": self.pid }, "signal": "SIGNAL_SIGKILL" }),
+        )
+        .await
+    }
+
     /// Resizes the terminal.
     pub async fn resize(&self, cols: u16, rows: u16) -> Result<(), SandboxError> {
         self.unary(
@@ -416,17 +459,45 @@ fn read_stdin(tx: tokio::sync::mpsc::Sender<Vec<u8>>, stop: Arc<AtomicBool>) {
     }
 }
 
+/// How long an attach waits for anything from envd (output or its keepalive, every 50 s)
+/// before it ends as lost: twice the keepalive.
+pub const IDLE: Duration = Duration::from_secs(100);
+
+/// Waits for a signal, forever when it could not be set up.
+async fn signalled(s: &mut Option<tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// Joins the calling process's terminal to `target`'s PTY process until the process ends:
-/// stdin in raw mode while attached (put back after), what is typed to `SendInput`, the output
-/// to stdout, the terminal's size at the start and at each SIGWINCH to `Update`. The
-/// process's exit status (tmux's: 0 when the person detaches or the session ends).
+/// stdin in raw mode while attached (put back after, also on SIGHUP and SIGTERM), what is
+/// typed to `SendInput`, the output to stdout, the terminal's size at the start and at each
+/// SIGWINCH to `Update`. The process's exit status (tmux's: 0 when the person detaches or the
+/// session ends). It ends with an error when typing fails, when envd says nothing for `idle`,
+/// or on SIGHUP/SIGTERM; whenever it ends without the process's end it kills the process
+/// (`SendSignal`), so no `tmux attach` is left running as root in the sandbox.
 pub async fn attach_terminal(target: &PtyTarget) -> Result<i32, SandboxError> {
+    attach_terminal_within(target, IDLE).await
+}
+
+/// [`attach_terminal`] with another idle limit (tests).
+pub async fn attach_terminal_within(
+    target: &PtyTarget,
+    idle: Duration,
+) -> Result<i32, SandboxError> {
+    use tokio::signal::unix::{SignalKind, signal};
     let term = std::env::var("TERM")
         .ok()
         .filter(|t| !t.is_empty() && t != "dumb")
         .unwrap_or_else(|| "xterm-256color".into());
     let (cols, rows) = window_size().unwrap_or((80, 24));
     let (pty, mut out) = PtySession::start(target, &term, cols, rows).await?;
+    let mut hup = signal(SignalKind::hangup()).ok();
+    let mut terminate = signal(SignalKind::terminate()).ok();
     let raw = RawMode::enter(0);
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
@@ -434,6 +505,7 @@ pub async fn attach_terminal(target: &PtyTarget) -> Result<i32, SandboxError> {
         let stop = stop.clone();
         std::thread::spawn(move || read_stdin(tx, stop))
     };
+    let (failed_tx, mut failed_rx) = tokio::sync::oneshot::channel::<SandboxError>();
     let typer = {
         let pty = pty.clone();
         tokio::spawn(async move {
@@ -442,8 +514,9 @@ pub async fn attach_terminal(target: &PtyTarget) -> Result<i32, SandboxError> {
                 while let Ok(more) = rx.try_recv() {
                     keys.extend(more);
                 }
-                if pty.input(&keys).await.is_err() {
-                    break;
+                if let Err(e) = pty.input(&keys).await {
+                    let _ = failed_tx.send(e);
+                    return;
                 }
             }
         })
@@ -451,7 +524,6 @@ pub async fn attach_terminal(target: &PtyTarget) -> Result<i32, SandboxError> {
     let resizer = {
         let pty = pty.clone();
         tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
             let Ok(mut winch) = signal(SignalKind::window_change()) else {
                 return;
             };
@@ -463,24 +535,45 @@ pub async fn attach_terminal(target: &PtyTarget) -> Result<i32, SandboxError> {
         })
     };
     let mut status = None;
+    let mut typing = true;
+    let sandbox = &target.sandbox;
     let result = loop {
-        match out.next().await {
-            Ok(Some(PtyEvent::Data(b))) => {
-                let mut o = std::io::stdout().lock();
-                if o.write_all(&b).and_then(|()| o.flush()).is_err() {
-                    break Ok(());
+        tokio::select! {
+            ev = out.next_within(Some(idle)) => match ev {
+                Ok(Some(PtyEvent::Data(b))) => {
+                    let mut o = std::io::stdout().lock();
+                    if o.write_all(&b).and_then(|()| o.flush()).is_err() {
+                        break Ok(());
+                    }
                 }
-            }
-            Ok(Some(PtyEvent::End(s))) => status = Some(s),
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
+                Ok(Some(PtyEvent::End(s))) => status = Some(s),
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            },
+            typed = &mut failed_rx, if typing => match typed {
+                Ok(e) => break Err(SandboxError::Failed(format!(
+                    "e2b, sandbox {sandbox}: what was typed could not be sent, so the attach is ended: {e}"
+                ))),
+                // stdin ended: the output goes on.
+                Err(_) => typing = false,
+            },
+            () = signalled(&mut hup) => break Err(SandboxError::Failed(format!(
+                "e2b, sandbox {sandbox}: the terminal hung up (SIGHUP); the attach is ended"
+            ))),
+            () = signalled(&mut terminate) => break Err(SandboxError::Failed(format!(
+                "e2b, sandbox {sandbox}: terminated (SIGTERM); the attach is ended"
+            ))),
         }
     };
     stop.store(true, Ordering::Relaxed);
     typer.abort();
     resizer.abort();
-    let _ = tokio::task::spawn_blocking(move || reader.join()).await;
     drop(raw);
+    if status.is_none() {
+        // Not the process's end: kill it, so no root `tmux attach` stays behind.
+        let _ = tokio::time::timeout(Duration::from_secs(10), pty.kill()).await;
+    }
+    let _ = tokio::task::spawn_blocking(move || reader.join()).await;
     result?;
     status.ok_or_else(|| {
         SandboxError::Failed(format!(
