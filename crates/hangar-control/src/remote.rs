@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hangar_protocol::ControlDir;
+use hangar_protocol::{Ack, AckStatus, ControlDir, RunKey};
 use hangar_sandbox::{ExecRequest, Output, Provider, ProviderKind, Sandbox, SandboxError, Who};
 use hangar_store::Run;
 
@@ -546,24 +546,55 @@ async fn sync_loop(
     let mut last_pull = Instant::now() - PULL_EVERY;
     let mut last_keep = Instant::now();
     let keep_every = keep_alive_every(&plane, &sb).await;
+    // The run's key, to tell the driver's acks from any other.
+    let check = loop {
+        match plane.mailbox(&run_id).await {
+            Ok(m) => {
+                break AckCheck {
+                    run: run_id.clone(),
+                    key: m.key().clone(),
+                    said: Mutex::default(),
+                };
+            }
+            Err(e) => {
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                tracing::warn!(run = %run_id, error = %e, "cannot read the run's key");
+                if since.elapsed() >= GONE_AFTER {
+                    set(
+                        &status,
+                        Status::Gone(format!("cannot read run {run_id}'s key: {e}")),
+                    );
+                    return;
+                }
+                tokio::time::sleep(PULL_EVERY).await;
+            }
+        }
+    };
+    failing_since = None;
     loop {
         let step = async {
             // In: what the mailbox left in the mirror's in/.
             let mut pushed_now = false;
-            for name in waiting(&host.inbox()) {
-                if pushed.contains(&name) {
-                    continue;
-                }
-                let Ok(bytes) = tokio::fs::read(host.inbox().join(&name)).await else {
+            let waiting_now: Vec<String> = waiting(&host.inbox())
+                .into_iter()
+                .filter(|n| !pushed.contains(n))
+                .collect();
+            for (i, name) in waiting_now.iter().enumerate() {
+                let Ok(bytes) = tokio::fs::read(host.inbox().join(name)).await else {
                     continue;
                 };
-                if let Pushed::Landed(ack) =
-                    push(&plane, &sb, &inside, &name, bytes, PUSH_WAITS_FOR_ACK).await?
-                {
+                // Waiting for the ack holds the sync: only the last of several waits for it
+                // (the others' acks come with the next pull).
+                let wait = if i + 1 == waiting_now.len() {
+                    PUSH_WAITS_FOR_ACK
+                } else {
+                    0
+                };
+                if let Pushed::Landed(ack) = push(&plane, &sb, &inside, name, bytes, wait).await? {
                     if let Some(ack) = ack {
-                        take_ack(&host, &mut acks, &format!("{name}.ack"), &ack)?;
+                        take_ack(&host, &check, &mut acks, &format!("{name}.ack"), &ack)?;
                     }
-                    pushed.insert(name);
+                    pushed.insert(name.clone());
                     pushed_now = true;
                 }
             }
@@ -619,8 +650,10 @@ async fn sync_loop(
                 }
                 let ended = !p.alive;
                 let cut_short = p.log.len() as u64 >= PULL_MAX;
-                if let Err(e) =
-                    apply(&plane, &sb, &run_id, &host, &inside, &mut acks, &pushed, p).await
+                if let Err(e) = apply(
+                    &plane, &sb, &run_id, &host, &inside, &check, &mut acks, &pushed, p,
+                )
+                .await
                 {
                     // Counted as the sandbox not answering: a pull that can never be mirrored
                     // (a pack too large, a full disk) ends the turn after GONE_AFTER, not never.
@@ -671,10 +704,44 @@ fn gone_reason(sb: &Sandbox, message: &str) -> String {
     )
 }
 
+/// The run an ack read from the pod must answer, and the key it must be signed with.
+struct AckCheck {
+    run: String,
+    key: RunKey,
+    /// The names of acks found not to be the driver's, said once each.
+    said: Mutex<HashSet<String>>,
+}
+
+/// Whether `bytes` is the driver's own ack `name` (`NNNN-hex.cmd.ack`): signed with the run's
+/// key, for this run and this command (its sequence number, its nonce beginning with the name's
+/// hex; or a refusal of a command the driver could not read, which has neither), as the
+/// mailbox itself checks an ack on the local path.
+fn genuine_ack(check: &AckCheck, name: &str, bytes: &[u8]) -> bool {
+    let Some(cmd) = name.strip_suffix(".ack") else {
+        return false;
+    };
+    let Some((seq, prefix)) = cmd.strip_suffix(".cmd").and_then(|c| c.split_once('-')) else {
+        return false;
+    };
+    let Ok(seq) = seq.parse::<u64>() else {
+        return false;
+    };
+    let Ok(a) = serde_json::from_slice::<Ack>(bytes) else {
+        return false;
+    };
+    let answers = (a.seq == seq && a.nonce.len() > prefix.len() && a.nonce.starts_with(prefix))
+        || (a.seq == 0 && a.nonce.is_empty() && a.status == AckStatus::Refused);
+    answers && Ack::parse_verified(bytes, &check.key, &check.run, cmd, a.seq, &a.nonce).is_some()
+}
+
 /// Writes an ack read from the pod into the mirror (where the mailbox waits for it); its command
-/// no longer waits in the mirror's `in/`.
+/// no longer waits in the mirror's `in/`. An ack that is not the driver's (the agent, the
+/// driver's own user in such a pod, can write `acks/` first) is left out and not marked read,
+/// so the next pull reads that name again and the driver's own ack, when it replaces it, is
+/// taken.
 fn take_ack(
     host: &ControlDir,
+    check: &AckCheck,
     acks: &mut HashSet<String>,
     name: &str,
     bytes: &[u8],
@@ -684,6 +751,17 @@ fn take_ack(
             gone: false,
             message: format!("refused ack name {name:?}"),
         });
+    }
+    if !genuine_ack(check, name, bytes) {
+        if check
+            .said
+            .lock()
+            .map(|mut s| s.insert(name.to_owned()))
+            .unwrap_or(false)
+        {
+            tracing::warn!(run = %check.run, ack = %name, "an ack in the sandbox is not signed by the run's driver; ignored until the driver's own replaces it");
+        }
+        return Ok(());
     }
     let dest = host.acks().join(name);
     hangar_protocol::atomic::write_atomic(&dest, bytes, 0o600).map_err(|e| ExecFailed {
@@ -710,6 +788,7 @@ async fn apply(
     run_id: &str,
     host: &ControlDir,
     inside: &Path,
+    check: &AckCheck,
     acks: &mut HashSet<String>,
     pushed: &HashSet<String>,
     p: Pulled,
@@ -745,7 +824,7 @@ async fn apply(
         _ => {}
     }
     for (name, bytes) in &p.acks {
-        take_ack(host, acks, name, bytes)?;
+        take_ack(host, check, acks, name, bytes)?;
     }
     // The turn's end may have come in the previous pull's chunk, or been cut between two.
     if p.pack && (!p.alive || ends_turn(&host.run_log(), &p.log)) {
@@ -919,6 +998,70 @@ mod tests {
         });
         std::fs::remove_file(d.path().join("pushed/0001-ab.cmd")).unwrap();
         assert_eq!(push("0").status.code(), Some(3), "in/ closed");
+    }
+
+    /// An ack the agent planted in the pod's `acks/` is not taken, nor its name marked read:
+    /// the driver's own ack, written over it later, is.
+    #[test]
+    fn a_planted_ack_is_ignored_and_the_drivers_own_is_taken_later() {
+        let d = tempfile::tempdir().unwrap();
+        let host = ControlDir::at(d.path().to_path_buf());
+        std::fs::create_dir_all(host.acks()).unwrap();
+        std::fs::create_dir_all(host.inbox()).unwrap();
+        let key = RunKey::from_bytes([7; 32]);
+        let check = AckCheck {
+            run: "r-1".into(),
+            key: RunKey::from_bytes([7; 32]),
+            said: Mutex::default(),
+        };
+        let nonce = format!("ab12cd34{}", "0".repeat(24));
+        let cmd = "0000000003-ab12cd34.cmd";
+        let name = format!("{cmd}.ack");
+        std::fs::write(host.inbox().join(cmd), b"{cmd}").unwrap();
+        let mut acks = HashSet::new();
+        let planted = [
+            b"{\"status\":\"done\"}".to_vec(),
+            // Signed with another key.
+            Ack::seal(
+                &RunKey::from_bytes([8; 32]),
+                "r-1",
+                cmd,
+                3,
+                &nonce,
+                AckStatus::Done,
+                "",
+            )
+            .to_bytes(),
+            // The driver's ack of another command.
+            Ack::seal(
+                &key,
+                "r-1",
+                "0000000002-ab12cd34.cmd",
+                3,
+                &nonce,
+                AckStatus::Done,
+                "",
+            )
+            .to_bytes(),
+            // Another run's.
+            Ack::seal(&key, "r-2", cmd, 3, &nonce, AckStatus::Done, "").to_bytes(),
+        ];
+        for bytes in planted {
+            assert!(take_ack(&host, &check, &mut acks, &name, &bytes).is_ok());
+            assert!(acks.is_empty(), "{}", String::from_utf8_lossy(&bytes));
+            assert!(!host.acks().join(&name).exists());
+            assert!(host.inbox().join(cmd).exists());
+        }
+        let genuine = Ack::seal(&key, "r-1", cmd, 3, &nonce, AckStatus::Refused, "no").to_bytes();
+        assert!(take_ack(&host, &check, &mut acks, &name, &genuine).is_ok());
+        assert!(acks.contains(&name));
+        assert_eq!(std::fs::read(host.acks().join(&name)).unwrap(), genuine);
+        assert!(!host.inbox().join(cmd).exists());
+        // A refusal of a command the driver could not read has no sequence number or nonce.
+        let unread = Ack::seal(&key, "r-1", cmd, 0, "", AckStatus::Refused, "too big").to_bytes();
+        assert!(genuine_ack(&check, &name, &unread));
+        let unread_done = Ack::seal(&key, "r-1", cmd, 0, "", AckStatus::Done, "").to_bytes();
+        assert!(!genuine_ack(&check, &name, &unread_done));
     }
 
     #[test]
