@@ -33,7 +33,6 @@ use common::{Server, until};
 use hangar_fakecloud::FakeCloud;
 use hangar_testkit::{
     CODEX_API_KEY, CODEX_API_KEY_ENV, FakeOpenAi, Script, Step, codex_bin, codex_offline_args,
-    workspace_root,
 };
 use serde_json::json;
 
@@ -176,38 +175,12 @@ fn skip() -> bool {
     false
 }
 
-/// The image with Claude Code in it (built once, cached by dockerd).
 fn claude_image() -> String {
-    if let Ok(i) = std::env::var("HANGAR_TEST_CLAUDE_IMAGE") {
-        return i;
-    }
-    let out = Command::new(workspace_root().join("scripts/build-image-claude"))
-        .env("HANGAR_CLAUDE_BIN", hangar_testkit::claude_bin().unwrap())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/build-image-claude: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    hangar_testkit::claude_image().unwrap()
 }
 
-/// The image with Codex in it (its native package, built once, cached by dockerd).
 fn codex_image() -> String {
-    if let Ok(i) = std::env::var("HANGAR_TEST_CODEX_IMAGE") {
-        return i;
-    }
-    let out = Command::new(workspace_root().join("scripts/build-image-codex"))
-        .env("HANGAR_CODEX_BIN", codex_bin().unwrap())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/build-image-codex: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    hangar_testkit::codex_image().unwrap()
 }
 
 fn script() -> Script {

@@ -28,14 +28,12 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use common::Server;
 use common::forks::{blob_id, git, repo, swap_in_idx};
 use hangar_fakecloud::FakeCloud;
 use hangar_testkit::{
     CODEX_API_KEY, CODEX_API_KEY_ENV, FakeOpenAi, Script, Step, codex_bin, codex_offline_args,
-    workspace_root,
 };
 use serde_json::{Value, json};
 
@@ -51,21 +49,8 @@ fn skip() -> bool {
     false
 }
 
-/// The image with Claude Code in it (built once, cached by dockerd).
 fn claude_image() -> String {
-    if let Ok(i) = std::env::var("HANGAR_TEST_CLAUDE_IMAGE") {
-        return i;
-    }
-    let out = Command::new(workspace_root().join("scripts/build-image-claude"))
-        .env("HANGAR_CLAUDE_BIN", hangar_testkit::claude_bin().unwrap())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/build-image-claude: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    hangar_testkit::claude_image().unwrap()
 }
 
 fn bash(cmd: &str) -> Step {
@@ -388,21 +373,8 @@ async fn faked_api_a_fork_of_an_e2b_run_is_a_new_sandbox_at_the_step() {
     .await;
 }
 
-/// The image with Codex in it (built once, cached by dockerd).
 fn codex_image() -> String {
-    if let Ok(i) = std::env::var("HANGAR_TEST_CODEX_IMAGE") {
-        return i;
-    }
-    let out = Command::new(workspace_root().join("scripts/build-image-codex"))
-        .env("HANGAR_CODEX_BIN", codex_bin().unwrap())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/build-image-codex: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    hangar_testkit::codex_image().unwrap()
 }
 
 /// A real Codex turn in a kubernetes sandbox (`codex app-server` in the pod, `--disable plugins`

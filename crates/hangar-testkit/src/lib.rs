@@ -152,6 +152,7 @@ mod codex;
 mod conn;
 mod error;
 mod http;
+mod images;
 mod jose;
 mod openai;
 mod recorded;
@@ -168,6 +169,7 @@ pub use codex::{
     codex_bin, codex_env, codex_offline_args,
 };
 pub use error::TestkitError;
+pub use images::{claude_image, codex_image};
 pub use jose::PassportAlg;
 pub use recorded::{RecordedRequest, RequestKind};
 pub use script::{
