@@ -7,8 +7,8 @@
 //! [`Outcome::Ended`] at once, with the command handed back, never as an I/O error.
 
 use std::fs::{self, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::{self, Read};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -195,8 +195,15 @@ impl Mailbox {
     /// The next sequence number, allocated under an exclusive lock on `seq`, so concurrent
     /// clients of one run never share one. The lock is held (by the returned file) until the
     /// command has landed in `in/`, so commands land in sequence order and the driver never sees
-    /// a higher number before a lower one. The file is not fsynced: after a machine crash the
-    /// driver, and with it the run's sequence, is gone anyway.
+    /// a higher number before a lower one.
+    ///
+    /// The number is written in one `pwrite` of a fixed width at offset 0, never truncating
+    /// first: a client killed in the middle (scripts/load kills a `hangar serve` replica with
+    /// SIGKILL while it answers) leaves either the old number or the new one, never an empty
+    /// file that would restart the run's sequence at 1 and have every later command refused as
+    /// a replay. A file that still does not read as a number (damaged by hand) is rebuilt from
+    /// the highest sequence number among the command files of the control folder. The file is
+    /// not fsynced: after a machine crash the driver, and with it the run's sequence, is gone.
     fn next_seq(&self) -> Result<(u64, fs::File), MailboxError> {
         let path = self.client.join("seq");
         let mut f = OpenOptions::new()
@@ -209,13 +216,42 @@ impl Mailbox {
         let mut s = String::new();
         f.read_to_string(&mut s)
             .map_err(io_err("read the sequence file"))?;
-        let next = s.trim().parse::<u64>().unwrap_or(0) + 1;
-        f.seek(SeekFrom::Start(0))
-            .map_err(io_err("rewind the sequence file"))?;
-        f.set_len(0).map_err(io_err("truncate the sequence file"))?;
-        f.write_all(next.to_string().as_bytes())
+        let last = match s.trim().parse::<u64>() {
+            Ok(n) => n,
+            Err(_) => self.highest_landed_seq(),
+        };
+        let next = last + 1;
+        f.write_all_at(format!("{next:020}").as_bytes(), 0)
             .map_err(io_err("write the sequence file"))?;
         Ok((next, f))
+    }
+
+    /// The highest sequence number among the command files in the control folder (`staging/`,
+    /// `in/`, the ended inboxes, `acks/`): every command that ever landed has its file in one.
+    fn highest_landed_seq(&self) -> u64 {
+        let mut highest = 0;
+        let Ok(top) = fs::read_dir(self.ctl.root()) else {
+            return 0;
+        };
+        for dir in top.filter_map(Result::ok) {
+            if !dir.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let Ok(entries) = fs::read_dir(dir.path()) else {
+                continue;
+            };
+            for e in entries.filter_map(Result::ok) {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if let Some((digits, _)) = name.split_once('-')
+                    && (name.ends_with(".cmd") || name.ends_with(".cmd.ack"))
+                    && let Ok(n) = digits.parse::<u64>()
+                {
+                    highest = highest.max(n);
+                }
+            }
+        }
+        highest
     }
 
     /// Seals and delivers a command. `Err(Ok(command))`-like cases are folded into
@@ -422,6 +458,119 @@ mod tests {
             }
         }
         assert_eq!(seqs, vec![1, 2, 3, 4]);
+    }
+
+    fn landed_seq(m: &Mailbox) -> u64 {
+        match m.send(Kind::Steer, body::text("x")).unwrap() {
+            Delivery::Landed(s) => s.command.seq,
+            Delivery::TurnEnded(_) => panic!("in/ is there"),
+        }
+    }
+
+    /// A sequence file that does not read as a number (emptied, garbage) restarts above every
+    /// command the control folder holds (landed in `in/`, taken and acked, in an ended inbox),
+    /// not at 1, where the driver would refuse every later command as a replay.
+    #[test]
+    fn a_damaged_sequence_file_restarts_above_every_landed_command() {
+        let home = tempfile::tempdir().unwrap();
+        let m = Mailbox::create(home.path(), "r").unwrap();
+        for _ in 0..3 {
+            landed_seq(&m);
+        }
+        let seq_file = ctl::client_dir(home.path(), "r").join("seq");
+        // The driver took 1 and 2 (acked), 3 is still in in/.
+        for name in ["0000000001-aa.cmd", "0000000002-bb.cmd"] {
+            fs::write(m.ctl().ack_for(name), b"{}").unwrap();
+            let _ = fs::remove_file(m.ctl().inbox().join(name));
+        }
+        fs::write(&seq_file, b"").unwrap();
+        assert_eq!(landed_seq(&m), 4, "above 3, which is in in/");
+        // A turn end renamed in/ away with 4 and 5 in it; a new in/ is empty.
+        landed_seq(&m);
+        fs::rename(m.ctl().inbox(), m.ctl().ended_inbox(1)).unwrap();
+        fs::create_dir(m.ctl().inbox()).unwrap();
+        fs::write(&seq_file, b"garbage").unwrap();
+        assert_eq!(landed_seq(&m), 6, "above 5, in the ended inbox");
+        // Only acks are left.
+        fs::remove_dir_all(m.ctl().ended_inbox(1)).unwrap();
+        for e in fs::read_dir(m.ctl().inbox()).unwrap() {
+            fs::remove_file(e.unwrap().path()).unwrap();
+        }
+        fs::write(m.ctl().ack_for("0000000009-cc.cmd"), b"{}").unwrap();
+        fs::write(&seq_file, b"\n").unwrap();
+        assert_eq!(landed_seq(&m), 10, "above 9, acked");
+        assert_eq!(landed_seq(&m), 11, "and the file is whole again");
+    }
+
+    const SEQ_CHILD: &str = "HANGAR_TEST_SEQ_CHILD_HOME";
+
+    /// A sender killed with SIGKILL at any moment (a `hangar serve` replica killed while it
+    /// answers an approval) never leaves a sequence file that sends the next command below one
+    /// that landed. Before the number was written in one `pwrite`, a kill between the truncate
+    /// and the write left the file empty, and the run's next command got 1 (scripts/load saw
+    /// it: "replay: sequence number 1 is not above 2").
+    #[test]
+    fn a_sender_killed_at_any_moment_never_sends_the_sequence_backwards() {
+        if let Some(home) = std::env::var_os(SEQ_CHILD) {
+            let m = Mailbox::open(Path::new(&home), "r").unwrap();
+            loop {
+                landed_seq(&m);
+                // Keep in/ small: the test reads the highest landed number from the names.
+                for e in fs::read_dir(m.ctl().inbox()).unwrap().flatten() {
+                    let _ = fs::rename(e.path(), m.ctl().acks().join(e.file_name()));
+                }
+            }
+        }
+        let home = tempfile::tempdir().unwrap();
+        let m = Mailbox::create(home.path(), "r").unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let highest = |m: &Mailbox| {
+            [m.ctl().inbox(), m.ctl().acks()]
+                .iter()
+                .flat_map(|d| fs::read_dir(d).unwrap().flatten())
+                .filter_map(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.split_once('-').and_then(|(d, _)| d.parse::<u64>().ok())
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        let mut rounds_with_landings = 0;
+        for round in 0..150u64 {
+            let before = highest(&m);
+            let mut child = std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "client::tests::a_sender_killed_at_any_moment_never_sends_the_sequence_backwards",
+                    "--nocapture",
+                ])
+                .env(SEQ_CHILD, home.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            // Let it send for a while, at a different moment each round, then kill it.
+            let until = highest(&m) + 3 + round % 7;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while highest(&m) < until && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(200 + 37 * (round % 11)));
+            }
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let landed = highest(&m);
+            if landed > before {
+                rounds_with_landings += 1;
+            }
+            let next = landed_seq(&m);
+            assert!(
+                next > landed,
+                "round {round}: the next command got {next}, not above {landed} that landed"
+            );
+        }
+        assert!(
+            rounds_with_landings > 100,
+            "the child sent in only {rounds_with_landings} of 150 rounds"
+        );
     }
 
     /// The sender's record comes before the command lands, with its sequence number; a record
