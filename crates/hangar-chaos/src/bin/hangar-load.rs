@@ -492,8 +492,17 @@ async fn drive(
                 Ok((s, v)) => l.failed.push(format!("answer {rid}: {s} {v}")),
                 Err(_) => {
                     // The replica died under the request: the answer landed or it did not, and
-                    // the driver's log says which (it carries out a landed one at once).
-                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    // the driver's log says which (it carries out a landed one at once). The
+                    // dead replica lands nothing more: once `in/` is empty the driver has taken
+                    // every command that landed, and a grace period covers carrying it out.
+                    let inbox = l.log.with_file_name("in");
+                    let until = Instant::now() + Duration::from_secs(10);
+                    while std::fs::read_dir(&inbox).is_ok_and(|mut d| d.next().is_some())
+                        && Instant::now() < until
+                    {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1000)).await;
                     let needle = format!("\"hangar.approval_answered\",\"request_id\":\"{rid}\"");
                     if std::fs::read_to_string(&l.log).is_ok_and(|t| t.contains(&needle)) {
                         l.done += 1;
