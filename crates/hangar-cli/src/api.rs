@@ -270,6 +270,25 @@ impl Api {
         self.answer(resp).await
     }
 
+    /// `GET path` answered as a stream (no time limit on the whole answer: the caller limits
+    /// how long it waits between its parts); an error status is read as any other answer's.
+    pub async fn stream(&self, path: &str) -> Result<reqwest::Response, ApiError> {
+        let resp = self
+            .request(reqwest::Method::GET, path)
+            .timeout(Duration::from_secs(365 * 24 * 3600))
+            .send()
+            .await
+            .map_err(|e| self.sort(e))?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        Err(self
+            .answer(resp)
+            .await
+            .err()
+            .unwrap_or_else(|| ApiError::Other("the server answered an error".into())))
+    }
+
     pub async fn delete(&self, path: &str) -> Result<Value, ApiError> {
         let resp = self
             .request(reqwest::Method::DELETE, path)

@@ -11,6 +11,7 @@ mod fork;
 mod local;
 mod logs;
 mod progress;
+mod relay;
 mod rules;
 mod run;
 mod sandboxes;

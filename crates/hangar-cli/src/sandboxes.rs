@@ -33,7 +33,7 @@ pub enum EnvCmd {
 }
 
 /// Runs `f` against the server, or the API in-process over `$HANGAR_HOME` (made if missing).
-use hangar_cloud::e2b::PtyTarget;
+use hangar_cloud::e2b::terminal;
 
 fn with_api<F, Fut>(home: &Path, f: F) -> Result<ExitCode, CliError>
 where
@@ -323,10 +323,13 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
         }
         SbCmd::Attach { sb, run } => {
             let path = format!("/v1/sandboxes/{}/attach", seg(&sb));
-            let body = serde_json::json!({ "run": run });
+            let (cols, rows) = terminal::window_size().unwrap_or((80, 24));
+            let body = serde_json::json!({
+                "run": run, "cols": cols, "rows": rows, "term": terminal::terminal_type(),
+            });
             let mut argv: Vec<String> = Vec::new();
-            let mut pty: Option<PtyTarget> = None;
-            let (slot, pty_slot) = (&mut argv, &mut pty);
+            let mut relayed: Option<i32> = None;
+            let (slot, relayed_slot) = (&mut argv, &mut relayed);
             with_api(home, |api| async move {
                 let r = api
                     .post(&path, &body)
@@ -336,6 +339,17 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
                     "attaching to run {} in sandbox {sb} (detach: Ctrl-b d)",
                     r["run"].as_str().unwrap_or("?")
                 ));
+                if let Some(attach) = r["attach"].as_str() {
+                    // An e2b sandbox: the server relays the terminal (envd's token stays there).
+                    let keepalive = Duration::from_secs(
+                        r["keepalive_secs"].as_u64().unwrap_or(15).clamp(1, 3600),
+                    );
+                    let status = crate::relay::attach(api, attach, &sb, keepalive)
+                        .await
+                        .map_err(|e| CliError::Failed(e.to_string()))?;
+                    *relayed_slot = Some(status);
+                    return Ok(ExitCode::SUCCESS);
+                }
                 *slot = r["argv"]
                     .as_array()
                     .map(|a| {
@@ -344,21 +358,9 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
                             .collect()
                     })
                     .unwrap_or_default();
-                if let Some(t) = r.get("e2b_pty").filter(|t| !t.is_null()) {
-                    *pty_slot = Some(serde_json::from_value(t.clone()).map_err(|e| {
-                        CliError::Failed(format!("the server's e2b terminal makes no sense: {e}"))
-                    })?);
-                }
                 Ok(ExitCode::SUCCESS)
             })?;
-            if let Some(target) = pty {
-                // An e2b sandbox: this process is the terminal's client of envd.
-                let rt = serve::runtime()?;
-                let status = rt
-                    .block_on(hangar_cloud::e2b::terminal::attach_terminal(&target))
-                    .map_err(|e| CliError::Failed(e.to_string()));
-                rt.shutdown_timeout(Duration::from_millis(200));
-                let status = status?;
+            if let Some(status) = relayed {
                 return Ok(ExitCode::from(
                     u8::try_from(status.clamp(0, 255)).unwrap_or(1),
                 ));

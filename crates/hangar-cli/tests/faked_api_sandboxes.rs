@@ -400,3 +400,418 @@ async fn without_their_configuration_the_providers_say_what_to_set() {
         assert!(!out.status.success() && err.contains(want), "{yaml}: {err}");
     }
 }
+
+/// A tmux server of the test's own, where `hangar sb attach` gets a terminal.
+struct Terminal {
+    socket: PathBuf,
+}
+
+impl Terminal {
+    fn new(dir: &std::path::Path, argv: &[String]) -> Terminal {
+        let socket = dir.join("terminal.sock");
+        let st = Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args([
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+                "-x",
+                "100",
+                "-y",
+                "30",
+            ])
+            .args(argv)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        Terminal { socket }
+    }
+
+    fn tmux(&self, args: &[&str]) {
+        let st = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(st.success(), "tmux {args:?}");
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["capture-pane", "-p", "-t", "t"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .status();
+    }
+}
+
+fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> Option<String>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        match f() {
+            None => return,
+            Some(why) => assert!(
+                std::time::Instant::now() < deadline,
+                "{what} did not happen in {secs} s: {why}"
+            ),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// The processes of sandbox `sb` running `tmux attach-session` (envd's PTY processes).
+fn attach_processes(s: &Server, sb: &str) -> Vec<String> {
+    let listed = "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done";
+    s.ok(&["sb", "exec", sb, "--as", "hangar", "--", "sh", "-c", listed])
+        .lines()
+        .filter(|l| l.contains("attach-session"))
+        .map(str::to_owned)
+        .collect()
+}
+
+impl Server {
+    /// A request with `token`; the status and the body as text.
+    async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        token: &str,
+    ) -> (u16, String) {
+        let mut req = reqwest::Client::new()
+            .request(method.parse().unwrap(), format!("{}{path}", self.url))
+            .bearer_auth(token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        (resp.status().as_u16(), resp.text().await.unwrap())
+    }
+
+    fn token(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("hangar/token"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+}
+
+/// `hangar sb attach` on an e2b sandbox goes through `hangar serve`, which starts envd's PTY
+/// process itself and relays the terminal: the person types into a run's tmux session and sees
+/// its output, a resize is followed, Ctrl-b d ends the attach with status 0. Hostile: no answer
+/// (the attach, the relayed output, input, resize, end) holds envd's token; another person's
+/// token is told the attach does not exist; a second reader is refused; a client that drops the
+/// output stream leaves no `tmux attach` process in the sandbox (the fake's envd was sent
+/// `SendSignal`); an unknown attach id is a JSON error saying what to do. Both ends audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_an_e2b_attach_is_relayed_by_serve_and_envds_token_never_leaves() {
+    if skip() {
+        return;
+    }
+    let fake = FakeCloud::start(E2B_KEY).unwrap();
+    let s = Server::start(vec![
+        ("HANGAR_E2B_API_KEY".into(), E2B_KEY.into()),
+        ("HANGAR_E2B_URL".into(), fake.url()),
+        ("HANGAR_E2B_ENVD_URL".into(), fake.envd_url()),
+    ]);
+    s.apply(&format!("name: cloud\nprovider: e2b\nimage: {}\n", image()));
+    let repo = repo();
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "cloud",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    let sb = out
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("sandbox: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    let tokens = fake.envd_tokens();
+    assert_eq!(tokens.len(), 1, "one e2b sandbox, one envd token");
+    let envd_token = tokens[0].clone();
+    let leaks = |what: &str, text: &str| {
+        assert!(
+            !text.contains(&envd_token),
+            "{what} holds envd's token: {text}"
+        );
+    };
+    // A run's tmux session with a shell in it (a turn's holds its driver; the e2b turn test of
+    // faked_api_turns.rs attaches to one of those).
+    let run = "run-relayed";
+    s.ok(&[
+        "sb", "exec", &sb, "--as", "hangar", "--", "sh", "-c",
+        "mkdir -p /run/hangar-tmux && tmux -S /run/hangar-tmux/default new-session -d -s run-relayed -x 80 -y 24 sh",
+    ]);
+
+    // The person's terminal: typing goes through, the output comes back, a resize is followed.
+    let mut attach = s.hangar();
+    attach.args(["sb", "attach", &sb, "--run", run]);
+    let status = s.home.path().join("attach.status");
+    let argv: Vec<String> = [
+        "sh",
+        "-c",
+        "\"$@\"; echo $? > \"$0\"",
+        status.to_str().unwrap(),
+        "env",
+    ]
+    .map(str::to_owned)
+    .into_iter()
+    .chain(
+        attach
+            .get_envs()
+            .filter_map(|(k, v)| Some(format!("{}={}", k.to_str()?, v?.to_str()?))),
+    )
+    .chain(std::iter::once(
+        attach.get_program().to_string_lossy().into_owned(),
+    ))
+    .chain(attach.get_args().map(|a| a.to_string_lossy().into_owned()))
+    .collect();
+    let term = Terminal::new(s.home.path(), &argv);
+    wait_until("the attach", 60, || {
+        let clients = s.ok(&[
+            "sb",
+            "exec",
+            &sb,
+            "--as",
+            "hangar",
+            "--",
+            "tmux",
+            "-S",
+            "/run/hangar-tmux/default",
+            "list-clients",
+            "-F",
+            "#{client_width}x#{client_height}",
+        ]);
+        (!clients.contains("100x"))
+            .then(|| format!("clients: {clients:?}; screen: {}", term.screen()))
+    });
+    term.tmux(&["send-keys", "-t", "t", "echo relayed-$((6*7))", "Enter"]);
+    wait_until("the relayed output", 30, || {
+        let screen = term.screen();
+        (!screen.contains("relayed-42")).then_some(screen)
+    });
+    term.tmux(&["resize-window", "-t", "t", "-x", "120", "-y", "40"]);
+    wait_until("the resize", 30, || {
+        let clients = s.ok(&[
+            "sb",
+            "exec",
+            &sb,
+            "--as",
+            "hangar",
+            "--",
+            "tmux",
+            "-S",
+            "/run/hangar-tmux/default",
+            "list-clients",
+            "-F",
+            "#{client_width}x#{client_height}",
+        ]);
+        (!clients.contains("120x40")).then_some(clients)
+    });
+    term.tmux(&["send-keys", "-t", "t", "C-b", "d"]);
+    wait_until("the end of `hangar sb attach` on detaching", 30, || {
+        (!status.exists()).then(|| term.screen())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(
+        std::fs::read_to_string(&status).unwrap().trim(),
+        "0",
+        "{}",
+        term.screen()
+    );
+    drop(term);
+
+    // Through the API itself.
+    let token = s.token();
+    let (code, body) = s
+        .raw(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/attach"),
+            Some(json!({"run": run, "cols": 90, "rows": 20})),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    leaks("the attach answer", &body);
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["argv"], json!([]), "{answer}");
+    assert!(answer.get("e2b_pty").is_none(), "{answer}");
+    let aid = answer["attach"].as_str().unwrap().to_owned();
+
+    // Another person's token: the attach does not exist for it.
+    let out = s.ok(&["token", "create", "--person", "eve@example.com"]);
+    let eve = out.trim().to_owned();
+    for (method, path, body) in [
+        ("GET", format!("/v1/attaches/{aid}/output"), None),
+        (
+            "POST",
+            format!("/v1/attaches/{aid}/input"),
+            Some(json!({"data": "ZXhpdAo="})),
+        ),
+        (
+            "POST",
+            format!("/v1/attaches/{aid}/resize"),
+            Some(json!({"cols": 10, "rows": 10})),
+        ),
+        ("DELETE", format!("/v1/attaches/{aid}"), None),
+    ] {
+        let (code, text) = s.raw(method, &path, body, &eve).await;
+        assert_eq!(
+            code, 404,
+            "{method} {path} with another person's token: {text}"
+        );
+        leaks("a refusal", &text);
+    }
+
+    // The owner reads the output and types; the answers hold no token.
+    let mut output = reqwest::Client::new()
+        .get(format!("{}/v1/attaches/{aid}/output", s.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(output.status(), 200);
+    let (code, text) = s
+        .raw("GET", &format!("/v1/attaches/{aid}/output"), None, &token)
+        .await;
+    assert_eq!(code, 409, "a second reader: {text}");
+    let (code, text) = s
+        .raw(
+            "POST",
+            &format!("/v1/attaches/{aid}/input"),
+            Some(json!({"data": "ZWNobyBhcGktJCgoMyozKSkN"})),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "{text}");
+    leaks("the input answer", &text);
+    let (code, text) = s
+        .raw(
+            "POST",
+            &format!("/v1/attaches/{aid}/resize"),
+            Some(json!({"cols": 100, "rows": 30})),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "{text}");
+    leaks("the resize answer", &text);
+    let (code, text) = s
+        .raw(
+            "POST",
+            &format!("/v1/attaches/{aid}/input"),
+            Some(json!({})),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "a keepalive: {text}");
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !seen.contains("event: data") || !decoded(&seen).contains("api-9") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the relayed output: {seen}"
+        );
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), output.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    leaks("the relayed output", &seen);
+    assert_eq!(
+        attach_processes(&s, &sb).len(),
+        1,
+        "the relayed attach's process"
+    );
+
+    // The client goes away: the attach ends, its process killed.
+    drop(output);
+    wait_until("the end of an attach whose client went away", 30, || {
+        let left = attach_processes(&s, &sb);
+        (!left.is_empty()).then(|| format!("left running: {left:?}"))
+    });
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.ends_with("/process.Process/SendSignal")),
+        "{:?}",
+        fake.requests()
+    );
+    let (code, text) = s
+        .raw(
+            "POST",
+            &format!("/v1/attaches/{aid}/input"),
+            Some(json!({"data": ""})),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 404, "an ended attach: {text}");
+    let (code, text) = s
+        .raw("DELETE", "/v1/attaches/att-nonesuch", None, &token)
+        .await;
+    let err: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (code, err["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "{text}"
+    );
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("hangar sb attach"),
+        "{text}"
+    );
+
+    let audit = s.ok(&["audit"]);
+    leaks("the audit", &audit);
+    assert!(
+        audit.lines().any(|l| l.contains("sandbox.attach.ended")
+            && l.contains(&aid)
+            && l.contains("dropped the output stream")),
+        "{audit}"
+    );
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("sandbox.attach.ended") && l.contains("the process ended")),
+        "{audit}"
+    );
+    s.ok(&["sb", "rm", &sb]);
+}
+
+/// What the SSE text's `data` lines decode to, joined.
+fn decoded(sse: &str) -> String {
+    use base64::Engine;
+    let mut out = Vec::new();
+    for line in sse.lines() {
+        if let Some(d) = line.strip_prefix("data: ")
+            && let Ok(b) = base64::engine::general_purpose::STANDARD.decode(d.trim())
+        {
+            out.extend(b);
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

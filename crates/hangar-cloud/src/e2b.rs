@@ -18,8 +18,9 @@
 //! `tar -x`; copy in and read out run inside ([`hangar_sandbox::inside`]); tmux as on kubernetes.
 //!
 //! Attaching a person's terminal is a PTY process of envd running `tmux attach-session`
-//! ([`terminal`]: `Start` with a `pty`, `SendInput`, `Update`), which `hangar sb attach` speaks
-//! itself with what [`E2bProvider::pty_target`] gives it; no host command does that, so
+//! ([`terminal`]: `Start` with a `pty`, `SendInput`, `Update`, `SendSignal`), which
+//! `hangar serve` starts with what [`E2bProvider::pty_target`] gives it and relays to
+//! `hangar sb attach` (envd's token stays on the server); no host command does that, so
 //! `attach_argv` names the E2B CLI's shell (`e2b sandbox connect ID`), from which
 //! `tmux -S /run/hangar-tmux/default attach -t NAME` attaches by hand.
 //! An E2B sandbox also ends at its timeout (`HANGAR_E2B_TIMEOUT_SECS`, 3600 by default), after
@@ -145,8 +146,9 @@ impl E2bProvider {
         envd_post(&self.http, &e.url, e.token.as_deref(), method, content_type)
     }
 
-    /// What `hangar sb attach` needs to put a terminal into tmux session `session` of the
-    /// sandbox: a PTY process of envd running `tmux attach-session` ([`terminal`]).
+    /// What a terminal in tmux session `session` of the sandbox needs: a PTY process of envd
+    /// running `tmux attach-session` ([`terminal`]), with envd's token (for the server's relay,
+    /// never for an API answer).
     pub fn pty_target(&self, sb: &Sandbox, session: &str) -> Result<PtyTarget, SandboxError> {
         layout::check_session(session)?;
         let e = Self::handle(sb)?;

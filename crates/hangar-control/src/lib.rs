@@ -19,6 +19,7 @@
 //! Non-goals: no HTTP server (the server crate; the only HTTP here is the passport exchange with
 //! Tower), no sandbox providers yet (local folders only).
 
+pub mod attaches;
 pub mod conformance;
 mod envs;
 mod error;

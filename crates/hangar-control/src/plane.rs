@@ -84,6 +84,8 @@ pub struct ControlPlane {
     pub(crate) lease: Option<Duration>,
     /// The takeover of runs no replica holds has started.
     pub(crate) taking_over: std::sync::atomic::AtomicBool,
+    /// The terminals this control plane relays (`hangar sb attach` on e2b).
+    pub(crate) attaches: crate::attaches::Attaches,
 }
 
 impl ControlPlane {
@@ -109,6 +111,7 @@ impl ControlPlane {
             keys: crate::passport::Keys::default(),
             mailboxes: Default::default(),
             one_shots: Mutex::new(HashSet::new()),
+            attaches: Default::default(),
         })
     }
 

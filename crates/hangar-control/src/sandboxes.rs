@@ -81,8 +81,10 @@ impl Providers {
 pub enum Attach {
     /// A command run on the person's machine (`tmux attach`, `docker exec -it`, `kubectl exec -it`).
     Argv(Vec<String>),
-    /// A PTY process of an e2b sandbox's envd running `tmux attach-session`.
-    E2bPty(hangar_cloud::e2b::PtyTarget),
+    /// A terminal relayed by the control plane (an e2b sandbox: envd's PTY process running
+    /// `tmux attach-session`, started here with envd's token, which never leaves): its attach
+    /// id ([`crate::attaches`]).
+    Relay(String),
 }
 
 /// Why a turn cannot run in `sb` with `policy` although the governance allows it, if it
@@ -434,14 +436,18 @@ impl ControlPlane {
     }
 
     /// How a terminal attaches to the tmux session of `run` (default: the newest live run) in a
-    /// sandbox: a host command, or for e2b the PTY process envd runs (the client speaks envd
-    /// itself; giving it envd's token is audited as `sandbox.attach`).
+    /// sandbox: a host command, or for e2b a terminal this control plane relays (it starts
+    /// envd's PTY process of `term`'s size and type; the attach belongs to API token `owner`).
+    /// Audited as `sandbox.attach`.
     pub async fn sandbox_attach(
         &self,
         id: &str,
         run: Option<&str>,
         person: &str,
+        owner: &str,
+        term: &crate::attaches::TermSpec,
     ) -> Result<(String, Attach), ControlError> {
+        term.check()?;
         let sb = self.provider_sandbox(id).await?;
         let run = match run {
             Some(r) => r.to_owned(),
@@ -462,15 +468,33 @@ impl ControlPlane {
         }
         if sb.env.provider == ProviderKind::E2b {
             let target = self.providers.e2b().await?.pty_target(&sb, &run)?;
+            let attach = new_id("att")?;
             self.store
                 .audit()
                 .append(
                     person,
                     "sandbox.attach",
-                    &json!({"sandbox": id, "run": run, "via": "envd pty"}),
+                    &json!({"sandbox": id, "run": run, "via": "relay", "attach": attach}),
                 )
                 .await?;
-            return Ok((run, Attach::E2bPty(target)));
+            let pty = match hangar_cloud::e2b::terminal::PtySession::start(
+                &target, &term.term, term.cols, term.rows,
+            )
+            .await
+            {
+                Ok(pty) => pty,
+                Err(e) => {
+                    let detail = json!({"sandbox": id, "run": run, "attach": attach, "reason": format!("the terminal did not start: {e}"), "status": null, "killed": false});
+                    self.store
+                        .audit()
+                        .append(person, "sandbox.attach.ended", &detail)
+                        .await?;
+                    return Err(e.into());
+                }
+            };
+            self.attaches
+                .open(self.store.clone(), pty, &attach, id, &run, person, owner);
+            return Ok((run, Attach::Relay(attach)));
         }
         let argv = with_provider!(self, sb.env.provider, |p| Ok::<_, ControlError>(
             p.attach_argv(&sb, &run)

@@ -182,6 +182,16 @@ impl FakeCloud {
         lock(&self.shared).e2b_created.clone()
     }
 
+    /// The envd access token of every live E2B sandbox of the fake (tests check that it never
+    /// leaves hangar's server).
+    pub fn envd_tokens(&self) -> Vec<String> {
+        lock(&self.shared)
+            .e2b
+            .values()
+            .map(|(_, token)| token.clone())
+            .collect()
+    }
+
     /// The pods as the fake stores them (what the provider sent, with a status).
     pub fn pods(&self) -> Vec<Value> {
         lock(&self.shared)

@@ -14,6 +14,8 @@ use crate::error::ApiError;
 #[derive(Clone, Debug)]
 pub struct Authed {
     pub email: String,
+    /// The token's id (what a relayed attach is bound to).
+    pub token_id: String,
 }
 
 impl FromRequestParts<Arc<ControlPlane>> for Authed {
@@ -38,7 +40,10 @@ impl FromRequestParts<Arc<ControlPlane>> for Authed {
                 )
             })?;
         match plane.store().authenticate(token).await? {
-            Some(p) => Ok(Authed { email: p.email }),
+            Some(p) => Ok(Authed {
+                email: p.email,
+                token_id: p.token_id,
+            }),
             None => Err(ApiError::Unauthenticated(
                 "the token is unknown or revoked; make a new one with `hangar token create --person EMAIL`".into(),
             )),

@@ -8,6 +8,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use hangar_control::attaches::{ATTACH_KEEPALIVE, RelayEvent, TermSpec};
 use hangar_control::sandbox::Who;
 use hangar_control::{Attach, ControlPlane};
 use serde::Deserialize;
@@ -31,6 +34,10 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
         ("DELETE", "/v1/sandboxes/{id}", delete(remove_sandbox)),
         ("POST", "/v1/sandboxes/{id}/exec", post(exec)),
         ("POST", "/v1/sandboxes/{id}/attach", post(attach)),
+        ("GET", "/v1/attaches/{id}/output", get(attach_output)),
+        ("POST", "/v1/attaches/{id}/input", post(attach_input)),
+        ("POST", "/v1/attaches/{id}/resize", post(attach_resize)),
+        ("DELETE", "/v1/attaches/{id}", delete(end_attach)),
     ]
 }
 
@@ -120,9 +127,13 @@ async fn exec(
 #[derive(Deserialize, Default)]
 struct AttachBody {
     run: Option<String>,
+    /// The terminal's size and type, for a relayed terminal (e2b).
+    cols: Option<u16>,
+    rows: Option<u16>,
+    term: Option<String>,
 }
 
-/// A POST (each attach is audited, and for e2b the answer carries envd's token), answered
+/// A POST (each attach is audited, and for e2b it starts a terminal), answered
 /// `Cache-Control: no-store`.
 async fn attach(
     State(plane): S,
@@ -131,19 +142,98 @@ async fn attach(
     body: Option<Json<AttachBody>>,
 ) -> ApiResult {
     let b = body.map(|Json(b)| b).unwrap_or_default();
+    let d = TermSpec::default();
+    let term = TermSpec {
+        cols: b.cols.unwrap_or(d.cols),
+        rows: b.rows.unwrap_or(d.rows),
+        term: b.term.unwrap_or(d.term),
+    };
     let (run, how) = plane
-        .sandbox_attach(&id, b.run.as_deref(), &who.email)
+        .sandbox_attach(&id, b.run.as_deref(), &who.email, &who.token_id, &term)
         .await?;
     Ok((
         [(axum::http::header::CACHE_CONTROL, "no-store")],
         Json(match how {
             Attach::Argv(argv) => json!({"run": run, "argv": argv}),
-            // No host command attaches to an e2b sandbox: the client starts envd's PTY process
-            // with envd's token, which reaches the client (see the README).
-            Attach::E2bPty(t) => json!({"run": run, "argv": [], "e2b_pty": t}),
+            // No host command attaches to an e2b sandbox: this server relays the terminal
+            // (envd's token stays here).
+            Attach::Relay(attach) => json!({
+                "run": run,
+                "argv": [],
+                "attach": attach,
+                "keepalive_secs": ATTACH_KEEPALIVE.as_secs(),
+            }),
         }),
     )
         .into_response())
+}
+
+/// A relayed terminal's output as Server-Sent Events: `data` (base64 of the bytes), `end`
+/// (`{"status"}`: the process ended), `ended` (`{"reason"}`: the attach ended otherwise).
+/// Dropping the stream ends the attach.
+async fn attach_output(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let out = plane.attach_output(&id, &who.token_id)?;
+    let events = futures_util::stream::unfold(out, |mut out| async move {
+        let ev = match out.next().await? {
+            RelayEvent::Data(b) => Event::default().event("data").data(B64.encode(b)),
+            RelayEvent::End(status) => Event::default()
+                .event("end")
+                .data(json!({"status": status}).to_string()),
+            RelayEvent::Ended(reason) => Event::default()
+                .event("ended")
+                .data(json!({"reason": reason}).to_string()),
+        };
+        Some((Ok::<_, std::convert::Infallible>(ev), out))
+    });
+    Ok((
+        [(axum::http::header::CACHE_CONTROL, "no-store")],
+        Sse::new(events).keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(10))),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+struct AttachInput {
+    /// Base64 of the bytes typed; empty or absent: a keepalive.
+    #[serde(default)]
+    data: String,
+}
+
+async fn attach_input(
+    State(plane): S,
+    who: Authed,
+    Path(id): Path<String>,
+    Json(b): Json<AttachInput>,
+) -> ApiResult {
+    let bytes = B64.decode(b.data.as_bytes()).map_err(|e| {
+        ApiError::BadRequest(format!("data must be base64 of the bytes typed: {e}"))
+    })?;
+    plane.attach_input(&id, &who.token_id, &bytes).await?;
+    Ok(Json(json!({"attach": id})).into_response())
+}
+
+#[derive(Deserialize)]
+struct AttachResize {
+    cols: u16,
+    rows: u16,
+}
+
+async fn attach_resize(
+    State(plane): S,
+    who: Authed,
+    Path(id): Path<String>,
+    Json(b): Json<AttachResize>,
+) -> ApiResult {
+    plane
+        .attach_resize(&id, &who.token_id, b.cols, b.rows)
+        .await?;
+    Ok(Json(json!({"attach": id})).into_response())
+}
+
+async fn end_attach(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
+    plane.end_attach(&id, &who.token_id)?;
+    Ok(Json(json!({"attach": id})).into_response())
 }
 
 async fn list_environments(State(plane): S, _who: Authed) -> ApiResult {
@@ -257,12 +347,27 @@ fn exec_out() -> Value {
 }
 
 fn attach_req() -> Value {
-    json!({"type": "object", "properties": {"run": string()}})
+    json!({"type": "object", "properties": {"run": string(), "cols": {"type": "integer"}, "rows": {"type": "integer"}, "term": string()}})
 }
 
 fn attach_out() -> Value {
-    let pty = json!({"type": "object", "properties": {"sandbox": string(), "envd": string(), "token": {"type": ["string", "null"]}, "argv": {"type": "array", "items": string()}}, "required": ["sandbox", "envd", "argv"]});
-    json!({"type": "object", "properties": {"run": string(), "argv": {"type": "array", "items": string()}, "e2b_pty": pty}, "required": ["run", "argv"]})
+    json!({"type": "object", "properties": {"run": string(), "argv": {"type": "array", "items": string()}, "attach": string(), "keepalive_secs": {"type": "integer"}}, "required": ["run", "argv"]})
+}
+
+fn attach_input_req() -> Value {
+    json!({"type": "object", "properties": {"data": {"type": "string", "description": "base64 of the bytes typed; empty: a keepalive"}}})
+}
+
+fn attach_resize_req() -> Value {
+    json!({"type": "object", "properties": {"cols": {"type": "integer"}, "rows": {"type": "integer"}}, "required": ["cols", "rows"]})
+}
+
+fn attach_one() -> Value {
+    json!({"type": "object", "properties": {"attach": string()}, "required": ["attach"]})
+}
+
+fn attach_stream() -> Value {
+    json!({"type": "string", "description": "Server-Sent Events: `data` (base64 of the terminal's bytes), `end` ({status}: the process ended; tmux's 0 when the person detached), `ended` ({reason}: the attach ended otherwise, its process killed)"})
 }
 
 fn env_list() -> Value {
@@ -348,9 +453,42 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         e(
             "POST",
             "/v1/sandboxes/{id}/attach",
-            "The command that attaches a terminal on this machine to a run's tmux session (body `{run}`, default the newest live run); audited as `sandbox.attach`; for an e2b sandbox, `argv` is empty and `e2b_pty` says which PTY process of envd to start, with envd's access token (root in the sandbox for its life); answered `Cache-Control: no-store`",
+            "The command that attaches a terminal on this machine to a run's tmux session (body `{run}`, default the newest live run); audited as `sandbox.attach`; for an e2b sandbox, `argv` is empty and the server relays the terminal itself (envd's token never leaves it): it starts envd's PTY process (`cols`, `rows`, `term` of the body) and answers its `attach` id, used with /v1/attaches/{id}/… by the same API token only, which must send input or a keepalive every `keepalive_secs`; answered `Cache-Control: no-store`",
             Some(attach_req as fn() -> Value),
             attach_out,
+            200,
+        ),
+        Endpoint {
+            method: "GET",
+            path: "/v1/attaches/{id}/output",
+            summary: "A relayed terminal's output (SSE, one reader); dropping the stream ends the attach and kills its process",
+            request: None,
+            response: attach_stream,
+            stream: true,
+            status: 200,
+        },
+        e(
+            "POST",
+            "/v1/attaches/{id}/input",
+            "Type into a relayed terminal (`data`: base64; empty: a keepalive); without either for 60 s the attach ends",
+            Some(attach_input_req as fn() -> Value),
+            attach_one,
+            200,
+        ),
+        e(
+            "POST",
+            "/v1/attaches/{id}/resize",
+            "Resize a relayed terminal",
+            Some(attach_resize_req as fn() -> Value),
+            attach_one,
+            200,
+        ),
+        e(
+            "DELETE",
+            "/v1/attaches/{id}",
+            "End a relayed terminal (its process killed; audited as `sandbox.attach.ended`)",
+            None,
+            attach_one,
             200,
         ),
     ]

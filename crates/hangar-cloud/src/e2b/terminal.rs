@@ -3,15 +3,18 @@
 //! E2B gives a terminal as a PTY process of the sandbox's daemon (envd), over the same Connect
 //! protocol as every command: `process.Process/Start` with `pty` (its size) streams the
 //! terminal's output as `data.pty` events until the process's `end`; `SendInput` with
-//! `input.pty` types into it; `Update` with `pty` resizes it. Attaching is a PTY process running
-//! `tmux attach-session` on the run's session: this module is the client of those three calls
-//! ([`PtySession`]) and [`attach_terminal`], which joins them to the terminal of the process
-//! that calls it (raw mode while attached, its size followed on SIGWINCH).
+//! `input.pty` types into it; `Update` with `pty` resizes it; `SendSignal` kills it. Attaching
+//! is a PTY process running `tmux attach-session` on the run's session: this module is the
+//! client of those calls ([`PtySession`], [`PtyOutput`]), which `hangar serve` uses to relay a
+//! terminal (envd's token stays on the server), and [`join_terminal`], which joins any
+//! [`PtyLink`] and [`PtyEvents`] (envd's directly: [`attach_terminal`]; the server's relay:
+//! `hangar sb attach`) to the terminal of the process that calls it (raw mode while attached,
+//! its size followed on SIGWINCH).
 //!
-//! The control plane gives the client what it needs ([`PtyTarget`]: envd's address and access
-//! token, the command); the token lets its holder run anything as the sandbox's root, as
-//! `hangar sb exec --as hangar` already lets a person with a hangar token.
+//! [`PtyTarget`] holds envd's address and access token (root in the sandbox for its life): it
+//! is for the process that speaks envd, never for an API answer.
 
+use std::future::Future;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +31,7 @@ use super::{end_status, envd_post, envelope, take_envelope};
 use crate::{failed, shell_wrap};
 
 /// What a terminal needs to reach a run's tmux session in an e2b sandbox. Its `Debug` leaves
-/// the token out (a log line must not hand it on).
+/// the token out (a log line must not hand it on); it never goes into an API answer.
 #[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PtyTarget {
     /// hangar's sandbox id (for messages).
@@ -68,6 +71,28 @@ pub enum PtyEvent {
     End(i32),
 }
 
+/// What a terminal sends to its PTY process: typing, resizes, and the kill that ends an attach
+/// which did not see the process's end.
+pub trait PtyLink: Clone + Send + Sync + 'static {
+    /// Types `bytes` into the terminal.
+    fn input(&self, bytes: &[u8]) -> impl Future<Output = Result<(), SandboxError>> + Send;
+    /// Resizes the terminal.
+    fn resize(&self, cols: u16, rows: u16)
+    -> impl Future<Output = Result<(), SandboxError>> + Send;
+    /// Kills the PTY process (ends the attach).
+    fn kill(&self) -> impl Future<Output = Result<(), SandboxError>> + Send;
+}
+
+/// A PTY process's output as a terminal reads it.
+pub trait PtyEvents: Send {
+    /// The next output or the end; `None` once the stream is over; an error when nothing at
+    /// all (not even a keepalive) came for `idle`.
+    fn next_within(
+        &mut self,
+        idle: Option<Duration>,
+    ) -> impl Future<Output = Result<Option<PtyEvent>, SandboxError>> + Send;
+}
+
 /// A PTY process in an e2b sandbox: input and resizes.
 #[derive(Clone, Debug)]
 pub struct PtySession {
@@ -95,15 +120,12 @@ impl std::fmt::Debug for PtyOutput {
 impl PtyOutput {
     /// The next output or the end; `None` once the stream is over.
     pub async fn next(&mut self) -> Result<Option<PtyEvent>, SandboxError> {
-        self.next_within(None).await
+        self.read(None).await
     }
 
     /// [`PtyOutput::next`], an error when envd sends nothing at all (not even its keepalive)
     /// for `idle`.
-    pub async fn next_within(
-        &mut self,
-        idle: Option<Duration>,
-    ) -> Result<Option<PtyEvent>, SandboxError> {
+    async fn read(&mut self, idle: Option<Duration>) -> Result<Option<PtyEvent>, SandboxError> {
         loop {
             while let Some((flags, msg, used)) = take_envelope(&self.buf) {
                 self.buf.drain(..used);
@@ -364,6 +386,27 @@ impl PtySession {
     }
 }
 
+impl PtyEvents for PtyOutput {
+    async fn next_within(
+        &mut self,
+        idle: Option<Duration>,
+    ) -> Result<Option<PtyEvent>, SandboxError> {
+        self.read(idle).await
+    }
+}
+
+impl PtyLink for PtySession {
+    async fn input(&self, bytes: &[u8]) -> Result<(), SandboxError> {
+        PtySession::input(self, bytes).await
+    }
+    async fn resize(&self, cols: u16, rows: u16) -> Result<(), SandboxError> {
+        PtySession::resize(self, cols, rows).await
+    }
+    async fn kill(&self) -> Result<(), SandboxError> {
+        PtySession::kill(self).await
+    }
+}
+
 /// The calling process's terminal size (of stdout, else stdin), when it has one.
 pub fn window_size() -> Option<(u16, u16)> {
     for fd in [1, 0] {
@@ -473,13 +516,18 @@ async fn signalled(s: &mut Option<tokio::signal::unix::Signal>) {
     }
 }
 
-/// Joins the calling process's terminal to `target`'s PTY process until the process ends:
-/// stdin in raw mode while attached (put back after, also on SIGHUP and SIGTERM), what is
-/// typed to `SendInput`, the output to stdout, the terminal's size at the start and at each
-/// SIGWINCH to `Update`. The process's exit status (tmux's: 0 when the person detaches or the
-/// session ends). It ends with an error when typing fails, when envd says nothing for `idle`,
-/// or on SIGHUP/SIGTERM; whenever it ends without the process's end it kills the process
-/// (`SendSignal`), so no `tmux attach` is left running as root in the sandbox.
+/// The calling process's `TERM` as a PTY process should get it (`xterm-256color` when unset or
+/// dumb).
+pub fn terminal_type() -> String {
+    std::env::var("TERM")
+        .ok()
+        .filter(|t| !t.is_empty() && t != "dumb")
+        .unwrap_or_else(|| "xterm-256color".into())
+}
+
+/// Joins the calling process's terminal to `target`'s PTY process, speaking envd itself (the
+/// conformance suite's attach check; `hangar sb attach` goes through the server's relay, so
+/// envd's token stays there): [`join_terminal`] over [`PtySession`].
 pub async fn attach_terminal(target: &PtyTarget) -> Result<i32, SandboxError> {
     attach_terminal_within(target, IDLE).await
 }
@@ -489,13 +537,26 @@ pub async fn attach_terminal_within(
     target: &PtyTarget,
     idle: Duration,
 ) -> Result<i32, SandboxError> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let term = std::env::var("TERM")
-        .ok()
-        .filter(|t| !t.is_empty() && t != "dumb")
-        .unwrap_or_else(|| "xterm-256color".into());
     let (cols, rows) = window_size().unwrap_or((80, 24));
-    let (pty, mut out) = PtySession::start(target, &term, cols, rows).await?;
+    let (pty, mut out) = PtySession::start(target, &terminal_type(), cols, rows).await?;
+    join_terminal(pty, &mut out, &target.sandbox, idle).await
+}
+
+/// Joins the calling process's terminal to a PTY process until the process ends: stdin in raw
+/// mode while attached (put back after, also on SIGHUP and SIGTERM), what is typed to
+/// [`PtyLink::input`], the output to stdout, the terminal's size at each SIGWINCH to
+/// [`PtyLink::resize`] (the start's size is the caller's to send). The process's exit status
+/// (tmux's: 0 when the person detaches or the session ends). It ends with an error when typing
+/// fails, when the output says nothing for `idle`, or on SIGHUP/SIGTERM; whenever it ends
+/// without the process's end it kills the process ([`PtyLink::kill`]), so no `tmux attach` is
+/// left running as root in the sandbox. `sandbox` names it in messages.
+pub async fn join_terminal<L: PtyLink, O: PtyEvents>(
+    pty: L,
+    out: &mut O,
+    sandbox: &str,
+    idle: Duration,
+) -> Result<i32, SandboxError> {
+    use tokio::signal::unix::{SignalKind, signal};
     let mut hup = signal(SignalKind::hangup()).ok();
     let mut terminate = signal(SignalKind::terminate()).ok();
     let raw = RawMode::enter(0);
@@ -536,7 +597,6 @@ pub async fn attach_terminal_within(
     };
     let mut status = None;
     let mut typing = true;
-    let sandbox = &target.sandbox;
     let result = loop {
         tokio::select! {
             ev = out.next_within(Some(idle)) => match ev {
@@ -577,8 +637,7 @@ pub async fn attach_terminal_within(
     result?;
     status.ok_or_else(|| {
         SandboxError::Failed(format!(
-            "e2b, sandbox {}: the terminal's stream ended without the process's end",
-            target.sandbox
+            "e2b, sandbox {sandbox}: the terminal's stream ended without the process's end"
         ))
     })
 }

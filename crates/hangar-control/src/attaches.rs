@@ -1,0 +1,397 @@
+//! Terminals relayed by the control plane (`hangar sb attach` on an e2b sandbox): the control
+//! plane starts envd's PTY process itself, holding envd's access token (root in the sandbox for
+//! its life), and the person's client exchanges bytes with the control plane only, through an
+//! attach id: its output as a stream of [`RelayEvent`]s, what is typed, resizes, and its end.
+//!
+//! An attach belongs to the API token that opened it; any other token is told it does not exist.
+//! It ends, its PTY process killed (`SendSignal` SIGKILL) unless the process ended by itself, so
+//! no root `tmux attach` stays in the sandbox, when its client ends it, drops its output stream,
+//! sends nothing (no input, no keepalive) for [`ATTACH_IDLE`], when envd's stream breaks or says
+//! nothing for [`hangar_cloud::e2b::terminal::IDLE`], or when the process ends. Both its start
+//! (`sandbox.attach`) and its end (`sandbox.attach.ended`, with the reason) are audited.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hangar_cloud::e2b::terminal::{self, PtyEvent, PtyEvents, PtyOutput, PtySession};
+use hangar_store::Store;
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+
+use crate::error::ControlError;
+
+/// How long an attach lives without a word from its client (input, a resize or a keepalive:
+/// an empty input); clients send a keepalive every [`ATTACH_KEEPALIVE`].
+pub const ATTACH_IDLE: Duration = Duration::from_secs(60);
+
+/// How often a client of a relayed attach says it is still there.
+pub const ATTACH_KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// What a relayed terminal's output stream carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayEvent {
+    /// Bytes the terminal shows.
+    Data(Vec<u8>),
+    /// The PTY process ended with this status (tmux's: 0 when the person detached).
+    End(i32),
+    /// The attach ended otherwise, and why.
+    Ended(String),
+}
+
+/// The size and type of the terminal an attach starts with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TermSpec {
+    pub cols: u16,
+    pub rows: u16,
+    pub term: String,
+}
+
+impl Default for TermSpec {
+    fn default() -> TermSpec {
+        TermSpec {
+            cols: 80,
+            rows: 24,
+            term: "xterm-256color".into(),
+        }
+    }
+}
+
+impl TermSpec {
+    /// Checks what a client sent: a size of 1..=1000 each way, a terminal type of at most 64
+    /// letters, digits and `.+-_`.
+    pub fn check(&self) -> Result<(), ControlError> {
+        if !(1..=1000).contains(&self.cols) || !(1..=1000).contains(&self.rows) {
+            return Err(ControlError::BadRequest(format!(
+                "a terminal of {}x{} makes no sense: cols and rows are 1 to 1000",
+                self.cols, self.rows
+            )));
+        }
+        if self.term.is_empty()
+            || self.term.len() > 64
+            || !self
+                .term
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'-' | b'_'))
+        {
+            return Err(ControlError::BadRequest(format!(
+                "term {:?} is not a terminal type (letters, digits and .+-_, at most 64)",
+                self.term
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One relayed attach.
+struct Relay {
+    id: String,
+    /// The API token (its id) that opened it: the only one that may use it.
+    owner: String,
+    sandbox: String,
+    pty: PtySession,
+    output: Mutex<Option<mpsc::Receiver<RelayEvent>>>,
+    /// When its client last said something.
+    heard: Mutex<Instant>,
+    /// Why it is to end, once it is.
+    stop: watch::Sender<Option<String>>,
+}
+
+impl Relay {
+    fn touch(&self) {
+        *self.heard.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    fn quiet_for(&self) -> Duration {
+        self.heard
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
+    }
+
+    fn end(&self, why: &str) {
+        self.stop.send_if_modified(|r| {
+            if r.is_none() {
+                *r = Some(why.to_owned());
+                true
+            } else {
+                false
+            }
+        });
+    }
+}
+
+/// The relayed attaches of this control plane.
+#[derive(Default, Clone)]
+pub(crate) struct Attaches {
+    live: Arc<Mutex<HashMap<String, Arc<Relay>>>>,
+}
+
+impl std::fmt::Debug for Attaches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attaches")
+            .field("live", &self.lock().len())
+            .finish()
+    }
+}
+
+/// A relayed attach's output, for one reader. Dropping it (its client went away) ends the
+/// attach.
+pub struct RelayOutput {
+    rx: mpsc::Receiver<RelayEvent>,
+    relay: Arc<Relay>,
+}
+
+impl std::fmt::Debug for RelayOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayOutput")
+            .field("attach", &self.relay.id)
+            .finish()
+    }
+}
+
+impl RelayOutput {
+    /// The next event; `None` once the attach has ended and everything was read.
+    pub async fn next(&mut self) -> Option<RelayEvent> {
+        self.rx.recv().await
+    }
+}
+
+impl Drop for RelayOutput {
+    fn drop(&mut self) {
+        self.relay.end("its client dropped the output stream");
+    }
+}
+
+fn unknown(id: &str) -> ControlError {
+    ControlError::NotFound(format!(
+        "no attach {id}: it has ended, or it was opened with another API token; start one with `hangar sb attach SANDBOX` (POST /v1/sandboxes/SANDBOX/attach)"
+    ))
+}
+
+impl Attaches {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Relay>>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, id: &str, owner: &str) -> Result<Arc<Relay>, ControlError> {
+        self.lock()
+            .get(id)
+            .filter(|r| r.owner == owner)
+            .cloned()
+            .ok_or_else(|| unknown(id))
+    }
+
+    /// Relays the PTY process `pty` (its output `out`) of sandbox `sandbox`'s run `run` as
+    /// attach `id`, opened by `person` with API token `owner` (`sandbox.attach` audited).
+    #[allow(clippy::too_many_arguments, reason = "each names a different thing")]
+    pub(crate) fn open(
+        &self,
+        store: Store,
+        (pty, out): (PtySession, PtyOutput),
+        id: &str,
+        sandbox: &str,
+        run: &str,
+        person: &str,
+        owner: &str,
+    ) {
+        let id = id.to_owned();
+        let (tx, rx) = mpsc::channel(256);
+        let (stop, _) = watch::channel(None);
+        let relay = Arc::new(Relay {
+            id: id.clone(),
+            owner: owner.to_owned(),
+            sandbox: sandbox.to_owned(),
+            pty,
+            output: Mutex::new(Some(rx)),
+            heard: Mutex::new(Instant::now()),
+            stop,
+        });
+        self.lock().insert(id.clone(), relay.clone());
+        let live = self.clone();
+        let (run, person) = (run.to_owned(), person.to_owned());
+        tokio::spawn(async move {
+            let (why, status, killed) = pump(&relay, out, tx).await;
+            live.lock().remove(&relay.id);
+            let detail = json!({
+                "sandbox": relay.sandbox, "run": run, "attach": relay.id,
+                "reason": why, "status": status, "killed": killed,
+            });
+            if let Err(e) = store
+                .audit()
+                .append(&person, "sandbox.attach.ended", &detail)
+                .await
+            {
+                tracing::warn!(attach = %relay.id, error = %e, "cannot audit the end of an attach");
+            }
+        });
+    }
+
+    /// The output of attach `id` (one reader at a time: a second is refused).
+    pub(crate) fn output(&self, id: &str, owner: &str) -> Result<RelayOutput, ControlError> {
+        let relay = self.get(id, owner)?;
+        relay.touch();
+        let rx = relay
+            .output
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .ok_or_else(|| {
+                ControlError::Conflict(format!(
+                    "the output of attach {id} is already being read (or was, and its reader went away, which ended the attach); start another with `hangar sb attach SANDBOX`"
+                ))
+            })?;
+        Ok(RelayOutput { rx, relay })
+    }
+
+    /// Types `bytes` into attach `id` (none: a keepalive).
+    pub(crate) async fn input(
+        &self,
+        id: &str,
+        owner: &str,
+        bytes: &[u8],
+    ) -> Result<(), ControlError> {
+        let relay = self.get(id, owner)?;
+        relay.touch();
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        relay.pty.input(bytes).await.map_err(ControlError::from)
+    }
+
+    /// Resizes attach `id`'s terminal.
+    pub(crate) async fn resize(
+        &self,
+        id: &str,
+        owner: &str,
+        cols: u16,
+        rows: u16,
+    ) -> Result<(), ControlError> {
+        let relay = self.get(id, owner)?;
+        relay.touch();
+        TermSpec {
+            cols,
+            rows,
+            term: "x".into(),
+        }
+        .check()?;
+        relay
+            .pty
+            .resize(cols, rows)
+            .await
+            .map_err(ControlError::from)
+    }
+
+    /// Ends attach `id` (its PTY process killed), as its client asks.
+    pub(crate) fn end(&self, id: &str, owner: &str) -> Result<(), ControlError> {
+        let relay = self.get(id, owner)?;
+        relay.end("its client ended it");
+        self.lock().remove(id);
+        Ok(())
+    }
+}
+
+/// Passes the PTY process's output to the attach's reader until the attach ends; then kills
+/// the process unless it ended by itself. Why it ended, the process's status, whether it was
+/// killed.
+async fn pump(
+    relay: &Relay,
+    mut out: PtyOutput,
+    tx: mpsc::Sender<RelayEvent>,
+) -> (String, Option<i32>, bool) {
+    let mut stop = relay.stop.subscribe();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut status = None;
+    let why = loop {
+        let ev = tokio::select! {
+            ev = out.next_within(Some(terminal::IDLE)) => ev,
+            _ = stop.changed() => break stop.borrow().clone().unwrap_or_default(),
+            _ = tick.tick() => {
+                let quiet = relay.quiet_for();
+                if quiet > ATTACH_IDLE {
+                    break format!(
+                        "its client said nothing (no input, no keepalive) for {} s",
+                        quiet.as_secs()
+                    );
+                }
+                continue;
+            }
+        };
+        let (event, last) = match ev {
+            Ok(Some(PtyEvent::Data(b))) => (RelayEvent::Data(b), None),
+            Ok(Some(PtyEvent::End(s))) => {
+                status = Some(s);
+                (RelayEvent::End(s), None)
+            }
+            Ok(None) if status.is_some() => break "the process ended".to_owned(),
+            Ok(None) => {
+                let why = "envd's stream ended without the process's end".to_owned();
+                (RelayEvent::Ended(why.clone()), Some(why))
+            }
+            Err(e) => {
+                let why = e.to_string();
+                (RelayEvent::Ended(why.clone()), Some(why))
+            }
+        };
+        tokio::select! {
+            sent = tx.send(event) => if sent.is_err() {
+                break "its client dropped the output stream".to_owned();
+            },
+            _ = stop.changed() => break stop.borrow().clone().unwrap_or_default(),
+        }
+        if let Some(why) = last {
+            break why;
+        }
+    };
+    let mut killed = false;
+    if status.is_none() {
+        // Not the process's end: kill it, so no root `tmux attach` stays in the sandbox.
+        killed = match tokio::time::timeout(Duration::from_secs(10), relay.pty.kill()).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(attach = %relay.id, error = %e, "cannot kill an attach's PTY process");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(attach = %relay.id, "killing an attach's PTY process took over 10 s");
+                false
+            }
+        };
+        let _ = tx.try_send(RelayEvent::Ended(format!("the attach ended: {why}")));
+    }
+    (why, status, killed)
+}
+
+impl crate::ControlPlane {
+    /// The output of relayed attach `id` for API token `owner` (one reader; dropping it ends
+    /// the attach).
+    pub fn attach_output(&self, id: &str, owner: &str) -> Result<RelayOutput, ControlError> {
+        self.attaches.output(id, owner)
+    }
+
+    /// Types `bytes` into relayed attach `id` (empty: a keepalive).
+    pub async fn attach_input(
+        &self,
+        id: &str,
+        owner: &str,
+        bytes: &[u8],
+    ) -> Result<(), ControlError> {
+        self.attaches.input(id, owner, bytes).await
+    }
+
+    /// Resizes relayed attach `id`'s terminal.
+    pub async fn attach_resize(
+        &self,
+        id: &str,
+        owner: &str,
+        cols: u16,
+        rows: u16,
+    ) -> Result<(), ControlError> {
+        self.attaches.resize(id, owner, cols, rows).await
+    }
+
+    /// Ends relayed attach `id` (its PTY process killed, the end audited).
+    pub fn end_attach(&self, id: &str, owner: &str) -> Result<(), ControlError> {
+        self.attaches.end(id, owner)
+    }
+}
