@@ -192,9 +192,18 @@ impl Local {
             .local_addr()
             .map_err(|e| CliError::Failed(format!("the local server's address: {e}")))?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(hangar_server::serve(listener, Arc::clone(&plane), async {
-            let _ = stopped.await;
-        }));
+        let stopping = Arc::clone(&plane);
+        let task = tokio::spawn(hangar_server::serve(
+            listener,
+            Arc::clone(&plane),
+            async move {
+                let _ = stopped.await;
+                // A relayed terminal (`sb attach` on e2b) ends with its process killed.
+                stopping
+                    .end_all_attaches("the command serving it ended")
+                    .await;
+            },
+        ));
         Ok(Local {
             url: format!("http://{addr}"),
             token,

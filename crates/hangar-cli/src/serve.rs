@@ -91,7 +91,14 @@ pub fn serve(home: &Path, listen: SocketAddr) -> Result<ExitCode, CliError> {
         let addr = listener.local_addr().map_err(|e| CliError::Failed(e.to_string()))?;
         tracing::info!(%addr, database = %plane_settings.database, reattached = n, "hangar serve is up");
         progress::say(&format!("listening: http://{addr}"));
-        hangar_server::serve(listener, Arc::clone(&plane), shutdown_signal())
+        let stopping = Arc::clone(&plane);
+        let shutdown = async move {
+            shutdown_signal().await;
+            // Relayed terminals end first (their processes killed), so their output streams
+            // do not hold the graceful shutdown open.
+            stopping.end_all_attaches("hangar serve is stopping").await;
+        };
+        hangar_server::serve(listener, Arc::clone(&plane), shutdown)
             .await
             .map_err(|e| CliError::Failed(format!("the server stopped: {e}")))?;
         tracing::info!("hangar serve stopped; running turns go on and are re-attached at the next start");

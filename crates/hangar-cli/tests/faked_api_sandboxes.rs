@@ -815,3 +815,161 @@ fn decoded(sse: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// A relayed attach whose client keeps its output stream open but stops sending keepalives
+/// ends at the idle limit (`HANGAR_ATTACH_IDLE_SECS`, here 3 s), saying so on the stream, its
+/// PTY process killed; while the keepalives come it lives on past the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_an_e2b_attach_without_keepalives_ends_and_kills_its_process() {
+    if skip() {
+        return;
+    }
+    let fake = FakeCloud::start(E2B_KEY).unwrap();
+    let s = Server::start(vec![
+        ("HANGAR_E2B_API_KEY".into(), E2B_KEY.into()),
+        ("HANGAR_E2B_URL".into(), fake.url()),
+        ("HANGAR_E2B_ENVD_URL".into(), fake.envd_url()),
+        ("HANGAR_ATTACH_IDLE_SECS".into(), "3".into()),
+    ]);
+    s.apply(&format!("name: cloud\nprovider: e2b\nimage: {}\n", image()));
+    let repo = repo();
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "cloud",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    let sb = out
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("sandbox: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    s.ok(&[
+        "sb", "exec", &sb, "--as", "hangar", "--", "sh", "-c",
+        "mkdir -p /run/hangar-tmux && tmux -S /run/hangar-tmux/default new-session -d -s run-idle sh",
+    ]);
+    let token = s.token();
+    let (code, body) = s
+        .raw(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/attach"),
+            Some(json!({"run": "run-idle"})),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["keepalive_secs"], 1, "{answer}");
+    let aid = answer["attach"].as_str().unwrap().to_owned();
+    let mut output = reqwest::Client::new()
+        .get(format!("{}/v1/attaches/{aid}/output", s.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(output.status(), 200);
+    // Keepalives for twice the limit: the attach lives on.
+    for _ in 0..6 {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let (code, text) = s
+            .raw(
+                "POST",
+                &format!("/v1/attaches/{aid}/input"),
+                Some(json!({"data": ""})),
+                &token,
+            )
+            .await;
+        assert_eq!(code, 200, "a keepalive: {text}");
+    }
+    assert_eq!(attach_processes(&s, &sb).len(), 1, "the attach's process");
+    // Then none: the stream says why it ended, and it ends.
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stream did not end: {seen}"
+        );
+        match tokio::time::timeout(std::time::Duration::from_secs(30), output.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            Some(c) => seen.push_str(&String::from_utf8_lossy(&c)),
+            None => break,
+        }
+    }
+    assert!(
+        seen.contains("event: ended") && seen.contains("no input, no keepalive"),
+        "{seen}"
+    );
+    wait_until("the kill of the quiet attach's process", 30, || {
+        let left = attach_processes(&s, &sb);
+        (!left.is_empty()).then(|| format!("left running: {left:?}"))
+    });
+    let audit = s.ok(&["audit"]);
+    assert!(
+        audit.lines().any(|l| l.contains("sandbox.attach.ended")
+            && l.contains(&aid)
+            && l.contains("no keepalive")),
+        "{audit}"
+    );
+
+    // `hangar serve` stopping (SIGTERM) ends a live attach first, its process killed; the open
+    // output stream does not hold the server up.
+    let (code, body) = s
+        .raw(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/attach"),
+            Some(json!({"run": "run-idle"})),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let aid: Value = serde_json::from_str(&body).unwrap();
+    let aid = aid["attach"].as_str().unwrap().to_owned();
+    let mut output = reqwest::Client::new()
+        .get(format!("{}/v1/attaches/{aid}/output", s.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(output.status(), 200);
+    assert_eq!(attach_processes(&s, &sb).len(), 1, "the attach's process");
+    let mut s = s;
+    let mut child = s.child.take().unwrap();
+    // SAFETY: a signal to the server this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let mut seen = String::new();
+    while let Ok(Ok(Some(c))) =
+        tokio::time::timeout(std::time::Duration::from_secs(30), output.chunk()).await
+    {
+        seen.push_str(&String::from_utf8_lossy(&c));
+    }
+    assert!(seen.contains("hangar serve is stopping"), "{seen}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "hangar serve did not stop on SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Nothing listens there: the commands below serve the API in-process.
+    s.url = "http://127.0.0.1:9".into();
+    assert!(
+        attach_processes(&s, &sb).is_empty(),
+        "left running after the server stopped"
+    );
+    let audit = s.ok(&["audit"]);
+    assert!(
+        audit.lines().any(|l| l.contains("sandbox.attach.ended")
+            && l.contains(&aid)
+            && l.contains("hangar serve is stopping")),
+        "{audit}"
+    );
+    s.ok(&["sb", "rm", &sb]);
+}

@@ -22,7 +22,8 @@ use tokio::sync::{mpsc, watch};
 use crate::error::ControlError;
 
 /// How long an attach lives without a word from its client (input, a resize or a keepalive:
-/// an empty input); clients send a keepalive every [`ATTACH_KEEPALIVE`].
+/// an empty input), unless `HANGAR_ATTACH_IDLE_SECS` says otherwise; clients are told to send a
+/// keepalive every [`ATTACH_KEEPALIVE`] (or a third of a shorter limit).
 pub const ATTACH_IDLE: Duration = Duration::from_secs(60);
 
 /// How often a client of a relayed attach says it is still there.
@@ -122,9 +123,29 @@ impl Relay {
 }
 
 /// The relayed attaches of this control plane.
-#[derive(Default, Clone)]
+#[derive(Clone)]
 pub(crate) struct Attaches {
     live: Arc<Mutex<HashMap<String, Arc<Relay>>>>,
+    /// Told whenever an attach has ended (its process killed, its end audited).
+    ended: Arc<tokio::sync::Notify>,
+    /// How long a client may say nothing.
+    idle: Duration,
+}
+
+impl Default for Attaches {
+    /// With the idle limit of `HANGAR_ATTACH_IDLE_SECS`, else [`ATTACH_IDLE`].
+    fn default() -> Attaches {
+        let idle = std::env::var(hangar_protocol::env::HANGAR_ATTACH_IDLE_SECS)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|s| *s > 0)
+            .map_or(ATTACH_IDLE, Duration::from_secs);
+        Attaches {
+            live: Arc::default(),
+            ended: Arc::default(),
+            idle,
+        }
+    }
 }
 
 impl std::fmt::Debug for Attaches {
@@ -210,9 +231,9 @@ impl Attaches {
         self.lock().insert(id.clone(), relay.clone());
         let live = self.clone();
         let (run, person) = (run.to_owned(), person.to_owned());
+        let idle = self.idle;
         tokio::spawn(async move {
-            let (why, status, killed) = pump(&relay, out, tx).await;
-            live.lock().remove(&relay.id);
+            let (why, status, killed) = pump(&relay, out, tx, idle).await;
             let detail = json!({
                 "sandbox": relay.sandbox, "run": run, "attach": relay.id,
                 "reason": why, "status": status, "killed": killed,
@@ -224,6 +245,8 @@ impl Attaches {
             {
                 tracing::warn!(attach = %relay.id, error = %e, "cannot audit the end of an attach");
             }
+            live.lock().remove(&relay.id);
+            live.ended.notify_waiters();
         });
     }
 
@@ -286,8 +309,28 @@ impl Attaches {
     pub(crate) fn end(&self, id: &str, owner: &str) -> Result<(), ControlError> {
         let relay = self.get(id, owner)?;
         relay.end("its client ended it");
-        self.lock().remove(id);
         Ok(())
+    }
+
+    /// Ends every attach, saying `why`, and waits (up to `limit`) until each one's process was
+    /// killed and its end audited; how many were still ending then.
+    pub(crate) async fn end_all(&self, why: &str, limit: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let live: Vec<Arc<Relay>> = self.lock().values().cloned().collect();
+            if live.is_empty() {
+                return 0;
+            }
+            for r in &live {
+                r.end(why);
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return self.lock().len();
+            }
+        }
     }
 }
 
@@ -298,6 +341,7 @@ async fn pump(
     relay: &Relay,
     mut out: PtyOutput,
     tx: mpsc::Sender<RelayEvent>,
+    idle: Duration,
 ) -> (String, Option<i32>, bool) {
     let mut stop = relay.stop.subscribe();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -308,7 +352,7 @@ async fn pump(
             _ = stop.changed() => break stop.borrow().clone().unwrap_or_default(),
             _ = tick.tick() => {
                 let quiet = relay.quiet_for();
-                if quiet > ATTACH_IDLE {
+                if quiet > idle {
                     break format!(
                         "its client said nothing (no input, no keepalive) for {} s",
                         quiet.as_secs()
@@ -363,6 +407,13 @@ async fn pump(
 }
 
 impl crate::ControlPlane {
+    /// How often a client of a relayed attach must say it is there (input or a keepalive).
+    pub fn attach_keepalive(&self) -> Duration {
+        ATTACH_KEEPALIVE
+            .min(self.attaches.idle / 3)
+            .max(Duration::from_secs(1))
+    }
+
     /// The output of relayed attach `id` for API token `owner` (one reader; dropping it ends
     /// the attach).
     pub fn attach_output(&self, id: &str, owner: &str) -> Result<RelayOutput, ControlError> {
@@ -388,6 +439,16 @@ impl crate::ControlPlane {
         rows: u16,
     ) -> Result<(), ControlError> {
         self.attaches.resize(id, owner, cols, rows).await
+    }
+
+    /// Ends every relayed attach (their processes killed, their ends audited), waiting up to
+    /// 15 s: what `hangar serve` does before it stops, so no output stream holds it open and no
+    /// root `tmux attach` stays behind.
+    pub async fn end_all_attaches(&self, why: &str) {
+        let left = self.attaches.end_all(why, Duration::from_secs(15)).await;
+        if left > 0 {
+            tracing::warn!(left, "attaches still ending when the server stopped");
+        }
     }
 
     /// Ends relayed attach `id` (its PTY process killed, the end audited).

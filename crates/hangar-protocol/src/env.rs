@@ -23,6 +23,10 @@ pub const HANGAR_DRIVER_BIN: &str = "HANGAR_DRIVER_BIN";
 /// The driver's limit for one tree hash in milliseconds (default 2000): a hash that takes
 /// longer is recorded with `skipped: "slow"` and is the turn's last.
 pub const HANGAR_TREE_SLOW_MS: &str = "HANGAR_TREE_SLOW_MS";
+/// How long `hangar serve` keeps a relayed terminal (`sb attach` on e2b) whose client says
+/// nothing, no input and no keepalive, in seconds (default 60): then it ends the attach and kills
+/// its PTY process.
+pub const HANGAR_ATTACH_IDLE_SECS: &str = "HANGAR_ATTACH_IDLE_SECS";
 
 /// The variables a harness inherits from the driver's environment; nothing else passes. The
 /// driver then sets `HOME` (the agent's home under the uid split) and the quiet-mode variables

@@ -10,7 +10,7 @@ use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use hangar_control::attaches::{ATTACH_KEEPALIVE, RelayEvent, TermSpec};
+use hangar_control::attaches::{RelayEvent, TermSpec};
 use hangar_control::sandbox::Who;
 use hangar_control::{Attach, ControlPlane};
 use serde::Deserialize;
@@ -161,7 +161,7 @@ async fn attach(
                 "run": run,
                 "argv": [],
                 "attach": attach,
-                "keepalive_secs": ATTACH_KEEPALIVE.as_secs(),
+                "keepalive_secs": plane.attach_keepalive().as_secs(),
             }),
         }),
     )
@@ -470,7 +470,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         e(
             "POST",
             "/v1/attaches/{id}/input",
-            "Type into a relayed terminal (`data`: base64; empty: a keepalive); without either for 60 s the attach ends",
+            "Type into a relayed terminal (`data`: base64; empty: a keepalive); without either for 60 s (HANGAR_ATTACH_IDLE_SECS) the attach ends",
             Some(attach_input_req as fn() -> Value),
             attach_one,
             200,
