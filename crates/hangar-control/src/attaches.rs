@@ -198,7 +198,8 @@ impl Attaches {
     fn get(&self, id: &str, owner: &str) -> Result<Arc<Relay>, ControlError> {
         self.lock()
             .get(id)
-            .filter(|r| r.owner == owner)
+            // One that is ending (its process being killed) takes nothing more.
+            .filter(|r| r.owner == owner && r.stop.borrow().is_none())
             .cloned()
             .ok_or_else(|| unknown(id))
     }
@@ -454,5 +455,33 @@ impl crate::ControlPlane {
     /// Ends relayed attach `id` (its PTY process killed, the end audited).
     pub fn end_attach(&self, id: &str, owner: &str) -> Result<(), ControlError> {
         self.attaches.end(id, owner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminal_must_have_a_sane_size_and_type() {
+        assert!(TermSpec::default().check().is_ok());
+        for (cols, rows, term) in [
+            (0, 24, "xterm"),
+            (80, 1001, "xterm"),
+            (80, 24, ""),
+            (80, 24, "xterm;true"),
+            (80, 24, "xterm 256"),
+            (80, 24, &"x".repeat(65)[..]),
+        ] {
+            let t = TermSpec {
+                cols,
+                rows,
+                term: term.into(),
+            };
+            assert!(
+                matches!(t.check(), Err(ControlError::BadRequest(_))),
+                "{t:?}"
+            );
+        }
     }
 }
