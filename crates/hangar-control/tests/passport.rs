@@ -447,11 +447,14 @@ fn a_restarted_control_plane_resumes_renewing_the_passports_of_live_runs() {
             .as_secs() as i64;
         assert!(now < first_exp, "renewed only after the old one expired");
         assert!(jwt_part(&renewed, 1)["exp"].as_i64().unwrap() > first_exp);
-        assert!(
-            !audit(&plane, "governance.passport_renewed")
+        // The key file is swapped first, the renewal audited right after.
+        until("the renewal's audit record", 10, async || {
+            (!audit(&plane, "governance.passport_renewed")
                 .await
-                .is_empty()
-        );
+                .is_empty())
+            .then_some(())
+        })
+        .await;
 
         let t = wait_turn_ended(&plane, &turn).await;
         assert_eq!(t.status, Some(0), "{:?}", t.reason);
