@@ -143,6 +143,8 @@ pub struct ScanStats {
     /// Full walk without a watch: directories whose descriptor, kept from the last step, was
     /// still theirs (their entries stat'ed through it, their path not resolved).
     pub held_dirs: usize,
+    /// Full walk: directories passed over because the walk found their subtree unchanged.
+    pub dirs_skipped: usize,
     /// Wall time of the step.
     pub elapsed: Duration,
 }
@@ -211,6 +213,13 @@ struct Node {
     dir_fd: Option<DirFd>,
     fd_bound: Option<(StatKey, bool)>,
     fd_stat: Option<StatKey>,
+    /// Its last reconcile left nothing to redo while its stats and inputs stand: listing and
+    /// `.gitignore` past the racy window, every blob's id cached past it, nothing pending, no
+    /// nested repository, and the same for every directory below it.
+    settled: bool,
+    /// The step whose full walk found the subtree exactly as it was when `settled` was set
+    /// (`walk::mark_same`): reconcile passes over it.
+    same_step: u64,
 }
 
 /// Where a directory's `.gitignore` patterns were read from.
@@ -759,6 +768,7 @@ impl TreeHasher {
             let (calls, held) = walk::stat_walk(&mut self.tree, &w)?;
             stats.stats += calls;
             stats.held_dirs = held;
+            walk::mark_same(&mut self.tree, step);
         }
         let tracked = Arc::clone(&self.repo.tracked);
         let globals = self.repo.globals.clone();
@@ -1122,6 +1132,24 @@ fn reconcile(
     let mut result = Ok(());
     for i in 0..node.names.len() {
         let e = &mut node.entries[i];
+        // A directory whose whole subtree the walk found as its last reconcile settled it,
+        // under the same verdicts above it: nothing in it to redo.
+        if !redecide
+            && !e.restat
+            && !stat_changed[i]
+            && !e.candidate
+            && let (State::Dir(m), Some(sub)) = (e.state, e.sub.as_deref())
+            && sub.same_step == ctx.step
+            && sub.mode == Some(m)
+            && sub.inputs.0 == ver
+            && !sub.dirty
+            && !sub.replaced
+            && sub.listing.is_some()
+            && sub.listing == e.stat.map(|s| (s, true))
+        {
+            ctx.stats.dirs_skipped += 1;
+            continue;
+        }
         // Nothing that decides this entry changed: its verdict and id stand.
         let quiet = !redecide
             && !e.restat
@@ -1167,7 +1195,27 @@ fn reconcile(
     }
     node.visit = false;
     node.relist = false;
+    node.settled = result.is_ok()
+        && mode == DirMode::Listed
+        && !node.replaced
+        && dir_stat.is_some()
+        && node.listing == dir_stat.map(|s| (s, true))
+        && node.gitignore.as_ref().is_none_or(|(_, clean, _)| *clean)
+        && node.entries.iter().all(settled_entry);
     result
+}
+
+/// Whether a reconcile that finds `e`'s stat unchanged leaves it as it is (see `Node::settled`).
+fn settled_entry(e: &Entry) -> bool {
+    if e.restat || e.candidate {
+        return false;
+    }
+    match e.state {
+        State::Blob { pending: false } => e.blob.is_some_and(|b| b.clean && Some(b.key) == e.stat),
+        State::Absent | State::Keep(_) => true,
+        State::Dir(_) => e.sub.as_deref().is_some_and(|s| s.settled),
+        State::Blob { pending: true } | State::Gitlink(_) => false,
+    }
 }
 
 /// Replaces the directory's names, keeping what is known about names that stay.

@@ -502,3 +502,112 @@ fn kept_directories_follow_every_replacement() {
     check(&mut h, "last");
     assert!(h.last_stats().held_dirs > 0, "{:?}", h.last_stats());
 }
+
+/// Without a watch, a full walk passes over every subtree it finds exactly as the last step
+/// settled it (`dirs_skipped`). Each change here is deep inside such a subtree and leaves its
+/// directories looking alike (same names, same sizes, an mtime put back): the step must still
+/// see it, as git does.
+#[test]
+fn a_change_deep_in_a_passed_over_subtree_is_never_missed() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    let deep = "a/b/c/d/e";
+    for i in 0..20 {
+        write(
+            &repo.join(format!("{deep}/f{i}.txt")),
+            &format!("file {i:02}\n"),
+        );
+        write(
+            &repo.join(format!("x/y{}/z{i}.txt", i % 4)),
+            &format!("{i}\n"),
+        );
+    }
+    write(&repo.join(format!("{deep}/script.sh")), "echo hi\n");
+    write(&repo.join("a/b/c/d/sub/leaf.txt"), "leaf\n");
+    write(&repo.join("a/b/untracked.log"), "log\n");
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["reset", "-q", "--", "a/b/untracked.log"]);
+    w.run(&repo, &["commit", "-qm", "init"]);
+    let mut h = hasher(&w, &repo, false);
+    // Past the racy window, then two steps: the first settles the model, the second passes
+    // over everything below the top.
+    let settle = |h: &mut TreeHasher, what: &str| {
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        for _ in 0..2 {
+            assert_eq!(
+                h.hash().unwrap().to_hex(),
+                w.git_tree(&repo),
+                "{what}, settled"
+            );
+        }
+        let s = h.last_stats().clone();
+        assert!(
+            s.full_walk && s.dirs_skipped >= 2,
+            "{what}: nothing skipped: {s:?}"
+        );
+    };
+    for _ in 0..3 {
+        h.hash().unwrap();
+    }
+    settle(&mut h, "start");
+    let f = |rel: &str| repo.join(format!("{deep}/{rel}"));
+    let check = |h: &mut TreeHasher, what: &str| {
+        assert_eq!(h.hash().unwrap().to_hex(), w.git_tree(&repo), "{what}");
+    };
+
+    // Same size, content changed, mtime put back to what it was.
+    let old = std::fs::metadata(f("f3.txt")).unwrap().modified().unwrap();
+    write(&f("f3.txt"), "file XX\n");
+    let file = std::fs::File::options()
+        .write(true)
+        .open(f("f3.txt"))
+        .unwrap();
+    file.set_modified(old).unwrap();
+    drop(file);
+    check(&mut h, "same size, same mtime");
+    settle(&mut h, "same size, same mtime");
+
+    // A file replaced by a directory.
+    std::fs::remove_file(f("f4.txt")).unwrap();
+    write(&f("f4.txt/inner"), "now a directory\n");
+    check(&mut h, "file to directory");
+    settle(&mut h, "file to directory");
+
+    // Racy git: written, hashed and written again within the same second, same size.
+    write(&f("f5.txt"), "racy  1\n");
+    check(&mut h, "racy, first write");
+    write(&f("f5.txt"), "racy  2\n");
+    check(&mut h, "racy, second write");
+    settle(&mut h, "racy");
+
+    // The executable bit.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(f("script.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    check(&mut h, "mode change");
+    settle(&mut h, "mode change");
+
+    // A directory replaced by another one with the same names and sizes.
+    let away = w.path("away");
+    std::fs::rename(repo.join("a/b/c/d/sub"), &away).unwrap();
+    write(&repo.join("a/b/c/d/sub/leaf.txt"), "LEAF\n");
+    check(&mut h, "directory replaced");
+    settle(&mut h, "directory replaced");
+
+    // A symlink in place of a file.
+    std::fs::remove_file(f("f6.txt")).unwrap();
+    std::os::unix::fs::symlink("f7.txt", f("f6.txt")).unwrap();
+    check(&mut h, "file to symlink");
+    settle(&mut h, "file to symlink");
+
+    // Ignore rules above a passed-over subtree: a new `.gitignore` and `.git/info/exclude`.
+    write(&repo.join("a/.gitignore"), "*.log\nf1*.txt\n");
+    check(&mut h, "new .gitignore above");
+    settle(&mut h, "new .gitignore above");
+    write(&repo.join(format!("{deep}/new.txt")), "new\n");
+    write(&repo.join(".git/info/exclude"), "new.txt\n");
+    check(&mut h, "info/exclude");
+    settle(&mut h, "info/exclude");
+    std::fs::remove_file(repo.join("a/.gitignore")).unwrap();
+    check(&mut h, ".gitignore removed");
+    settle(&mut h, ".gitignore removed");
+}

@@ -349,3 +349,25 @@ fn forget_fresh(node: &mut Node) {
         }
     }
 }
+
+/// After the stat walk of `step`, bottom-up: marks (`Node::same_step`) each settled directory
+/// whose entries, and whose subdirectories' entries all the way down, stat'ed exactly as the
+/// model holds them, so reconcile passes over the subtree. Returns whether `node` was marked.
+pub(super) fn mark_same(node: &mut Node, step: u64) -> bool {
+    let mut same = node.settled
+        && node.mode.is_some()
+        && node.fresh_step == step
+        && node.fresh.len() == node.entries.len();
+    for (f, e) in node.fresh.iter().zip(node.entries.iter_mut()) {
+        let entry_same = !e.restat && e.stat.is_some() && *f == Some(e.stat);
+        let sub_same = match (e.state, e.sub.as_deref_mut()) {
+            (State::Dir(_), Some(sub)) => mark_same(sub, step),
+            _ => true,
+        };
+        same &= entry_same && sub_same;
+    }
+    if same {
+        node.same_step = step;
+    }
+    same
+}
