@@ -217,6 +217,12 @@ struct Node {
     /// `.gitignore` past the racy window, every blob's id cached past it, nothing pending, no
     /// nested repository, and the same for every directory below it.
     settled: bool,
+    /// Full walk: the stats `fresh` was compared with (a copy of each entry's, made when the
+    /// jobs were collected, for a settled node only), whether every entry the job stat'ed
+    /// matched, and the indices of the walked subdirectories.
+    expect: Vec<Option<StatKey>>,
+    fresh_same: bool,
+    subdirs: Vec<usize>,
     /// The step whose full walk found the subtree exactly as it was when `settled` was set
     /// (`walk::mark_same`): reconcile passes over it.
     same_step: u64,

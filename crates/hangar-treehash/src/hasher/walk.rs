@@ -44,17 +44,48 @@ struct Job<'a> {
     from: From<'a>,
     names: &'a [CString],
     fresh: &'a mut [Fresh],
+    /// The stats the model holds, for a settled directory (else empty), and whether each
+    /// entry stat'ed here matched (`Node::fresh_same`).
+    expect: &'a [Option<StatKey>],
+    same: &'a mut bool,
 }
 
 impl Job<'_> {
     fn run(&mut self) {
+        let cmp = self.expect.len() == self.fresh.len();
+        let mut same = cmp;
         match &mut self.from {
             From::Fd(fd, own) => {
                 **own = fstat(*fd);
-                lstat_names_at(*fd, self.names, self.fresh);
+                if cmp {
+                    for ((name, f), want) in self
+                        .names
+                        .iter()
+                        .zip(self.fresh.iter_mut())
+                        .zip(self.expect)
+                    {
+                        if f.is_none() {
+                            let s = fstatat(*fd, name);
+                            same &= s.is_some() && s == *want;
+                            *f = Some(s);
+                        }
+                    }
+                } else {
+                    lstat_names_at(*fd, self.names, self.fresh);
+                }
             }
-            From::Path(p) => lstat_names(p, self.names, self.fresh),
+            From::Path(p) => {
+                lstat_names(p, self.names, self.fresh);
+                if cmp {
+                    same = self
+                        .fresh
+                        .iter()
+                        .zip(self.expect)
+                        .all(|(f, want)| want.is_some() && *f == Some(*want));
+                }
+            }
         }
+        *self.same = same;
     }
 
     fn calls(&self) -> usize {
@@ -117,6 +148,10 @@ fn collect<'a>(
         mode,
         dir_fd,
         fd_stat,
+        settled,
+        expect,
+        fresh_same,
+        subdirs,
         ..
     } = node;
     if mode.is_none() {
@@ -125,16 +160,30 @@ fn collect<'a>(
     *fresh_step = step;
     fresh.clear();
     fresh.resize(names.len(), None);
+    expect.clear();
+    subdirs.clear();
+    *fresh_same = false;
+    let mut compare = *settled;
     if !parent_held {
         *dir_fd = None;
     }
     let held = dir_fd.as_ref().map(DirFd::raw);
-    for ((name, e), f) in names.iter().zip(entries.iter_mut()).zip(fresh.iter_mut()) {
+    for (i, ((name, e), f)) in names
+        .iter()
+        .zip(entries.iter_mut())
+        .zip(fresh.iter_mut())
+        .enumerate()
+    {
         if held.is_some() && fd_child(e) {
             // Its stat is its own descriptor's (`settle`); not looked up by name here.
             *f = Some(None);
         }
+        if compare {
+            compare = !e.restat;
+            expect.push(e.stat);
+        }
         if let (State::Dir(_), Some(sub)) = (e.state, e.sub.as_deref_mut()) {
+            subdirs.push(i);
             let len = abs.len();
             abs.push(b'/');
             abs.extend_from_slice(name.as_bytes());
@@ -146,10 +195,15 @@ fn collect<'a>(
         Some(fd) => From::Fd(fd, fd_stat),
         None => From::Path(PathBuf::from(OsStr::from_bytes(abs))),
     };
+    if !compare {
+        expect.clear();
+    }
     out.push(Job {
         from,
         names: &names[..],
         fresh: &mut fresh[..],
+        expect: &expect[..],
+        same: fresh_same,
     });
 }
 
@@ -322,6 +376,7 @@ fn restat(node: &mut Node) -> usize {
     }
     let n = fresh.iter().filter(|f| f.is_none()).count();
     lstat_names_at(fd, names, fresh);
+    node.fresh_same = false;
     n
 }
 
@@ -352,17 +407,30 @@ fn forget_fresh(node: &mut Node) {
 
 /// After the stat walk of `step`, bottom-up: marks (`Node::same_step`) each settled directory
 /// whose entries, and whose subdirectories' entries all the way down, stat'ed exactly as the
-/// model holds them, so reconcile passes over the subtree. Returns whether `node` was marked.
+/// model holds them, so reconcile passes over the subtree. The jobs compared what they stat'ed
+/// (`Node::fresh_same`); a subdirectory's own stat (from its descriptor, `settle`) is compared
+/// here. Returns whether `node` was marked.
 pub(super) fn mark_same(node: &mut Node, step: u64) -> bool {
     let mut same = node.settled
         && node.mode.is_some()
         && node.fresh_step == step
+        && node.fresh_same
         && node.fresh.len() == node.entries.len();
-    for (f, e) in node.fresh.iter().zip(node.entries.iter_mut()) {
+    let Node {
+        fresh,
+        entries,
+        subdirs,
+        ..
+    } = node;
+    for &i in subdirs.iter() {
+        let (Some(f), Some(e)) = (fresh.get(i), entries.get_mut(i)) else {
+            same = false;
+            continue;
+        };
         let entry_same = !e.restat && e.stat.is_some() && *f == Some(e.stat);
         let sub_same = match (e.state, e.sub.as_deref_mut()) {
             (State::Dir(_), Some(sub)) => mark_same(sub, step),
-            _ => true,
+            _ => false,
         };
         same &= entry_same && sub_same;
     }
