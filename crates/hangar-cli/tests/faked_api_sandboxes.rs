@@ -631,9 +631,9 @@ async fn faked_api_an_e2b_attach_is_relayed_by_serve_and_envds_token_never_leave
     });
     term.tmux(&["send-keys", "-t", "t", "C-b", "d"]);
     wait_until("the end of `hangar sb attach` on detaching", 30, || {
-        (!status.exists()).then(|| term.screen())
+        let written = std::fs::read_to_string(&status).unwrap_or_default();
+        (!written.ends_with('\n')).then(|| term.screen())
     });
-    std::thread::sleep(std::time::Duration::from_millis(100));
     assert_eq!(
         std::fs::read_to_string(&status).unwrap().trim(),
         "0",
@@ -748,7 +748,8 @@ async fn faked_api_an_e2b_attach_is_relayed_by_serve_and_envds_token_never_leave
 
     // The client goes away: the attach ends, its process killed.
     drop(output);
-    wait_until("the end of an attach whose client went away", 30, || {
+    // The server notices at its next write to the stream: output or its SSE keepalive (10 s).
+    wait_until("the end of an attach whose client went away", 60, || {
         let left = attach_processes(&s, &sb);
         (!left.is_empty()).then(|| format!("left running: {left:?}"))
     });
@@ -799,7 +800,92 @@ async fn faked_api_an_e2b_attach_is_relayed_by_serve_and_envds_token_never_leave
             .any(|l| l.contains("sandbox.attach.ended") && l.contains("the process ended")),
         "{audit}"
     );
+
+    // One API token may have 8 attaches live; the 9th is refused, saying how to end one;
+    // another token's count is its own; once one ends there is room again.
+    let open = |token: String| {
+        let path = format!("/v1/sandboxes/{sb}/attach");
+        let s = &s;
+        async move {
+            s.raw("POST", &path, Some(json!({"run": run})), &token)
+                .await
+        }
+    };
+    let mut opened = Vec::new();
+    for _ in 0..8 {
+        let (code, body) = open(token.clone()).await;
+        assert_eq!(code, 200, "{body}");
+        let a: Value = serde_json::from_str(&body).unwrap();
+        opened.push(a["attach"].as_str().unwrap().to_owned());
+    }
+    let (code, body) = open(token.clone()).await;
+    let err: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (code, err["error"]["code"].as_str()),
+        (409, Some("conflict")),
+        "{body}"
+    );
+    let msg = err["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("DELETE /v1/attaches/") && msg.contains("hangar sb attach"),
+        "{body}"
+    );
+    let (code, body) = open(eve.clone()).await;
+    assert_eq!(code, 200, "another token's attach: {body}");
+    let (code, text) = s
+        .raw(
+            "DELETE",
+            &format!("/v1/attaches/{}", opened[0]),
+            None,
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "{text}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (code, body) = open(token.clone()).await;
+        if code == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no room after an attach ended: {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     s.ok(&["sb", "rm", &sb]);
+}
+
+/// Keepalives for an attach (every half second) until dropped.
+struct Keepalive(tokio::task::JoinHandle<()>);
+
+impl Drop for Keepalive {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn keepalive(s: &Server, aid: &str) -> Keepalive {
+    let (url, token, aid) = (s.url.clone(), s.token(), aid.to_owned());
+    Keepalive(tokio::spawn(async move {
+        loop {
+            let _ = reqwest::Client::new()
+                .post(format!("{url}/v1/attaches/{aid}/input"))
+                .bearer_auth(&token)
+                .json(&json!({"data": ""}))
+                .send()
+                .await;
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    }))
+}
+
+/// How many `SendSignal` calls the fake's envd was sent.
+fn signals(fake: &FakeCloud) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.ends_with("/process.Process/SendSignal"))
+        .count()
 }
 
 /// What the SSE text's `data` lines decode to, joined.
@@ -818,7 +904,8 @@ fn decoded(sse: &str) -> String {
 
 /// A relayed attach whose client keeps its output stream open but stops sending keepalives
 /// ends at the idle limit (`HANGAR_ATTACH_IDLE_SECS`, here 3 s), saying so on the stream, its
-/// PTY process killed; while the keepalives come it lives on past the limit.
+/// PTY process killed; while the keepalives come it lives on past the limit. A client that
+/// never reads the output of a terminal that prints without end is ended at the limit too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faked_api_an_e2b_attach_without_keepalives_ends_and_kills_its_process() {
     if skip() {
@@ -884,7 +971,9 @@ async fn faked_api_an_e2b_attach_without_keepalives_ends_and_kills_its_process()
             .await;
         assert_eq!(code, 200, "a keepalive: {text}");
     }
+    let alive = keepalive(&s, &aid);
     assert_eq!(attach_processes(&s, &sb).len(), 1, "the attach's process");
+    drop(alive);
     // Then none: the stream says why it ended, and it ends.
     let mut seen = String::new();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -918,6 +1007,51 @@ async fn faked_api_an_e2b_attach_without_keepalives_ends_and_kills_its_process()
         "{audit}"
     );
 
+    // A client that opens an attach and never reads its output, while the terminal prints
+    // without end (the relay's output channel fills): it ends at the idle limit all the same.
+    let tmux = |keys: &[&str]| {
+        let mut argv = vec![
+            "sb",
+            "exec",
+            &sb,
+            "--as",
+            "hangar",
+            "--",
+            "tmux",
+            "-S",
+            "/run/hangar-tmux/default",
+            "send-keys",
+            "-t",
+            "run-idle",
+        ];
+        argv.extend_from_slice(keys);
+        s.ok(&argv);
+    };
+    tmux(&["yes busy-printing", "Enter"]);
+    let before = signals(&fake);
+    let (code, body) = s
+        .raw(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/attach"),
+            Some(json!({"run": "run-idle"})),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let unread: Value = serde_json::from_str(&body).unwrap();
+    let unread = unread["attach"].as_str().unwrap().to_owned();
+    wait_until("the kill of an unread attach's process", 30, || {
+        (signals(&fake) == before).then(|| format!("{:?}", fake.requests()))
+    });
+    wait_until("the audited end of an unread attach", 30, || {
+        let audit = s.ok(&["audit"]);
+        (!audit.lines().any(|l| {
+            l.contains("sandbox.attach.ended") && l.contains(&unread) && l.contains("no keepalive")
+        }))
+        .then_some(audit)
+    });
+    tmux(&["C-c"]);
+
     // `hangar serve` stopping (SIGTERM) ends a live attach first, its process killed; the open
     // output stream does not hold the server up.
     let (code, body) = s
@@ -938,7 +1072,9 @@ async fn faked_api_an_e2b_attach_without_keepalives_ends_and_kills_its_process()
         .await
         .unwrap();
     assert_eq!(output.status(), 200);
+    let alive = keepalive(&s, &aid);
     assert_eq!(attach_processes(&s, &sb).len(), 1, "the attach's process");
+    drop(alive);
     let mut s = s;
     let mut child = s.child.take().unwrap();
     // SAFETY: a signal to the server this test started.

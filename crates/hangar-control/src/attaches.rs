@@ -29,6 +29,9 @@ pub const ATTACH_IDLE: Duration = Duration::from_secs(60);
 /// How often a client of a relayed attach says it is still there.
 pub const ATTACH_KEEPALIVE: Duration = Duration::from_secs(15);
 
+/// How many relayed attaches one API token may have live at once.
+pub const ATTACHES_PER_TOKEN: usize = 8;
+
 /// What a relayed terminal's output stream carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RelayEvent {
@@ -76,7 +79,7 @@ impl TermSpec {
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'-' | b'_'))
         {
             return Err(ControlError::BadRequest(format!(
-                "term {:?} is not a terminal type (letters, digits and .+-_, at most 64)",
+                "term {:?} is not a terminal type (letters, digits and .+-_, at most 64): try `TERM=xterm-256color hangar sb attach SANDBOX`",
                 self.term
             )));
         }
@@ -126,6 +129,9 @@ impl Relay {
 #[derive(Clone)]
 pub(crate) struct Attaches {
     live: Arc<Mutex<HashMap<String, Arc<Relay>>>>,
+    /// Attaches being opened (their PTY process starting), per API token: they count towards
+    /// [`ATTACHES_PER_TOKEN`]. Locked after `live` when both are.
+    opening: Arc<Mutex<HashMap<String, usize>>>,
     /// Told whenever an attach has ended (its process killed, its end audited).
     ended: Arc<tokio::sync::Notify>,
     /// How long a client may say nothing.
@@ -142,6 +148,7 @@ impl Default for Attaches {
             .map_or(ATTACH_IDLE, Duration::from_secs);
         Attaches {
             live: Arc::default(),
+            opening: Arc::default(),
             ended: Arc::default(),
             idle,
         }
@@ -186,8 +193,30 @@ impl Drop for RelayOutput {
 
 fn unknown(id: &str) -> ControlError {
     ControlError::NotFound(format!(
-        "no attach {id}: it has ended, or it was opened with another API token; start one with `hangar sb attach SANDBOX` (POST /v1/sandboxes/SANDBOX/attach)"
+        "no attach {id}: it has ended, or it was opened with another API token, or it was opened through another hangar serve replica (requests for an attach must reach the replica that opened it); start one with `hangar sb attach SANDBOX` (POST /v1/sandboxes/SANDBOX/attach)"
     ))
+}
+
+/// A place for one more attach of an API token, held while its PTY process starts.
+pub(crate) struct Slot {
+    attaches: Attaches,
+    owner: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut opening = self
+            .attaches
+            .opening
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = opening.get_mut(&self.owner) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                opening.remove(&self.owner);
+            }
+        }
+    }
 }
 
 impl Attaches {
@@ -204,25 +233,47 @@ impl Attaches {
             .ok_or_else(|| unknown(id))
     }
 
+    /// A place for one more attach of API token `owner`, refused when it has
+    /// [`ATTACHES_PER_TOKEN`] live (or being opened).
+    pub(crate) fn reserve(&self, owner: &str) -> Result<Slot, ControlError> {
+        let live = self.lock();
+        let mut opening = self.opening.lock().unwrap_or_else(|p| p.into_inner());
+        let n = live.values().filter(|r| r.owner == owner).count()
+            + opening.get(owner).copied().unwrap_or(0);
+        if n >= ATTACHES_PER_TOKEN {
+            return Err(ControlError::Conflict(format!(
+                "this API token has {n} attaches open, the most it may have ({ATTACHES_PER_TOKEN}); end one first: detach a running `hangar sb attach` (Ctrl-b d), or DELETE /v1/attaches/ID"
+            )));
+        }
+        *opening.entry(owner.to_owned()).or_default() += 1;
+        Ok(Slot {
+            attaches: self.clone(),
+            owner: owner.to_owned(),
+        })
+    }
+
     /// Relays the PTY process `pty` (its output `out`) of sandbox `sandbox`'s run `run` as
-    /// attach `id`, opened by `person` with API token `owner` (`sandbox.attach` audited).
+    /// attach `id`, opened by `person` with the API token `slot` was reserved for
+    /// (`sandbox.attach` audited).
     #[allow(clippy::too_many_arguments, reason = "each names a different thing")]
     pub(crate) fn open(
         &self,
         store: Store,
+        slot: Slot,
         (pty, out): (PtySession, PtyOutput),
         id: &str,
         sandbox: &str,
         run: &str,
         person: &str,
-        owner: &str,
     ) {
         let id = id.to_owned();
         let (tx, rx) = mpsc::channel(256);
-        let (stop, _) = watch::channel(None);
+        // Made here, not in the task: an end that comes before the task first runs (the
+        // server stopping right after the open) is still seen.
+        let (stop, stopped) = watch::channel(None);
         let relay = Arc::new(Relay {
             id: id.clone(),
-            owner: owner.to_owned(),
+            owner: slot.owner.clone(),
             sandbox: sandbox.to_owned(),
             pty,
             output: Mutex::new(Some(rx)),
@@ -230,11 +281,15 @@ impl Attaches {
             stop,
         });
         self.lock().insert(id.clone(), relay.clone());
+        drop(slot);
         let live = self.clone();
         let (run, person) = (run.to_owned(), person.to_owned());
-        let idle = self.idle;
+        // Its own task, so a client that reads nothing (the pump waiting on a full output
+        // channel) still meets the idle limit.
+        let watchdog = tokio::spawn(watch_idle(relay.clone(), stopped.clone(), self.idle));
         tokio::spawn(async move {
-            let (why, status, killed) = pump(&relay, out, tx, idle).await;
+            let (why, status, killed) = pump(&relay, out, tx, stopped).await;
+            watchdog.abort();
             let detail = json!({
                 "sandbox": relay.sandbox, "run": run, "attach": relay.id,
                 "reason": why, "status": status, "killed": killed,
@@ -335,32 +390,41 @@ impl Attaches {
     }
 }
 
-/// Passes the PTY process's output to the attach's reader until the attach ends; then kills
-/// the process unless it ended by itself. Why it ended, the process's status, whether it was
-/// killed.
+/// Ends `relay` once its client has said nothing for `idle`, whatever its pump is doing.
+async fn watch_idle(relay: Arc<Relay>, mut stop: watch::Receiver<Option<String>>, idle: Duration) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => {
+                let quiet = relay.quiet_for();
+                if quiet > idle {
+                    relay.end(&format!(
+                        "its client said nothing (no input, no keepalive) for {} s",
+                        quiet.as_secs()
+                    ));
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Passes the PTY process's output to the attach's reader until the attach ends (`stop` says
+/// why); then kills the process unless it ended by itself. Why it ended, the process's status,
+/// whether it was killed.
 async fn pump(
     relay: &Relay,
     mut out: PtyOutput,
     tx: mpsc::Sender<RelayEvent>,
-    idle: Duration,
+    mut stop: watch::Receiver<Option<String>>,
 ) -> (String, Option<i32>, bool) {
-    let mut stop = relay.stop.subscribe();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut status = None;
     let why = loop {
+        // envd's silence is measured from what it last sent, however often this is called.
         let ev = tokio::select! {
             ev = out.next_within(Some(terminal::IDLE)) => ev,
             _ = stop.changed() => break stop.borrow().clone().unwrap_or_default(),
-            _ = tick.tick() => {
-                let quiet = relay.quiet_for();
-                if quiet > idle {
-                    break format!(
-                        "its client said nothing (no input, no keepalive) for {} s",
-                        quiet.as_secs()
-                    );
-                }
-                continue;
-            }
         };
         let (event, last) = match ev {
             Ok(Some(PtyEvent::Data(b))) => (RelayEvent::Data(b), None),

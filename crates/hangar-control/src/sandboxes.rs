@@ -447,7 +447,6 @@ impl ControlPlane {
         owner: &str,
         term: &crate::attaches::TermSpec,
     ) -> Result<(String, Attach), ControlError> {
-        term.check()?;
         let sb = self.provider_sandbox(id).await?;
         let run = match run {
             Some(r) => r.to_owned(),
@@ -467,6 +466,9 @@ impl ControlPlane {
             )));
         }
         if sb.env.provider == ProviderKind::E2b {
+            // Only a relayed terminal takes the client's size and type.
+            term.check()?;
+            let slot = self.attaches.reserve(owner)?;
             let target = self.providers.e2b().await?.pty_target(&sb, &run)?;
             let attach = new_id("att")?;
             self.store
@@ -493,7 +495,7 @@ impl ControlPlane {
                 }
             };
             self.attaches
-                .open(self.store.clone(), pty, &attach, id, &run, person, owner);
+                .open(self.store.clone(), slot, pty, &attach, id, &run, person);
             return Ok((run, Attach::Relay(attach)));
         }
         let argv = with_provider!(self, sb.env.provider, |p| Ok::<_, ControlError>(

@@ -107,6 +107,8 @@ pub struct PtyOutput {
     buf: Vec<u8>,
     sandbox: String,
     ended: bool,
+    /// When envd last sent anything (a keepalive too): its silence is measured from here.
+    heard: tokio::time::Instant,
 }
 
 impl std::fmt::Debug for PtyOutput {
@@ -123,8 +125,8 @@ impl PtyOutput {
         self.read(None).await
     }
 
-    /// [`PtyOutput::next`], an error when envd sends nothing at all (not even its keepalive)
-    /// for `idle`.
+    /// [`PtyOutput::next`], an error when envd has sent nothing at all (not even its
+    /// keepalive) for `idle`, counted from what it last sent (not from this call).
     async fn read(&mut self, idle: Option<Duration>) -> Result<Option<PtyEvent>, SandboxError> {
         loop {
             while let Some((flags, msg, used)) = take_envelope(&self.buf) {
@@ -166,7 +168,7 @@ impl PtyOutput {
                 return Ok(None);
             }
             let read = match idle {
-                Some(d) => tokio::time::timeout(d, self.stream.next())
+                Some(d) => tokio::time::timeout_at(self.heard + d, self.stream.next())
                     .await
                     .map_err(|_| {
                         SandboxError::Failed(format!(
@@ -178,7 +180,10 @@ impl PtyOutput {
                 None => self.stream.next().await,
             };
             match read {
-                Some(Ok(chunk)) => self.buf.extend_from_slice(&chunk),
+                Some(Ok(chunk)) => {
+                    self.heard = tokio::time::Instant::now();
+                    self.buf.extend_from_slice(&chunk);
+                }
                 Some(Err(e)) => {
                     return Err(failed(
                         format!("e2b, sandbox {}: the terminal's stream", self.sandbox),
@@ -201,6 +206,10 @@ fn http() -> Result<reqwest::Client, SandboxError> {
         .map_err(|e| SandboxError::Unavailable(format!("cannot make an HTTP client: {e}")))
 }
 
+/// How long envd has to start a terminal (answer `Start` and name the process), and to
+/// answer one of the calls that type into, resize or kill it.
+pub const ENVD_WITHIN: Duration = Duration::from_secs(30);
+
 /// The terminal size envd is sent (cols and rows of at least 1).
 fn size(cols: u16, rows: u16) -> Value {
     json!({ "cols": cols.max(1), "rows": rows.max(1) })
@@ -208,8 +217,26 @@ fn size(cols: u16, rows: u16) -> Value {
 
 impl PtySession {
     /// Starts `target`'s command as a PTY process of `cols` x `rows` with `TERM=term`; its
-    /// session and output stream (read past the process's `start`).
+    /// session and output stream (read past the process's `start`). An error when envd has
+    /// not started it within [`ENVD_WITHIN`].
     pub async fn start(
+        target: &PtyTarget,
+        term: &str,
+        cols: u16,
+        rows: u16,
+    ) -> Result<(PtySession, PtyOutput), SandboxError> {
+        tokio::time::timeout(ENVD_WITHIN, Self::start_now(target, term, cols, rows))
+            .await
+            .unwrap_or_else(|_| {
+                Err(SandboxError::Unavailable(format!(
+                    "e2b, sandbox {}: envd did not start the terminal within {} s",
+                    target.sandbox,
+                    ENVD_WITHIN.as_secs()
+                )))
+            })
+    }
+
+    async fn start_now(
         target: &PtyTarget,
         term: &str,
         cols: u16,
@@ -279,6 +306,7 @@ impl PtySession {
             buf: Vec::new(),
             sandbox: target.sandbox.clone(),
             ended: false,
+            heard: tokio::time::Instant::now(),
         };
         // The first event names the process.
         let pid = 'start: loop {
@@ -319,6 +347,7 @@ impl PtySession {
                 }
             }
         };
+        out.heard = tokio::time::Instant::now();
         Ok((
             PtySession {
                 http,
@@ -342,6 +371,7 @@ impl PtySession {
             method,
             "application/json",
         )
+        .timeout(ENVD_WITHIN)
         .json(&body)
         .send()
         .await
