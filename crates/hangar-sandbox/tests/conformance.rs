@@ -974,7 +974,12 @@ impl Subject for E2bProvider {
             "env".into(),
             format!(
                 "HANGAR_TEST_E2B_PTY={}",
-                serde_json::to_string(&target).unwrap()
+                serde_json::json!({
+                    "sandbox": target.sandbox,
+                    "envd": target.envd,
+                    "token": target.token,
+                    "argv": target.argv,
+                })
             ),
             std::env::current_exe().unwrap().display().to_string(),
             "e2b_pty_terminal".into(),
@@ -986,7 +991,9 @@ impl Subject for E2bProvider {
 }
 
 /// The terminal of the e2b attach check: this process's terminal joined to envd's PTY process
-/// (`hangar_cloud::e2b::terminal::attach_terminal`, what `hangar sb attach` runs for e2b).
+/// directly (`hangar_cloud::e2b::terminal::attach_terminal`); it checks envd's PTY and the
+/// provider's target, not `hangar sb attach`, which goes through `hangar serve`'s relay (the
+/// `faked_api_an_e2b_attach_...` tests of hangar-cli).
 #[test]
 #[ignore = "run by the e2b attach check in a terminal of its own (HANGAR_TEST_E2B_PTY)"]
 fn e2b_pty_terminal() {

@@ -346,8 +346,13 @@ fn exec_out() -> Value {
     json!({"type": "object", "properties": {"status": {"type": "integer"}, "stdout": string(), "stderr": string()}, "required": ["status", "stdout", "stderr"]})
 }
 
+/// A terminal's columns or rows: 1 to 1000.
+fn size(what: &str) -> Value {
+    json!({"type": "integer", "minimum": 1, "maximum": 1000, "description": format!("the terminal's {what} (1 to 1000)")})
+}
+
 fn attach_req() -> Value {
-    json!({"type": "object", "properties": {"run": string(), "cols": {"type": "integer"}, "rows": {"type": "integer"}, "term": string()}})
+    json!({"type": "object", "properties": {"run": string(), "cols": size("columns, default 80"), "rows": size("rows, default 24"), "term": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9.+_-]+$", "description": "the terminal type (TERM), default xterm-256color: letters, digits and .+-_, at most 64"}}})
 }
 
 fn attach_out() -> Value {
@@ -359,7 +364,7 @@ fn attach_input_req() -> Value {
 }
 
 fn attach_resize_req() -> Value {
-    json!({"type": "object", "properties": {"cols": {"type": "integer"}, "rows": {"type": "integer"}}, "required": ["cols", "rows"]})
+    json!({"type": "object", "properties": {"cols": size("columns"), "rows": size("rows")}, "required": ["cols", "rows"]})
 }
 
 fn attach_one() -> Value {
@@ -453,7 +458,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         e(
             "POST",
             "/v1/sandboxes/{id}/attach",
-            "The command that attaches a terminal on this machine to a run's tmux session (body `{run}`, default the newest live run); audited as `sandbox.attach`; for an e2b sandbox, `argv` is empty and the server relays the terminal itself (envd's token never leaves it): it starts envd's PTY process (`cols`, `rows`, `term` of the body) and answers its `attach` id, used with /v1/attaches/{id}/… by the same API token only, which must send input or a keepalive every `keepalive_secs`; answered `Cache-Control: no-store`",
+            "The command that attaches a terminal on this machine to a run's tmux session (body `{run}`, default the newest live run); audited as `sandbox.attach`; for an e2b sandbox, `argv` is empty and the server relays the terminal itself (envd's token never leaves it): it starts envd's PTY process (`cols`, `rows`, `term` of the body) and answers its `attach` id, used with /v1/attaches/{id}/… by the same API token only (and the same `hangar serve` replica), which must send input or a keepalive every `keepalive_secs`; one API token may have 8 live (409 beyond); answered `Cache-Control: no-store`",
             Some(attach_req as fn() -> Value),
             attach_out,
             200,

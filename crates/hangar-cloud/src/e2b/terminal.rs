@@ -24,15 +24,16 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use futures_util::StreamExt;
 use hangar_sandbox::SandboxError;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{end_status, envd_post, envelope, take_envelope};
 use crate::{failed, shell_wrap};
 
 /// What a terminal needs to reach a run's tmux session in an e2b sandbox. Its `Debug` leaves
-/// the token out (a log line must not hand it on); it never goes into an API answer.
-#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// the token out (a log line must not hand it on); it never goes into an API answer, and is
+/// not `Serialize` so that putting it into one does not compile.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
 pub struct PtyTarget {
     /// hangar's sandbox id (for messages).
     pub sandbox: String,
