@@ -28,8 +28,36 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A file modified less than this long before it was read is read again at the next step even
-/// if its stat data is unchanged (file system timestamps are coarse).
+/// if its stat data is unchanged (file system timestamps are coarse, and a network file system's
+/// come from another machine's clock).
 const RACY_WINDOW_NS: i128 = 2_000_000_000;
+
+/// The racy window on a local file system of the work tree's own device ([`sys::local_fs`]):
+/// its timestamps come from this kernel's clock, at most one tick (<= 10 ms) behind the time
+/// read at the scan's start, so a write after a read can never carry a timestamp this far
+/// before the read. Ten ticks of margin.
+const LOCAL_RACY_WINDOW_NS: i128 = 100_000_000;
+
+/// Whether a stat is old enough, at a scan's start, for what is read of it during the scan to
+/// be trusted while the stat stays the same.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Racy {
+    scan_start: i128,
+    /// The work tree's device when its file system is local (then the short window applies to
+    /// what is on it; anything on another device, a mount inside, keeps the long one).
+    local_dev: Option<u64>,
+}
+
+impl Racy {
+    pub(crate) fn clean(&self, key: &StatKey) -> bool {
+        let window = if self.local_dev == Some(key.dev) {
+            LOCAL_RACY_WINDOW_NS
+        } else {
+            RACY_WINDOW_NS
+        };
+        key.newest_ns() < self.scan_start - window
+    }
+}
 
 mod walk;
 
@@ -169,6 +197,8 @@ pub struct TreeHasher {
     /// Watches the mounts inside the work tree while directory descriptors are kept (`walk`);
     /// `None` when none are.
     mounts: Option<Mounts>,
+    /// The work tree's file system is a local one ([`sys::local_fs`]): the short racy window.
+    local_fs: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -483,7 +513,7 @@ struct Ctx<'a> {
     file_mode: bool,
     symlinks: bool,
     epoch: u64,
-    scan_start: i128,
+    racy: Racy,
     counter: &'a mut u64,
     step: u64,
     jobs: Vec<Job>,
@@ -516,7 +546,7 @@ impl Ctx<'_> {
     }
 
     fn clean(&self, key: &StatKey) -> bool {
-        key.newest_ns() < self.scan_start - RACY_WINDOW_NS
+        self.racy.clean(key)
     }
 
     fn blob_mode(&self, stat: &StatKey, index_mode: Option<u32>) -> u32 {
@@ -592,6 +622,7 @@ impl TreeHasher {
     pub fn with_options(workdir: &Path, store: Store, opts: Options) -> Result<TreeHasher> {
         let root = std::fs::canonicalize(workdir).map_err(io_err("open", workdir))?;
         let watch = if opts.watch { Watch::new() } else { None };
+        let local_fs = crate::sys::local_fs(&root);
         Ok(TreeHasher {
             repo: RepoState::new(&root),
             root,
@@ -605,6 +636,7 @@ impl TreeHasher {
             steps: 0,
             last: ScanStats::default(),
             mounts: None,
+            local_fs,
         })
     }
 
@@ -696,6 +728,10 @@ impl TreeHasher {
         let step = self.steps;
         let meta_changed = self.repo.refresh(&self.root, &self.opts.user, first)?;
         let root_stat = lstat(&self.root).map_err(io_err("lstat", &self.root))?;
+        let racy = Racy {
+            scan_start,
+            local_dev: self.local_fs.then_some(root_stat.dev),
+        };
         if root_stat.kind() != FileKind::Dir {
             return Err(Error::Io {
                 op: "open",
@@ -769,7 +805,7 @@ impl TreeHasher {
                 fds,
                 threads: self.opts.threads,
                 step,
-                clean_before: scan_start - RACY_WINDOW_NS,
+                racy,
             };
             let (calls, held) = walk::stat_walk(&mut self.tree, &w)?;
             stats.stats += calls;
@@ -784,7 +820,7 @@ impl TreeHasher {
             file_mode: self.repo.file_mode,
             symlinks: self.repo.symlinks,
             epoch: self.repo.epoch,
-            scan_start,
+            racy,
             counter: &mut self.counter,
             step,
             jobs: Vec::new(),

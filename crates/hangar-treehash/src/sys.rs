@@ -349,6 +349,31 @@ pub(crate) fn list_dir(dir: &Path) -> std::io::Result<Vec<CString>> {
     Ok(names)
 }
 
+/// Whether `dir` is on a file system whose timestamps this kernel's clock makes (ext4, xfs,
+/// btrfs, tmpfs, overlayfs, f2fs): not a network or FUSE file system, whose timestamps may come
+/// from another clock. Unknown (the call fails) is not local.
+pub(crate) fn local_fs(dir: &Path) -> bool {
+    const LOCAL: [i64; 6] = [
+        0xEF53,      // ext2/3/4
+        0x5846_5342, // xfs
+        0x9123_683E, // btrfs
+        0x0102_1994, // tmpfs
+        0x794C_7630, // overlayfs
+        0xF2F5_2010, // f2fs
+    ];
+    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs writes into a zeroed struct of its own type; the path is NUL-terminated.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return false;
+    }
+    #[allow(clippy::unnecessary_cast, clippy::cast_lossless)]
+    let kind = st.f_type as i64;
+    LOCAL.contains(&kind)
+}
+
 /// Nanoseconds since the epoch, now.
 pub(crate) fn now_ns() -> i128 {
     std::time::SystemTime::now()

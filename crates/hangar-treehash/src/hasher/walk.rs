@@ -111,8 +111,8 @@ pub(super) struct Walk<'a> {
     pub fds: bool,
     pub threads: usize,
     pub step: u64,
-    /// A stat older than this is past the racy window.
-    pub clean_before: i128,
+    /// Whether a stat is past the racy window.
+    pub racy: super::Racy,
 }
 
 /// Fills each walked directory's `fresh` with its entries' stats. Returns the number of calls
@@ -295,7 +295,7 @@ fn settle(node: &mut Node, w: &Walk<'_>, held: &mut usize) -> usize {
     let (Some(fd), Some(here)) = (node.dir_fd.as_ref().map(DirFd::raw), node.fd_stat) else {
         return 0;
     };
-    let bound = (here, here.newest_ns() < w.clean_before);
+    let bound = (here, w.racy.clean(&here));
     let mut calls = 0;
     let Node {
         names,
