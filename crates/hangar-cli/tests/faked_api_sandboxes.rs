@@ -17,7 +17,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 
 use hangar_fakecloud::FakeCloud;
-use hangar_testkit::{FakeAnthropic, Script, Step, claude_bin, claude_env, workspace_root};
+use hangar_testkit::{
+    FakeAnthropic, Script, Step, Terminal, claude_bin, claude_env, workspace_root,
+};
 use serde_json::{Value, json};
 
 const E2B_KEY: &str = "e2b-key-for-the-fake";
@@ -143,6 +145,40 @@ impl Drop for Server {
             let _ = c.wait();
         }
     }
+}
+
+/// A `hangar serve` with the fake e2b API (and `extra` variables) and one e2b sandbox made
+/// through it: the fake, the server, the repository it was made from, the sandbox's id.
+fn e2b_sandbox(extra: &[(&str, &str)]) -> (FakeCloud, Server, tempfile::TempDir, String) {
+    let fake = FakeCloud::start(E2B_KEY).unwrap();
+    let mut vars = vec![
+        ("HANGAR_E2B_API_KEY".to_owned(), E2B_KEY.to_owned()),
+        ("HANGAR_E2B_URL".to_owned(), fake.url()),
+        ("HANGAR_E2B_ENVD_URL".to_owned(), fake.envd_url()),
+    ];
+    vars.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    let s = Server::start(vars);
+    s.apply(&format!("name: cloud\nprovider: e2b\nimage: {}\n", image()));
+    let repo = repo();
+    let out = s.ok(&[
+        "sb",
+        "create",
+        "--env",
+        "cloud",
+        "--repo",
+        repo.path().to_str().unwrap(),
+    ]);
+    let sb = out
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("sandbox: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    (fake, s, repo, sb)
 }
 
 fn repo() -> tempfile::TempDir {
@@ -401,67 +437,6 @@ async fn without_their_configuration_the_providers_say_what_to_set() {
     }
 }
 
-/// A tmux server of the test's own, where `hangar sb attach` gets a terminal.
-struct Terminal {
-    socket: PathBuf,
-}
-
-impl Terminal {
-    fn new(dir: &std::path::Path, argv: &[String]) -> Terminal {
-        let socket = dir.join("terminal.sock");
-        let st = Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args([
-                "-f",
-                "/dev/null",
-                "new-session",
-                "-d",
-                "-s",
-                "t",
-                "-x",
-                "100",
-                "-y",
-                "30",
-            ])
-            .args(argv)
-            .status()
-            .unwrap();
-        assert!(st.success());
-        Terminal { socket }
-    }
-
-    fn tmux(&self, args: &[&str]) {
-        let st = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(st.success(), "tmux {args:?}");
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(["capture-pane", "-p", "-t", "t"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .status();
-    }
-}
-
 fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> Option<String>) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     loop {
@@ -525,28 +500,7 @@ async fn faked_api_an_e2b_attach_is_relayed_by_serve_and_envds_token_never_leave
     if skip() {
         return;
     }
-    let fake = FakeCloud::start(E2B_KEY).unwrap();
-    let s = Server::start(vec![
-        ("HANGAR_E2B_API_KEY".into(), E2B_KEY.into()),
-        ("HANGAR_E2B_URL".into(), fake.url()),
-        ("HANGAR_E2B_ENVD_URL".into(), fake.envd_url()),
-    ]);
-    s.apply(&format!("name: cloud\nprovider: e2b\nimage: {}\n", image()));
-    let repo = repo();
-    let out = s.ok(&[
-        "sb",
-        "create",
-        "--env",
-        "cloud",
-        "--repo",
-        repo.path().to_str().unwrap(),
-    ]);
-    let sb = out
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("sandbox: "))
-        .unwrap_or_else(|| panic!("{out}"))
-        .to_owned();
+    let (fake, s, _repo, sb) = e2b_sandbox(&[]);
     let tokens = fake.envd_tokens();
     assert_eq!(tokens.len(), 1, "one e2b sandbox, one envd token");
     let envd_token = tokens[0].clone();
@@ -587,7 +541,7 @@ async fn faked_api_an_e2b_attach_is_relayed_by_serve_and_envds_token_never_leave
     ))
     .chain(attach.get_args().map(|a| a.to_string_lossy().into_owned()))
     .collect();
-    let term = Terminal::new(s.home.path(), &argv);
+    let term = Terminal::start(s.home.path(), &argv, 100, 30).unwrap();
     wait_until("the attach", 60, || {
         let clients = s.ok(&[
             "sb",
@@ -606,12 +560,14 @@ async fn faked_api_an_e2b_attach_is_relayed_by_serve_and_envds_token_never_leave
         (!clients.contains("100x"))
             .then(|| format!("clients: {clients:?}; screen: {}", term.screen()))
     });
-    term.tmux(&["send-keys", "-t", "t", "echo relayed-$((6*7))", "Enter"]);
+    term.tmux(&["send-keys", "-t", "t", "echo relayed-$((6*7))", "Enter"])
+        .unwrap();
     wait_until("the relayed output", 30, || {
         let screen = term.screen();
         (!screen.contains("relayed-42")).then_some(screen)
     });
-    term.tmux(&["resize-window", "-t", "t", "-x", "120", "-y", "40"]);
+    term.tmux(&["resize-window", "-t", "t", "-x", "120", "-y", "40"])
+        .unwrap();
     wait_until("the resize", 30, || {
         let clients = s.ok(&[
             "sb",
@@ -629,7 +585,7 @@ async fn faked_api_an_e2b_attach_is_relayed_by_serve_and_envds_token_never_leave
         ]);
         (!clients.contains("120x40")).then_some(clients)
     });
-    term.tmux(&["send-keys", "-t", "t", "C-b", "d"]);
+    term.tmux(&["send-keys", "-t", "t", "C-b", "d"]).unwrap();
     wait_until("the end of `hangar sb attach` on detaching", 30, || {
         let written = std::fs::read_to_string(&status).unwrap_or_default();
         (!written.ends_with('\n')).then(|| term.screen())
@@ -911,29 +867,7 @@ async fn faked_api_an_e2b_attach_without_keepalives_ends_and_kills_its_process()
     if skip() {
         return;
     }
-    let fake = FakeCloud::start(E2B_KEY).unwrap();
-    let s = Server::start(vec![
-        ("HANGAR_E2B_API_KEY".into(), E2B_KEY.into()),
-        ("HANGAR_E2B_URL".into(), fake.url()),
-        ("HANGAR_E2B_ENVD_URL".into(), fake.envd_url()),
-        ("HANGAR_ATTACH_IDLE_SECS".into(), "3".into()),
-    ]);
-    s.apply(&format!("name: cloud\nprovider: e2b\nimage: {}\n", image()));
-    let repo = repo();
-    let out = s.ok(&[
-        "sb",
-        "create",
-        "--env",
-        "cloud",
-        "--repo",
-        repo.path().to_str().unwrap(),
-    ]);
-    let sb = out
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("sandbox: "))
-        .unwrap_or_else(|| panic!("{out}"))
-        .to_owned();
+    let (fake, s, _repo, sb) = e2b_sandbox(&[("HANGAR_ATTACH_IDLE_SECS", "3")]);
     s.ok(&[
         "sb", "exec", &sb, "--as", "hangar", "--", "sh", "-c",
         "mkdir -p /run/hangar-tmux && tmux -S /run/hangar-tmux/default new-session -d -s run-idle sh",

@@ -25,69 +25,18 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Server, until};
 use hangar_fakecloud::FakeCloud;
 use hangar_testkit::{
-    CODEX_API_KEY, CODEX_API_KEY_ENV, FakeOpenAi, Script, Step, codex_bin, codex_offline_args,
+    CODEX_API_KEY, CODEX_API_KEY_ENV, FakeOpenAi, Script, Step, Terminal, codex_bin,
+    codex_offline_args,
 };
 use serde_json::json;
 
 const E2B_KEY: &str = "e2b-key-for-the-fake";
-
-/// A tmux server of the test's own, where `hangar sb attach` gets a terminal.
-struct Terminal {
-    socket: PathBuf,
-}
-
-impl Terminal {
-    fn new(dir: &Path, argv: &[String]) -> Terminal {
-        let socket = dir.join("terminal.sock");
-        let st = Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args([
-                "-f",
-                "/dev/null",
-                "new-session",
-                "-d",
-                "-s",
-                "t",
-                "-x",
-                "200",
-                "-y",
-                "50",
-            ])
-            .args(argv)
-            .status()
-            .unwrap();
-        assert!(st.success());
-        Terminal { socket }
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(["capture-pane", "-p", "-t", "t"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .status();
-    }
-}
 
 /// Whether `kubectl` is on PATH (no script of the project installs it).
 fn have_kubectl() -> bool {
@@ -132,7 +81,7 @@ fn attach_shows_the_live_harness(s: &Server, sb: &str, kubernetes: bool) {
     .into_iter()
     .chain(argv)
     .collect();
-    let term = Terminal::new(s.home.path(), &argv);
+    let term = Terminal::start(s.home.path(), &argv, 200, 50).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let screen = term.screen();
@@ -145,13 +94,7 @@ fn attach_shows_the_live_harness(s: &Server, sb: &str, kubernetes: bool) {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let st = Command::new("tmux")
-        .arg("-S")
-        .arg(&term.socket)
-        .args(["send-keys", "-t", "t", "C-b", "d"])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    term.tmux(&["send-keys", "-t", "t", "C-b", "d"]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !status.exists() {
         assert!(

@@ -17,59 +17,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Server, docker_image, hook_bin, is_root, until};
-use hangar_testkit::{Script, Step};
+use hangar_testkit::{Script, Step, Terminal};
 use serde_json::{Value, json};
-
-/// A tmux server of the test's own, where `hangar sb attach` gets a terminal.
-struct Terminal {
-    socket: PathBuf,
-}
-
-impl Terminal {
-    fn new(dir: &Path, argv: &[String]) -> Terminal {
-        let socket = dir.join("terminal.sock");
-        let st = Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args([
-                "-f",
-                "/dev/null",
-                "new-session",
-                "-d",
-                "-s",
-                "t",
-                "-x",
-                "200",
-                "-y",
-                "50",
-            ])
-            .args(argv)
-            .status()
-            .unwrap();
-        assert!(st.success());
-        Terminal { socket }
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(["capture-pane", "-p", "-t", "t"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .status();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claude_turn_in_a_local_sandbox_with_the_uid_split() {
@@ -135,7 +84,7 @@ async fn a_claude_turn_in_a_local_sandbox_with_the_uid_split() {
         ))
         .chain(attach.get_args().map(|a| a.to_string_lossy().into_owned()))
         .collect();
-    let term = Terminal::new(s.home.path(), &argv);
+    let term = Terminal::start(s.home.path(), &argv, 200, 50).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let screen = loop {
         let screen = term.screen();

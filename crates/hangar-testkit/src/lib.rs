@@ -161,6 +161,7 @@ mod scenario;
 mod script;
 mod server;
 mod sse;
+mod terminal;
 mod tower;
 
 pub use claude::{CLAUDE_BIN_ENV, CLAUDE_CODE_VERSION, claude_bin, claude_env, workspace_root};
@@ -177,6 +178,7 @@ pub use script::{
     openai_error_type_for_status,
 };
 pub use server::{FakeAnthropic, FakeOpenAi, ServerOptions};
+pub use terminal::Terminal;
 pub use tower::{
     PassportFault, TOWER_KEY, TowerAnswer, TowerDouble, TowerExchange, TowerFault, TowerRequest,
 };
