@@ -125,8 +125,10 @@ fn bash(cmd: &str) -> Step {
 
 #[test]
 fn run_approvals_approve_and_late_steer_through_the_cli() {
+    // The tool runs 3 s after it is allowed, so the second answer below finds the turn still
+    // running (refused: already answered), not ended (a clean-clone .ci/run saw exit 3).
     let env = Env::new(Script::new([
-        bash("echo hi > made.txt"),
+        bash("sleep 3 && echo hi > made.txt"),
         Step::text("made it"),
     ]));
     let (mut child, run, lines) = env.run(&["make a file"]);
@@ -141,7 +143,7 @@ fn run_approvals_approve_and_late_steer_through_the_cli() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(pending["tool_name"], "Bash");
-    assert_eq!(pending["input"]["command"], "echo hi > made.txt");
+    assert_eq!(pending["input"]["command"], "sleep 3 && echo hi > made.txt");
     let id = pending["request_id"].as_str().unwrap();
 
     let bogus = env.cmd(&["approve", &run, "no-such-request"]);
