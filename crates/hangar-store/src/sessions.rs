@@ -11,6 +11,12 @@ use crate::error::StoreError;
 use crate::model::*;
 use crate::{Store, now_ms};
 
+/// The vault purpose of a sandbox handle's token, and where it is in the handle, in the clear
+/// (in memory) and sealed (in the database).
+const SANDBOX_TOKEN: &str = "sandbox-token";
+const HANDLE_TOKEN_FIELD: &str = "token";
+const HANDLE_SEALED_FIELD: &str = "token_sealed";
+
 const TURN_COLS: &str = "id, session_id, idx, run_id, state, status, reason, prompt, manifest, \
      verify_state, input_tokens, output_tokens, cached_tokens, cost_usd, created_at, started_at, \
      ended_at, git_trees";
@@ -151,6 +157,11 @@ impl Store {
 
     /// Creates a sandbox in an existing environment.
     pub async fn create_sandbox(&self, s: &NewSandbox) -> Result<Sandbox, StoreError> {
+        let handle = s
+            .handle
+            .as_ref()
+            .map(|h| self.seal_handle(&s.id, h))
+            .transpose()?;
         on_db!(self, pool => {
             sqlx::query(
                 "INSERT INTO sandboxes (id, environment, kind, workdir, person, created_at, handle) \
@@ -162,7 +173,7 @@ impl Store {
             .bind(&s.workdir)
             .bind(&s.person)
             .bind(now_ms())
-            .bind(s.handle.as_ref().map(Json))
+            .bind(handle.as_ref().map(Json))
             .execute(pool)
             .await?;
         });
@@ -177,6 +188,45 @@ impl Store {
             row.as_ref().map(sandbox_from).transpose()?
         })
         .ok_or_else(|| not_found("sandbox", id))
+        .and_then(|sb| self.open_handle(sb))
+    }
+
+    /// A provider handle as stored: a `token` in it (envd's access token of an e2b sandbox,
+    /// root in the sandbox) is sealed by the vault into `token_sealed`, bound to the sandbox, so
+    /// the database alone reveals no such credential.
+    fn seal_handle(&self, sandbox_id: &str, handle: &Value) -> Result<Value, StoreError> {
+        let mut h = handle.clone();
+        if let Some(obj) = h.as_object_mut()
+            && let Some(Value::String(token)) = obj.remove(HANDLE_TOKEN_FIELD)
+        {
+            let sealed = self
+                .vault()?
+                .seal(SANDBOX_TOKEN, sandbox_id, token.as_bytes())?;
+            obj.insert(
+                HANDLE_SEALED_FIELD.to_owned(),
+                Value::String(hex::encode(sealed)),
+            );
+        }
+        Ok(h)
+    }
+
+    /// A stored sandbox with its handle's token opened ([`Store::seal_handle`]); a handle
+    /// stored before tokens were sealed is taken as it is.
+    fn open_handle(&self, mut sb: Sandbox) -> Result<Sandbox, StoreError> {
+        if let Some(obj) = sb.handle.as_mut().and_then(Value::as_object_mut)
+            && let Some(Value::String(sealed)) = obj.remove(HANDLE_SEALED_FIELD)
+        {
+            let corrupt = |why: String| StoreError::Corrupt {
+                what: "sandbox handle",
+                why: format!("sandbox {}: its sealed token: {why}", sb.id),
+            };
+            let bytes = hex::decode(&sealed).map_err(|e| corrupt(e.to_string()))?;
+            let token = self.vault()?.unseal(SANDBOX_TOKEN, &sb.id, &bytes)?;
+            let token =
+                String::from_utf8(token.expose().to_vec()).map_err(|e| corrupt(e.to_string()))?;
+            obj.insert(HANDLE_TOKEN_FIELD.to_owned(), Value::String(token));
+        }
+        Ok(sb)
     }
 
     /// Marks a sandbox removed (its provider destroyed it); false if it already was.
@@ -204,8 +254,11 @@ impl Store {
                    ORDER BY created_at, id";
         on_db!(self, pool => {
             let rows = sqlx::query(sql).bind(person).fetch_all(pool).await?;
-            rows.iter().map(sandbox_from).collect()
+            rows.iter().map(sandbox_from).collect::<Result<Vec<_>, _>>()?
         })
+        .into_iter()
+        .map(|sb| self.open_handle(sb))
+        .collect()
     }
 
     /// Creates a session in a sandbox.

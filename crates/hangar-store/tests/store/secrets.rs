@@ -8,7 +8,58 @@ crate::common::suite!(
     secrets_round_trip_and_never_reach_the_database,
     a_wrong_master_key_is_refused,
     a_moved_ciphertext_does_not_open,
+    a_sandbox_handles_token_is_sealed_in_the_database,
 );
+
+/// An e2b sandbox's handle carries envd's access token (root in the sandbox): the database holds
+/// it sealed, bound to the sandbox; the store gives it back in the clear.
+async fn a_sandbox_handles_token_is_sealed_in_the_database(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    seed(&store).await;
+    let token = "envd-RootTokenForTheSandbox-7f3a";
+    let handle =
+        serde_json::json!({"sandbox": "e2b-1", "url": "http://127.0.0.1:1", "token": token});
+    for id in ["sb-e2b", "sb-e2b-2"] {
+        let made = store
+            .create_sandbox(&NewSandbox {
+                id: id.into(),
+                environment: "default".into(),
+                kind: "e2b".into(),
+                workdir: "/w".into(),
+                person: "ada@example.com".into(),
+                handle: Some(handle.clone()),
+            })
+            .await
+            .unwrap();
+        assert_eq!(made.handle.as_ref(), Some(&handle));
+    }
+    assert_eq!(
+        store.sandbox("sb-e2b").await.unwrap().handle,
+        Some(handle.clone())
+    );
+    let listed = store.sandboxes(None).await.unwrap();
+    assert!(
+        listed
+            .iter()
+            .filter(|s| s.kind == "e2b")
+            .all(|s| s.handle == Some(handle.clone()))
+    );
+    let dump = db.dump().await;
+    assert!(contains(&dump, b"e2b-1"), "the rest of the handle is there");
+    assert!(
+        !contains(&dump, token.as_bytes()),
+        "the database holds envd's token"
+    );
+
+    // Without the vault a sandbox whose handle holds a sealed token cannot be read.
+    let plain = db.open().await;
+    let first = plain.sandbox("sb-e2b").await;
+    assert!(
+        matches!(first, Err(StoreError::NoVault)),
+        "without the vault a sealed token cannot be read: {first:?}"
+    );
+}
 
 async fn secrets_round_trip_and_never_reach_the_database(kind: Kind) {
     let db = TestDb::new(kind).await;
