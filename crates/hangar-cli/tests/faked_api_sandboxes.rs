@@ -164,6 +164,12 @@ fn e2b_sandbox(extra: &[(&str, &str)]) -> (FakeCloud, Server, tempfile::TempDir,
     let s = Server::start(vars);
     s.apply(&format!("name: cloud\nprovider: e2b\nimage: {}\n", image()));
     let repo = repo();
+    let sb = create_sandbox(&s, &repo);
+    (fake, s, repo, sb)
+}
+
+/// `hangar sb create --env cloud --repo REPO`: the new sandbox's id (its first line).
+fn create_sandbox(s: &Server, repo: &tempfile::TempDir) -> String {
     let out = s.ok(&[
         "sb",
         "create",
@@ -172,13 +178,11 @@ fn e2b_sandbox(extra: &[(&str, &str)]) -> (FakeCloud, Server, tempfile::TempDir,
         "--repo",
         repo.path().to_str().unwrap(),
     ]);
-    let sb = out
-        .lines()
+    out.lines()
         .next()
         .and_then(|l| l.strip_prefix("sandbox: "))
         .unwrap_or_else(|| panic!("{out}"))
-        .to_owned();
-    (fake, s, repo, sb)
+        .to_owned()
 }
 
 fn repo() -> tempfile::TempDir {
@@ -193,20 +197,7 @@ fn repo() -> tempfile::TempDir {
 async fn through_serve(fake: &FakeCloud, s: &Server, yaml: &str, provider: &str) {
     s.apply(yaml);
     let repo = repo();
-    let out = s.ok(&[
-        "sb",
-        "create",
-        "--env",
-        "cloud",
-        "--repo",
-        repo.path().to_str().unwrap(),
-    ]);
-    let sb = out
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("sandbox: "))
-        .unwrap_or_else(|| panic!("{out}"))
-        .to_owned();
+    let sb = create_sandbox(s, &repo);
     assert_eq!(
         fake.containers_of(&sb).await.len(),
         1,

@@ -1389,6 +1389,13 @@ fn connect_error(code: StatusCode, kind: &str, message: &str) -> Response {
     (code, axum::Json(json!({"code": kind, "message": message}))).into_response()
 }
 
+/// The `process.pid` a process call names (0, no process, if none).
+fn process_pid(req: &Value) -> u64 {
+    req.pointer("/process/pid")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
 async fn envd_input(
     State(s): State<Arc<Shared>>,
     UrlPath(id): UrlPath<String>,
@@ -1398,10 +1405,7 @@ async fn envd_input(
     if let Err(r) = envd_auth(&s, &id, &headers) {
         return *r;
     }
-    let pid = req
-        .pointer("/process/pid")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    let pid = process_pid(&req);
     let Some(data) = req
         .pointer("/input/stdin")
         .or_else(|| req.pointer("/input/pty"))
@@ -1434,10 +1438,7 @@ async fn envd_close(
     if let Err(r) = envd_auth(&s, &id, &headers) {
         return *r;
     }
-    let pid = req
-        .pointer("/process/pid")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    let pid = process_pid(&req);
     let Some(w) = lock(&s).stdin.get(&pid).cloned() else {
         return connect_error(StatusCode::NOT_FOUND, "not_found", "no such process");
     };
@@ -1447,7 +1448,7 @@ async fn envd_close(
     axum::Json(json!({})).into_response()
 }
 
-/// `Update`: a PTY process's new size.
+/// `SendSignal`: SIGKILL or SIGTERM to a process.
 async fn envd_signal(
     State(s): State<Arc<Shared>>,
     UrlPath(id): UrlPath<String>,
@@ -1457,10 +1458,7 @@ async fn envd_signal(
     if let Err(r) = envd_auth(&s, &id, &headers) {
         return *r;
     }
-    let pid = req
-        .pointer("/process/pid")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    let pid = process_pid(&req);
     let signal = match req.get("signal").and_then(Value::as_str) {
         Some("SIGNAL_SIGKILL") => "KILL",
         Some("SIGNAL_SIGTERM") => "TERM",
@@ -1503,6 +1501,7 @@ async fn envd_signal(
     }
 }
 
+/// `Update`: a PTY process's new size.
 async fn envd_update(
     State(s): State<Arc<Shared>>,
     UrlPath(id): UrlPath<String>,
@@ -1512,10 +1511,7 @@ async fn envd_update(
     if let Err(r) = envd_auth(&s, &id, &headers) {
         return *r;
     }
-    let pid = req
-        .pointer("/process/pid")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    let pid = process_pid(&req);
     let Some(size) = req.pointer("/pty/size") else {
         // Nothing to change.
         return axum::Json(json!({})).into_response();
