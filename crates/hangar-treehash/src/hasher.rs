@@ -877,6 +877,8 @@ impl TreeHasher {
             self.watch = None;
             clear_wds(&mut self.tree);
         }
+        // The step's new objects go to disk as one pack before its id is given out.
+        self.store.flush()?;
         self.need_full = vanished;
         stats.elapsed = t0.elapsed();
         self.last = stats;

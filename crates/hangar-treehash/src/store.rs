@@ -1,12 +1,16 @@
-//! The turn's own object store: loose objects in a directory of the run's control folder, with
-//! the repository's object directories read as alternates (read only: nothing there is written,
-//! touched or freshened). At the end of a turn [`Store::export_pack`] hands every object made
-//! here to the control plane as one pack (with its `.idx`).
+//! The turn's own object store: a directory of the run's control folder laid out as a git object
+//! directory, with the repository's object directories read as alternates (read only: nothing
+//! there is written, touched or freshened). Objects made during a step are held in memory and
+//! written when the step ends ([`Store::flush`]) as one pack with its `.idx` under `pack/`: two
+//! files a step, however many objects it made, since creating a file is the costly part on a
+//! disk file system (about 1 ms each on ext4 here, against microseconds for the bytes). Large
+//! blobs are streamed to loose objects instead. At the end of a turn [`Store::export_pack`] hands
+//! every object made here to the control plane as one pack.
 
 use crate::error::{Error, Result, io_err};
 use crate::oid::{Hasher, Kind, ObjectId, RawSha1, header};
 use flate2::Compression;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -20,7 +24,12 @@ use std::time::SystemTime;
 /// made by [`Store::export_pack`] compresses them.
 pub(crate) const STREAM_THRESHOLD: u64 = 1 << 20;
 
-/// Where objects go: a directory of loose objects, or nowhere (ids only).
+/// Objects held in memory are written out (as one pack) once their compressed bytes reach this,
+/// even before the step ends, so a step that adds thousands of files keeps memory bounded.
+const PENDING_LIMIT: usize = 8 << 20;
+
+/// Where objects go: a git object directory (packs, and loose objects for large blobs), or
+/// nowhere (ids only).
 #[derive(Debug)]
 pub struct Store {
     dir: Option<PathBuf>,
@@ -38,6 +47,22 @@ struct StoreState {
     created: Vec<ObjectId>,
     created_set: HashSet<ObjectId>,
     fanout_dirs: Vec<bool>,
+    /// Objects made since the last [`Store::flush`], compressed as a pack entry's data.
+    pending: Vec<PendingObject>,
+    pending_at: HashMap<ObjectId, usize>,
+    pending_bytes: usize,
+    /// The packs this store wrote (`<dir>/pack/`).
+    packs: Vec<PackIndex>,
+    pack_dir_made: bool,
+}
+
+/// An object waiting for the next pack: its zlib-compressed content (no header).
+#[derive(Debug)]
+struct PendingObject {
+    id: ObjectId,
+    kind: Kind,
+    size: u64,
+    zdata: Vec<u8>,
 }
 
 /// A read-only object directory, with its packs as they were when the store opened.
@@ -106,6 +131,34 @@ impl Store {
                 {
                     state.created.push(id);
                     state.known.insert(id);
+                }
+            }
+        }
+        // Packs written by an earlier open (an `.idx` is renamed into place last, so one that
+        // loads names a complete pack).
+        if let Ok(rd) = std::fs::read_dir(dir.join("pack")) {
+            state.pack_dir_made = true;
+            let mut names: Vec<PathBuf> = rd
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.extension().is_some_and(|x| x == "idx")
+                        && p.file_name()
+                            .is_some_and(|n| n.as_bytes().starts_with(b"pack-"))
+                })
+                .collect();
+            names.sort();
+            for p in names {
+                if let Some(idx) = PackIndex::load(&p) {
+                    for i in 0..idx.count {
+                        if let Some(id) = idx.name_at(i).and_then(|n| n.try_into().ok())
+                            && state.created_set.insert(ObjectId(id))
+                        {
+                            state.created.push(ObjectId(id));
+                            state.known.insert(ObjectId(id));
+                        }
+                    }
+                    state.packs.push(idx);
                 }
             }
         }
@@ -222,17 +275,19 @@ impl Store {
         }
         let rel = id.loose_path();
         for a in &self.alternates {
-            let src = a.dir.join(&rel);
-            if let Ok(bytes) = std::fs::read(&src) {
-                let tmp = self.temp_path()?;
-                std::fs::write(&tmp, &bytes).map_err(io_err("write", &tmp))?;
-                return self.install(&tmp, *id);
+            if let Some((kind, data)) = read_loose_file(&a.dir.join(&rel))
+                && ObjectId::for_object(kind, &data) == *id
+            {
+                self.put(kind, &data)?;
+                return Ok(());
             }
         }
         Ok(())
     }
 
-    /// Stores an object held in memory and returns its id.
+    /// Stores an object held in memory and returns its id. It is held in memory until the next
+    /// [`Store::flush`] (which [`crate::TreeHasher`] calls at the end of every step), or until
+    /// the objects held reach a few megabytes; reads here see it at once.
     pub fn put(&self, kind: Kind, data: &[u8]) -> Result<ObjectId> {
         let id = ObjectId::for_object(kind, data);
         if self.dir.is_none() || self.contains(&id) {
@@ -242,19 +297,114 @@ impl Store {
             Vec::with_capacity(data.len() / 2 + 64),
             Compression::fast(),
         );
-        let compressed = enc
-            .write_all(&header(kind, data.len() as u64))
-            .and_then(|()| enc.write_all(data))
-            .and_then(|()| enc.finish());
-        let compressed = compressed.map_err(|e| Error::Io {
-            op: "compress",
-            path: PathBuf::from(id.to_hex()),
-            source: e,
-        })?;
-        let tmp = self.temp_path()?;
-        std::fs::write(&tmp, &compressed).map_err(io_err("write", &tmp))?;
-        self.install(&tmp, id)?;
+        let zdata = enc
+            .write_all(data)
+            .and_then(|()| enc.finish())
+            .map_err(|e| Error::Io {
+                op: "compress",
+                path: PathBuf::from(id.to_hex()),
+                source: e,
+            })?;
+        let full = {
+            let mut st = self.lock();
+            if !st.created_set.insert(id) {
+                return Ok(id);
+            }
+            st.created.push(id);
+            st.known.insert(id);
+            let at = st.pending.len();
+            st.pending_at.insert(id, at);
+            st.pending_bytes += zdata.len();
+            st.pending.push(PendingObject {
+                id,
+                kind,
+                size: data.len() as u64,
+                zdata,
+            });
+            st.pending_bytes >= PENDING_LIMIT
+        };
+        if full {
+            self.flush()?;
+        }
         Ok(id)
+    }
+
+    /// Writes the objects held in memory as one pack (`pack/pack-<checksum>.pack`) and its
+    /// index, the index last (renamed into place), so git and a later [`Store::open`] see the
+    /// pack whole or not at all. Does nothing when nothing is held. On failure the objects stay
+    /// held, and the next flush tries again.
+    pub fn flush(&self) -> Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let (batch, pack_dir_made) = {
+            let mut st = self.lock();
+            if st.pending.is_empty() {
+                return Ok(());
+            }
+            st.pending_at.clear();
+            st.pending_bytes = 0;
+            (std::mem::take(&mut st.pending), st.pack_dir_made)
+        };
+        let pack_dir = dir.join("pack");
+        let written = (|| -> Result<PackIndex> {
+            if !pack_dir_made {
+                match std::fs::create_dir(&pack_dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(io_err("create", &pack_dir)(e)),
+                }
+            }
+            let total: usize = batch.iter().map(|o| o.zdata.len() + 16).sum();
+            let mut pack = Vec::with_capacity(12 + total + 20);
+            pack.extend_from_slice(b"PACK");
+            pack.extend_from_slice(&2u32.to_be_bytes());
+            pack.extend_from_slice(&u32::try_from(batch.len()).unwrap_or(u32::MAX).to_be_bytes());
+            let mut entries = Vec::with_capacity(batch.len());
+            for o in &batch {
+                let start = pack.len();
+                pack_entry_header(&mut pack, o.kind, o.size);
+                pack.extend_from_slice(&o.zdata);
+                let crc = crc32fast::hash(&pack[start..]);
+                entries.push((o.id, crc, start as u64));
+            }
+            let checksum = crate::oid::sha1_of(&pack);
+            pack.extend_from_slice(&checksum);
+            let name = format!("pack-{}", ObjectId(checksum).to_hex());
+            let pack_path = pack_dir.join(format!("{name}.pack"));
+            std::fs::write(&pack_path, &pack).map_err(io_err("write", &pack_path))?;
+            let idx = build_idx(&entries, &checksum);
+            let tmp = pack_dir.join(format!(
+                "tmp_idx_{}_{}",
+                std::process::id(),
+                self.tmp_counter.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::write(&tmp, &idx).map_err(io_err("write", &tmp))?;
+            let idx_path = pack_dir.join(format!("{name}.idx"));
+            if let Err(e) = std::fs::rename(&tmp, &idx_path) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(io_err("rename", &idx_path)(e));
+            }
+            PackIndex::from_bytes(idx, pack_path)
+                .ok_or_else(|| Error::Unsupported("a pack index just written does not load".into()))
+        })();
+        let mut st = self.lock();
+        st.pack_dir_made = true;
+        match written {
+            Ok(index) => {
+                st.packs.push(index);
+                Ok(())
+            }
+            Err(e) => {
+                // Held again (before anything made since), for the next flush.
+                let mut again = batch;
+                again.append(&mut st.pending);
+                st.pending_at = again.iter().enumerate().map(|(i, o)| (o.id, i)).collect();
+                st.pending_bytes = again.iter().map(|o| o.zdata.len()).sum();
+                st.pending = again;
+                Err(e)
+            }
+        }
     }
 
     /// Stores a blob of exactly `size` bytes read from `reader` in one pass (hashing and writing
@@ -374,8 +524,11 @@ impl Store {
         None
     }
 
-    /// Reads an object written into this store.
+    /// Reads an object written into this store (held in memory, in one of its packs, or loose).
     pub fn read_object(&self, id: &ObjectId) -> Result<(Kind, Vec<u8>)> {
+        if let Some(found) = self.read_own_packed(id)? {
+            return Ok(found);
+        }
         let mut r = self.open_loose(id)?;
         let mut data = Vec::new();
         r.reader
@@ -385,6 +538,35 @@ impl Store {
             return Err(corrupt(id, "size does not match its header"));
         }
         Ok((r.kind, data))
+    }
+
+    /// An object of this store that is held in memory or packed (`None` if neither).
+    fn read_own_packed(&self, id: &ObjectId) -> Result<Option<(Kind, Vec<u8>)>> {
+        let (pack, offset) = {
+            let st = self.lock();
+            if let Some(&i) = st.pending_at.get(id) {
+                let o = &st.pending[i];
+                let mut data = Vec::with_capacity(usize::try_from(o.size).unwrap_or(0));
+                flate2::read::ZlibDecoder::new(&o.zdata[..])
+                    .read_to_end(&mut data)
+                    .map_err(|e| corrupt(id, &e.to_string()))?;
+                return Ok(Some((o.kind, data)));
+            }
+            match st
+                .packs
+                .iter()
+                .find_map(|p| p.offset(id).map(|off| (p.pack.clone(), off)))
+            {
+                Some(found) => found,
+                None => return Ok(None),
+            }
+        };
+        let found = read_packed(&pack, offset, &|_| None, 0)
+            .ok_or_else(|| corrupt(id, "unreadable in the store's pack"))?;
+        if ObjectId::for_object(found.0, &found.1) != *id {
+            return Err(corrupt(id, "content does not match its id"));
+        }
+        Ok(Some(found))
     }
 
     fn open_loose(&self, id: &ObjectId) -> Result<LooseReader> {
@@ -424,6 +606,7 @@ impl Store {
     /// Writes every object made this turn into one pack at `pack_path`, with its version 2
     /// index beside it (`.idx`), as `git index-pack` would. Objects are compressed (zlib level 1).
     pub fn export_pack(&self, pack_path: &Path) -> Result<PackInfo> {
+        self.flush()?;
         let mut ids = self.created();
         ids.sort();
         let file = File::create(pack_path).map_err(io_err("create", pack_path))?;
@@ -440,7 +623,21 @@ impl Store {
         offset += head.len() as u64;
         let mut entries: Vec<(ObjectId, u32, u64)> = Vec::with_capacity(ids.len());
         for id in &ids {
-            let mut obj = self.open_loose(id)?;
+            let mut obj = match self.read_own_packed(id)? {
+                Some((kind, data)) => ObjectReader {
+                    kind,
+                    size: data.len() as u64,
+                    reader: Box::new(std::io::Cursor::new(data)),
+                },
+                None => {
+                    let l = self.open_loose(id)?;
+                    ObjectReader {
+                        kind: l.kind,
+                        size: l.size,
+                        reader: Box::new(l.reader),
+                    }
+                }
+            };
             let start = offset;
             let mut crc = crc32fast::Hasher::new();
             let mut tee = Tee {
@@ -450,15 +647,7 @@ impl Store {
                 written: &mut offset,
             };
             let mut h = Vec::with_capacity(10);
-            let mut size = obj.size;
-            let mut c = (obj.kind.pack_type() << 4) | (size & 15) as u8;
-            size >>= 4;
-            while size > 0 {
-                h.push(c | 0x80);
-                c = (size & 0x7f) as u8;
-                size >>= 7;
-            }
-            h.push(c);
+            pack_entry_header(&mut h, obj.kind, obj.size);
             tee.write_all(&h).map_err(werr)?;
             let mut enc = flate2::write::ZlibEncoder::new(tee, Compression::fast());
             let copied = std::io::copy(&mut obj.reader, &mut enc)
@@ -521,6 +710,25 @@ struct LooseReader {
     kind: Kind,
     size: u64,
     reader: flate2::read::ZlibDecoder<std::io::BufReader<File>>,
+}
+
+/// An object's content to copy into the turn's pack.
+struct ObjectReader {
+    kind: Kind,
+    size: u64,
+    reader: Box<dyn Read>,
+}
+
+/// A pack entry's header: the type and the size, 4 bits then 7 bits at a time.
+fn pack_entry_header(out: &mut Vec<u8>, kind: Kind, mut size: u64) {
+    let mut c = (kind.pack_type() << 4) | (size & 15) as u8;
+    size >>= 4;
+    while size > 0 {
+        out.push(c | 0x80);
+        c = (size & 0x7f) as u8;
+        size >>= 7;
+    }
+    out.push(c);
 }
 
 struct Tee<'a> {
@@ -687,7 +895,10 @@ struct PackIndex {
 
 impl PackIndex {
     fn load(path: &Path) -> Option<PackIndex> {
-        let data = std::fs::read(path).ok()?;
+        PackIndex::from_bytes(std::fs::read(path).ok()?, path.with_extension("pack"))
+    }
+
+    fn from_bytes(data: Vec<u8>, pack: PathBuf) -> Option<PackIndex> {
         let v2 = data.get(..4) == Some(&[0xff, b't', b'O', b'c'][..]);
         let fan_at = if v2 { 8 } else { 0 };
         let count = fanout(&data, fan_at, 255)? as usize;
@@ -701,7 +912,7 @@ impl PackIndex {
         }
         Some(PackIndex {
             data,
-            pack: path.with_extension("pack"),
+            pack,
             v2,
             count,
         })

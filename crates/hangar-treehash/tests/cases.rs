@@ -655,3 +655,103 @@ fn on_a_local_file_system_a_file_is_trusted_once_past_a_short_racy_window() {
         assert_eq!(s.files_hashed, 0, "watch {watch}: read again: {s:?}");
     }
 }
+
+/// The files directly in a store's directory tree, by kind: `.pack`, `.idx`, loose objects.
+fn store_files(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>, usize) {
+    let (mut packs, mut idxs, mut loose) = (Vec::new(), Vec::new(), 0);
+    for e in std::fs::read_dir(dir.join("pack"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        match e.path().extension().and_then(|x| x.to_str()) {
+            Some("pack") => packs.push(e.path()),
+            Some("idx") => idxs.push(e.path()),
+            _ => {}
+        }
+    }
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.len() == 2 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+            loose += std::fs::read_dir(e.path()).unwrap().count();
+        }
+    }
+    packs.sort();
+    idxs.sort();
+    (packs, idxs, loose)
+}
+
+/// A step's new objects reach the disk as one pack and its index (creating a file costs about a
+/// millisecond on a disk file system, and a step makes a blob per changed file and a tree per
+/// directory above it), not one file each; a step that makes nothing writes nothing. git reads
+/// the store as an object directory, and a store opened again in the same turn finds them.
+#[test]
+fn a_step_writes_its_new_objects_as_one_pack() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    write(&repo.join("a/b/c.txt"), "c\n");
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["commit", "-qm", "init"]);
+    // Objects written within 50 ms of the store's open count as new (`Store::open`).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let store_dir = w.path("ctl/tree");
+    let store = Store::open(&store_dir, &[repo.join(".git/objects")]).unwrap();
+    let mut h = TreeHasher::with_options(&repo, store, w.options(false)).unwrap();
+    h.hash().unwrap();
+    assert_eq!(
+        store_files(&store_dir),
+        (vec![], vec![], 0),
+        "start: nothing new"
+    );
+    let mut steps = Vec::new();
+    for k in 0..3 {
+        for i in 0..4 {
+            write(
+                &repo.join(format!("a/b/n{k}_{i}.txt")),
+                &format!("{k} {i}\n"),
+            );
+            write(
+                &repo.join(format!("x{i}/y/n{k}.txt")),
+                &format!("x {k} {i}\n"),
+            );
+        }
+        let id = h.hash().unwrap().to_hex();
+        assert_eq!(id, w.git_tree(&repo), "step {k}");
+        let (packs, idxs, loose) = store_files(&store_dir);
+        assert_eq!(
+            (packs.len(), idxs.len(), loose),
+            (k + 1, k + 1, 0),
+            "step {k}"
+        );
+        // Nothing changed: no new file.
+        assert_eq!(h.hash().unwrap().to_hex(), id);
+        assert_eq!(store_files(&store_dir).0.len(), k + 1, "step {k}, again");
+        steps.push(id);
+    }
+    let (_, idxs, _) = store_files(&store_dir);
+    for idx in &idxs {
+        let v = w.try_run(&repo, &["verify-pack", idx.to_str().unwrap()]);
+        assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+    }
+    for (k, id) in steps.iter().enumerate() {
+        let listing = w.ls_tree(&repo, &store_dir, id);
+        assert!(
+            listing.contains(&format!("\ta/b/n{k}_3.txt"))
+                && listing.contains(&format!("\tx3/y/n{k}.txt")),
+            "step {k}: {listing}"
+        );
+    }
+    let store = h.into_store();
+    let mut made = store.created();
+    made.sort();
+    // 8 blobs and 7 trees a step (the top, a, a/b, x0..x3 ... and their y's: 1 + 2 + 8).
+    assert_eq!(made.len(), 3 * (8 + 11), "{made:?}");
+    drop(store);
+    let again = Store::open(&store_dir, &[repo.join(".git/objects")]).unwrap();
+    let mut found = again.created();
+    found.sort();
+    assert_eq!(found, made, "reopened");
+    for id in &found {
+        again.read_object(id).unwrap();
+    }
+}
