@@ -656,6 +656,57 @@ fn on_a_local_file_system_a_file_is_trusted_once_past_a_short_racy_window() {
     }
 }
 
+/// A tree big enough that the full walk's stats run on several threads, which start while the
+/// walk's jobs are still being collected: every change, in the first directory collected, the
+/// last, or in between, is seen at the next step, and every entry is stat'ed exactly once.
+#[test]
+fn a_walk_spread_over_threads_sees_every_change() {
+    let w = World::new();
+    let repo = new_repo(&w, "r");
+    let dirs = 500;
+    for i in 0..dirs * 10 {
+        let d = i / 10;
+        write(
+            &repo.join(format!("t{}/u{}/f{i}.txt", d / 25, d % 25)),
+            &format!("file {i}\n"),
+        );
+    }
+    w.run(&repo, &["add", "-A"]);
+    w.run(&repo, &["commit", "-qm", "init"]);
+    let mut h = hasher(&w, &repo, false);
+    for _ in 0..3 {
+        h.hash().unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let entries = dirs * 10 + dirs + dirs / 25;
+    let changes: [&dyn Fn(usize); 4] = [
+        &|k| write(&repo.join("t0/u0/f0.txt"), &format!("first {k}\n")),
+        &|k| write(&repo.join("t19/u24/f4999.txt"), &format!("last {k}\n")),
+        &|k| write(&repo.join(format!("t9/u{}/new{k}.txt", k % 25)), "new\n"),
+        &|k| {
+            let _ = std::fs::remove_file(repo.join(format!(
+                "t{}/u3/f{}.txt",
+                k % 20,
+                (k % 20) * 250 + 30
+            )));
+        },
+    ];
+    for k in 0..12 {
+        changes[k % 4](k);
+        let want = w.git_tree(&repo);
+        assert_eq!(h.hash().unwrap().to_hex(), want, "change {k}");
+        let s = h.last_stats().clone();
+        assert!(s.full_walk, "{s:?}");
+        assert!(
+            s.stats >= entries && s.stats < entries + 50,
+            "change {k}: {} stat calls for about {entries} entries: {s:?}",
+            s.stats
+        );
+        // The next step with nothing changed gives the same id.
+        assert_eq!(h.hash().unwrap().to_hex(), want, "change {k}, again");
+    }
+}
+
 /// The files directly in a store's directory tree, by kind: `.pack`, `.idx`, loose objects.
 fn store_files(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>, usize) {
     let (mut packs, mut idxs, mut loose) = (Vec::new(), Vec::new(), 0);

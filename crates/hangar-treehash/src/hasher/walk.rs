@@ -21,15 +21,14 @@ use std::ffi::{CString, OsStr};
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, mpsc};
 
 /// Below this many entries the stat walk stays on one thread.
 const PARALLEL_STAT_MIN: usize = 3000;
 
-/// Jobs are handed to threads in about this many chunks per thread (a thread that the
-/// scheduler holds back takes fewer).
-const CHUNKS_PER_THREAD: usize = 16;
+/// Jobs are handed to threads in chunks of about this many system calls (a thread that the
+/// scheduler holds back takes fewer chunks).
+const CHUNK_CALLS: usize = 1000;
 
 type Fresh = Option<Option<StatKey>>;
 
@@ -118,12 +117,30 @@ pub(super) struct Walk<'a> {
 /// Fills each walked directory's `fresh` with its entries' stats. Returns the number of calls
 /// and of directories whose kept descriptor was trusted.
 pub(super) fn stat_walk(root: &mut Node, w: &Walk<'_>) -> Result<(usize, usize)> {
-    let mut jobs = Vec::new();
     let mut abs = w.root.as_os_str().as_bytes().to_vec();
-    collect(root, &mut abs, w.step, true, &mut jobs);
-    let mut calls: usize = jobs.iter().map(Job::calls).sum();
-    run_jobs(&mut jobs, calls, w.threads)?;
-    drop(jobs);
+    let mut calls = {
+        let (tx, rx) = mpsc::channel::<Vec<Job<'_>>>();
+        let rx = Mutex::new(rx);
+        let (calls, ok) = std::thread::scope(|scope| {
+            let mut sink = Sink {
+                chunk: Vec::new(),
+                chunk_calls: 0,
+                held_back: Vec::new(),
+                calls: 0,
+                tx: Some(tx),
+                threads: w.threads,
+                helpers: Vec::new(),
+                scope,
+                rx: &rx,
+            };
+            collect(root, &mut abs, w.step, true, &mut sink);
+            sink.finish()
+        });
+        if !ok {
+            return Err(Error::Worker);
+        }
+        calls
+    };
     let mut held = 0;
     if w.fds {
         calls += settle_root(root, w, &mut held);
@@ -138,7 +155,7 @@ fn collect<'a>(
     abs: &mut Vec<u8>,
     step: u64,
     parent_held: bool,
-    out: &mut Vec<Job<'a>>,
+    out: &mut Sink<'a, '_, '_>,
 ) {
     let Node {
         names,
@@ -207,47 +224,93 @@ fn collect<'a>(
     });
 }
 
-/// Runs the jobs over `threads`, handing out chunks of about equal entry counts as threads
-/// become free.
-fn run_jobs(jobs: &mut [Job<'_>], total: usize, threads: usize) -> Result<()> {
-    if threads <= 1 || total < PARALLEL_STAT_MIN {
-        jobs.iter_mut().for_each(Job::run);
-        return Ok(());
-    }
-    let per = total.div_ceil(threads * CHUNKS_PER_THREAD).max(1);
-    let mut chunks: Vec<Mutex<&mut [Job<'_>]>> = Vec::new();
-    let mut rest = jobs;
-    while !rest.is_empty() {
-        let mut n = 0;
-        let mut k = 0;
-        while k < rest.len() && n < per {
-            n += rest[k].names.len() + 1;
-            k += 1;
+type Chunk<'a> = Vec<Job<'a>>;
+
+/// Where `collect` puts the jobs: in chunks of about [`CHUNK_CALLS`] system calls, which other
+/// threads start on while the rest is still being collected (collecting costs a few percent of
+/// a large tree's walk, no longer added to it). Below [`PARALLEL_STAT_MIN`] calls in all, no
+/// thread is started and the caller's thread runs everything.
+struct Sink<'a, 's, 'e> {
+    chunk: Chunk<'a>,
+    chunk_calls: usize,
+    /// Full chunks not sent yet (no helper started yet).
+    held_back: Vec<Chunk<'a>>,
+    calls: usize,
+    tx: Option<mpsc::Sender<Chunk<'a>>>,
+    threads: usize,
+    helpers: Vec<std::thread::ScopedJoinHandle<'s, bool>>,
+    scope: &'s std::thread::Scope<'s, 'e>,
+    rx: &'e Mutex<mpsc::Receiver<Chunk<'a>>>,
+}
+
+impl<'a> Sink<'a, '_, '_> {
+    fn push(&mut self, job: Job<'a>) {
+        let n = job.calls();
+        self.calls += n;
+        self.chunk_calls += n;
+        self.chunk.push(job);
+        if self.chunk_calls < CHUNK_CALLS {
+            return;
         }
-        let (head, tail) = rest.split_at_mut(k);
-        chunks.push(Mutex::new(head));
-        rest = tail;
-    }
-    let next = AtomicUsize::new(0);
-    let work = || {
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(chunk) = chunks.get(i) else {
-                break;
-            };
-            match chunk.lock() {
-                Ok(mut c) => c.iter_mut().for_each(Job::run),
-                Err(_) => return false,
+        self.chunk_calls = 0;
+        let full = std::mem::take(&mut self.chunk);
+        if self.helpers.is_empty() {
+            self.held_back.push(full);
+            if self.threads > 1 && self.calls >= PARALLEL_STAT_MIN {
+                for _ in 1..self.threads {
+                    let rx = self.rx;
+                    self.helpers.push(self.scope.spawn(move || drain(rx)));
+                }
+                for c in std::mem::take(&mut self.held_back) {
+                    self.send(c);
+                }
             }
+        } else {
+            self.send(full);
         }
-        true
-    };
-    let ok = std::thread::scope(|s| {
-        let handles: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
-        let mine = work();
-        handles.into_iter().all(|h| h.join().unwrap_or(false)) && mine
-    });
-    if ok { Ok(()) } else { Err(Error::Worker) }
+    }
+
+    fn send(&mut self, chunk: Chunk<'a>) {
+        if let Some(tx) = &self.tx
+            && let Err(mpsc::SendError(mut back)) = tx.send(chunk)
+        {
+            // Every helper is gone (it panicked): run it here; the join reports the failure.
+            back.iter_mut().for_each(Job::run);
+        }
+    }
+
+    /// Runs what is left (on this thread too) and waits for the helpers: the calls made, and
+    /// whether every helper finished.
+    fn finish(mut self) -> (usize, bool) {
+        let last = std::mem::take(&mut self.chunk);
+        let mut here = std::mem::take(&mut self.held_back);
+        here.push(last);
+        if self.helpers.is_empty() {
+            here.iter_mut().flatten().for_each(Job::run);
+            return (self.calls, true);
+        }
+        for c in here {
+            self.send(c);
+        }
+        self.tx = None;
+        let mine = drain(self.rx);
+        let ok = self.helpers.into_iter().all(|h| h.join().unwrap_or(false));
+        (self.calls, ok && mine)
+    }
+}
+
+/// Runs chunks from the channel until it is empty and closed.
+fn drain(rx: &Mutex<mpsc::Receiver<Chunk<'_>>>) -> bool {
+    loop {
+        let next = match rx.lock() {
+            Ok(r) => r.recv(),
+            Err(_) => return false,
+        };
+        match next {
+            Ok(mut chunk) => chunk.iter_mut().for_each(Job::run),
+            Err(mpsc::RecvError) => return true,
+        }
+    }
 }
 
 fn ident(s: Option<StatKey>) -> Option<(u64, u64)> {
@@ -301,9 +364,15 @@ fn settle(node: &mut Node, w: &Walk<'_>, held: &mut usize) -> usize {
         names,
         fresh,
         entries,
+        subdirs,
         ..
     } = node;
-    for ((name, e), f) in names.iter().zip(entries.iter_mut()).zip(fresh.iter_mut()) {
+    // Only the walked subdirectories (`collect` listed them), not every entry.
+    for &i in subdirs.iter() {
+        let (Some(name), Some(e), Some(f)) = (names.get(i), entries.get_mut(i), fresh.get_mut(i))
+        else {
+            continue;
+        };
         if !matches!(e.state, State::Dir(_)) {
             continue;
         }
