@@ -810,7 +810,6 @@ impl TreeHasher {
             let (calls, held) = walk::stat_walk(&mut self.tree, &w)?;
             stats.stats += calls;
             stats.held_dirs = held;
-            walk::mark_same(&mut self.tree, step);
         }
         let tracked = Arc::clone(&self.repo.tracked);
         let globals = self.repo.globals.clone();

@@ -114,8 +114,9 @@ pub(super) struct Walk<'a> {
     pub racy: super::Racy,
 }
 
-/// Fills each walked directory's `fresh` with its entries' stats. Returns the number of calls
-/// and of directories whose kept descriptor was trusted.
+/// Fills each walked directory's `fresh` with its entries' stats, then marks the subtrees found
+/// unchanged (`mark_same`). Returns the number of calls and of directories whose kept
+/// descriptor was trusted.
 pub(super) fn stat_walk(root: &mut Node, w: &Walk<'_>) -> Result<(usize, usize)> {
     let mut abs = w.root.as_os_str().as_bytes().to_vec();
     let mut calls = {
@@ -142,8 +143,14 @@ pub(super) fn stat_walk(root: &mut Node, w: &Walk<'_>) -> Result<(usize, usize)>
         calls
     };
     let mut held = 0;
+    let mut marked = false;
     if w.fds {
-        calls += settle_root(root, w, &mut held);
+        let (c, m) = settle_root(root, w, &mut held);
+        calls += c;
+        marked = m;
+    }
+    if !marked {
+        mark_same(root, w.step);
     }
     Ok((calls, held))
 }
@@ -319,47 +326,66 @@ fn ident(s: Option<StatKey>) -> Option<(u64, u64)> {
 
 /// Checks the top's descriptor against the `lstat` of its path (holding the descriptor, an
 /// equal inode and device is the same directory), opening it if needed, then settles the rest.
-fn settle_root(root: &mut Node, w: &Walk<'_>, held: &mut usize) -> usize {
+/// Returns the calls made and whether the tree was also marked (`settle`).
+fn settle_root(root: &mut Node, w: &Walk<'_>, held: &mut usize) -> (usize, bool) {
     if root.mode.is_none() {
-        return 0;
+        return (0, false);
     }
     let want = Some((w.root_stat.ino, w.root_stat.dev));
     if root.dir_fd.is_some() {
         if ident(root.fd_stat) == want {
             *held += 1;
-            return settle(root, w, held);
+            return (settle(root, w, held).0, true);
         }
         // Another directory stands at the top: nothing found through the old one holds.
         drop_fds(root);
         forget_fresh(root);
-        return 0;
+        return (0, false);
     }
     let Ok(path) = CString::new(w.root.as_os_str().as_bytes()) else {
-        return 0;
+        return (0, false);
     };
     let Some(fd) = DirFd::open(None, &path) else {
-        return 0;
+        return (0, false);
     };
     let s = fstat(fd.raw());
     if ident(s) != want {
-        return 1;
+        return (1, false);
     }
     root.dir_fd = Some(fd);
     root.fd_stat = s;
     // The stats this step were taken by path, which is as good; below, descriptors are gained.
-    1 + settle(root, w, held)
+    (1 + settle(root, w, held).0, true)
+}
+
+/// Whether entry `e`, a walked subdirectory stat'ed as `fresh` this step, is as the model holds
+/// it (`mark_same`).
+fn entry_same(e: &Entry, fresh: Option<&Fresh>) -> bool {
+    !e.restat && e.stat.is_some() && fresh == Some(&Some(e.stat))
+}
+
+/// Whether `node` itself (not its subdirectories) qualifies for `mark_same`.
+fn own_same(node: &Node, step: u64) -> bool {
+    node.settled
+        && node.mode.is_some()
+        && node.fresh_step == step
+        && node.fresh_same
+        && node.fresh.len() == node.entries.len()
 }
 
 /// `node` holds a descriptor that is the directory at its path, and its `fresh` is right except
 /// for the slots of its children with descriptors: checks each such child's descriptor (opening
 /// it again through `node`'s if it cannot be trusted), fills its slot, and recurses; opens
-/// descriptors for walked children that have none. Returns the extra calls made.
-fn settle(node: &mut Node, w: &Walk<'_>, held: &mut usize) -> usize {
+/// descriptors for walked children that have none. On the way back up it marks the subtree as
+/// `mark_same` would (one pass over the model instead of two). Returns the extra calls made and
+/// whether `node` was marked.
+fn settle(node: &mut Node, w: &Walk<'_>, held: &mut usize) -> (usize, bool) {
     let (Some(fd), Some(here)) = (node.dir_fd.as_ref().map(DirFd::raw), node.fd_stat) else {
-        return 0;
+        return (0, mark_same(node, w.step));
     };
     let bound = (here, w.racy.clean(&here));
     let mut calls = 0;
+    let mut same = own_same(node, w.step);
     let Node {
         names,
         fresh,
@@ -371,23 +397,29 @@ fn settle(node: &mut Node, w: &Walk<'_>, held: &mut usize) -> usize {
     for &i in subdirs.iter() {
         let (Some(name), Some(e), Some(f)) = (names.get(i), entries.get_mut(i), fresh.get_mut(i))
         else {
+            same = false;
             continue;
         };
         if !matches!(e.state, State::Dir(_)) {
+            same = false;
             continue;
         }
         let placeholder = fd_child(e);
         let Some(sub) = e.sub.as_deref_mut() else {
+            same = false;
             continue;
         };
         if sub.mode.is_none() {
+            same = false;
             continue;
         }
         if placeholder && sub.fd_bound == Some((here, true)) && sub.fd_stat.is_some() {
             // Its parent is unchanged since it was opened: still the directory of that name.
             *f = Some(sub.fd_stat);
             *held += 1;
-            calls += settle(sub, w, held);
+            let (c, sub_same) = settle(sub, w, held);
+            calls += c;
+            same &= sub_same && entry_same(e, Some(f));
             continue;
         }
         // Opened (again) through this directory.
@@ -410,7 +442,9 @@ fn settle(node: &mut Node, w: &Walk<'_>, held: &mut usize) -> usize {
                     // Another directory: what was stat'ed through the old descriptor is void.
                     calls += restat(sub);
                 }
-                calls += settle(sub, w, held);
+                let (c, sub_same) = settle(sub, w, held);
+                calls += c;
+                same &= sub_same && entry_same(e, Some(f));
             }
             None => {
                 sub.fd_bound = None;
@@ -423,10 +457,15 @@ fn settle(node: &mut Node, w: &Walk<'_>, held: &mut usize) -> usize {
                     drop_fds(sub);
                     forget_fresh(sub);
                 }
+                let sub_same = mark_same(sub, w.step);
+                same &= sub_same && entry_same(e, Some(f));
             }
         }
     }
-    calls
+    if same {
+        node.same_step = w.step;
+    }
+    (calls, same)
 }
 
 /// Stats `node`'s entries again through its (new) descriptor.
@@ -479,12 +518,8 @@ fn forget_fresh(node: &mut Node) {
 /// model holds them, so reconcile passes over the subtree. The jobs compared what they stat'ed
 /// (`Node::fresh_same`); a subdirectory's own stat (from its descriptor, `settle`) is compared
 /// here. Returns whether `node` was marked.
-pub(super) fn mark_same(node: &mut Node, step: u64) -> bool {
-    let mut same = node.settled
-        && node.mode.is_some()
-        && node.fresh_step == step
-        && node.fresh_same
-        && node.fresh.len() == node.entries.len();
+fn mark_same(node: &mut Node, step: u64) -> bool {
+    let mut same = own_same(node, step);
     let Node {
         fresh,
         entries,
@@ -496,12 +531,11 @@ pub(super) fn mark_same(node: &mut Node, step: u64) -> bool {
             same = false;
             continue;
         };
-        let entry_same = !e.restat && e.stat.is_some() && *f == Some(e.stat);
         let sub_same = match (e.state, e.sub.as_deref_mut()) {
             (State::Dir(_), Some(sub)) => mark_same(sub, step),
             _ => false,
         };
-        same &= entry_same && sub_same;
+        same &= sub_same && entry_same(e, Some(f));
     }
     if same {
         node.same_step = step;
