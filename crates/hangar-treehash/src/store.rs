@@ -37,7 +37,20 @@ pub struct Store {
     opened_at: SystemTime,
     state: Mutex<StoreState>,
     tmp_counter: AtomicU64,
+    spares: Spares,
 }
+
+/// Empty files made ahead in `pack/`, off the step's path, for the next [`Store::flush`] to fill
+/// and rename: creating a file (an inode) is what costs on a disk file system, writing a few
+/// kilobytes and renaming do not.
+#[derive(Debug, Default)]
+struct Spares {
+    ready: std::sync::Arc<Mutex<Vec<PathBuf>>>,
+    maker: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// How many spare files are kept ready (a flush takes two).
+const SPARES: usize = 4;
 
 #[derive(Debug, Default)]
 struct StoreState {
@@ -178,6 +191,7 @@ impl Store {
             opened_at,
             state: Mutex::new(state),
             tmp_counter: AtomicU64::new(0),
+            spares: Spares::default(),
         })
     }
 
@@ -192,6 +206,7 @@ impl Store {
                 ..StoreState::default()
             }),
             tmp_counter: AtomicU64::new(0),
+            spares: Spares::default(),
         }
     }
 
@@ -220,6 +235,7 @@ impl Store {
 
     /// Deletes the store's directory (at the end of the turn, after [`Store::export_pack`]).
     pub fn destroy(self) -> Result<()> {
+        self.wait_spares();
         if let Some(dir) = &self.dir {
             match std::fs::remove_dir_all(dir) {
                 Ok(()) => {}
@@ -372,19 +388,11 @@ impl Store {
             pack.extend_from_slice(&checksum);
             let name = format!("pack-{}", ObjectId(checksum).to_hex());
             let pack_path = pack_dir.join(format!("{name}.pack"));
-            std::fs::write(&pack_path, &pack).map_err(io_err("write", &pack_path))?;
+            self.write_new(&pack_dir, &pack_path, &pack)?;
             let idx = build_idx(&entries, &checksum);
-            let tmp = pack_dir.join(format!(
-                "tmp_idx_{}_{}",
-                std::process::id(),
-                self.tmp_counter.fetch_add(1, Ordering::Relaxed)
-            ));
-            std::fs::write(&tmp, &idx).map_err(io_err("write", &tmp))?;
             let idx_path = pack_dir.join(format!("{name}.idx"));
-            if let Err(e) = std::fs::rename(&tmp, &idx_path) {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(io_err("rename", &idx_path)(e));
-            }
+            self.write_new(&pack_dir, &idx_path, &idx)?;
+            self.make_spares(&pack_dir);
             PackIndex::from_bytes(idx, pack_path)
                 .ok_or_else(|| Error::Unsupported("a pack index just written does not load".into()))
         })();
@@ -522,6 +530,98 @@ impl Store {
             }
         }
         None
+    }
+
+    /// Writes `data` as the new file `dest` in `pack_dir`: into a spare file renamed into place
+    /// (made ahead by [`Store::make_spares`]), or a temporary file made now; `dest` appears whole
+    /// or not at all.
+    fn write_new(&self, pack_dir: &Path, dest: &Path, data: &[u8]) -> Result<()> {
+        let spare = self
+            .spares
+            .ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop();
+        let tmp = match spare {
+            Some(p) => {
+                let filled = std::fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(&p)
+                    .and_then(|mut f| f.write_all(data));
+                if filled.is_err() {
+                    let _ = std::fs::remove_file(&p);
+                    None
+                } else {
+                    Some(p)
+                }
+            }
+            None => None,
+        };
+        let tmp = match tmp {
+            Some(p) => p,
+            None => {
+                let p = pack_dir.join(format!(
+                    "tmp_pack_{}_{}",
+                    std::process::id(),
+                    self.tmp_counter.fetch_add(1, Ordering::Relaxed)
+                ));
+                std::fs::write(&p, data).map_err(io_err("write", &p))?;
+                p
+            }
+        };
+        if let Err(e) = std::fs::rename(&tmp, dest) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io_err("rename", dest)(e));
+        }
+        Ok(())
+    }
+
+    /// Tops up the spare files on a thread of its own, unless the last top-up is still going.
+    fn make_spares(&self, pack_dir: &Path) {
+        let mut maker = self.spares.maker.lock().unwrap_or_else(|p| p.into_inner());
+        if maker.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        if let Some(h) = maker.take() {
+            let _ = h.join();
+        }
+        let ready = std::sync::Arc::clone(&self.spares.ready);
+        let have = ready.lock().unwrap_or_else(|p| p.into_inner()).len();
+        if have >= SPARES {
+            return;
+        }
+        let dir = pack_dir.to_path_buf();
+        let first = self
+            .tmp_counter
+            .fetch_add((SPARES - have) as u64, Ordering::Relaxed);
+        let pid = std::process::id();
+        let made = std::thread::Builder::new()
+            .name("treehash-spares".into())
+            .spawn(move || {
+                for n in first..first + (SPARES - have) as u64 {
+                    let p = dir.join(format!("tmp_spare_{pid}_{n}"));
+                    if std::fs::File::create_new(&p).is_err() {
+                        return;
+                    }
+                    ready.lock().unwrap_or_else(|p| p.into_inner()).push(p);
+                }
+            });
+        // No thread: the next flush makes its files itself.
+        *maker = made.ok();
+    }
+
+    /// Waits for a spare-making thread to finish (before the directory is removed).
+    fn wait_spares(&self) {
+        let h = self
+            .spares
+            .maker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(h) = h {
+            let _ = h.join();
+        }
     }
 
     /// Reads an object written into this store (held in memory, in one of its packs, or loose).

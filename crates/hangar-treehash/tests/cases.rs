@@ -805,4 +805,7 @@ fn a_step_writes_its_new_objects_as_one_pack() {
     for id in &found {
         again.read_object(id).unwrap();
     }
+    // Spare files made ahead for the next pack go with the store.
+    again.destroy().unwrap();
+    assert!(!store_dir.exists());
 }
