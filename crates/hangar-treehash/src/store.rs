@@ -64,8 +64,10 @@ struct StoreState {
     pending: Vec<PendingObject>,
     pending_at: HashMap<ObjectId, usize>,
     pending_bytes: usize,
-    /// The packs this store wrote (`<dir>/pack/`).
-    packs: Vec<PackIndex>,
+    /// The packs this store wrote (`<dir>/pack/`), and where each of their objects is (which
+    /// pack, at what offset): one lookup however many steps the turn had.
+    packs: Vec<PathBuf>,
+    packed: HashMap<ObjectId, (usize, u64)>,
     pack_dir_made: bool,
 }
 
@@ -163,15 +165,21 @@ impl Store {
             names.sort();
             for p in names {
                 if let Some(idx) = PackIndex::load(&p) {
+                    let pack_no = state.packs.len();
                     for i in 0..idx.count {
-                        if let Some(id) = idx.name_at(i).and_then(|n| n.try_into().ok())
-                            && state.created_set.insert(ObjectId(id))
-                        {
-                            state.created.push(ObjectId(id));
-                            state.known.insert(ObjectId(id));
+                        let (Some(name), Some(off)) = (idx.name_at(i), idx.offset_at(i)) else {
+                            continue;
+                        };
+                        let Ok(id) = <[u8; 20]>::try_from(name).map(ObjectId) else {
+                            continue;
+                        };
+                        state.packed.entry(id).or_insert((pack_no, off));
+                        if state.created_set.insert(id) {
+                            state.created.push(id);
+                            state.known.insert(id);
                         }
                     }
-                    state.packs.push(idx);
+                    state.packs.push(idx.pack);
                 }
             }
         }
@@ -363,7 +371,7 @@ impl Store {
             (std::mem::take(&mut st.pending), st.pack_dir_made)
         };
         let pack_dir = dir.join("pack");
-        let written = (|| -> Result<PackIndex> {
+        let written = (|| -> Result<(PathBuf, Vec<IdxEntry>)> {
             if !pack_dir_made {
                 match std::fs::create_dir(&pack_dir) {
                     Ok(()) => {}
@@ -393,14 +401,17 @@ impl Store {
             let idx_path = pack_dir.join(format!("{name}.idx"));
             self.write_new(&pack_dir, &idx_path, &idx)?;
             self.make_spares(&pack_dir);
-            PackIndex::from_bytes(idx, pack_path)
-                .ok_or_else(|| Error::Unsupported("a pack index just written does not load".into()))
+            Ok((pack_path, entries))
         })();
         let mut st = self.lock();
         st.pack_dir_made = true;
         match written {
-            Ok(index) => {
-                st.packs.push(index);
+            Ok((pack_path, entries)) => {
+                let pack_no = st.packs.len();
+                st.packs.push(pack_path);
+                for (id, _, off) in entries {
+                    st.packed.insert(id, (pack_no, off));
+                }
                 Ok(())
             }
             Err(e) => {
@@ -652,12 +663,11 @@ impl Store {
                     .map_err(|e| corrupt(id, &e.to_string()))?;
                 return Ok(Some((o.kind, data)));
             }
-            match st
-                .packs
-                .iter()
-                .find_map(|p| p.offset(id).map(|off| (p.pack.clone(), off)))
-            {
-                Some(found) => found,
+            match st.packed.get(id) {
+                Some(&(pack_no, off)) => match st.packs.get(pack_no) {
+                    Some(p) => (p.clone(), off),
+                    None => return Ok(None),
+                },
                 None => return Ok(None),
             }
         };
@@ -721,7 +731,7 @@ impl Store {
         out.write_all(&head).map_err(werr)?;
         sha.update(&head);
         offset += head.len() as u64;
-        let mut entries: Vec<(ObjectId, u32, u64)> = Vec::with_capacity(ids.len());
+        let mut entries: Vec<IdxEntry> = Vec::with_capacity(ids.len());
         for id in &ids {
             let mut obj = match self.read_own_packed(id)? {
                 Some((kind, data)) => ObjectReader {
@@ -851,9 +861,12 @@ impl Write for Tee<'_> {
     }
 }
 
+/// An object's line in a pack index: its id, the CRC-32 of its entry, its offset in the pack.
+type IdxEntry = (ObjectId, u32, u64);
+
 /// A pack index, version 2.
-fn build_idx(entries: &[(ObjectId, u32, u64)], pack_checksum: &[u8; 20]) -> Vec<u8> {
-    let mut sorted: Vec<&(ObjectId, u32, u64)> = entries.iter().collect();
+fn build_idx(entries: &[IdxEntry], pack_checksum: &[u8; 20]) -> Vec<u8> {
+    let mut sorted: Vec<&IdxEntry> = entries.iter().collect();
     sorted.sort_by_key(|e| e.0);
     let mut idx = Vec::with_capacity(8 + 1024 + sorted.len() * 28 + 40);
     idx.extend_from_slice(&[0xff, b't', b'O', b'c']);
@@ -1054,7 +1067,11 @@ impl PackIndex {
 
     /// Where object `id` starts in the pack.
     fn offset(&self, id: &ObjectId) -> Option<u64> {
-        let i = self.position(id)?;
+        self.offset_at(self.position(id)?)
+    }
+
+    /// Where the object at position `i` of the sorted list starts in the pack.
+    fn offset_at(&self, i: usize) -> Option<u64> {
         let be32 = |at: usize| -> Option<u32> {
             let s = self.data.get(at..at + 4)?;
             Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
