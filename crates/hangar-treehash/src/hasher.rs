@@ -256,6 +256,9 @@ struct Node {
     /// The step whose full walk found the subtree exactly as it was when `settled` was set
     /// (`walk::mark_same`): reconcile passes over it.
     same_step: u64,
+    /// The step whose reconcile passed over this subtree (left it, and build left it, as that
+    /// step's walk had collected it).
+    passed_step: u64,
 }
 
 /// Where a directory's `.gitignore` patterns were read from.
@@ -806,6 +809,7 @@ impl TreeHasher {
                 threads: self.opts.threads,
                 step,
                 racy,
+                untouched_since_collected: self.watch.is_none(),
             };
             let (calls, held) = walk::stat_walk(&mut self.tree, &w)?;
             stats.stats += calls;
@@ -1191,6 +1195,9 @@ fn reconcile(
             && sub.listing == e.stat.map(|s| (s, true))
         {
             ctx.stats.dirs_skipped += 1;
+            if let Some(sub) = e.sub.as_deref_mut() {
+                sub.passed_step = ctx.step;
+            }
             continue;
         }
         // Nothing that decides this entry changed: its verdict and id stand.

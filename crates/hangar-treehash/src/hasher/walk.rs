@@ -112,6 +112,9 @@ pub(super) struct Walk<'a> {
     pub step: u64,
     /// Whether a stat is past the racy window.
     pub racy: super::Racy,
+    /// Nothing changes the model between steps (no watch marks it): a subtree that the last
+    /// step's reconcile passed over (`Node::passed_step`) is as that step's walk collected it.
+    pub untouched_since_collected: bool,
 }
 
 /// Fills each walked directory's `fresh` with its entries' stats, then marks the subtrees found
@@ -134,7 +137,7 @@ pub(super) fn stat_walk(root: &mut Node, w: &Walk<'_>) -> Result<(usize, usize)>
                 scope,
                 rx: &rx,
             };
-            collect(root, &mut abs, w.step, true, &mut sink);
+            collect(root, &mut abs, w, true, false, &mut sink);
             sink.finish()
         });
         if !ok {
@@ -157,13 +160,25 @@ pub(super) fn stat_walk(root: &mut Node, w: &Walk<'_>) -> Result<(usize, usize)>
 
 /// Gathers each walked directory's job; a directory is stat'ed through its descriptor only if
 /// its parent was (`parent_held`), since only then is the descriptor checked (`settle`).
+///
+/// `untouched`: the model of `node`'s subtree is exactly as the last step's walk collected it
+/// (see `Walk::untouched_since_collected`): its `expect` and `subdirs` from then still hold, and
+/// only its subdirectories' entries are looked at, not every entry.
 fn collect<'a>(
     node: &'a mut Node,
     abs: &mut Vec<u8>,
-    step: u64,
+    w: &Walk<'_>,
     parent_held: bool,
+    untouched: bool,
     out: &mut Sink<'a, '_, '_>,
 ) {
+    let step = w.step;
+    let untouched = w.untouched_since_collected
+        && (untouched || node.passed_step.saturating_add(1) == step)
+        && node.settled
+        && node.fresh_step.saturating_add(1) == step
+        && node.expect.len() == node.names.len()
+        && node.fresh.len() == node.names.len();
     let Node {
         names,
         fresh,
@@ -179,6 +194,54 @@ fn collect<'a>(
         ..
     } = node;
     if mode.is_none() {
+        return;
+    }
+    if untouched {
+        *fresh_step = step;
+        fresh.clear();
+        fresh.resize(names.len(), None);
+        *fresh_same = false;
+        if !parent_held {
+            *dir_fd = None;
+        }
+        let held = dir_fd.as_ref().map(DirFd::raw);
+        // The subdirectories' indices ascend (`subdirs` is pushed in order): step through the
+        // entries alongside, reading only those.
+        let mut want = subdirs.iter().copied().peekable();
+        for (i, ((name, e), f)) in names
+            .iter()
+            .zip(entries.iter_mut())
+            .zip(fresh.iter_mut())
+            .enumerate()
+        {
+            match want.peek() {
+                None => break,
+                Some(&next) if next != i => continue,
+                Some(_) => {}
+            }
+            want.next();
+            if held.is_some() && fd_child(e) {
+                *f = Some(None);
+            }
+            if let (State::Dir(_), Some(sub)) = (e.state, e.sub.as_deref_mut()) {
+                let len = abs.len();
+                abs.push(b'/');
+                abs.extend_from_slice(name.as_bytes());
+                collect(sub, abs, w, held.is_some(), true, out);
+                abs.truncate(len);
+            }
+        }
+        let from = match held {
+            Some(fd) => From::Fd(fd, fd_stat),
+            None => From::Path(PathBuf::from(OsStr::from_bytes(abs))),
+        };
+        out.push(Job {
+            from,
+            names: &names[..],
+            fresh: &mut fresh[..],
+            expect: &expect[..],
+            same: fresh_same,
+        });
         return;
     }
     *fresh_step = step;
@@ -211,7 +274,7 @@ fn collect<'a>(
             let len = abs.len();
             abs.push(b'/');
             abs.extend_from_slice(name.as_bytes());
-            collect(sub, abs, step, held.is_some(), out);
+            collect(sub, abs, w, held.is_some(), false, out);
             abs.truncate(len);
         }
     }
