@@ -196,61 +196,21 @@ fn collect<'a>(
     if mode.is_none() {
         return;
     }
-    if untouched {
-        *fresh_step = step;
-        fresh.clear();
-        fresh.resize(names.len(), None);
-        *fresh_same = false;
-        if !parent_held {
-            *dir_fd = None;
-        }
-        let held = dir_fd.as_ref().map(DirFd::raw);
-        // The subdirectories' indices ascend (`subdirs` is pushed in order): step through the
-        // entries alongside, reading only those.
-        let mut want = subdirs.iter().copied().peekable();
-        for (i, ((name, e), f)) in names
-            .iter()
-            .zip(entries.iter_mut())
-            .zip(fresh.iter_mut())
-            .enumerate()
-        {
-            match want.peek() {
-                None => break,
-                Some(&next) if next != i => continue,
-                Some(_) => {}
-            }
-            want.next();
-            if held.is_some() && fd_child(e) {
-                *f = Some(None);
-            }
-            if let (State::Dir(_), Some(sub)) = (e.state, e.sub.as_deref_mut()) {
-                let len = abs.len();
-                abs.push(b'/');
-                abs.extend_from_slice(name.as_bytes());
-                collect(sub, abs, w, held.is_some(), true, out);
-                abs.truncate(len);
-            }
-        }
-        let from = match held {
-            Some(fd) => From::Fd(fd, fd_stat),
-            None => From::Path(PathBuf::from(OsStr::from_bytes(abs))),
-        };
-        out.push(Job {
-            from,
-            names: &names[..],
-            fresh: &mut fresh[..],
-            expect: &expect[..],
-            same: fresh_same,
-        });
-        return;
-    }
     *fresh_step = step;
     fresh.clear();
     fresh.resize(names.len(), None);
-    expect.clear();
-    subdirs.clear();
     *fresh_same = false;
-    let mut compare = *settled;
+    // Untouched: `expect` and `subdirs` still hold, and only the subdirectories (whose indices
+    // ascend: `subdirs` is pushed in order) are stepped to. Else both are gathered afresh.
+    let listed = if untouched {
+        std::mem::take(subdirs)
+    } else {
+        expect.clear();
+        subdirs.clear();
+        Vec::new()
+    };
+    let mut want = listed.iter().copied().peekable();
+    let mut compare = *settled && !untouched;
     if !parent_held {
         *dir_fd = None;
     }
@@ -261,6 +221,14 @@ fn collect<'a>(
         .zip(fresh.iter_mut())
         .enumerate()
     {
+        if untouched {
+            match want.peek() {
+                None => break,
+                Some(&next) if next != i => continue,
+                Some(_) => {}
+            }
+            want.next();
+        }
         if held.is_some() && fd_child(e) {
             // Its stat is its own descriptor's (`settle`); not looked up by name here.
             *f = Some(None);
@@ -270,21 +238,25 @@ fn collect<'a>(
             expect.push(e.stat);
         }
         if let (State::Dir(_), Some(sub)) = (e.state, e.sub.as_deref_mut()) {
-            subdirs.push(i);
+            if !untouched {
+                subdirs.push(i);
+            }
             let len = abs.len();
             abs.push(b'/');
             abs.extend_from_slice(name.as_bytes());
-            collect(sub, abs, w, held.is_some(), false, out);
+            collect(sub, abs, w, held.is_some(), untouched, out);
             abs.truncate(len);
         }
+    }
+    if untouched {
+        *subdirs = listed;
+    } else if !compare {
+        expect.clear();
     }
     let from = match held {
         Some(fd) => From::Fd(fd, fd_stat),
         None => From::Path(PathBuf::from(OsStr::from_bytes(abs))),
     };
-    if !compare {
-        expect.clear();
-    }
     out.push(Job {
         from,
         names: &names[..],
