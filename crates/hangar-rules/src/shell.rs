@@ -7,13 +7,15 @@
 //! closed on it.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use brush_parser::ast::{
     self, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, ExtendedTestExpr,
     IoFileRedirectTarget, IoRedirect, Pipeline, SimpleCommand,
 };
 use brush_parser::word::{self, ParameterExpr, TildeExpr, WordPiece, WordPieceWithSource};
-use brush_parser::{Parser, ParserOptions};
+use brush_parser::{ParserOptions, Token};
 
 use crate::paths::{Cwd, canonical, normalize, resolve};
 
@@ -26,9 +28,12 @@ pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
 /// level, and a few kilobytes of `{ { { …` overflowed the stack and killed the driver or the
 /// hook (found by `scripts/fuzz rules`).
 pub const MAX_NESTING: usize = 8192;
-/// Up to this much nesting a command is read on the caller's stack; more is read again on a
-/// thread of its own with [`DEEP_STACK`] bytes of stack.
+/// Up to this much nesting a command is read on a thread with [`SHALLOW_STACK`] bytes of stack;
+/// more is read again on a thread of its own with [`DEEP_STACK`] bytes of stack.
 const SHALLOW_NESTING: usize = 64;
+/// The stack of the thread a command is first read on: room for [`SHALLOW_NESTING`] levels in
+/// a debug build.
+const SHALLOW_STACK: usize = 32 << 20;
 /// The stack of that thread: room for [`MAX_NESTING`] levels (about 6 KiB each in a release
 /// build, several times more in a debug one). Only what is used is ever touched.
 const DEEP_STACK: usize = 1 << 30;
@@ -39,6 +44,27 @@ const MAX_LINKS: usize = 1_000_000;
 /// How many links planted on the line (`ln`) one path may go through; more is a loop, and the
 /// path is only known at run time.
 const MAX_PLANTED_HOPS: usize = 32;
+/// How many levels of the shapes brush-parser reads again at every level ([`backtracking`])
+/// may nest; more is denied as unreadable. Unclosed `(` (arithmetic `((` or a subshell?) and
+/// `case` items without `;;` (read as an item with `;;`, then again as the last one) double
+/// the work at each level: 97 bytes of `(((…` took longer than the fuzzer's 14 s, 18 nested
+/// `case x in x) … esac` 3 s (found by `scripts/fuzz rules`).
+pub const MAX_BACKTRACKING: usize = 10;
+/// How long one command may take to read before it is denied as unreadable, whatever it is
+/// (a backstop for shapes [`MAX_BACKTRACKING`] does not know): the driver's turn and the hook
+/// wait for the verdict. 256 KiB of ordinary commands take about 0.7 s in a release build on
+/// two cores (several times that in a debug build, hence the longer debug figure).
+pub const READ_DEADLINE: Duration = if cfg!(debug_assertions) {
+    Duration::from_secs(60)
+} else {
+    Duration::from_secs(5)
+};
+/// How many reads past their deadline may still run (a thread cannot be stopped: it ends when
+/// the parse does); while that many do, every command is denied without being read, so the
+/// CPU they take stays bounded.
+pub const MAX_STILL_READING: usize = 2;
+/// The reads past their deadline that are still running.
+static STILL_READING: AtomicUsize = AtomicUsize::new(0);
 
 /// An upper bound of how deeply `text` can nest once parsed: every `(`, `{`, `[`, `!` and
 /// backquote, and every compound-command keyword, wherever it stands (quoted or not: counting
@@ -72,6 +98,68 @@ pub fn nesting_bound(text: &str) -> usize {
         })
         .count();
     marks + keywords
+}
+
+/// How many levels of the shapes that brush-parser reads again at each level nest in `tokens`
+/// (an estimate for [`MAX_BACKTRACKING`], not a parse): `(` never closed (each is tried as
+/// arithmetic `((` and as a subshell, twice over at every level), plus the deepest chain of
+/// `case` commands whose last item has no `;;` (or is not closed at all), each nested in an
+/// item of the one before.
+pub fn backtracking(tokens: &[Token]) -> usize {
+    let mut unclosed_parens = 0usize;
+    // For each open `case`: the deepest chain of such cases closed inside it so far.
+    let mut cases: Vec<usize> = Vec::new();
+    let mut deepest = 0usize;
+    let mut prev: Option<&Token> = None;
+    let mut before_newlines: Option<&Token> = None;
+    for t in tokens {
+        match t {
+            Token::Operator(op, _) if op == "(" => unclosed_parens += 1,
+            Token::Operator(op, _) if op == ")" => {
+                unclosed_parens = unclosed_parens.saturating_sub(1)
+            }
+            Token::Word(w, _) if w == "case" && command_position(prev) => cases.push(0),
+            Token::Word(w, _) if w == "esac" && !cases.is_empty() && command_position(prev) => {
+                let inside = cases.pop().unwrap_or(0);
+                let ended = matches!(
+                    before_newlines,
+                    Some(Token::Operator(op, _)) if matches!(op.as_str(), ";;" | ";&" | ";;&")
+                );
+                let chain = inside + usize::from(!ended);
+                match cases.last_mut() {
+                    Some(outer) => *outer = (*outer).max(chain),
+                    None => deepest = deepest.max(chain),
+                }
+            }
+            _ => {}
+        }
+        prev = Some(t);
+        if !matches!(t, Token::Operator(op, _) if op == "\n") {
+            before_newlines = Some(t);
+        }
+    }
+    // Cases never closed: each is read again as well.
+    let mut chain = 0;
+    while let Some(inside) = cases.pop() {
+        chain = inside.max(chain) + 1;
+    }
+    unclosed_parens + deepest.max(chain)
+}
+
+/// Whether a word after `prev` stands where a command's name (or `esac`) does: after any
+/// operator but a redirection, and after the keywords that a command follows. A guess, erring
+/// towards counting more.
+fn command_position(prev: Option<&Token>) -> bool {
+    match prev {
+        None => true,
+        Some(Token::Operator(op, _)) => {
+            !(op.starts_with('<') || op.starts_with('>') || op.starts_with("&>"))
+        }
+        Some(Token::Word(w, _)) => matches!(
+            w.as_str(),
+            "then" | "do" | "else" | "elif" | "if" | "while" | "until" | "!" | "{" | "time"
+        ),
+    }
 }
 
 /// One argument of a command as the shell would pass it, when that is known statically.
@@ -136,8 +224,102 @@ pub enum Failure {
 }
 
 /// Every simple command of `command`, read with `workspace` as the starting directory and
-/// `home` as `~`.
+/// `home` as `~`, within [`READ_DEADLINE`] (past it, the command is denied as unreadable).
 pub fn read(
+    command: &str,
+    workspace: &Path,
+    home: Option<&Path>,
+) -> (Vec<Invocation>, Vec<Failure>) {
+    read_within(command, workspace, home, READ_DEADLINE)
+}
+
+/// The reads that went past their deadline and are still running (see [`MAX_STILL_READING`]).
+pub fn still_reading() -> usize {
+    STILL_READING.load(Ordering::SeqCst)
+}
+
+fn unreadable(why: String) -> (Vec<Invocation>, Vec<Failure>) {
+    (Vec::new(), vec![Failure::Unparsable(why)])
+}
+
+/// [`read`] with a deadline of the caller's: the command is read on a thread of its own, and
+/// if that takes longer than `deadline` the command is denied as unreadable while the thread
+/// runs on to its end.
+pub fn read_within(
+    command: &str,
+    workspace: &Path,
+    home: Option<&Path>,
+    deadline: Duration,
+) -> (Vec<Invocation>, Vec<Failure>) {
+    const RUNNING: u8 = 0;
+    const DONE: u8 = 1;
+    const ABANDONED: u8 = 2;
+    let late = still_reading();
+    if late >= MAX_STILL_READING {
+        return unreadable(format!(
+            "{late} earlier commands are still being read after {deadline:?}; none is read \
+             until they end"
+        ));
+    }
+    let state = std::sync::Arc::new(AtomicU8::new(RUNNING));
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let job = {
+        let (command, workspace) = (command.to_owned(), workspace.to_owned());
+        let home = home.map(Path::to_path_buf);
+        let state = std::sync::Arc::clone(&state);
+        move || {
+            let done = read_here(&command, &workspace, home.as_deref());
+            if state
+                .compare_exchange(RUNNING, DONE, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                // Given up on by its caller, which counted it: it is over now.
+                STILL_READING.fetch_sub(1, Ordering::SeqCst);
+            }
+            let _ = tx.send(done);
+        }
+    };
+    let spawned = std::thread::Builder::new()
+        .name("hangar-rules-read".into())
+        .stack_size(SHALLOW_STACK)
+        .spawn(job);
+    let handle = match spawned {
+        Ok(h) => h,
+        Err(e) => return unreadable(format!("no thread to read the command on ({e})")),
+    };
+    // A thread that answered is joined (it is ending), so nothing of it outlives the call.
+    match rx.recv_timeout(deadline) {
+        Ok(done) => {
+            let _ = handle.join();
+            done
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match handle.join() {
+            // A panic is a bug: it goes on as if the command had been read on this thread (and
+            // the fuzzer sees it).
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreadable("reading the command failed".to_owned()),
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            STILL_READING.fetch_add(1, Ordering::SeqCst);
+            if state
+                .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                // It finished just now.
+                STILL_READING.fetch_sub(1, Ordering::SeqCst);
+                if let Ok(done) = rx.recv() {
+                    let _ = handle.join();
+                    return done;
+                }
+            }
+            unreadable(format!(
+                "reading it took longer than {deadline:?}, more than any command should"
+            ))
+        }
+    }
+}
+
+fn read_here(
     command: &str,
     workspace: &Path,
     home: Option<&Path>,
@@ -253,8 +435,27 @@ impl Walker {
             return;
         }
         self.nesting += nesting;
-        let mut parser = Parser::new(std::io::Cursor::new(text.as_bytes()), &options());
-        match parser.parse_program() {
+        let tokens = match brush_parser::uncached_tokenize_str(text, &options().tokenizer_options())
+        {
+            Ok(tokens) => tokens,
+            Err(e) => {
+                self.failures.push(Failure::Unparsable(format!(
+                    "the shell cannot parse it: {e}"
+                )));
+                self.nesting -= nesting;
+                return;
+            }
+        };
+        let levels = backtracking(&tokens);
+        if levels > MAX_BACKTRACKING {
+            self.failures.push(Failure::Unparsable(format!(
+                "it nests {levels} unclosed `(` or `case` items without `;;`, more than \
+                 {MAX_BACKTRACKING}: reading it would take too long"
+            )));
+            self.nesting -= nesting;
+            return;
+        }
+        match brush_parser::parse_tokens(&tokens, &options()) {
             Ok(program) => {
                 self.depth += 1;
                 for list in &program.complete_commands {

@@ -2,7 +2,9 @@
 //! data: they are parsed, never run.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
 
-use hangar_rules::shell::{MAX_NESTING, nesting_bound};
+use hangar_rules::shell::{
+    MAX_BACKTRACKING, MAX_NESTING, READ_DEADLINE, backtracking, nesting_bound,
+};
 use hangar_rules::{Context, Rules};
 
 fn ctx() -> Context {
@@ -94,4 +96,73 @@ fn very_long_pipelines_are_denied_not_slow() {
     let t = std::time::Instant::now();
     let _ = rules.check_command(&cmd, &ctx());
     assert!(t.elapsed().as_secs() < 30, "took {:?}", t.elapsed());
+}
+
+/// brush-parser reads some shapes again at every level they nest: 97 bytes of unclosed `(`
+/// (the fuzzer's input, kept as it was) did not finish in the fuzzer's 14 s, and nested `case`
+/// items without `;;` doubled with each level (18 levels: 3 s). The driver's turn and the hook
+/// waited for the verdict. Now they are counted before the parse and denied at once.
+#[test]
+fn shapes_the_parser_reads_again_at_every_level_are_denied_at_once() {
+    let rules = Rules::default_set();
+    let found = "time (((((((((((ime rm\0\0\0\0(((((((((((((((((((((((((((((((ime rm \
+                 -((((((((((((((((((((((((((((rf /";
+    let shapes = [
+        found.to_owned(),
+        format!("{}ls", "(".repeat(70)),
+        nested("case x in x) ", "ls", "; esac", 30),
+        nested("case x in (x) ", "ls", "", 30),
+        nested("( case x in x) ", "ls", "", 30),
+        nested("for (( ", "ls", "", 30),
+        // Inside a script the command runs.
+        format!("bash -c '{}ls'", "(".repeat(40)),
+        format!("eval '{}ls'", "(".repeat(40)),
+    ];
+    for cmd in shapes {
+        let t = std::time::Instant::now();
+        let v = rules.check_command(&cmd, &ctx());
+        let took = t.elapsed();
+        assert!(!v.allowed(), "allowed: {cmd:?}");
+        assert_eq!(v.rule.as_deref(), Some(hangar_rules::UNPARSABLE), "{cmd:?}");
+        // Denied by the count, not by the deadline behind it.
+        assert!(v.reason.contains("unclosed"), "{cmd:?}: {}", v.reason);
+        assert!(took < READ_DEADLINE / 4, "{cmd:?} took {took:?}");
+    }
+    // Below the limit the same shapes are still read (the valid one is allowed).
+    let cmd = nested("case x in x) ", "ls", "; esac", MAX_BACKTRACKING);
+    let v = rules.check_command(&cmd, &ctx());
+    assert!(v.allowed(), "{cmd}: {}", v.reason);
+    // Deep nesting that is read once stays readable.
+    for cmd in [
+        nested("( ", "ls", " )", 200),
+        nested("case x in x) ", "ls", " ;; esac", 200),
+        nested("case x in (x) ", "ls", " ;; esac", 200),
+    ] {
+        let v = rules.check_command(&cmd, &ctx());
+        assert!(v.allowed(), "{}: {}", &cmd[..40], v.reason);
+    }
+}
+
+#[test]
+fn backtracking_counts_unclosed_parentheses_and_case_chains_without_double_semicolons() {
+    let count = |s: &str| backtracking(&brush_parser::tokenize_str(s).unwrap());
+    assert_eq!(count("ls -la | grep x"), 0);
+    assert_eq!(count("((((x"), 4);
+    assert_eq!(count("(a) (b) ((c))"), 0);
+    assert_eq!(count("f() { (ls); }; a=(1 2)"), 0);
+    assert_eq!(count("case a in a) ls; esac"), 1);
+    assert_eq!(count("case a in a) ls\n esac"), 1);
+    assert_eq!(count("case a in a) ls;; esac"), 0);
+    assert_eq!(count("case a in a) ls;;\n\n esac"), 0);
+    assert_eq!(
+        count("case a in a) case b in b) ls; esac ;; c) case d in d) ls;; esac\n esac"),
+        2
+    );
+    // Never closed: each level counts.
+    assert_eq!(count("case a in a) case b in b) ls;;"), 2);
+    // `esac` as an argument closes nothing.
+    assert_eq!(count("case a in a) ls esac"), 1);
+    // Only where a command's name stands.
+    assert_eq!(count("echo case case > case"), 0);
+    assert_eq!(count("if case a in a) ls; esac; then :; fi"), 1);
 }
