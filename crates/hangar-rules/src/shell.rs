@@ -146,6 +146,44 @@ pub fn backtracking(tokens: &[Token]) -> usize {
     unclosed_parens + deepest.max(chain)
 }
 
+/// brush-parser `unwrap`s a file descriptor number before a redirection into an `i32` (a
+/// panic, found by `scripts/fuzz rules`): the first such number in `tokens` that does not fit.
+fn fd_number_too_large(tokens: &[Token]) -> Option<&str> {
+    tokens.windows(2).find_map(|pair| match pair {
+        [Token::Word(n, _), Token::Operator(op, _)]
+            if n.bytes().all(|c| c.is_ascii_digit())
+                && op.starts_with(['<', '>'])
+                && n.parse::<i32>().is_err() =>
+        {
+            Some(n.as_str())
+        }
+        _ => None,
+    })
+}
+
+/// A word's pieces (`word::parse`), except where brush-parser would `unwrap` a directory stack
+/// index after `~` (`~N`, `~+N`, `~-N`) that does not fit a `usize` (a panic).
+fn parse_word(raw: &str) -> Result<Vec<WordPieceWithSource>, String> {
+    let b = raw.as_bytes();
+    for (i, _) in raw.match_indices('~') {
+        let mut start = i + 1;
+        if matches!(b.get(start), Some(b'+' | b'-')) {
+            start += 1;
+        }
+        let digits = b[start.min(b.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if digits > 0 && raw[start..start + digits].parse::<usize>().is_err() {
+            return Err(format!(
+                "`{}` is too large a directory stack index",
+                &raw[i..start + digits]
+            ));
+        }
+    }
+    word::parse(raw, &options()).map_err(|e| e.to_string())
+}
+
 /// Whether a word after `prev` stands where a command's name (or `esac`) does: after any
 /// operator but a redirection, and after the keywords that a command follows. A guess, erring
 /// towards counting more.
@@ -446,6 +484,13 @@ impl Walker {
                 return;
             }
         };
+        if let Some(n) = fd_number_too_large(&tokens) {
+            self.failures.push(Failure::Unparsable(format!(
+                "the file descriptor number {n} before a redirection is too large for the shell"
+            )));
+            self.nesting -= nesting;
+            return;
+        }
         let levels = backtracking(&tokens);
         if levels > MAX_BACKTRACKING {
             self.failures.push(Failure::Unparsable(format!(
@@ -670,7 +715,7 @@ impl Walker {
 
     /// Expands one word statically.
     fn expand(&mut self, raw: &str) -> Expanded {
-        let pieces = match word::parse(raw, &options()) {
+        let pieces = match parse_word(raw) {
             Ok(p) => p,
             Err(e) => {
                 self.failures.push(Failure::Unparsable(format!(
@@ -1566,7 +1611,7 @@ fn literal_echo(cmd: &Command) -> Option<String> {
     let mut parts = Vec::new();
     for item in sc.suffix.iter().flat_map(|s| s.0.iter()) {
         if let CommandPrefixOrSuffixItem::Word(w) = item {
-            let pieces = word::parse(&w.value, &options()).ok()?;
+            let pieces = parse_word(&w.value).ok()?;
             let mut s = String::new();
             for p in &pieces {
                 match &p.piece {

@@ -166,3 +166,39 @@ fn backtracking_counts_unclosed_parentheses_and_case_chains_without_double_semic
     assert_eq!(count("echo case case > case"), 0);
     assert_eq!(count("if case a in a) ls; esac; then :; fi"), 1);
 }
+
+/// brush-parser `unwrap`s numbers it reads into fixed-size integers: a file descriptor
+/// number before a redirection (`99999999999999999999>x`) or a directory stack index after `~`
+/// (`~+99999999999999999999`) that does not fit panicked inside the parser, which ends the
+/// driver's turn (its release build aborts on a panic). Now they are denied as unreadable first.
+#[test]
+fn numbers_too_large_for_the_parser_are_denied_not_a_crash() {
+    let rules = Rules::default_set();
+    let found =
+        "e7777777|7777777777777777777777777777select 77777777777777777<(7777777\"[\"rgs rm -rf";
+    for cmd in [
+        found,
+        "ls 99999999999999999999>x",
+        "ls 2147483648<x",
+        "ls ~99999999999999999999999/",
+        "ls ~-99999999999999999999999/",
+        "ls ~+99999999999999999999999",
+        "echo \"$(cat ~+99999999999999999999999)\"",
+        "bash -c 'ls 99999999999999999999>x'",
+    ] {
+        let v = rules.check_command(cmd, &ctx());
+        assert!(!v.allowed(), "allowed: {cmd:?}");
+        assert_eq!(v.rule.as_deref(), Some(hangar_rules::UNPARSABLE), "{cmd:?}");
+        assert!(v.reason.contains("too large"), "{cmd:?}: {}", v.reason);
+    }
+    // Numbers that fit are read as before.
+    for cmd in [
+        "ls 2>/dev/null",
+        "ls 2147483647>x",
+        "ls ~+1/x ~-2/y ~3",
+        "echo {1..99999999999999999999}",
+    ] {
+        let v = rules.check_command(cmd, &ctx());
+        assert!(!v.reason.contains("too large"), "{cmd:?}: {}", v.reason);
+    }
+}
