@@ -202,3 +202,47 @@ fn numbers_too_large_for_the_parser_are_denied_not_a_crash() {
         assert!(!v.reason.contains("too large"), "{cmd:?}: {}", v.reason);
     }
 }
+
+/// brush-parser's tokenizer looped without end, allocating (24 GB in a minute, then the
+/// machine's memory was gone), on a here-document operator with no tag inside `$(…)` followed
+/// by an even number of blanks (`$(cat <<  `): the fuzzer's input is kept as it was. Such a
+/// command is denied before it is tokenized.
+#[test]
+fn a_here_document_with_no_tag_is_denied_before_the_tokenizer_sees_it() {
+    use hangar_rules::shell::here_document_without_tag;
+    let rules = Rules::default_set();
+    let found = "uwatch v \u{ff}\u{ff}&tch v A pubvix=$(r\u{ad} -rf             \u{ff}       t  \
+                 \u{a1} <<      ";
+    for cmd in [
+        found,
+        "echo $(cat <<  ",
+        "x $(<<      ",
+        "echo ${x:-$(cat <<-  ",
+        "echo \"$(cat <<\t ",
+        "cat <<\necho hi",
+        // Inside a script the command runs: found when that script is read.
+        "bash -c 'echo $(cat <<  '",
+    ] {
+        assert!(here_document_without_tag(cmd) || cmd.starts_with("bash -c"), "{cmd:?}");
+        let v = rules.check_command(cmd, &ctx());
+        assert!(!v.allowed(), "allowed: {cmd:?}");
+        assert!(v.reason.contains("no tag"), "{cmd:?}: {}", v.reason);
+    }
+    // Here-documents and here-strings with tags are read as before.
+    for cmd in [
+        "git commit -m \"$(cat <<'EOF'\nfix: a thing\n\nmore\nEOF\n)\"",
+        "cat <<-EOF > out.txt\n\tx\n\tEOF",
+        "grep x <<< \"$(ls)\"",
+        "cat <<<  ",
+        "echo '<<' x",
+    ] {
+        assert!(!here_document_without_tag(cmd), "{cmd:?}");
+        let v = rules.check_command(cmd, &ctx());
+        assert!(!v.reason.contains("no tag"), "{cmd:?}: {}", v.reason);
+    }
+    let v = rules.check_command(
+        "git commit -m \"$(cat <<'EOF'\nfix: a thing\nEOF\n)\"",
+        &ctx(),
+    );
+    assert!(v.allowed(), "{}", v.reason);
+}
