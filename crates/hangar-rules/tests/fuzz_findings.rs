@@ -223,7 +223,10 @@ fn a_here_document_with_no_tag_is_denied_before_the_tokenizer_sees_it() {
         // Inside a script the command runs: found when that script is read.
         "bash -c 'echo $(cat <<  '",
     ] {
-        assert!(here_document_without_tag(cmd) || cmd.starts_with("bash -c"), "{cmd:?}");
+        assert!(
+            here_document_without_tag(cmd) || cmd.starts_with("bash -c"),
+            "{cmd:?}"
+        );
         let v = rules.check_command(cmd, &ctx());
         assert!(!v.allowed(), "allowed: {cmd:?}");
         assert!(v.reason.contains("no tag"), "{cmd:?}: {}", v.reason);
