@@ -179,6 +179,31 @@ pub fn here_document_without_tag(text: &str) -> bool {
     false
 }
 
+/// Parses a script with brush-parser, after turning away what it cannot be trusted with
+/// ([`here_document_without_tag`], [`fd_number_too_large`], more than [`MAX_BACKTRACKING`]):
+/// the program, or why it cannot be read.
+fn parse(text: &str) -> Result<ast::Program, String> {
+    if here_document_without_tag(text) {
+        return Err("a here-document operator (`<<`) has no tag after it".to_owned());
+    }
+    let tokens = brush_parser::uncached_tokenize_str(text, &options().tokenizer_options())
+        .map_err(|e| format!("the shell cannot parse it: {e}"))?;
+    if let Some(n) = fd_number_too_large(&tokens) {
+        return Err(format!(
+            "the file descriptor number {n} before a redirection is too large for the shell"
+        ));
+    }
+    let levels = backtracking(&tokens);
+    if levels > MAX_BACKTRACKING {
+        return Err(format!(
+            "it nests {levels} unclosed `(` or `case` items without `;;`, more than \
+             {MAX_BACKTRACKING}: reading it would take too long"
+        ));
+    }
+    brush_parser::parse_tokens(&tokens, &options())
+        .map_err(|e| format!("the shell cannot parse it: {e}"))
+}
+
 /// brush-parser `unwrap`s a file descriptor number before a redirection into an `i32` (a
 /// panic, found by `scripts/fuzz rules`): the first such number in `tokens` that does not fit.
 fn fd_number_too_large(tokens: &[Token]) -> Option<&str> {
@@ -203,10 +228,7 @@ fn parse_word(raw: &str) -> Result<Vec<WordPieceWithSource>, String> {
         if matches!(b.get(start), Some(b'+' | b'-')) {
             start += 1;
         }
-        let digits = b[start.min(b.len())..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit())
-            .count();
+        let digits = b[start..].iter().take_while(|c| c.is_ascii_digit()).count();
         if digits > 0 && raw[start..start + digits].parse::<usize>().is_err() {
             return Err(format!(
                 "`{}` is too large a directory stack index",
@@ -506,41 +528,7 @@ impl Walker {
             return;
         }
         self.nesting += nesting;
-        if here_document_without_tag(text) {
-            self.failures.push(Failure::Unparsable(
-                "a here-document operator (`<<`) has no tag after it".to_owned(),
-            ));
-            self.nesting -= nesting;
-            return;
-        }
-        let tokens = match brush_parser::uncached_tokenize_str(text, &options().tokenizer_options())
-        {
-            Ok(tokens) => tokens,
-            Err(e) => {
-                self.failures.push(Failure::Unparsable(format!(
-                    "the shell cannot parse it: {e}"
-                )));
-                self.nesting -= nesting;
-                return;
-            }
-        };
-        if let Some(n) = fd_number_too_large(&tokens) {
-            self.failures.push(Failure::Unparsable(format!(
-                "the file descriptor number {n} before a redirection is too large for the shell"
-            )));
-            self.nesting -= nesting;
-            return;
-        }
-        let levels = backtracking(&tokens);
-        if levels > MAX_BACKTRACKING {
-            self.failures.push(Failure::Unparsable(format!(
-                "it nests {levels} unclosed `(` or `case` items without `;;`, more than \
-                 {MAX_BACKTRACKING}: reading it would take too long"
-            )));
-            self.nesting -= nesting;
-            return;
-        }
-        match brush_parser::parse_tokens(&tokens, &options()) {
+        match parse(text) {
             Ok(program) => {
                 self.depth += 1;
                 for list in &program.complete_commands {
@@ -548,9 +536,7 @@ impl Walker {
                 }
                 self.depth -= 1;
             }
-            Err(e) => self.failures.push(Failure::Unparsable(format!(
-                "the shell cannot parse it: {e}"
-            ))),
+            Err(why) => self.failures.push(Failure::Unparsable(why)),
         }
         self.nesting -= nesting;
     }
