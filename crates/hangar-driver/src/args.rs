@@ -9,11 +9,14 @@
 //!               [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE]
 //!               [--policy governed] [--tower-hook PATH] [--tower-url URL --tower-key-file FILE
 //!               [--tower-wait-seconds N] [--tower-call-seconds N]] [--tower-hook-digest SHA256]
-//!               [--raw -- CMD [ARG...]]
+//!               [--claude-settings FILE] [--raw -- CMD [ARG...]]
 //! ```
 //! `--key-file FILE` is where the run key is, read and deleted before anything else starts
 //! (default: the control folder's `key`; a local sandbox hands it over in the driver's own
 //! `/dev/shm`, which no other process sees).
+//! `--claude-settings FILE` is a reviewed Claude Code settings file the environment names (MCP
+//! servers, the model, deny rules): merged into the turn's own settings file, recorded with its
+//! digest in `hangar.started`; a file that would loosen governance is refused (`claude_settings.rs`).
 //! `--rules FILE` is the environment's deny-risky rules file (rules added, default rules turned
 //! off by id; see hangar-rules); without it the default set applies.
 //! `--resume`/`--fork` take Claude Code's session id or Codex's thread id; `--fork-at` is where
@@ -111,6 +114,11 @@ pub struct Settings {
     pub tower_hook_digest: Option<String>,
     /// Where Tower is, for the hook or the `governed` policy.
     pub tower: Option<crate::tower::TowerSettings>,
+    /// A reviewed Claude Code settings file the environment names (`--claude-settings`): merged
+    /// into the turn's own settings, its digest recorded; see `claude_settings.rs`.
+    pub claude_settings: Option<PathBuf>,
+    /// The turn's own Codex home (not a flag: the driver makes it, see `codex/home.rs`).
+    pub codex_home: Option<PathBuf>,
 }
 
 pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--key-file FILE] [--harness claude|codex] [--policy ask|auto|governed] \
@@ -119,7 +127,7 @@ pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--k
 [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]] \
 [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE] \
 [--tower-hook PATH [--tower-hook-digest SHA256]] [--tower-url URL --tower-key-file FILE [--tower-wait-seconds N] [--tower-call-seconds N]] \
-[--raw -- CMD ARGS...]";
+[--claude-settings FILE] [--raw -- CMD ARGS...]";
 
 /// Parses argv (without the program name).
 pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
@@ -140,6 +148,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     let (mut tower_hook, mut tower_url, mut tower_key) = (None, None, None);
     let (mut tower_wait, mut tower_call) = (300u64, 20u64);
     let mut tower_hook_digest = None;
+    let mut claude_settings = None;
     while let Some(a) = it.next() {
         let flag = a.to_string_lossy().into_owned();
         if flag == "--raw" {
@@ -201,6 +210,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
             "--agent-home" => home = Some(PathBuf::from(value()?)),
             "--rules" => rules_file = Some(PathBuf::from(value()?)),
             "--key-file" => key_file = Some(PathBuf::from(value()?)),
+            "--claude-settings" => claude_settings = Some(PathBuf::from(value()?)),
             "--tower-hook" => tower_hook = Some(PathBuf::from(value()?)),
             "--tower-hook-digest" => tower_hook_digest = Some(text(value()?).to_ascii_lowercase()),
             "--tower-url" => tower_url = Some(text(value()?)),
@@ -237,6 +247,11 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
             "the Tower hook and the governed policy need --tower-url and --tower-key-file".into(),
         );
     }
+    if claude_settings.is_some() && harness == HarnessKind::Codex {
+        return Err(
+            "--claude-settings is a Claude Code settings file; a Codex turn takes none".into(),
+        );
+    }
     if tower_hook.is_some() && harness == HarnessKind::Codex {
         return Err("Codex turns that require the Tower hook are refused: a hardened Codex turn runs with hooks disabled, and turning them on would also run hooks the agent writes in ~/.codex".into());
     }
@@ -271,6 +286,8 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         tower_hook,
         tower_hook_digest,
         tower,
+        claude_settings,
+        codex_home: None,
     })
 }
 

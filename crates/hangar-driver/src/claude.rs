@@ -15,9 +15,21 @@ use crate::harness::Harness;
 use crate::relay::HarnessEvent;
 use crate::runlog::RunLog;
 
-/// The Claude Code argv for the settings (without the program). `settings` is the turn's own
-/// settings file (the job's Stop hook), loaded alone with `--setting-sources ''`.
-pub fn args(s: &Settings, settings: Option<&std::path::Path>) -> Vec<OsString> {
+/// The turn's own settings as Claude Code takes them: `settings` (always; see
+/// `claude_settings.rs`) loaded alone, `mcp` the only MCP servers, `hook_events` when the file
+/// holds hooks of hangar's (the Stop hook, the Tower hook) whose responses the driver reads.
+#[derive(Clone, Copy, Debug)]
+pub struct TurnFiles<'a> {
+    pub settings: &'a std::path::Path,
+    pub mcp: Option<&'a std::path::Path>,
+    pub hook_events: bool,
+}
+
+/// The Claude Code argv for the settings (without the program). Every turn, under every policy,
+/// loads only hangar's own settings file (`--setting-sources ''`: no user, project or local
+/// settings) and only hangar's MCP servers (`--strict-mcp-config`: no `.mcp.json`, no
+/// `~/.claude.json` servers).
+pub fn args(s: &Settings, files: TurnFiles<'_>) -> Vec<OsString> {
     let mut a: Vec<OsString> = [
         "-p",
         "--input-format",
@@ -35,14 +47,18 @@ pub fn args(s: &Settings, settings: Option<&std::path::Path>) -> Vec<OsString> {
         }
         Policy::Auto => a.push("--dangerously-skip-permissions".into()),
     }
-    if let Some(file) = settings {
-        a.extend([
-            OsString::from("--settings"),
-            file.into(),
-            "--setting-sources".into(),
-            "".into(),
-            "--include-hook-events".into(),
-        ]);
+    a.extend([
+        OsString::from("--settings"),
+        files.settings.into(),
+        "--setting-sources".into(),
+        "".into(),
+        "--strict-mcp-config".into(),
+    ]);
+    if let Some(mcp) = files.mcp {
+        a.extend([OsString::from("--mcp-config"), mcp.into()]);
+    }
+    if files.hook_events {
+        a.push("--include-hook-events".into());
     }
     if let Some(m) = &s.model {
         a.extend([OsString::from("--model"), m.into()]);
@@ -70,6 +86,9 @@ pub fn args(s: &Settings, settings: Option<&std::path::Path>) -> Vec<OsString> {
 /// The id of the PreToolUse hook callback the driver registers for the deny-risky rules.
 pub const RULES_HOOK: &str = "hangar_rules";
 
+/// Why the rules' hook asks (shown where Claude Code shows a hook's reason).
+const ASK_REASON: &str = "hangar: the deny-risky rules allow this call; a person or Tower decides";
+
 /// Claude Code's side of the turn.
 #[derive(Debug, Default)]
 pub struct Claude {
@@ -81,13 +100,18 @@ pub struct Claude {
     started: std::collections::HashSet<String>,
     /// Register the deny-risky rules as a PreToolUse hook callback in `initialize`.
     rules_hook: bool,
+    /// When the rules allow a call, answer the hook with an explicit `ask` (policies `ask` and
+    /// `governed`): Claude Code then sends `can_use_tool` whatever another hook said, since
+    /// its hooks' `ask` wins over `allow`. Under `auto` the answer is "no opinion".
+    ask_when_allowed: bool,
 }
 
 impl Claude {
     /// An adapter that registers the rules' PreToolUse hook (every real Claude Code turn).
-    pub fn with_rules_hook() -> Claude {
+    pub fn with_rules_hook(policy: Policy) -> Claude {
         Claude {
             rules_hook: true,
+            ask_when_allowed: policy != Policy::Auto,
             ..Claude::default()
         }
     }
@@ -116,6 +140,10 @@ impl Adapter for Claude {
         let response = match deny {
             Some(reason) => json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
                 "permissionDecision": "deny", "permissionDecisionReason": reason}}),
+            None if self.ask_when_allowed => {
+                json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "ask", "permissionDecisionReason": ASK_REASON}})
+            }
             None => json!({}),
         };
         let msg = json!({"type": "control_response", "response": {"subtype": "success", "request_id": request_id, "response": response}});
@@ -185,7 +213,8 @@ impl Adapter for Claude {
             } => {
                 if callback_id != RULES_HOOK {
                     // Not ours: answer "no opinion" so the CLI never waits on it.
-                    let _ = self.answer_hook(h, &request_id, None);
+                    let msg = json!({"type": "control_response", "response": {"subtype": "success", "request_id": request_id, "response": {}}});
+                    let _ = h.send(&msg);
                     return Vec::new();
                 }
                 let field = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_owned);
@@ -341,7 +370,12 @@ mod tests {
             .to_vec(),
         )
         .unwrap();
-        let a: Vec<String> = args(&s, None)
+        let files = TurnFiles {
+            settings: std::path::Path::new("/t/settings.json"),
+            mcp: None,
+            hook_events: false,
+        };
+        let a: Vec<String> = args(&s, files)
             .iter()
             .map(|x| x.to_string_lossy().into_owned())
             .collect();

@@ -31,6 +31,10 @@ pub fn harness_env(s: &Settings) -> Vec<(OsString, OsString)> {
     if s.policy == Policy::Auto {
         set("IS_SANDBOX", "1".into());
     }
+    if let Some(home) = &s.codex_home {
+        // The turn's own Codex home (codex/home.rs): the agent's `~/.codex` is not read.
+        set("CODEX_HOME", home.clone().into_os_string());
+    }
     env
 }
 

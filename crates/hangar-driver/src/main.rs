@@ -12,6 +12,7 @@
 mod adapter;
 mod args;
 mod claude;
+mod claude_settings;
 mod codex;
 mod harness;
 mod inbox;
@@ -86,29 +87,52 @@ fn tree_of(args: Vec<OsString>) -> i32 {
 }
 
 /// The harness's program, its arguments and its adapter.
+type HarnessCommand = (OsString, Vec<OsString>, Box<dyn Adapter>);
+
+/// The harness's program, its arguments and its adapter. `claude` is the turn's own Claude Code
+/// settings (every real Claude Code turn has them).
 fn harness_for(
     s: &Settings,
-    settings: Option<&std::path::Path>,
-) -> (OsString, Vec<OsString>, Box<dyn Adapter>) {
+    claude: Option<claude::TurnFiles<'_>>,
+) -> Result<HarnessCommand, String> {
     if let Some(argv) = &s.raw {
-        return (
+        return Ok((
             argv[0].clone(),
             argv[1..].to_vec(),
             Box::new(claude::Claude::default()),
-        );
+        ));
     }
-    match s.harness {
+    Ok(match s.harness {
         HarnessKind::Claude => (
             s.claude_bin.clone().into_os_string(),
-            claude::args(s, settings),
-            Box::new(claude::Claude::with_rules_hook()),
+            claude::args(
+                s,
+                claude.ok_or("the turn's Claude Code settings were not written")?,
+            ),
+            Box::new(claude::Claude::with_rules_hook(s.policy)),
         ),
         HarnessKind::Codex => (
             s.codex_bin.clone().into_os_string(),
             codex::args(s),
             Box::new(codex::Codex::new(s)),
         ),
-    }
+    })
+}
+
+/// Where the agent keeps its Codex state between turns: its `CODEX_HOME`, else `~/.codex` in
+/// the harness's `HOME`.
+fn agent_codex_home(s: &Settings) -> Result<std::path::PathBuf, String> {
+    let env = harness::harness_env(s);
+    let get = |k: &str| {
+        env.iter()
+            .find(|(name, v)| name == k && !v.is_empty())
+            .map(|(_, v)| std::path::PathBuf::from(v))
+    };
+    get("CODEX_HOME")
+        .or_else(|| get("HOME").map(|h| h.join(".codex")))
+        .ok_or_else(|| {
+            "neither CODEX_HOME nor HOME is set: no Codex home to keep threads in".into()
+        })
 }
 
 /// The deny-risky rules for this turn (the default set, changed by `--rules FILE`) and where
@@ -135,7 +159,7 @@ fn rules_for(s: &args::Settings) -> Result<(hangar_rules::Rules, hangar_rules::C
 
 fn start() -> Result<i32, String> {
     secure::make_non_dumpable().map_err(|e| format!("cannot make the driver non-dumpable: {e}"))?;
-    let s = args::parse(std::env::args_os().skip(1).collect())?;
+    let mut s = args::parse(std::env::args_os().skip(1).collect())?;
     if s.agent.is_some() {
         // SAFETY: geteuid has no arguments and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
@@ -161,6 +185,44 @@ fn start() -> Result<i32, String> {
     };
     let mut hooks: Vec<HookDigest> = stop_hook.iter().filter_map(|h| h.digest().ok()).collect();
     let mut early_warnings = Vec::new();
+    // Claude Code: the turn's own settings, on every turn (see claude_settings.rs).
+    let claude_turn = match (s.harness, &s.raw) {
+        (HarnessKind::Claude, None) => {
+            let reviewed = match &s.claude_settings {
+                Some(f) => Some(claude_settings::Reviewed::load(f).inspect_err(|message| {
+                    log.hangar(&HangarLine::Error {
+                        message: message.clone(),
+                    });
+                })?),
+                None => None,
+            };
+            hooks.extend(reviewed.iter().map(|r| r.digest.clone()));
+            Some(
+                claude_settings::TurnSettings::write(
+                    &std::env::temp_dir(),
+                    &s.run,
+                    reviewed.as_ref(),
+                    stop_hook.as_ref().map(|h| h.settings.as_path()),
+                )
+                .map_err(|e| format!("cannot write the turn's Claude Code settings: {e}"))?,
+            )
+        }
+        _ => None,
+    };
+    // Codex: the turn's own CODEX_HOME (see codex/home.rs).
+    let codex_home = match (s.harness, &s.raw) {
+        (HarnessKind::Codex, None) => Some(
+            codex::CodexHome::prepare(
+                &std::env::temp_dir(),
+                &s.run,
+                &agent_codex_home(&s)?,
+                s.agent.as_ref(),
+            )
+            .map_err(|e| format!("cannot make the turn's Codex home: {e}"))?,
+        ),
+        _ => None,
+    };
+    s.codex_home = codex_home.as_ref().map(|h| h.dir.clone());
     // The Tower hook: the turn's own settings run it before every tool call (see tower.rs).
     let tower_settings = match (&s.tower_hook, &s.tower, s.harness, &s.raw) {
         (Some(hook), Some(t), HarnessKind::Claude, None) => {
@@ -197,7 +259,7 @@ fn start() -> Result<i32, String> {
                     t,
                     &s.cwd,
                     s.rules_file.as_deref(),
-                    stop_hook.as_ref().map(|h| h.settings.as_path()),
+                    claude_turn.as_ref().map(|t| t.settings.as_path()),
                 )
                 .map_err(|e| format!("cannot write the turn's Tower hook settings: {e}"))?,
             )
@@ -207,8 +269,13 @@ fn start() -> Result<i32, String> {
     let settings_file = tower_settings
         .as_ref()
         .map(|t| t.settings.clone())
-        .or_else(|| stop_hook.as_ref().map(|h| h.settings.clone()));
-    let (program, argv, adapter) = harness_for(&s, settings_file.as_deref());
+        .or_else(|| claude_turn.as_ref().map(|t| t.settings.clone()));
+    let claude_files = settings_file.as_deref().map(|f| claude::TurnFiles {
+        settings: f,
+        mcp: claude_turn.as_ref().and_then(|t| t.mcp.as_deref()),
+        hook_events: stop_hook.is_some() || tower_settings.is_some(),
+    });
+    let (program, argv, adapter) = harness_for(&s, claude_files)?;
     let (harness, stdout) = match harness::spawn(&program, &argv, &s) {
         Ok(h) => h,
         Err(e) => {
@@ -273,6 +340,8 @@ fn start() -> Result<i32, String> {
         });
     }
     turn.tower_settings = tower_settings;
+    turn.remove_at_end.extend(claude_turn.map(|t| t.dir));
+    turn.remove_at_end.extend(codex_home.map(|h| h.dir));
     if let (args::Policy::Governed, Some(t), false) = (s.policy, &s.tower, turn.hook_on) {
         turn.governed = Some(tower::Governed {
             tower: t.clone(),

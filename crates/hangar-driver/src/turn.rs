@@ -101,6 +101,8 @@ pub struct Turn {
     pub governed: Option<crate::tower::Governed>,
     /// Requests waiting for Tower (no person may answer them).
     tower_pending: HashMap<String, Value>,
+    /// Folders of the turn's own (its Claude Code settings, its Codex home), removed at the end.
+    pub remove_at_end: Vec<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Turn {
@@ -128,6 +130,7 @@ impl Turn {
             tower_settings: None,
             governed: None,
             tower_pending: HashMap::new(),
+            remove_at_end: Vec::new(),
             policy,
             log,
             inbox,
@@ -626,6 +629,9 @@ impl Turn {
         }
         if let Some(t) = &self.tower_settings {
             t.remove();
+        }
+        for dir in &self.remove_at_end {
+            let _ = std::fs::remove_dir_all(dir);
         }
         match self.verify_state.as_deref() {
             Some("feedback") => self.verify_state = Some("failed".into()),

@@ -151,6 +151,7 @@ mod claude;
 mod codex;
 mod conn;
 mod error;
+pub mod hostile;
 mod http;
 mod images;
 mod jose;

@@ -25,6 +25,7 @@
 //! `--model-timeout` of nothing but retry errors, interrupts the turn and fails it.
 
 pub mod exec_json;
+pub mod home;
 mod procs;
 
 use std::collections::{HashMap, HashSet};
@@ -40,16 +41,47 @@ use crate::harness::Harness;
 use crate::relay::HarnessEvent;
 use crate::runlog::RunLog;
 use exec_json::Translator;
+pub use home::CodexHome;
 
 /// The `codex` argv (without the program). `--disable plugins` is always there: with plugins,
-/// Codex 0.169 looks up outside hosts at start.
+/// Codex 0.169 looks up outside hosts at start. Then the session's own `-c` settings, then
+/// hangar's, which come last so that they win (issue 18, see [`governance_overrides`]).
 pub fn args(s: &Settings) -> Vec<OsString> {
-    let mut a: Vec<OsString> = vec!["app-server".into(), "--disable".into(), "plugins".into()];
-    for kv in &s.codex_config {
+    let mut a: Vec<OsString> = vec![
+        "app-server".into(),
+        "--disable".into(),
+        "plugins".into(),
+        // Hooks run code at every tool call and session start; hangar's governance is the
+        // approval path, and a hardened turn runs none.
+        "--disable".into(),
+        "hooks".into(),
+    ];
+    let ours = governance_overrides(s);
+    for kv in s.codex_config.iter().chain(&ours) {
         a.push("-c".into());
         a.push(kv.into());
     }
     a
+}
+
+/// The settings no repository or agent file may change, as `-c` overrides (the session flags
+/// layer, above the user's and the project's `config.toml`):
+///
+/// * the workspace is an untrusted project: Codex 0.169 and 0.171 then load no project-local
+///   `.codex/config.toml`, hooks or exec policies (a `thread/start` with `danger-full-access`
+///   otherwise marks the folder trusted in `CODEX_HOME/config.toml` and loads them, MCP servers
+///   included);
+/// * `notify` runs nothing; approval requests go to the user (hangar), never to Codex's
+///   automatic reviewer (`approvals_reviewer`).
+///
+/// The approval policy and sandbox are `thread/start` parameters, which win over every layer.
+pub fn governance_overrides(s: &Settings) -> Vec<String> {
+    let cwd = home::toml_string(&s.cwd.to_string_lossy());
+    vec![
+        format!("projects={{{cwd}={{trust_level=\"untrusted\"}}}}"),
+        "notify=[]".into(),
+        "approvals_reviewer=\"user\"".into(),
+    ]
 }
 
 #[derive(Clone, Debug)]
