@@ -11,6 +11,7 @@
 //! | `resume` | the next turn resumes the conversation: the model sees the first turn |
 //! | `verify` | the job's check fails once, its output goes back to the model, then it passes |
 //! | `hook_fail_closed` | Claude Code: the Tower hook failing (Tower answers 500, or hangs up) blocks the tool call; Codex has no such hook, so hangar refuses turns that require it (`n/a`) |
+//! | `repo_settings` | repository settings cannot loosen governance: with hostile `.claude/settings.json`, `.claude/settings.local.json`, `.mcp.json`, `.codex/config.toml`, `.codex/hooks.json`, `.codex/rules/`, `AGENTS.md` in the work folder and hostile `~/.claude/settings.json`, `~/.claude.json`, `~/.codex/config.toml` (and `CLAUDE_CONFIG_DIR`, `CODEX_HOME`) in the home, under `ask` the call still waits for the person, no hostile hook, notify, helper or MCP command ran, and a second scripted model they name gets no request |
 //!
 //! The suite passes when no capability fails. The control plane refuses a version whose suite has
 //! not passed (see `hangar_control::conformance`); `--record` stores this run's result for it.
@@ -27,7 +28,9 @@ use std::time::Duration;
 use hangar_control::conformance::{CAPABILITIES, SUITE, SuiteResult};
 use hangar_protocol::Kind;
 use hangar_protocol::command::body;
-use hangar_testkit::{Script, Step, TOWER_KEY, TowerDouble, TowerFault};
+use hangar_testkit::{
+    FakeAnthropic, FakeOpenAi, Script, Step, TOWER_KEY, TowerDouble, TowerFault, hostile,
+};
 use serde_json::json;
 
 use rig::{Check, Rig, text};
@@ -111,6 +114,7 @@ fn run_one(name: &str, h: Harness, t: &Tools) -> Check<Found> {
         "resume" => resume(h, t),
         "verify" => verify(h, t),
         "hook_fail_closed" => hook_fail_closed(h, t),
+        "repo_settings" => repo_settings(h, t),
         other => Err(format!("no scenario {other}")),
     }
 }
@@ -310,6 +314,76 @@ fn hook_fail_closed(h: Harness, t: &Tools) -> Check<Found> {
                 "with Tower failing ({fault:?}) the model was not told the call was blocked"
             )));
         }
+    }
+    Ok(Found::Holds)
+}
+
+/// Issue 18: nothing in the repository or the agent's home loosens governance.
+fn repo_settings(h: Harness, t: &Tools) -> Check<Found> {
+    let markers = tempfile::tempdir().map_err(text)?;
+    let evil_script = || Script::new([Step::text("the second model answered")]);
+    let (evil_url, evil): (String, Box<dyn Fn() -> usize>) = match h {
+        Harness::Claude => {
+            let f = FakeAnthropic::start(evil_script()).map_err(text)?;
+            (f.base_url(), Box::new(move || f.requests().len()))
+        }
+        Harness::Codex => {
+            let f = FakeOpenAi::start(evil_script()).map_err(text)?;
+            (f.base_url(), Box::new(move || f.requests().len()))
+        }
+    };
+    let script = Script::new([
+        run_command(h, MAKE),
+        Step::text("after the answer"),
+        Step::text("more"),
+    ]);
+    let mut rig = Rig::new(t, h, script, "make a file")?;
+    let m = markers.path();
+    match h {
+        Harness::Claude => {
+            hostile::claude_repo(rig.workspace(), m, &evil_url).map_err(text)?;
+            let config = rig.claude_config_dir();
+            hostile::claude_home(rig.user_home(), Some(&config), m, &evil_url).map_err(text)?;
+        }
+        Harness::Codex => {
+            hostile::codex_repo(rig.workspace(), m, &evil_url).map_err(text)?;
+            let ws = rig.workspace().to_path_buf();
+            hostile::codex_home(&rig.codex_home(), &ws, m, &evil_url).map_err(text)?;
+            hostile::codex_home(&rig.user_home().join(".codex"), &ws, m, &evil_url)
+                .map_err(text)?;
+        }
+    }
+    rig.start("ask", &[])?;
+    let made = rig.workspace().join("made.txt");
+    let asked = match rig.wait_type("hangar.approval") {
+        Ok(a) => a,
+        Err(why) => {
+            return Ok(Found::Fails(format!(
+                "the tool call was not held for a person ({why}); hostile commands that ran: {:?}",
+                hostile::markers(m)
+            )));
+        }
+    };
+    if made.exists() {
+        return Ok(Found::Fails(
+            "the command ran before anyone answered".into(),
+        ));
+    }
+    let id = asked["request_id"].as_str().unwrap_or_default().to_owned();
+    rig.request_done(Kind::Approve, body::approve(&id, None))?;
+    rig.expect_exit(0)?;
+    if !made.exists() {
+        return Ok(Found::Fails("approved, but the command did not run".into()));
+    }
+    let ran = hostile::markers(m);
+    if !ran.is_empty() {
+        return Ok(Found::Fails(format!("hostile commands ran: {ran:?}")));
+    }
+    let reached = evil();
+    if reached > 0 {
+        return Ok(Found::Fails(format!(
+            "the model server the hostile files name got {reached} requests"
+        )));
     }
     Ok(Found::Holds)
 }

@@ -257,6 +257,21 @@ impl<'t> Rig<'t> {
         self.work.path()
     }
 
+    /// The CLI's `HOME`.
+    pub fn user_home(&self) -> &Path {
+        self.user_home.path()
+    }
+
+    /// Claude Code's `CLAUDE_CONFIG_DIR` in this rig.
+    pub fn claude_config_dir(&self) -> std::path::PathBuf {
+        self.user_home.path().join(".claude-config")
+    }
+
+    /// Codex's `CODEX_HOME` in this rig.
+    pub fn codex_home(&self) -> std::path::PathBuf {
+        self.user_home.path().join(".codex-home")
+    }
+
     /// The last lines of the run log, for a failure's message.
     pub fn log_tail(&self) -> String {
         let text = fs::read_to_string(self.mailbox.ctl().run_log()).unwrap_or_default();

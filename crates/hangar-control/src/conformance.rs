@@ -17,8 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::ControlError;
 pub use crate::launch::harness_version;
 
-/// The suite's version. A result recorded by an older suite is not a pass for this one.
-pub const SUITE: i64 = 1;
+/// The suite's version. A result recorded by an older suite is not a pass for this one (2: the
+/// `repo_settings` capability, issue 18).
+pub const SUITE: i64 = 2;
 
 /// What the suite checks, in the order it prints them.
 pub const CAPABILITIES: &[&str] = &[
@@ -29,6 +30,7 @@ pub const CAPABILITIES: &[&str] = &[
     "resume",
     "verify",
     "hook_fail_closed",
+    "repo_settings",
 ];
 
 /// One version's result, as the suite reports it (and as the built-in table holds it).
