@@ -10,6 +10,8 @@
 //!
 //! No async runtime, no network: the static driver and the Tower hook both link this crate.
 
+pub mod git;
+pub mod interp;
 pub mod paths;
 pub mod shell;
 
@@ -18,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::paths::{canonical, glob, glob_text, normalize, within};
+use crate::paths::{canonical, glob_shape, glob_text, normalize, scratch, within};
 use crate::shell::{Arg, Failure, Invocation, PathOperand};
 
 /// The default rule set, as data.
@@ -164,6 +166,12 @@ pub struct Rule {
     pub feeds: Vec<String>,
     #[serde(default)]
     pub recursive_function: bool,
+    #[serde(default)]
+    pub writes_outside_workspace: bool,
+    #[serde(default)]
+    pub facts: Vec<String>,
+    #[serde(default)]
+    pub unless_facts: Vec<String>,
     #[serde(default)]
     pub examples: Examples,
 }
@@ -384,6 +392,7 @@ impl Rules {
                 .operands
                 .iter()
                 .chain(inv.redirects.iter())
+                .chain(inv.writes.iter())
                 .any(|o| self.path_matches(&r.paths, o, ctx))
         {
             return false;
@@ -413,23 +422,58 @@ impl Rules {
         if r.recursive_function && !inv.recursive {
             return false;
         }
+        if r.writes_outside_workspace
+            && !inv
+                .writes
+                .iter()
+                .any(|o| outside(o, ctx, ws_canon) && !is_scratch(o))
+        {
+            return false;
+        }
+        if !r.facts.is_empty() && !inv.facts.iter().any(|f| r.facts.iter().any(|x| x == f)) {
+            return false;
+        }
+        if inv
+            .facts
+            .iter()
+            .any(|f| r.unless_facts.iter().any(|x| x == f))
+        {
+            return false;
+        }
         true
     }
 
     fn path_matches(&self, patterns: &[String], o: &PathOperand, ctx: &Context) -> bool {
-        let PathOperand::Known(p) = o else {
-            return false;
+        let p = match o {
+            PathOperand::Known(p) => p,
+            // A path with parts only known at run time: whether it may be one the pattern
+            // names (`/proc/$PPID/environ`, `$HANGAR_HOME/master.key`).
+            PathOperand::Unknown(shape) => {
+                return shape.starts_with('/')
+                    && patterns.iter().any(|pat| {
+                        expand_pattern(pat, ctx).iter().any(|e| {
+                            if e.contains('/') {
+                                glob_shape(e, shape)
+                            } else {
+                                let name = shape.rsplit('/').next().unwrap_or(shape);
+                                glob_shape(e, name)
+                            }
+                        })
+                    });
+            }
         };
         let forms = [p.clone(), canonical(p)];
         for pat in patterns {
             for expanded in expand_pattern(pat, ctx) {
                 for f in &forms {
                     let text = f.to_string_lossy();
+                    // `glob_shape`: a number only known at run time (`/proc/$PPID/…`) may be
+                    // any number.
                     let hit = if expanded.contains('/') {
-                        glob(&expanded, &text)
+                        glob_shape(&expanded, &text)
                     } else {
                         f.file_name()
-                            .is_some_and(|n| glob(&expanded, &n.to_string_lossy()))
+                            .is_some_and(|n| glob_shape(&expanded, &n.to_string_lossy()))
                     };
                     if hit {
                         return true;
@@ -455,6 +499,9 @@ fn expand_pattern(pat: &str, ctx: &Context) -> Vec<String> {
             "{}{rest}",
             ctx.workspace.to_string_lossy().trim_end_matches('/')
         )];
+    }
+    if let Some(rest) = pat.strip_prefix("$HANGAR_HOME") {
+        return vec![format!("{}{rest}", shell::HANGAR_HOME_SHAPE)];
     }
     if let Some(rest) = pat.strip_prefix("$PROTECTED") {
         return ctx
@@ -484,6 +531,14 @@ fn outside(o: &PathOperand, ctx: &Context, ws_canon: &Path) -> bool {
             }
             !within(p, &ctx.workspace) || !within(&canonical(p), ws_canon)
         }
+    }
+}
+
+/// Whether a written path is a scratch place (`/tmp/…`, `/dev/null`): see [`paths::scratch`].
+fn is_scratch(o: &PathOperand) -> bool {
+    match o {
+        PathOperand::Unknown(_) => false,
+        PathOperand::Known(p) => scratch(p),
     }
 }
 
@@ -595,7 +650,9 @@ fn parse_file(text: &str) -> Result<RuleFile, String> {
             || r.workspace_itself
             || !r.fed_by.is_empty()
             || !r.feeds.is_empty()
-            || r.recursive_function;
+            || r.recursive_function
+            || r.writes_outside_workspace
+            || !r.facts.is_empty();
         if !conditions {
             return Err(format!(
                 "rule {:?} has no condition: it would deny everything",

@@ -17,7 +17,20 @@ use brush_parser::ast::{
 use brush_parser::word::{self, ParameterExpr, TildeExpr, WordPiece, WordPieceWithSource};
 use brush_parser::{ParserOptions, Token};
 
-use crate::paths::{Cwd, canonical, normalize, resolve};
+use crate::git;
+use crate::paths::{ANY, Cwd, DIGITS, canonical, normalize, resolve};
+
+mod brace;
+mod code;
+mod follow;
+mod opts;
+mod writes;
+
+/// In a word's shape: the pid of a job the shell started (`$!`), a number like [`DIGITS`].
+pub const JOB: char = '\u{2}';
+/// What `$HANGAR_HOME` stands for in a shape: a folder of its own that the rules call
+/// `$HANGAR_HOME` (its value is hangar's, not the agent's).
+pub const HANGAR_HOME_SHAPE: &str = "/\u{3}HANGAR_HOME";
 
 /// How deep `sh -c`, `eval` and substitutions may nest before the walk gives up (fail closed).
 const MAX_DEPTH: usize = 12;
@@ -260,7 +273,9 @@ fn command_position(prev: Option<&Token>) -> bool {
 pub enum Arg {
     /// The word's value after quote removal (and `~`/`$HOME` expansion).
     Lit(String),
-    /// The word depends on something only known at run time (a variable, a substitution).
+    /// The word depends on something only known at run time (a variable, a substitution):
+    /// its shape, the known text with [`ANY`], [`DIGITS`] or [`JOB`] where the rest goes
+    /// (`/proc/$PPID/environ` is `/proc/\u{1}/environ`).
     Computed(String),
 }
 
@@ -272,14 +287,31 @@ impl Arg {
             Arg::Computed(_) => None,
         }
     }
+
+    /// The shape of a computed value.
+    pub fn computed(&self) -> Option<&str> {
+        match self {
+            Arg::Lit(_) => None,
+            Arg::Computed(s) => Some(s),
+        }
+    }
+
+    /// The value with marks where it is only known at run time.
+    pub fn shape(&self) -> &str {
+        match self {
+            Arg::Lit(s) | Arg::Computed(s) => s,
+        }
+    }
 }
 
 /// A path a command may touch: resolved when known.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PathOperand {
-    /// Absolute and lexically normalised.
+    /// Absolute and lexically normalised (a number only known at run time, such as `$$`, is
+    /// a [`DIGITS`] mark: it stays in its folder).
     Known(PathBuf),
-    /// Relative to an unknown directory, or computed at run time.
+    /// Relative to an unknown directory, or computed at run time: its shape, absolute and
+    /// normalised when the part that decides its folder is known ([`paths::glob_shape`]).
     Unknown(String),
 }
 
@@ -305,6 +337,24 @@ pub struct Invocation {
     pub feeds: Vec<String>,
     /// Set when this command calls the shell function it is defined in.
     pub recursive: bool,
+    /// Files it writes, creates, moves, or changes the mode or owner of (redirections
+    /// included; see `writes.rs`).
+    pub writes: Vec<PathOperand>,
+    /// What the reading found about it beyond its words ([`facts`]).
+    pub facts: Vec<&'static str>,
+}
+
+/// Facts the reading attaches to an [`Invocation`] (rules name them in `facts`).
+pub mod facts {
+    /// Interpreter code (`python3 -c`, `awk`, `sed`, `vim -c`, …) that cannot be read and runs a
+    /// shell, builds the code or command it runs, or deletes a path only known at run time.
+    pub const INLINE_CODE: &str = "inline-code";
+    /// A git setting or environment variable that makes git run a program.
+    pub const GIT_RUNS_CODE: &str = "git-runs-code";
+    /// Runs, sources or interprets a file a downloader wrote earlier on the line.
+    pub const DOWNLOAD_RUN: &str = "download-run";
+    /// `kill` aimed only at the shell's own jobs (`%1`, `$!`).
+    pub const OWN_JOBS: &str = "own-jobs";
 }
 
 /// What makes a command line unreadable; the rules deny it.
@@ -429,6 +479,10 @@ fn read_here(
         needs_deep: false,
         links: 0,
         planted: Vec::new(),
+        downloads: Vec::new(),
+        download_unknown: false,
+        psubs: Vec::new(),
+        code_stdin: false,
     };
     let mut w = walker(SHALLOW_NESTING);
     if command.len() > MAX_COMMAND_BYTES {
@@ -492,15 +546,55 @@ struct Walker {
     /// time), latest last: later paths through them are read as the shell would reach them
     /// (`ln -s / x && rm -rf x/etc`). Unlike the directory, a subshell's links stay.
     planted: Vec<(PathBuf, Option<PathBuf>)>,
+    /// Files a downloader (`curl -o`, `wget`, `curl … > f`) wrote earlier on the line, and
+    /// those copied from them: running one is running code from the network.
+    downloads: Vec<PathBuf>,
+    /// Set when a downloader wrote a file whose name is only known at run time.
+    download_unknown: bool,
+    /// What each process substitution writes, when it is a literal `echo`/`printf` (found by
+    /// the number in its shape, see [`Walker::psub_shape`]).
+    psubs: Vec<Option<String>>,
+    /// Set while walking commands that interpreter code runs: their stdin is the code's to
+    /// write, so a shell reading its script from it reads what the run decides.
+    code_stdin: bool,
 }
 
 /// A word after expansion: its value when known, and the commands of its substitutions.
 struct Expanded {
     arg: Arg,
+    /// The word as written (for a here-string that a shell reads).
+    raw: String,
     /// Unquoted glob characters in the word.
     glob: bool,
     /// Names of commands run by substitutions in the word.
     fed_by: Vec<String>,
+}
+
+/// A word's value being built from its pieces.
+#[derive(Default)]
+struct WordValue {
+    /// The value, when every piece is known.
+    value: String,
+    /// The shape: the value with marks for the pieces only known at run time.
+    shape: String,
+    /// Some piece is only known at run time.
+    computed: bool,
+    /// Unquoted glob characters.
+    glob: bool,
+    /// Names of commands run by substitutions.
+    fed_by: Vec<String>,
+}
+
+impl WordValue {
+    fn text(&mut self, t: &str) {
+        self.value.push_str(t);
+        self.shape.push_str(t);
+    }
+
+    fn mark(&mut self, m: char) {
+        self.computed = true;
+        self.shape.push(m);
+    }
 }
 
 impl Walker {
@@ -630,33 +724,39 @@ impl Walker {
         match cmd {
             Command::Simple(sc) => self.simple(sc, stdin),
             Command::Compound(cc, redirects) => {
-                if let Some(r) = redirects {
-                    for io in &r.0 {
-                        let _ = self.redirect(io);
-                    }
-                }
+                self.compound_redirects(redirects.as_ref());
                 self.compound(cc, stdin);
             }
             Command::Function(f) => {
                 let name = f.fname.value.clone();
                 self.functions.push(name);
                 self.compound(&f.body.0, &Stdin::default());
-                if let Some(r) = &f.body.1 {
-                    for io in &r.0 {
-                        let _ = self.redirect(io);
-                    }
-                }
+                self.compound_redirects(f.body.1.as_ref());
                 self.functions.pop();
             }
             Command::ExtendedTest(t, redirects) => {
                 self.test_expr(&t.expr);
-                if let Some(r) = redirects {
-                    for io in &r.0 {
-                        let _ = self.redirect(io);
-                    }
-                }
+                self.compound_redirects(redirects.as_ref());
             }
         }
+    }
+
+    /// A compound command's redirections (`{ …; } > f`, `while …; done < f`): recorded like a
+    /// command's.
+    fn compound_redirects(&mut self, redirects: Option<&ast::RedirectList>) {
+        let Some(r) = redirects else { return };
+        let mut paths = Vec::new();
+        let mut writes = Vec::new();
+        for io in &r.0 {
+            let r = self.redirect(io);
+            if let Some(p) = r.path {
+                if r.write {
+                    writes.push(p.clone());
+                }
+                paths.push(p);
+            }
+        }
+        self.bare(paths, writes, &[]);
     }
 
     fn test_expr(&mut self, e: &ExtendedTestExpr) {
@@ -698,8 +798,27 @@ impl Walker {
                 self.cwd = saved;
             }
             CompoundCommand::ForClause(f) => {
+                // The words the loop goes over are paths its body may touch
+                // (`for f in /proc/*/environ; do cat $f; done`).
+                let mut operands = Vec::new();
                 for w in f.values.iter().flatten() {
-                    let _ = self.expand(&w.value);
+                    for e in self.expand_words(&w.value) {
+                        operands.push(self.path_of(&e.arg));
+                    }
+                }
+                if !operands.is_empty() {
+                    self.out.push(Invocation {
+                        name: "for".into(),
+                        args: Vec::new(),
+                        operands,
+                        wholes: Vec::new(),
+                        redirects: Vec::new(),
+                        fed_by: Vec::new(),
+                        feeds: Vec::new(),
+                        recursive: false,
+                        writes: Vec::new(),
+                        facts: Vec::new(),
+                    });
                 }
                 self.compound_list(&f.body.list);
             }
@@ -748,65 +867,48 @@ impl Walker {
                     "the shell cannot read the word {raw:?}: {e}"
                 )));
                 return Expanded {
-                    arg: Arg::Computed(raw.to_owned()),
+                    arg: Arg::Computed(ANY.to_string()),
+                    raw: raw.to_owned(),
                     glob: false,
                     fed_by: Vec::new(),
                 };
             }
         };
-        let mut value = String::new();
-        let mut computed = false;
-        let mut glob = false;
-        let mut fed_by = Vec::new();
-        self.pieces(
-            &pieces,
-            false,
-            &mut value,
-            &mut computed,
-            &mut glob,
-            &mut fed_by,
-        );
+        let mut w = WordValue::default();
+        self.pieces(&pieces, false, &mut w);
         Expanded {
-            arg: if computed {
-                Arg::Computed(raw.to_owned())
+            arg: if w.computed {
+                Arg::Computed(w.shape)
             } else {
-                Arg::Lit(value)
+                Arg::Lit(w.value)
             },
-            glob,
-            fed_by,
+            raw: raw.to_owned(),
+            glob: w.glob,
+            fed_by: w.fed_by,
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn pieces(
-        &mut self,
-        pieces: &[WordPieceWithSource],
-        quoted: bool,
-        value: &mut String,
-        computed: &mut bool,
-        glob: &mut bool,
-        fed_by: &mut Vec<String>,
-    ) {
+    fn pieces(&mut self, pieces: &[WordPieceWithSource], quoted: bool, w: &mut WordValue) {
         for p in pieces {
             match &p.piece {
                 WordPiece::Text(t) => {
                     if !quoted && is_pattern(t) {
-                        *glob = true;
+                        w.glob = true;
                     }
-                    value.push_str(t);
+                    w.text(t);
                 }
-                WordPiece::SingleQuotedText(t) => value.push_str(t),
+                WordPiece::SingleQuotedText(t) => w.text(t),
                 WordPiece::AnsiCQuotedText(t) => match ansi_c(t) {
-                    Some(s) => value.push_str(&s),
-                    None => *computed = true,
+                    Some(s) => w.text(&s),
+                    None => w.mark(ANY),
                 },
                 WordPiece::DoubleQuotedSequence(inner)
                 | WordPiece::GettextDoubleQuotedSequence(inner) => {
-                    self.pieces(inner, true, value, computed, glob, fed_by);
+                    self.pieces(inner, true, w);
                 }
                 WordPiece::TildeExpansion(t) => match (t, &self.home) {
-                    (TildeExpr::Home, Some(h)) => value.push_str(&h.to_string_lossy()),
-                    _ => *computed = true,
+                    (TildeExpr::Home, Some(h)) => w.text(&h.to_string_lossy()),
+                    _ => w.mark(ANY),
                 },
                 WordPiece::ParameterExpansion(expr) => {
                     let text = format!("{expr:?}");
@@ -815,66 +917,77 @@ impl Walker {
                             "a command substitution hides inside a parameter expansion".into(),
                         ));
                     }
-                    match (expr, &self.home) {
-                        (
-                            ParameterExpr::Parameter {
-                                parameter: word::Parameter::Named(n),
-                                indirect: false,
-                            },
-                            Some(h),
-                        ) if n == "HOME" => value.push_str(&h.to_string_lossy()),
-                        _ => *computed = true,
+                    match parameter_shape(expr) {
+                        ParamShape::Home => match &self.home {
+                            Some(h) => w.text(&h.to_string_lossy()),
+                            None => w.mark(ANY),
+                        },
+                        ParamShape::HangarHome => {
+                            w.computed = true;
+                            w.shape.push_str(HANGAR_HOME_SHAPE);
+                        }
+                        ParamShape::Mark(m) => w.mark(m),
                     }
                 }
                 WordPiece::CommandSubstitution(body)
                 | WordPiece::BackquotedCommandSubstitution(body) => {
-                    *computed = true;
+                    w.mark(ANY);
                     let body = if matches!(p.piece, WordPiece::BackquotedCommandSubstitution(_)) {
                         unescape_backquoted(body)
                     } else {
                         body.clone()
                     };
-                    fed_by.extend(self.subshell_script(&body));
+                    let names = self.subshell_script(&body);
+                    w.fed_by.extend(names);
                 }
                 WordPiece::EscapeSequence(e) => {
                     let rest = e.strip_prefix('\\').unwrap_or(e);
                     if rest != "\n" {
-                        value.push_str(rest);
+                        w.text(rest);
                     }
                 }
                 WordPiece::ArithmeticExpression(a) => {
-                    *computed = true;
+                    w.mark(ANY);
                     self.arithmetic(&a.value);
                 }
             }
         }
     }
 
-    /// A redirection: the file it names (if any), and the commands feeding it.
+    /// A redirection: the file it names (if any), whether it is written, and the commands
+    /// feeding it.
     fn redirect(&mut self, io: &IoRedirect) -> Redirect {
+        use ast::IoFileRedirectKind as K;
         let mut r = Redirect::default();
         match io {
             IoRedirect::File(_, kind, target) => match target {
                 IoFileRedirectTarget::Filename(w) => {
-                    let e = self.expand(&w.value);
+                    let e = self.expand_one(&w.value);
                     r.fed_by.extend(e.fed_by);
                     r.path = Some(self.path_of(&e.arg));
+                    r.write = !matches!(kind, K::Read | K::DuplicateInput);
                 }
                 IoFileRedirectTarget::Duplicate(w) => {
-                    let e = self.expand(&w.value);
+                    let e = self.expand_one(&w.value);
                     r.fed_by.extend(e.fed_by);
                     if e.arg
                         .lit()
                         .is_none_or(|v| !v.chars().all(|c| c.is_ascii_digit() || c == '-'))
                     {
                         r.path = Some(self.path_of(&e.arg));
+                        r.write = matches!(kind, K::DuplicateOutput);
                     }
                 }
                 IoFileRedirectTarget::Fd(_) => {}
                 IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
                     let names = self.subshell_list(&sub.list);
-                    if matches!(kind, ast::IoFileRedirectKind::Read) {
+                    if matches!(kind, K::Read) {
                         r.fed_by.extend(names);
+                        // `bash < <(echo 'cmd')`: what the shell reads is the echo's text.
+                        match list_literal_output(&sub.list) {
+                            Some(text) => r.stdin_script = Some(text),
+                            None => r.stdin_computed = true,
+                        }
                     }
                 }
             },
@@ -890,14 +1003,15 @@ impl Walker {
                 r.fed_by.extend(e.fed_by);
                 r.stdin_script = Some(match e.arg {
                     Arg::Lit(s) => s,
-                    Arg::Computed(raw) => raw,
+                    Arg::Computed(_) => e.raw,
                 });
                 r.stdin_computed = e.glob;
             }
             IoRedirect::OutputAndError(w, _) => {
-                let e = self.expand(&w.value);
+                let e = self.expand_one(&w.value);
                 r.fed_by.extend(e.fed_by);
                 r.path = Some(self.path_of(&e.arg));
+                r.write = true;
             }
         }
         r
@@ -914,14 +1028,63 @@ impl Walker {
         self.out[first..].iter().map(|i| i.name.clone()).collect()
     }
 
+    /// A path operand as the command would reach it (see [`PathOperand`]).
     fn path_of(&self, arg: &Arg) -> PathOperand {
         match arg {
             Arg::Lit(s) => match self.resolve_here(s) {
                 Some(p) => PathOperand::Known(p),
                 None => PathOperand::Unknown(s.clone()),
             },
-            Arg::Computed(raw) => PathOperand::Unknown(raw.clone()),
+            Arg::Computed(shape) => self.path_of_shape(shape),
         }
+    }
+
+    /// A shape's path: known when only numbers are missing from it (they stay in their
+    /// folder), else its shape resolved as far as its start is known.
+    fn path_of_shape(&self, shape: &str) -> PathOperand {
+        let shape = shape.replace(JOB, &DIGITS.to_string());
+        let first = shape.split('/').next().unwrap_or("");
+        let starts_known = shape.starts_with('/') || !first.contains(ANY);
+        if !starts_known {
+            return PathOperand::Unknown(shape);
+        }
+        match resolve(&shape, &self.cwd, self.home.as_deref()) {
+            Some(p) if !shape.contains(ANY) => match self.through_planted(p) {
+                Some(p) => PathOperand::Known(p),
+                None => PathOperand::Unknown(shape),
+            },
+            Some(p) => match self.through_planted(p) {
+                Some(p) => PathOperand::Unknown(p.to_string_lossy().into_owned()),
+                None => PathOperand::Unknown(shape),
+            },
+            None => PathOperand::Unknown(shape),
+        }
+    }
+
+    /// A word as the shell splits it into arguments: brace expansion first (`{rm,-rf,/}` is
+    /// three words), then each expanded.
+    fn expand_words(&mut self, raw: &str) -> Vec<Expanded> {
+        match brace::expand(raw) {
+            Ok(None) => vec![self.expand(raw)],
+            Ok(Some(words)) => words.iter().map(|w| self.expand(w)).collect(),
+            Err(why) => {
+                self.failures.push(Failure::Unparsable(why));
+                vec![self.expand(raw)]
+            }
+        }
+    }
+
+    /// A word that names one file (a redirection's): brace expansion to more than one word is
+    /// an error to the shell ("ambiguous redirect"); it is denied as unreadable.
+    fn expand_one(&mut self, raw: &str) -> Expanded {
+        let mut words = self.expand_words(raw);
+        if words.len() > 1 {
+            self.failures.push(Failure::Unparsable(format!(
+                "the redirection target {raw:?} expands to {} words",
+                words.len()
+            )));
+        }
+        words.swap_remove(0)
     }
 
     fn simple(&mut self, sc: &SimpleCommand, stdin: &Stdin) {
@@ -931,6 +1094,8 @@ impl Walker {
         let mut st = SimpleState {
             words: Vec::new(),
             redirects: Vec::new(),
+            writes: Vec::new(),
+            env: Vec::new(),
             fed_by: stdin.fed_by.clone(),
             stdin_script: stdin.literal.clone(),
             stdin_piped: !stdin.fed_by.is_empty() && stdin.literal.is_none(),
@@ -939,8 +1104,8 @@ impl Walker {
             self.item(item, true, &mut st);
         }
         if let Some(w) = &sc.word_or_name {
-            let e = self.expand(&w.value);
-            st.words.push(e);
+            let e = self.expand_words(&w.value);
+            st.words.extend(e);
         }
         for item in sc.suffix.iter().flat_map(|s| s.0.iter()) {
             self.item(item, false, &mut st);
@@ -948,11 +1113,16 @@ impl Walker {
         let SimpleState {
             words,
             redirects,
+            writes,
+            env,
             mut fed_by,
             stdin_script,
             stdin_piped,
         } = st;
         let Some(first) = words.first() else {
+            // Only assignments and redirections: `> ~/.bashrc` still writes, and
+            // `GIT_SSH_COMMAND=… ; git fetch` still sets what git runs.
+            self.bare(redirects, writes, &env);
             return;
         };
         if first.glob {
@@ -972,6 +1142,8 @@ impl Walker {
         let call = Call {
             argv,
             redirects,
+            writes,
+            env,
             fed_by,
             stdin_script,
             stdin_piped,
@@ -980,28 +1152,70 @@ impl Walker {
         self.invoke(call);
     }
 
+    /// Records what a command without a name does: its redirections (`> f`, `{ …; } > f`) and
+    /// the git settings its assignments make.
+    fn bare(
+        &mut self,
+        redirects: Vec<PathOperand>,
+        writes: Vec<PathOperand>,
+        env: &[(String, Arg)],
+    ) {
+        let mut facts = Vec::new();
+        if env.iter().any(|(n, v)| git::env_runs_code(n, v.lit())) {
+            facts.push(facts::GIT_RUNS_CODE);
+        }
+        if redirects.is_empty() && writes.is_empty() && facts.is_empty() {
+            return;
+        }
+        self.out.push(Invocation {
+            name: String::new(),
+            args: Vec::new(),
+            operands: Vec::new(),
+            wholes: Vec::new(),
+            redirects,
+            fed_by: Vec::new(),
+            feeds: Vec::new(),
+            recursive: false,
+            writes,
+            facts,
+        });
+    }
+
     fn item(&mut self, item: &CommandPrefixOrSuffixItem, in_prefix: bool, st: &mut SimpleState) {
         match item {
             CommandPrefixOrSuffixItem::IoRedirect(io) => {
                 let r = self.redirect(io);
                 st.fed_by.extend(r.fed_by);
                 if let Some(p) = r.path {
+                    if r.write {
+                        st.writes.push(p.clone());
+                    }
                     st.redirects.push(p);
                 }
                 if let Some(s) = r.stdin_script {
                     st.stdin_script = Some(s);
                     st.stdin_piped = r.stdin_computed;
+                } else if r.stdin_computed {
+                    st.stdin_script = None;
+                    st.stdin_piped = true;
                 }
             }
             CommandPrefixOrSuffixItem::Word(w) => {
-                let e = self.expand(&w.value);
-                st.words.push(e);
+                let e = self.expand_words(&w.value);
+                st.words.extend(e);
             }
-            CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
+            CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
                 let e = self.expand(&w.value);
                 // `X=$(cmd) prog`: cmd runs (walked above) but its output is not prog's input;
                 // after the name (`export X=...`) it is an argument.
-                if !in_prefix {
+                if in_prefix {
+                    if let (ast::AssignmentName::VariableName(n), ast::AssignmentValue::Scalar(v)) =
+                        (&a.name, &a.value)
+                    {
+                        let value = self.expand(&v.value).arg;
+                        st.env.push((n.clone(), value));
+                    }
+                } else {
                     st.words.push(e);
                 }
             }
@@ -1013,13 +1227,34 @@ impl Walker {
                 if matches!(kind, ast::ProcessSubstitutionKind::Read) {
                     st.fed_by.extend(names.iter().cloned());
                 }
+                let shape = self.psub_shape(list_literal_output(&sub.list));
                 st.words.push(Expanded {
-                    arg: Arg::Computed("<(...)".into()),
+                    arg: Arg::Computed(shape),
+                    raw: "<(...)".into(),
                     glob: false,
                     fed_by: names,
                 });
             }
         }
+    }
+
+    /// The shape of a process substitution's file (`/dev/fd/N` at run time): unknown, with a
+    /// number that finds what it writes when that is literal ([`Walker::psub_literal`]).
+    fn psub_shape(&mut self, literal: Option<String>) -> String {
+        self.psubs.push(literal);
+        format!("{ANY}<({})", self.psubs.len() - 1)
+    }
+
+    /// What the process substitution `arg` stands for writes, when it is a literal `echo`.
+    pub(super) fn psub_literal(&self, arg: &Arg) -> Option<Option<&str>> {
+        let n: usize = arg
+            .computed()?
+            .strip_prefix(ANY)?
+            .strip_prefix("<(")?
+            .strip_suffix(')')?
+            .parse()
+            .ok()?;
+        self.psubs.get(n).map(Option::as_deref)
     }
 
     /// Records one command and follows it when it runs another.
@@ -1037,7 +1272,8 @@ impl Walker {
         if path.is_empty() {
             return;
         }
-        let name = path.rsplit('/').next().unwrap_or(path).to_owned();
+        let path = path.to_owned();
+        let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
         let args: Vec<Arg> = call.argv[1..].to_vec();
         let mut all_args = args.clone();
         if let Some(extra) = &call.extra {
@@ -1059,7 +1295,20 @@ impl Walker {
                 }
             }
         }
+        let mut writes = call.writes.clone();
+        writes.extend(self.write_targets(&name, &all_args));
+        let mut found = Vec::new();
+        if git::runs_code(&name, &all_args, &call.env) {
+            found.push(facts::GIT_RUNS_CODE);
+        }
+        if name == "kill" && own_jobs(&all_args) {
+            found.push(facts::OWN_JOBS);
+        }
+        if self.runs_download(&path, &name, &all_args, &call) {
+            found.push(facts::DOWNLOAD_RUN);
+        }
         let recursive = self.functions.contains(&name);
+        let at = self.out.len();
         self.out.push(Invocation {
             name: name.clone(),
             args: all_args.clone(),
@@ -1069,7 +1318,10 @@ impl Walker {
             fed_by: call.fed_by.clone(),
             feeds: Vec::new(),
             recursive,
+            writes,
+            facts: found,
         });
+        self.note_downloads(at, &call);
         if name == "cd" || name == "pushd" {
             self.change_dir(&args);
             return;
@@ -1077,7 +1329,7 @@ impl Walker {
         if name == "ln" {
             self.plant(&args);
         }
-        self.follow(&name, &args, &call);
+        self.follow(&name, &args, &call, at);
     }
 
     /// A path as written here: against the current directory and `~`, then through the links
@@ -1100,10 +1352,33 @@ impl Walker {
         None
     }
 
-    /// Records the links `ln` makes (`ln [-s] TARGET [LINK]`, `ln TARGET... DIR`,
-    /// `ln -t DIR TARGET...`): where each link will be and what it points to. A link whose place
-    /// is only known at run time may be anywhere: every later path becomes unknown.
+    /// Records the links `ln` makes ([`Walker::links`]): where each link will be and what it
+    /// points to. A link whose place is only known at run time may be anywhere: every later
+    /// path becomes unknown.
     fn plant(&mut self, args: &[Arg]) {
+        let (symbolic, made) = self.links(args);
+        for (target, link) in made {
+            let Some(link) = link else {
+                self.planted.push((PathBuf::from("/"), None));
+                continue;
+            };
+            let to = target.lit().and_then(|t| {
+                if symbolic {
+                    let parent = link.parent().unwrap_or(Path::new("/")).to_path_buf();
+                    resolve(t, &Cwd::Known(parent), self.home.as_deref())
+                        .and_then(|p| self.through_planted(p))
+                } else {
+                    self.resolve_here(t)
+                }
+            });
+            self.planted.push((link, to));
+        }
+    }
+
+    /// The links `ln` makes (`ln [-s] TARGET [LINK]`, `ln TARGET... DIR`, `ln -t DIR
+    /// TARGET...`): whether they are symbolic, and each target with where its link will be
+    /// (`None` when only known at run time).
+    fn links(&self, args: &[Arg]) -> (bool, Vec<(Arg, Option<PathBuf>)>) {
         let mut symbolic = false;
         let mut no_dir = false;
         let mut dir: Option<Arg> = None;
@@ -1163,7 +1438,7 @@ impl Walker {
             i += 1;
         }
         // (what the link points to, where the link is: None when only known at run time)
-        let mut made: Vec<(&Arg, Option<PathBuf>)> = Vec::new();
+        let mut made: Vec<(Arg, Option<PathBuf>)> = Vec::new();
         let into = |d: Option<PathBuf>, target: &Arg| -> Option<PathBuf> {
             let name = Path::new(target.lit()?).file_name()?.to_owned();
             Some(d?.join(name))
@@ -1171,14 +1446,14 @@ impl Walker {
         if let Some(d) = &dir {
             let d = d.lit().and_then(|s| self.resolve_here(s));
             for t in &operands {
-                made.push((t, into(d.clone(), t)));
+                made.push((t.clone(), into(d.clone(), t)));
             }
         } else if let [target] = operands.as_slice() {
             let here = match &self.cwd {
                 Cwd::Known(c) => self.through_planted(c.clone()),
                 Cwd::Unknown => None,
             };
-            made.push((target, into(here, target)));
+            made.push((target.clone(), into(here, target)));
         } else if let [targets @ .., last] = operands.as_slice() {
             let place = last.lit().and_then(|s| self.resolve_here(s));
             let is_dir = targets.len() > 1
@@ -1189,25 +1464,10 @@ impl Walker {
                 } else {
                     place.clone()
                 };
-                made.push((t, link));
+                made.push((t.clone(), link));
             }
         }
-        for (target, link) in made {
-            let Some(link) = link else {
-                self.planted.push((PathBuf::from("/"), None));
-                continue;
-            };
-            let to = target.lit().and_then(|t| {
-                if symbolic {
-                    let parent = link.parent().unwrap_or(Path::new("/")).to_path_buf();
-                    resolve(t, &Cwd::Known(parent), self.home.as_deref())
-                        .and_then(|p| self.through_planted(p))
-                } else {
-                    self.resolve_here(t)
-                }
-            });
-            self.planted.push((link, to));
-        }
+        (symbolic, made)
     }
 
     fn change_dir(&mut self, args: &[Arg]) {
@@ -1244,7 +1504,7 @@ impl Walker {
                 }
             }
             "find" => {
-                for r in find_roots(args) {
+                for r in follow::find_roots(args) {
                     out.push(self.path_of(&r));
                 }
             }
@@ -1273,297 +1533,16 @@ impl Walker {
         }
         out
     }
-
-    /// Wrappers that run their arguments, shells that run a string, `eval`, `find -exec`.
-    fn follow(&mut self, name: &str, args: &[Arg], call: &Call) {
-        let inner = |rest: &[Arg]| Call {
-            argv: rest.to_vec(),
-            redirects: call.redirects.clone(),
-            fed_by: call.fed_by.clone(),
-            stdin_script: call.stdin_script.clone(),
-            stdin_piped: call.stdin_piped,
-            extra: call.extra.clone(),
-        };
-        match name {
-            "env" => {
-                let rest = skip_options(args, &["-u", "--unset", "-C", "--chdir"], true);
-                if let Some(s) = option_value(args, &["-S", "--split-string"]) {
-                    self.run_string(s, "env -S");
-                    return;
-                }
-                self.invoke(inner(rest));
-            }
-            "command" | "builtin" | "exec" | "nohup" | "setsid" | "time" | "sudo" | "doas"
-            | "nice" | "stdbuf" | "ionice" | "busybox" | "chronic" | "unbuffer" | "catchsegv"
-            | "torsocks" | "proxychains" | "proxychains4" | "fakeroot" | "pkexec" => {
-                let takes = [
-                    "-a",
-                    "-u",
-                    "-g",
-                    "-n",
-                    "-p",
-                    "-c",
-                    "-t",
-                    "-h",
-                    "-U",
-                    "-C",
-                    "-D",
-                    "-r",
-                    "-i",
-                    "-o",
-                    "-e",
-                    "--adjustment",
-                    "--user",
-                    "--group",
-                    "--host",
-                    "--prompt",
-                    "--class",
-                    "--classdata",
-                    "--chdir",
-                    "--role",
-                    "--type",
-                ];
-                let value_opts: &[&str] = match name {
-                    "command" | "builtin" | "nohup" | "setsid" | "time" | "busybox" => &[],
-                    "exec" => &["-a"],
-                    "stdbuf" => &["-i", "-o", "-e"],
-                    _ => &takes,
-                };
-                let rest = skip_options(args, value_opts, false);
-                if (name == "sudo" || name == "su") && rest.is_empty() {
-                    return;
-                }
-                self.invoke(inner(rest));
-            }
-            "timeout" => {
-                let rest = skip_options(args, &["-s", "--signal", "-k", "--kill-after"], false);
-                if rest.len() > 1 {
-                    self.invoke(inner(&rest[1..]));
-                }
-            }
-            "chrt" | "taskset" => {
-                let rest = skip_options(args, &[], false);
-                if rest.len() > 1 {
-                    self.invoke(inner(&rest[1..]));
-                }
-            }
-            "flock" => {
-                if let Some(s) = option_value(args, &["-c", "--command"]) {
-                    self.run_string(s, "flock -c");
-                    return;
-                }
-                let rest = skip_options(
-                    args,
-                    &["-w", "--timeout", "-E", "--conflict-exit-code"],
-                    false,
-                );
-                if rest.len() > 1 {
-                    self.invoke(inner(&rest[1..]));
-                }
-            }
-            "watch" => {
-                let rest =
-                    skip_options(args, &["-n", "--interval", "-d", "-q", "--equexit"], false);
-                let text: Option<Vec<&str>> = rest.iter().map(Arg::lit).collect();
-                match text {
-                    Some(parts) if !parts.is_empty() => self.run_string(&parts.join(" "), "watch"),
-                    Some(_) => {}
-                    None => self.failures.push(Failure::Computed(
-                        "watch runs a command computed at run time".into(),
-                    )),
-                }
-            }
-            "xargs" => {
-                let rest = skip_options(
-                    args,
-                    &[
-                        "-I",
-                        "-i",
-                        "-n",
-                        "-P",
-                        "-L",
-                        "-l",
-                        "-d",
-                        "-E",
-                        "-e",
-                        "-s",
-                        "-a",
-                        "--max-args",
-                        "--max-procs",
-                        "--max-lines",
-                        "--delimiter",
-                        "--eof",
-                        "--max-chars",
-                        "--arg-file",
-                        "--replace",
-                        "--process-slot-var",
-                    ],
-                    false,
-                );
-                let mut c = inner(if rest.is_empty() { &[] } else { rest });
-                if rest.is_empty() {
-                    c.argv = vec![Arg::Lit("echo".into())];
-                }
-                // xargs appends what it reads: the roots of a `find` feeding it, else unknown.
-                c.extra = Some(vec![Arg::Computed("xargs input".into())]);
-                if let Some(roots) = self.find_feeding(&call.fed_by) {
-                    c.extra = Some(roots);
-                }
-                self.invoke(c);
-            }
-            "find" => self.find_exec(args, call),
-            "eval" => {
-                let text: Option<Vec<&str>> = args.iter().map(Arg::lit).collect();
-                match text {
-                    Some(parts) => self.run_string(&parts.join(" "), "eval"),
-                    None => self.failures.push(Failure::Computed(
-                        "eval runs a string computed at run time".into(),
-                    )),
-                }
-            }
-            "alias" => {
-                for a in args {
-                    if let Some((_, v)) = a.lit().and_then(|s| s.split_once('=')) {
-                        self.run_string(v, "alias");
-                    }
-                }
-            }
-            "trap" => {
-                if let Some(Arg::Lit(s)) = args
-                    .iter()
-                    .find(|a| a.lit().is_none_or(|s| !s.starts_with('-')))
-                {
-                    self.run_string(s, "trap");
-                } else if let Some(Arg::Computed(_)) = args.first() {
-                    self.failures.push(Failure::Computed(
-                        "trap runs a string computed at run time".into(),
-                    ));
-                }
-            }
-            "su" | "script" | "runuser" => {
-                if let Some(s) = option_value(args, &["-c", "--command"]) {
-                    self.run_string(s, name);
-                }
-            }
-            _ if is_shell(name) => self.shell(name, args, call),
-            _ => {}
-        }
-    }
-
-    /// `sh -c STRING`, `bash -lc STRING`, or a shell reading its script from stdin.
-    fn shell(&mut self, name: &str, args: &[Arg], call: &Call) {
-        let mut wants_string = false;
-        let mut i = 0;
-        while i < args.len() {
-            match &args[i] {
-                Arg::Lit(s) if s == "--" => {
-                    i += 1;
-                    break;
-                }
-                Arg::Lit(s) if s == "-o" || s == "+o" || s == "-O" || s == "+O" => i += 2,
-                Arg::Lit(s) if s.starts_with("--") => i += 1,
-                Arg::Lit(s) if (s.starts_with('-') || s.starts_with('+')) && s.len() > 1 => {
-                    if s[1..].contains('c') {
-                        wants_string = true;
-                    }
-                    i += 1;
-                }
-                _ => break,
-            }
-        }
-        let operand = args.get(i);
-        if wants_string {
-            match operand {
-                Some(Arg::Lit(s)) => self.run_string(s, &format!("{name} -c")),
-                Some(Arg::Computed(_)) => self.failures.push(Failure::Computed(format!(
-                    "{name} -c runs a string computed at run time"
-                ))),
-                None => {}
-            }
-            return;
-        }
-        if operand.is_some() {
-            // A script file: its content is not part of the command.
-            return;
-        }
-        match (&call.stdin_script, call.stdin_piped) {
-            (Some(s), false) => self.run_string(s, &format!("{name} reading stdin")),
-            (_, true) => self.failures.push(Failure::Computed(format!(
-                "{name} reads a script that another command writes at run time"
-            ))),
-            (None, false) => {}
-        }
-    }
-
-    fn run_string(&mut self, text: &str, _how: &str) {
-        let saved = self.cwd.clone();
-        self.script(text);
-        self.cwd = saved;
-    }
-
-    /// `find ROOTS... -exec CMD {} ;` runs CMD with `{}` standing for what find found (under
-    /// the roots).
-    fn find_exec(&mut self, args: &[Arg], call: &Call) {
-        let roots = find_roots(args);
-        let mut i = 0;
-        while i < args.len() {
-            let is_exec = matches!(args[i].lit(), Some("-exec" | "-execdir" | "-ok" | "-okdir"));
-            i += 1;
-            if !is_exec {
-                continue;
-            }
-            let start = i;
-            while i < args.len() && !matches!(args[i].lit(), Some(";" | "+")) {
-                i += 1;
-            }
-            let mut argv = Vec::new();
-            for a in &args[start..i] {
-                match a.lit() {
-                    Some(s) if s.contains("{}") => {
-                        if roots.is_empty() {
-                            argv.push(Arg::Lit(s.replace("{}", ".")));
-                        } else {
-                            for r in &roots {
-                                match r {
-                                    Arg::Lit(root) => argv.push(Arg::Lit(s.replace("{}", root))),
-                                    Arg::Computed(_) => argv.push(r.clone()),
-                                }
-                            }
-                        }
-                    }
-                    _ => argv.push(a.clone()),
-                }
-            }
-            self.invoke(Call {
-                argv,
-                redirects: Vec::new(),
-                fed_by: call.fed_by.clone(),
-                stdin_script: None,
-                stdin_piped: false,
-                extra: None,
-            });
-        }
-    }
-
-    /// When a `find` feeds this command (`find ... | xargs rm`), its roots.
-    fn find_feeding(&self, fed_by: &[String]) -> Option<Vec<Arg>> {
-        if fed_by.len() != 1 || fed_by[0] != "find" {
-            return None;
-        }
-        let f = self.out.iter().rev().find(|i| i.name == "find")?;
-        let roots = find_roots(&f.args);
-        if roots.is_empty() {
-            Some(vec![Arg::Lit(".".into())])
-        } else {
-            Some(roots)
-        }
-    }
 }
 
 /// A simple command's words and redirections as they are read.
 struct SimpleState {
     words: Vec<Expanded>,
     redirects: Vec<PathOperand>,
+    /// The redirections that write.
+    writes: Vec<PathOperand>,
+    /// Assignments before the command's name (its environment).
+    env: Vec<(String, Arg)>,
     fed_by: Vec<String>,
     stdin_script: Option<String>,
     stdin_piped: bool,
@@ -1580,6 +1559,8 @@ struct Stdin {
 #[derive(Debug, Default)]
 struct Redirect {
     path: Option<PathOperand>,
+    /// The file is written (`>`, `>>`, `&>`, `>|`, `<>`, `>&file`).
+    write: bool,
     fed_by: Vec<String>,
     stdin_script: Option<String>,
     stdin_computed: bool,
@@ -1590,12 +1571,54 @@ struct Redirect {
 struct Call {
     argv: Vec<Arg>,
     redirects: Vec<PathOperand>,
+    /// The redirections that write.
+    writes: Vec<PathOperand>,
+    /// Assignments for this command (before its name, or given to `env`).
+    env: Vec<(String, Arg)>,
     fed_by: Vec<String>,
     stdin_script: Option<String>,
     /// stdin is another command's output (not a literal).
     stdin_piped: bool,
     /// Arguments xargs appends.
     extra: Option<Vec<Arg>>,
+}
+
+/// What a parameter expansion stands for in a word's shape.
+enum ParamShape {
+    /// `$HOME`: the home, when known.
+    Home,
+    /// `$HANGAR_HOME`: [`HANGAR_HOME_SHAPE`].
+    HangarHome,
+    /// A mark: [`DIGITS`] for the numbers the shell keeps (`$$`, `$PPID`, …), [`JOB`] for
+    /// `$!`, [`ANY`] for the rest.
+    Mark(char),
+}
+
+fn parameter_shape(expr: &ParameterExpr) -> ParamShape {
+    let ParameterExpr::Parameter {
+        parameter,
+        indirect: false,
+    } = expr
+    else {
+        return ParamShape::Mark(ANY);
+    };
+    match parameter {
+        word::Parameter::Named(n) => match n.as_str() {
+            "HOME" => ParamShape::Home,
+            "HANGAR_HOME" => ParamShape::HangarHome,
+            "PPID" | "BASHPID" | "UID" | "EUID" | "RANDOM" | "SRANDOM" | "SECONDS" | "LINENO"
+            | "EPOCHSECONDS" => ParamShape::Mark(DIGITS),
+            _ => ParamShape::Mark(ANY),
+        },
+        word::Parameter::Special(sp) => match sp {
+            word::SpecialParameter::LastBackgroundProcessId => ParamShape::Mark(JOB),
+            word::SpecialParameter::ProcessId
+            | word::SpecialParameter::LastExitStatus
+            | word::SpecialParameter::PositionalParameterCount => ParamShape::Mark(DIGITS),
+            _ => ParamShape::Mark(ANY),
+        },
+        _ => ParamShape::Mark(ANY),
+    }
 }
 
 /// Whether a path is written as `.` or `..` as its last component (`rm` refuses those).
@@ -1607,8 +1630,70 @@ fn names_a_dot(s: &str) -> bool {
 
 fn shown(a: &Arg) -> String {
     match a {
-        Arg::Lit(s) | Arg::Computed(s) => format!("{s:?}"),
+        Arg::Lit(s) => format!("{s:?}"),
+        Arg::Computed(s) => format!("{:?}", shown_shape(s)),
     }
+}
+
+/// A shape as the agent reads it: `…` where a value is only known at run time.
+pub(crate) fn shown_shape(s: &str) -> String {
+    s.replace(ANY, "…")
+        .replace(DIGITS, "<number>")
+        .replace(JOB, "$!")
+        .replace(HANGAR_HOME_SHAPE, "$HANGAR_HOME")
+}
+
+/// The non-empty lines of literal text (what `parallel` reads as arguments).
+fn literal_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What a process substitution's or `$(…)`'s list writes when it is one literal `echo` or
+/// `printf`.
+fn list_literal_output(list: &CompoundList) -> Option<String> {
+    let [item] = list.0.as_slice() else {
+        return None;
+    };
+    if !item.0.additional.is_empty() {
+        return None;
+    }
+    let [cmd] = item.0.first.seq.as_slice() else {
+        return None;
+    };
+    literal_echo(cmd)
+}
+
+/// Whether `kill ARGS` is aimed only at the shell's own jobs (`%1`, `%%`, `$!`): what job
+/// control does, and nothing of hangar's.
+fn own_jobs(args: &[Arg]) -> bool {
+    let mut targets = Vec::new();
+    let mut i = 0;
+    let mut options = true;
+    while i < args.len() {
+        match &args[i] {
+            Arg::Lit(s) if options && s == "--" => options = false,
+            Arg::Lit(s) if options && (s == "-s" || s == "-n") => i += 1,
+            Arg::Lit(s) if options && i == 0 && s.starts_with('-') && s.len() > 1 => {
+                // The signal (`-9`, `-TERM`, `-SIGKILL`); a later `-1` is a pid.
+                if s == "-l" || s == "-L" {
+                    return false;
+                }
+            }
+            a => {
+                options = false;
+                targets.push(a);
+            }
+        }
+        i += 1;
+    }
+    !targets.is_empty()
+        && targets.iter().all(|a| match a {
+            Arg::Lit(s) => s.starts_with('%'),
+            Arg::Computed(s) => s == &JOB.to_string(),
+        })
 }
 
 /// Whether unquoted text holds a glob pattern (`*`, `?`, or a `[...]` class; a lone `[` is
@@ -1663,56 +1748,6 @@ fn literal_echo(cmd: &Command) -> Option<String> {
         }
     }
     Some(parts.join(" ").replace("\\n", "\n"))
-}
-
-/// The arguments before the first option of `find` (its starting points).
-fn find_roots(args: &[Arg]) -> Vec<Arg> {
-    let mut roots = Vec::new();
-    for a in args {
-        match a.lit() {
-            Some(s) if s.starts_with('-') || s == "(" || s == "!" => {
-                if matches!(s, "-H" | "-L" | "-P") {
-                    continue;
-                }
-                break;
-            }
-            _ => roots.push(a.clone()),
-        }
-    }
-    roots
-}
-
-/// Skips a wrapper's options (and `NAME=VALUE` words for env); returns the command that follows.
-fn skip_options<'a>(args: &'a [Arg], with_value: &[&str], assignments: bool) -> &'a [Arg] {
-    let mut i = 0;
-    while i < args.len() {
-        match &args[i] {
-            Arg::Lit(s) if s == "--" => return &args[i + 1..],
-            Arg::Lit(s) if with_value.contains(&s.as_str()) => i += 2,
-            Arg::Lit(s) if s.starts_with('-') && s.len() > 1 => i += 1,
-            Arg::Lit(s) if assignments && s.contains('=') && !s.starts_with('=') => i += 1,
-            _ => return &args[i..],
-        }
-    }
-    &[]
-}
-
-/// The value of `-c VALUE`, `--command=VALUE` and the like.
-fn option_value<'a>(args: &'a [Arg], names: &[&str]) -> Option<&'a str> {
-    for (i, a) in args.iter().enumerate() {
-        let Some(s) = a.lit() else { continue };
-        if names.contains(&s) {
-            return args.get(i + 1).and_then(Arg::lit);
-        }
-        for n in names {
-            if n.starts_with("--")
-                && let Some(v) = s.strip_prefix(n).and_then(|r| r.strip_prefix('='))
-            {
-                return Some(v);
-            }
-        }
-    }
-    None
 }
 
 /// Backslashes inside backquotes escape `$`, `` ` `` and `\`.
