@@ -452,7 +452,9 @@ impl Rules {
                 return shape.starts_with('/')
                     && patterns.iter().any(|pat| {
                         expand_pattern(pat, ctx).iter().any(|e| {
-                            if e.contains('/') {
+                            if anywhere(e) {
+                                false
+                            } else if e.contains('/') {
                                 glob_shape(e, shape)
                             } else {
                                 let name = shape.rsplit('/').next().unwrap_or(shape);
@@ -466,14 +468,24 @@ impl Rules {
         for pat in patterns {
             for expanded in expand_pattern(pat, ctx) {
                 for f in &forms {
+                    // Glob characters stand for what they may expand to.
                     let text = f.to_string_lossy();
+                    let shaped;
+                    let text = if text.contains(['*', '?', '[']) {
+                        shaped = paths::glob_to_shape(&text);
+                        std::borrow::Cow::Borrowed(shaped.as_str())
+                    } else {
+                        text
+                    };
                     // `glob_shape`: a number only known at run time (`/proc/$PPID/…`) may be
                     // any number.
-                    let hit = if expanded.contains('/') {
+                    let hit = if text.contains(paths::BELOW) && anywhere(&expanded) {
+                        false
+                    } else if expanded.contains('/') {
                         glob_shape(&expanded, &text)
                     } else {
-                        f.file_name()
-                            .is_some_and(|n| glob_shape(&expanded, &n.to_string_lossy()))
+                        let name = text.rsplit('/').next().unwrap_or(&text);
+                        glob_shape(&expanded, name)
                     };
                     if hit {
                         return true;
@@ -483,6 +495,12 @@ impl Rules {
         }
         false
     }
+}
+
+/// Whether a pattern names a place anywhere (`**/.git/config`): every folder may hold one, so
+/// a path only known at run time below a folder is not taken for it.
+fn anywhere(pattern: &str) -> bool {
+    pattern.starts_with("**")
 }
 
 /// Patterns with `~`, `$WORKSPACE` and `$PROTECTED` replaced (none when the context lacks it).

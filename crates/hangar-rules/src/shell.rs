@@ -18,7 +18,7 @@ use brush_parser::word::{self, ParameterExpr, TildeExpr, WordPiece, WordPieceWit
 use brush_parser::{ParserOptions, Token};
 
 use crate::git;
-use crate::paths::{ANY, Cwd, DIGITS, canonical, normalize, resolve};
+use crate::paths::{self, ANY, Cwd, DIGITS, canonical, normalize, resolve};
 
 mod brace;
 mod code;
@@ -1033,9 +1033,24 @@ impl Walker {
         match arg {
             Arg::Lit(s) => match self.resolve_here(s) {
                 Some(p) => PathOperand::Known(p),
-                None => PathOperand::Unknown(s.clone()),
+                None => self.unknown_here(s),
             },
             Arg::Computed(shape) => self.path_of_shape(shape),
+        }
+    }
+
+    /// A relative path under a directory known in part (`cd /proc/$X && cat environ`): its
+    /// shape under it; else as written.
+    fn unknown_here(&self, text: &str) -> PathOperand {
+        match &self.cwd {
+            Cwd::Shape(dir) if !text.starts_with('/') && !text.starts_with('~') => {
+                PathOperand::Unknown(
+                    normalize(&Path::new(dir).join(text))
+                        .to_string_lossy()
+                        .into_owned(),
+                )
+            }
+            _ => PathOperand::Unknown(text.to_owned()),
         }
     }
 
@@ -1047,6 +1062,11 @@ impl Walker {
         let starts_known = shape.starts_with('/') || !first.contains(ANY);
         if !starts_known {
             return PathOperand::Unknown(shape);
+        }
+        if let Cwd::Shape(_) = self.cwd
+            && !shape.starts_with('/')
+        {
+            return self.unknown_here(&shape);
         }
         match resolve(&shape, &self.cwd, self.home.as_deref()) {
             Some(p) if !shape.contains(ANY) => match self.through_planted(p) {
@@ -1279,7 +1299,20 @@ impl Walker {
         if let Some(extra) = &call.extra {
             all_args.extend(extra.iter().cloned());
         }
-        let operands = self.operands(&name, &all_args);
+        let mut operands = self.operands(&name, &all_args);
+        if follow::reads_recursively(&name, &all_args) {
+            // A folder read with all it holds: what is below it is read too.
+            let below: Vec<PathOperand> = operands
+                .iter()
+                .filter_map(|o| match o {
+                    PathOperand::Known(p) => {
+                        Some(PathOperand::Known(p.join(paths::BELOW.to_string())))
+                    }
+                    PathOperand::Unknown(_) => None,
+                })
+                .collect();
+            operands.extend(below);
+        }
         let wholes = all_args
             .iter()
             .filter_map(Arg::lit)
@@ -1451,7 +1484,7 @@ impl Walker {
         } else if let [target] = operands.as_slice() {
             let here = match &self.cwd {
                 Cwd::Known(c) => self.through_planted(c.clone()),
-                Cwd::Unknown => None,
+                Cwd::Shape(_) | Cwd::Unknown => None,
             };
             made.push((target.clone(), into(here, target)));
         } else if let [targets @ .., last] = operands.as_slice() {
@@ -1479,11 +1512,13 @@ impl Walker {
                 Some(h) => Cwd::Known(h.clone()),
                 None => Cwd::Unknown,
             },
-            Some(Arg::Lit(s)) if s != "-" => match self.resolve_here(s) {
-                Some(p) => Cwd::Known(p),
-                None => Cwd::Unknown,
+            Some(Arg::Lit(s)) if s == "-" => Cwd::Unknown,
+            // `cd /proc/$PID`: what follows is under a folder known in part.
+            Some(a) => match self.path_of(a) {
+                PathOperand::Known(p) => Cwd::Known(p),
+                PathOperand::Unknown(shape) if shape.starts_with('/') => Cwd::Shape(shape),
+                PathOperand::Unknown(_) => Cwd::Unknown,
             },
-            Some(_) => Cwd::Unknown,
         };
     }
 

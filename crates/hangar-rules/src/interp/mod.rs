@@ -73,7 +73,7 @@ impl Lang {
             "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" => Lang::Awk,
             "sed" | "gsed" => Lang::Sed,
             "vim" | "vi" | "nvim" | "ex" | "view" | "vimdiff" | "gvim" | "rvim" | "rview"
-            | "evim" | "nvi" | "vim.basic" | "vim.tiny" => Lang::Vim,
+            | "evim" | "nvi" | "vim.basic" | "vim.tiny" | "ed" | "red" => Lang::Vim,
             "gdb" | "gdb-multiarch" => Lang::Gdb,
             "make" | "gmake" => Lang::Make,
             _ => return None,

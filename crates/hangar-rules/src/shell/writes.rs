@@ -262,8 +262,11 @@ impl Walker {
         let inv = &self.out[at];
         let name = inv.name.as_str();
         let fetches = is_downloader(name) || call.fed_by.iter().any(|n| is_downloader(n));
-        let copies = matches!(name, "cp" | "mv" | "install" | "ln" | "rsync")
-            && inv.operands.iter().any(|o| self.is_download(o));
+        // What reads a download and writes a file makes another (`cp`, `cat a > b`,
+        // `base64 -d a > b`); unpacking an archive into a folder is not followed.
+        let copies = !matches!(name, "tar" | "gtar" | "bsdtar" | "unzip" | "7z" | "cpio")
+            && (inv.operands.iter().any(|o| self.is_download(o))
+                || call.redirects.iter().any(|r| self.is_download(r)));
         if !(fetches || copies) {
             return;
         }
@@ -298,7 +301,7 @@ impl Walker {
     fn may_hold_downloads(&self, p: &Path) -> bool {
         let here = match &self.cwd {
             Cwd::Known(c) => p.starts_with(c),
-            Cwd::Unknown => true,
+            Cwd::Shape(_) | Cwd::Unknown => true,
         };
         here || ["/tmp", "/var/tmp", "/dev/shm"]
             .iter()
@@ -314,6 +317,15 @@ impl Walker {
             return false;
         }
         if path.contains('/') && self.is_download(&self.path_of(&Arg::Lit(path.to_owned()))) {
+            return true;
+        }
+        // A download run through PATH (`PATH=.:$PATH tool`).
+        if !path.contains('/')
+            && self
+                .downloads
+                .iter()
+                .any(|d| d.file_name().is_some_and(|n| n == name))
+        {
             return true;
         }
         let interprets = is_shell(name)
