@@ -311,6 +311,14 @@ impl Rules {
                         if !v.allowed() {
                             return v;
                         }
+                        // Grep reads every file below the folder it is given.
+                        if tool == "Grep" {
+                            let below = format!("{}/{}", p.trim_end_matches('/'), paths::BELOW);
+                            let v = self.check_path(Scope::Read, &below, ctx);
+                            if !v.allowed() {
+                                return v;
+                            }
+                        }
                     }
                 }
                 Verdict::allow()
@@ -518,8 +526,10 @@ fn expand_pattern(pat: &str, ctx: &Context) -> Vec<String> {
             ctx.workspace.to_string_lossy().trim_end_matches('/')
         )];
     }
-    if let Some(rest) = pat.strip_prefix("$HANGAR_HOME") {
-        return vec![format!("{}{rest}", shell::HANGAR_HOME_SHAPE)];
+    for root in shell::SECRET_ROOTS {
+        if let Some(rest) = pat.strip_prefix('$').and_then(|p| p.strip_prefix(root)) {
+            return vec![format!("{}{rest}", shell::root_shape(root))];
+        }
     }
     if let Some(rest) = pat.strip_prefix("$PROTECTED") {
         return ctx

@@ -31,6 +31,14 @@ pub const JOB: char = '\u{2}';
 /// What `$HANGAR_HOME` stands for in a shape: a folder of its own that the rules call
 /// `$HANGAR_HOME` (its value is hangar's, not the agent's).
 pub const HANGAR_HOME_SHAPE: &str = "/\u{3}HANGAR_HOME";
+/// Variables naming folders that hold hangar's or the harnesses' secrets: in a shape each is
+/// a folder of its own (`/\u{3}NAME`), which the rules' patterns name `$NAME`.
+pub const SECRET_ROOTS: &[&str] = &["HANGAR_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR"];
+
+/// The shape a secret root variable stands for.
+pub fn root_shape(name: &str) -> String {
+    format!("/\u{3}{name}")
+}
 
 /// How deep `sh -c`, `eval` and substitutions may nest before the walk gives up (fail closed).
 const MAX_DEPTH: usize = 12;
@@ -922,9 +930,9 @@ impl Walker {
                             Some(h) => w.text(&h.to_string_lossy()),
                             None => w.mark(ANY),
                         },
-                        ParamShape::HangarHome => {
+                        ParamShape::Root(name) => {
                             w.computed = true;
-                            w.shape.push_str(HANGAR_HOME_SHAPE);
+                            w.shape.push_str(&root_shape(name));
                         }
                         ParamShape::Mark(m) => w.mark(m),
                     }
@@ -1300,6 +1308,14 @@ impl Walker {
             all_args.extend(extra.iter().cloned());
         }
         let mut operands = self.operands(&name, &all_args);
+        // `ps e`, `ps auxe`: the environment of every process it shows.
+        if name == "ps"
+            && all_args.first().and_then(Arg::lit).is_some_and(|s| {
+                !s.starts_with('-') && s.contains('e') && s.chars().all(|c| c.is_ascii_alphabetic())
+            })
+        {
+            operands.push(PathOperand::Known(PathBuf::from("/proc/*/environ")));
+        }
         if follow::reads_recursively(&name, &all_args) {
             // A folder read with all it holds: what is below it is read too.
             let below: Vec<PathOperand> = operands
@@ -1622,8 +1638,8 @@ struct Call {
 enum ParamShape {
     /// `$HOME`: the home, when known.
     Home,
-    /// `$HANGAR_HOME`: [`HANGAR_HOME_SHAPE`].
-    HangarHome,
+    /// `$HANGAR_HOME`, `$CODEX_HOME`, …: [`root_shape`].
+    Root(&'static str),
     /// A mark: [`DIGITS`] for the numbers the shell keeps (`$$`, `$PPID`, …), [`JOB`] for
     /// `$!`, [`ANY`] for the rest.
     Mark(char),
@@ -1640,7 +1656,13 @@ fn parameter_shape(expr: &ParameterExpr) -> ParamShape {
     match parameter {
         word::Parameter::Named(n) => match n.as_str() {
             "HOME" => ParamShape::Home,
-            "HANGAR_HOME" => ParamShape::HangarHome,
+            n if SECRET_ROOTS.contains(&n) => ParamShape::Root(
+                SECRET_ROOTS
+                    .iter()
+                    .find(|r| **r == n)
+                    .copied()
+                    .unwrap_or(""),
+            ),
             "PPID" | "BASHPID" | "UID" | "EUID" | "RANDOM" | "SRANDOM" | "SECONDS" | "LINENO"
             | "EPOCHSECONDS" => ParamShape::Mark(DIGITS),
             _ => ParamShape::Mark(ANY),
@@ -1675,7 +1697,7 @@ pub(crate) fn shown_shape(s: &str) -> String {
     s.replace(ANY, "…")
         .replace(DIGITS, "<number>")
         .replace(JOB, "$!")
-        .replace(HANGAR_HOME_SHAPE, "$HANGAR_HOME")
+        .replace('\u{3}', "$")
 }
 
 /// The non-empty lines of literal text (what `parallel` reads as arguments).

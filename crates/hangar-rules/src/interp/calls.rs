@@ -1224,7 +1224,7 @@ fn join(a: &str, b: &str) -> String {
 fn env_value(name: &str) -> Val {
     match name {
         "HOME" => Val::Str("~".into()),
-        "HANGAR_HOME" => Val::Str(crate::shell::HANGAR_HOME_SHAPE.into()),
+        n if crate::shell::SECRET_ROOTS.contains(&n) => Val::Str(crate::shell::root_shape(n)),
         _ => Val::Unknown,
     }
 }

@@ -218,8 +218,30 @@ impl Walker {
                     self.run_string(s, name);
                 }
             }
+            "pwsh" | "powershell" => {
+                // PowerShell code is not read: given inline, it is denied.
+                let inline = args.iter().filter_map(Arg::lit).any(|a| {
+                    matches!(
+                        a.to_ascii_lowercase().as_str(),
+                        "-c" | "-command" | "-e" | "-ec" | "-encodedcommand" | "-encoded" | "-"
+                    )
+                });
+                if inline || (args.is_empty() && (call.stdin_script.is_some() || call.stdin_piped))
+                {
+                    self.out[at].facts.push(super::facts::INLINE_CODE);
+                }
+            }
             _ if is_shell(name) => self.shell(name, args, call),
-            _ => self.code(name, args, call, at),
+            _ => {
+                if let Some(rest) = runner(name, args) {
+                    match rest {
+                        Runner::Argv(k) => self.invoke(inner(&args[k..])),
+                        Runner::Words(k) => self.run_words(args.get(k..k + 1).unwrap_or(&[]), name),
+                    }
+                    return;
+                }
+                self.code(name, args, call, at)
+            }
         }
     }
 
@@ -854,6 +876,118 @@ impl Walker {
         roots.extend(below);
         Some(roots)
     }
+}
+
+/// Where the command a runner runs starts: an argv, or one word that is a shell command.
+pub(super) enum Runner {
+    Argv(usize),
+    Words(usize),
+}
+
+/// Tools that run a command given after a subcommand (`uv run CMD`, `poetry run CMD`,
+/// `bundle exec CMD`, `npx CMD`, `nix develop -c CMD`, `nix-shell --run STR`): the
+/// subcommand (empty: none), the short and long options that take a value, and how many
+/// operands come before the command (`rustup run TOOLCHAIN CMD`).
+const RUNNERS: &[(&str, &str, &str, &[&str], usize)] = &[
+    (
+        "uv",
+        "run",
+        "pw",
+        &[
+            "--with",
+            "--with-editable",
+            "--with-requirements",
+            "--python",
+            "--package",
+            "--extra",
+            "--group",
+            "--env-file",
+            "--directory",
+            "--project",
+            "--index",
+            "--index-url",
+            "--extra-index-url",
+            "--from",
+        ],
+        0,
+    ),
+    ("poetry", "run", "CP", &["--directory", "--project"], 0),
+    ("pipenv", "run", "", &[], 0),
+    ("pdm", "run", "p", &["--project"], 0),
+    ("rye", "run", "", &[], 0),
+    ("hatch", "run", "e", &["--env"], 0),
+    ("pixi", "run", "e", &["--environment", "--manifest-path"], 0),
+    ("conda", "run", "np", &["--name", "--prefix", "--cwd"], 0),
+    ("mamba", "run", "np", &["--name", "--prefix", "--cwd"], 0),
+    (
+        "micromamba",
+        "run",
+        "np",
+        &["--name", "--prefix", "--cwd"],
+        0,
+    ),
+    ("bundle", "exec", "", &["--gemfile"], 0),
+    ("npm", "exec", "pw", &["--package", "--workspace"], 0),
+    ("pnpm", "exec", "C", &["--dir", "--filter"], 0),
+    ("pnpm", "dlx", "", &[], 0),
+    ("yarn", "exec", "", &[], 0),
+    ("yarn", "dlx", "p", &["--package"], 0),
+    ("npx", "", "p", &["--package", "--call"], 0),
+    ("bunx", "", "p", &["--package"], 0),
+    ("rustup", "run", "", &[], 1),
+    ("rbenv", "exec", "", &[], 0),
+    ("pyenv", "exec", "", &[], 0),
+    ("nodenv", "exec", "", &[], 0),
+    ("asdf", "exec", "", &[], 0),
+    ("direnv", "exec", "", &[], 1),
+    ("devbox", "run", "", &[], 0),
+    ("nix", "develop", "", &["--command"], 0),
+];
+
+/// Where the command of a runner starts, if `name ARGS` is one.
+pub(super) fn runner(name: &str, args: &[Arg]) -> Option<Runner> {
+    // `nix-shell --run STR`/`--command STR`, `npm exec -c STR`, `nix develop -c CMD…`,
+    // `mise exec TOOLS -- CMD`.
+    let at = |opt: &[&str]| {
+        args.iter()
+            .position(|a| a.lit().is_some_and(|s| opt.contains(&s)))
+    };
+    match name {
+        "nix-shell" => return at(&["--run", "--command"]).map(|k| Runner::Words(k + 1)),
+        "mise" | "rtx" if matches!(args.first().and_then(Arg::lit), Some("exec" | "x")) => {
+            return at(&["--"])
+                .map(|k| Runner::Argv(k + 1))
+                .filter(|r| match r {
+                    Runner::Argv(k) | Runner::Words(k) => *k < args.len(),
+                });
+        }
+        "npm" if args.first().and_then(Arg::lit) == Some("exec") => {
+            if let Some(k) = at(&["-c", "--call"]) {
+                return Some(Runner::Words(k + 1));
+            }
+        }
+        "nix" if args.first().and_then(Arg::lit) == Some("develop") => {
+            return at(&["-c", "--command"])
+                .map(|k| k + 1)
+                .filter(|k| *k < args.len())
+                .map(Runner::Argv);
+        }
+        _ => {}
+    }
+    let (_, sub, short, long, skip) = RUNNERS.iter().find(|(n, s, ..)| {
+        *n == name && (s.is_empty() || args.first().and_then(Arg::lit) == Some(*s))
+    })?;
+    let from = usize::from(!sub.is_empty());
+    let p = opts::parse(
+        &args[from..],
+        &Spec {
+            short,
+            long,
+            permute: false,
+        },
+    );
+    let start = from + p.rest + skip;
+    (start < args.len()).then_some(Runner::Argv(start))
 }
 
 /// What a tree walk reaches under `root`: a path [`BELOW`] it.

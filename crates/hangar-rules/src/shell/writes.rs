@@ -182,6 +182,38 @@ impl Walker {
                 out.extend(p.values(&["o", "--output", "d", "--directory"]).cloned());
                 out.extend(p.operands.into_iter().take(1));
             }
+            "sponge" => {
+                let p = opts::parse(args, &permuting("", &[]));
+                out.extend(p.operands);
+            }
+            "cc" | "gcc" | "g++" | "c++" | "clang" | "clang++" | "ld" | "ld.lld" | "ld.gold"
+            | "as" | "rustc" | "tcc" => {
+                let mut it = args.iter();
+                while let Some(a) = it.next() {
+                    match a.lit() {
+                        Some("-o") => out.extend(it.next().cloned()),
+                        Some(s) if s.starts_with("-o") && s.len() > 2 => out.push(lit(&s[2..])),
+                        _ => {}
+                    }
+                }
+            }
+            "go" if args.first().and_then(Arg::lit) == Some("build") => {
+                let p = opts::parse(&args[1..], &permuting("o", &[]));
+                out.extend(p.values(&["o"]).cloned());
+            }
+            "iconv" => {
+                let p = opts::parse(
+                    args,
+                    &permuting("oft", &["--output", "--from-code", "--to-code"]),
+                );
+                out.extend(p.values(&["o", "--output"]).cloned());
+            }
+            "xxd" => {
+                let p = opts::parse(args, &permuting("cglnosC", &[]));
+                if p.has(&["r"]) {
+                    out.extend(p.operands.into_iter().nth(1));
+                }
+            }
             "sort" => {
                 let p = opts::parse(args, &permuting("okStT", &["--output"]));
                 out.extend(p.values(&["o", "--output"]).cloned());
