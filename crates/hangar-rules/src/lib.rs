@@ -311,6 +311,14 @@ impl Rules {
                         if !v.allowed() {
                             return v;
                         }
+                        // Grep reads every file below the folder it is given.
+                        if tool == "Grep" {
+                            let below = format!("{}/{}", p.trim_end_matches('/'), paths::BELOW);
+                            let v = self.check_path(Scope::Read, &below, ctx);
+                            if !v.allowed() {
+                                return v;
+                            }
+                        }
                     }
                 }
                 Verdict::allow()
@@ -452,7 +460,9 @@ impl Rules {
                 return shape.starts_with('/')
                     && patterns.iter().any(|pat| {
                         expand_pattern(pat, ctx).iter().any(|e| {
-                            if e.contains('/') {
+                            if anywhere(e) {
+                                false
+                            } else if e.contains('/') {
                                 glob_shape(e, shape)
                             } else {
                                 let name = shape.rsplit('/').next().unwrap_or(shape);
@@ -466,14 +476,24 @@ impl Rules {
         for pat in patterns {
             for expanded in expand_pattern(pat, ctx) {
                 for f in &forms {
+                    // Glob characters stand for what they may expand to.
                     let text = f.to_string_lossy();
+                    let shaped;
+                    let text = if text.contains(['*', '?', '[']) {
+                        shaped = paths::glob_to_shape(&text);
+                        std::borrow::Cow::Borrowed(shaped.as_str())
+                    } else {
+                        text
+                    };
                     // `glob_shape`: a number only known at run time (`/proc/$PPID/…`) may be
                     // any number.
-                    let hit = if expanded.contains('/') {
+                    let hit = if text.contains(paths::BELOW) && anywhere(&expanded) {
+                        false
+                    } else if expanded.contains('/') {
                         glob_shape(&expanded, &text)
                     } else {
-                        f.file_name()
-                            .is_some_and(|n| glob_shape(&expanded, &n.to_string_lossy()))
+                        let name = text.rsplit('/').next().unwrap_or(&text);
+                        glob_shape(&expanded, name)
                     };
                     if hit {
                         return true;
@@ -483,6 +503,12 @@ impl Rules {
         }
         false
     }
+}
+
+/// Whether a pattern names a place anywhere (`**/.git/config`): every folder may hold one, so
+/// a path only known at run time below a folder is not taken for it.
+fn anywhere(pattern: &str) -> bool {
+    pattern.starts_with("**")
 }
 
 /// Patterns with `~`, `$WORKSPACE` and `$PROTECTED` replaced (none when the context lacks it).
@@ -500,8 +526,10 @@ fn expand_pattern(pat: &str, ctx: &Context) -> Vec<String> {
             ctx.workspace.to_string_lossy().trim_end_matches('/')
         )];
     }
-    if let Some(rest) = pat.strip_prefix("$HANGAR_HOME") {
-        return vec![format!("{}{rest}", shell::HANGAR_HOME_SHAPE)];
+    for root in shell::SECRET_ROOTS {
+        if let Some(rest) = pat.strip_prefix('$').and_then(|p| p.strip_prefix(root)) {
+            return vec![format!("{}{rest}", shell::root_shape(root))];
+        }
     }
     if let Some(rest) = pat.strip_prefix("$PROTECTED") {
         return ctx

@@ -7,6 +7,11 @@ use std::path::{Component, Path, PathBuf};
 pub const ANY: char = '\0';
 /// In a path's shape: a number only known at run time (`$$`, `$PPID`, `$!`): one or more digits.
 pub const DIGITS: char = '\u{1}';
+/// In a path: anything below the folder before it (what `find DIR -exec … {}` and `grep -r
+/// … DIR` reach); the path stays inside that folder.
+pub const BELOW: char = '\u{4}';
+/// In a path's shape: what an unquoted glob (`*`, `?`, `[…]`) matches, within one component.
+pub const GLOB: char = '\u{5}';
 /// The longest path the kernel opens (`PATH_MAX`); a shape with more known bytes names nothing.
 const PATH_MAX: usize = 4096;
 
@@ -14,6 +19,8 @@ const PATH_MAX: usize = 4096;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cwd {
     Known(PathBuf),
+    /// Known in part: an absolute shape (`cd /proc/$X`).
+    Shape(String),
     Unknown,
 }
 
@@ -31,7 +38,7 @@ pub fn resolve(text: &str, cwd: &Cwd, home: Option<&Path>) -> Option<PathBuf> {
     } else {
         match cwd {
             Cwd::Known(d) => d.join(text),
-            Cwd::Unknown => return None,
+            Cwd::Shape(_) | Cwd::Unknown => return None,
         }
     };
     Some(normalize(&expanded))
@@ -157,6 +164,32 @@ fn matches(p: &[u8], t: &[u8], path: bool) -> bool {
     }
 }
 
+/// A path with its unquoted glob characters (`*`, `?`, `[…]`) made [`GLOB`] marks, for
+/// matching rules' patterns against what the glob may expand to.
+pub fn glob_to_shape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' | '?' => out.push(GLOB),
+            '[' => {
+                let rest: String = chars.clone().collect();
+                match rest.find(']') {
+                    Some(end) if end > 0 && !rest[..end].contains('/') => {
+                        for _ in rest[..=end].chars() {
+                            chars.next();
+                        }
+                        out.push(GLOB);
+                    }
+                    _ => out.push('['),
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Whether `p` is one of the files that take writes without keeping them (`/dev/null`, the
 /// terminal, the standard streams), or lies in a scratch folder (`/tmp`, `/var/tmp`,
 /// `/dev/shm`, as written and with symlinks followed).
@@ -187,23 +220,32 @@ pub fn scratch(p: &Path) -> bool {
 /// the last component may stand for several components (`/proc/$X` may be `/proc/1/environ`);
 /// elsewhere it stands for part of one component (`/proc/$X/status` stays in `/proc/*/`).
 pub fn glob_shape(pattern: &str, shape: &str) -> bool {
-    if !shape.contains([ANY, DIGITS]) {
+    if !shape.contains([ANY, DIGITS, BELOW, GLOB]) {
         return glob(pattern, shape);
     }
+    // BELOW is always last: any text, across components.
+    let shape = &shape.replace(BELOW, &ANY.to_string());
     if let Some(dir) = pattern.strip_suffix("/**")
         && glob_shape(dir, shape)
     {
         return true;
     }
-    // Runs of marks stand for the same as one; more known bytes than PATH_MAX name nothing.
+    // Runs of marks stand for the same as the widest of them (ANY ⊇ GLOB ⊇ DIGITS); more
+    // known bytes than PATH_MAX name nothing.
+    let width = |c: u8| match c {
+        c if c == ANY as u8 => 3,
+        c if c == GLOB as u8 => 2,
+        c if c == DIGITS as u8 => 1,
+        _ => 0,
+    };
     let mut t: Vec<u8> = Vec::with_capacity(shape.len());
     let mut known = 0usize;
     for c in shape.bytes() {
-        let mark = c == ANY as u8 || c == DIGITS as u8;
+        let mark = width(c) > 0;
         match t.last_mut() {
-            Some(last) if mark && (*last == ANY as u8 || *last == DIGITS as u8) => {
-                if c == ANY as u8 {
-                    *last = ANY as u8;
+            Some(last) if mark && width(*last) > 0 => {
+                if width(c) > width(*last) {
+                    *last = c;
                 }
             }
             _ => t.push(c),
@@ -299,10 +341,10 @@ impl<'a> ShapeMatch<'a> {
                 let double = star && len == 2;
                 let hit = match c {
                     None => star && at[next * w + ti],
-                    Some(m) if m == ANY as u8 => {
+                    Some(m) if m == ANY as u8 || m == GLOB as u8 => {
                         // The mark stands for nothing, is swallowed by a `*`, or spells this
-                        // element and goes on.
-                        let spans = self.last_component[ti + 1];
+                        // element and goes on (a glob never spells a `/`).
+                        let spans = m == ANY as u8 && self.last_component[ti + 1];
                         at[here(ti + 1)]
                             || (star && at[next * w + ti])
                             || (!star && (self.p[pi] != b'/' || spans) && at[next * w + ti])

@@ -18,7 +18,7 @@ use brush_parser::word::{self, ParameterExpr, TildeExpr, WordPiece, WordPieceWit
 use brush_parser::{ParserOptions, Token};
 
 use crate::git;
-use crate::paths::{ANY, Cwd, DIGITS, canonical, normalize, resolve};
+use crate::paths::{self, ANY, Cwd, DIGITS, canonical, normalize, resolve};
 
 mod brace;
 mod code;
@@ -31,6 +31,14 @@ pub const JOB: char = '\u{2}';
 /// What `$HANGAR_HOME` stands for in a shape: a folder of its own that the rules call
 /// `$HANGAR_HOME` (its value is hangar's, not the agent's).
 pub const HANGAR_HOME_SHAPE: &str = "/\u{3}HANGAR_HOME";
+/// Variables naming folders that hold hangar's or the harnesses' secrets: in a shape each is
+/// a folder of its own (`/\u{3}NAME`), which the rules' patterns name `$NAME`.
+pub const SECRET_ROOTS: &[&str] = &["HANGAR_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR"];
+
+/// The shape a secret root variable stands for.
+pub fn root_shape(name: &str) -> String {
+    format!("/\u{3}{name}")
+}
 
 /// How deep `sh -c`, `eval` and substitutions may nest before the walk gives up (fail closed).
 const MAX_DEPTH: usize = 12;
@@ -922,9 +930,9 @@ impl Walker {
                             Some(h) => w.text(&h.to_string_lossy()),
                             None => w.mark(ANY),
                         },
-                        ParamShape::HangarHome => {
+                        ParamShape::Root(name) => {
                             w.computed = true;
-                            w.shape.push_str(HANGAR_HOME_SHAPE);
+                            w.shape.push_str(&root_shape(name));
                         }
                         ParamShape::Mark(m) => w.mark(m),
                     }
@@ -1033,9 +1041,24 @@ impl Walker {
         match arg {
             Arg::Lit(s) => match self.resolve_here(s) {
                 Some(p) => PathOperand::Known(p),
-                None => PathOperand::Unknown(s.clone()),
+                None => self.unknown_here(s),
             },
             Arg::Computed(shape) => self.path_of_shape(shape),
+        }
+    }
+
+    /// A relative path under a directory known in part (`cd /proc/$X && cat environ`): its
+    /// shape under it; else as written.
+    fn unknown_here(&self, text: &str) -> PathOperand {
+        match &self.cwd {
+            Cwd::Shape(dir) if !text.starts_with('/') && !text.starts_with('~') => {
+                PathOperand::Unknown(
+                    normalize(&Path::new(dir).join(text))
+                        .to_string_lossy()
+                        .into_owned(),
+                )
+            }
+            _ => PathOperand::Unknown(text.to_owned()),
         }
     }
 
@@ -1047,6 +1070,11 @@ impl Walker {
         let starts_known = shape.starts_with('/') || !first.contains(ANY);
         if !starts_known {
             return PathOperand::Unknown(shape);
+        }
+        if let Cwd::Shape(_) = self.cwd
+            && !shape.starts_with('/')
+        {
+            return self.unknown_here(&shape);
         }
         match resolve(&shape, &self.cwd, self.home.as_deref()) {
             Some(p) if !shape.contains(ANY) => match self.through_planted(p) {
@@ -1279,7 +1307,28 @@ impl Walker {
         if let Some(extra) = &call.extra {
             all_args.extend(extra.iter().cloned());
         }
-        let operands = self.operands(&name, &all_args);
+        let mut operands = self.operands(&name, &all_args);
+        // `ps e`, `ps auxe`: the environment of every process it shows.
+        if name == "ps"
+            && all_args.first().and_then(Arg::lit).is_some_and(|s| {
+                !s.starts_with('-') && s.contains('e') && s.chars().all(|c| c.is_ascii_alphabetic())
+            })
+        {
+            operands.push(PathOperand::Known(PathBuf::from("/proc/*/environ")));
+        }
+        if follow::reads_recursively(&name, &all_args) {
+            // A folder read with all it holds: what is below it is read too.
+            let below: Vec<PathOperand> = operands
+                .iter()
+                .filter_map(|o| match o {
+                    PathOperand::Known(p) => {
+                        Some(PathOperand::Known(p.join(paths::BELOW.to_string())))
+                    }
+                    PathOperand::Unknown(_) => None,
+                })
+                .collect();
+            operands.extend(below);
+        }
         let wholes = all_args
             .iter()
             .filter_map(Arg::lit)
@@ -1451,7 +1500,7 @@ impl Walker {
         } else if let [target] = operands.as_slice() {
             let here = match &self.cwd {
                 Cwd::Known(c) => self.through_planted(c.clone()),
-                Cwd::Unknown => None,
+                Cwd::Shape(_) | Cwd::Unknown => None,
             };
             made.push((target.clone(), into(here, target)));
         } else if let [targets @ .., last] = operands.as_slice() {
@@ -1479,11 +1528,13 @@ impl Walker {
                 Some(h) => Cwd::Known(h.clone()),
                 None => Cwd::Unknown,
             },
-            Some(Arg::Lit(s)) if s != "-" => match self.resolve_here(s) {
-                Some(p) => Cwd::Known(p),
-                None => Cwd::Unknown,
+            Some(Arg::Lit(s)) if s == "-" => Cwd::Unknown,
+            // `cd /proc/$PID`: what follows is under a folder known in part.
+            Some(a) => match self.path_of(a) {
+                PathOperand::Known(p) => Cwd::Known(p),
+                PathOperand::Unknown(shape) if shape.starts_with('/') => Cwd::Shape(shape),
+                PathOperand::Unknown(_) => Cwd::Unknown,
             },
-            Some(_) => Cwd::Unknown,
         };
     }
 
@@ -1587,8 +1638,8 @@ struct Call {
 enum ParamShape {
     /// `$HOME`: the home, when known.
     Home,
-    /// `$HANGAR_HOME`: [`HANGAR_HOME_SHAPE`].
-    HangarHome,
+    /// `$HANGAR_HOME`, `$CODEX_HOME`, …: [`root_shape`].
+    Root(&'static str),
     /// A mark: [`DIGITS`] for the numbers the shell keeps (`$$`, `$PPID`, …), [`JOB`] for
     /// `$!`, [`ANY`] for the rest.
     Mark(char),
@@ -1605,7 +1656,13 @@ fn parameter_shape(expr: &ParameterExpr) -> ParamShape {
     match parameter {
         word::Parameter::Named(n) => match n.as_str() {
             "HOME" => ParamShape::Home,
-            "HANGAR_HOME" => ParamShape::HangarHome,
+            n if SECRET_ROOTS.contains(&n) => ParamShape::Root(
+                SECRET_ROOTS
+                    .iter()
+                    .find(|r| **r == n)
+                    .copied()
+                    .unwrap_or(""),
+            ),
             "PPID" | "BASHPID" | "UID" | "EUID" | "RANDOM" | "SRANDOM" | "SECONDS" | "LINENO"
             | "EPOCHSECONDS" => ParamShape::Mark(DIGITS),
             _ => ParamShape::Mark(ANY),
@@ -1640,7 +1697,7 @@ pub(crate) fn shown_shape(s: &str) -> String {
     s.replace(ANY, "…")
         .replace(DIGITS, "<number>")
         .replace(JOB, "$!")
-        .replace(HANGAR_HOME_SHAPE, "$HANGAR_HOME")
+        .replace('\u{3}', "$")
 }
 
 /// The non-empty lines of literal text (what `parallel` reads as arguments).

@@ -369,8 +369,13 @@ impl Reader<'_> {
                     segs.push(Seg::Index(i + 1, end));
                     i = end + 1;
                 }
-                // Perl's `$ENV{HOME}`, `$h->{k}`.
-                Some(Tok::Punct("{")) if self.table.syntax == Syntax::Perl => {
+                // Perl's `$ENV{HOME}`, `$h->{k}` (after a bare name, `{` opens a block).
+                Some(Tok::Punct("{"))
+                    if self.table.syntax == Syntax::Perl
+                        && (matches!(segs.last(), Some(Seg::Name(n)) if n.starts_with(['$', '@', '%']))
+                            || matches!(segs.last(), Some(Seg::Index(..)))
+                            || self.is(i.wrapping_sub(1), "->")) =>
+                {
                     let end = self.close[i];
                     segs.push(Seg::Index(i + 1, end));
                     i = end + 1;
@@ -425,7 +430,15 @@ impl Reader<'_> {
                     if k == 0 {
                         match self.aliases.get(n) {
                             Some(a) => out.push_str(a),
-                            None => out.push_str(n),
+                            // `from os import *`: a bare name may be the module's.
+                            None => match self.star_module(n) {
+                                Some(m) => {
+                                    out.push_str(&m);
+                                    out.push('.');
+                                    out.push_str(n);
+                                }
+                                None => out.push_str(n),
+                            },
                         }
                     } else {
                         out.push('.');
@@ -468,6 +481,16 @@ impl Reader<'_> {
             k += 1;
         }
         Some(self.table.normalize(&out))
+    }
+
+    /// The module imported with `*` that `name` belongs to, as far as the table knows.
+    fn star_module(&self, name: &str) -> Option<String> {
+        self.aliases
+            .iter()
+            .filter(|(k, _)| k.starts_with('*'))
+            .map(|(_, m)| m)
+            .find(|m| self.table.lookup(&format!("{m}.{name}"), true).is_some())
+            .cloned()
     }
 
     /// The value of argument `k` of a call.
@@ -592,7 +615,9 @@ impl Reader<'_> {
         };
         let mut shape = s.to_owned();
         for (at, code) in pieces.iter().rev() {
-            if shape.get(*at..).is_none_or(|rest| !rest.starts_with(ANY)) {
+            if shape.get(*at..).is_none_or(|rest| !rest.starts_with(ANY))
+                || self.depth >= MAX_EVAL_DEPTH
+            {
                 continue;
             }
             let toks = super::lex::lex(code, self.table.syntax).toks;
@@ -606,9 +631,7 @@ impl Reader<'_> {
                 fx: &mut scratch,
                 depth: self.depth + 1,
             };
-            if self.depth < MAX_EVAL_DEPTH
-                && let Val::Str(v) | Val::Path(v) = sub.value(0, toks.len(), 1)
-            {
+            if let Val::Str(v) | Val::Path(v) = sub.value(0, toks.len(), 1) {
                 shape.replace_range(*at..*at + ANY.len_utf8(), &v);
             }
         }
@@ -944,13 +967,12 @@ impl Reader<'_> {
             return;
         }
         let Some(callee) = self.canonical(segs) else {
-            // `f(x)(y)`, `a[i](…)`: computed callees are reported by `calls`.
-            if let [Seg::Name(n)] = segs
-                && (n.starts_with('$') && self.table.syntax == Syntax::Php)
+            // `f(x).execSync(…)`: what the receiver is only the run knows, but a method known
+            // by its name is still that method.
+            if let [.., Seg::Name(m)] = segs
+                && let Some(e) = self.table.lookup(m, true).filter(|_| segs.len() > 1)
             {
-                self.fx
-                    .opaque
-                    .push("it calls a function named by a variable".into());
+                self.effect(e, args, None);
             }
             return;
         };
@@ -1202,7 +1224,7 @@ fn join(a: &str, b: &str) -> String {
 fn env_value(name: &str) -> Val {
     match name {
         "HOME" => Val::Str("~".into()),
-        "HANGAR_HOME" => Val::Str(crate::shell::HANGAR_HOME_SHAPE.into()),
+        n if crate::shell::SECRET_ROOTS.contains(&n) => Val::Str(crate::shell::root_shape(n)),
         _ => Val::Unknown,
     }
 }

@@ -17,6 +17,7 @@ static C: Table = Table {
     qualified: &[],
     builtins: &[
         ("system", Effect::Shell(0)),
+        ("_shell", Effect::Shell(0)),
         ("popen", Effect::Shell(0)),
         ("execl", Effect::ExecL(0, 1)),
         ("execlp", Effect::ExecL(0, 1)),
@@ -100,6 +101,9 @@ pub(super) fn read(code: &str, fx: &mut Effects) {
         let line = lines[k].trim();
         k += 1;
         if let Some(rest) = line.strip_prefix('!') {
+            if rest.trim().is_empty() {
+                fx.opaque.push("it starts a shell".into());
+            }
             fx.shell.push(rest.to_owned());
             continue;
         }
@@ -114,11 +118,16 @@ pub(super) fn read(code: &str, fx: &mut Effects) {
         let rest = line[word.len()..].trim_start();
         let is = |full: &str, min: usize| word.len() >= min && full.starts_with(word.as_str());
         if is("shell", 2) {
+            if rest.is_empty() {
+                fx.opaque.push("it starts a shell".into());
+            }
             fx.shell.push(rest.to_owned());
         } else if is("pipe", 4) {
             pipe(rest, fx);
         } else if is("python", 2) || is("python-interactive", 2) || word == "pi" {
-            if rest.is_empty() {
+            if rest.is_empty() && k >= lines.len() {
+                fx.opaque.push("it reads Python code from its input".into());
+            } else if rest.is_empty() {
                 // The code follows up to `end`.
                 let mut body = String::new();
                 while k < lines.len() && lines[k].trim() != "end" {

@@ -75,6 +75,8 @@ struct Lexer<'a> {
     out: &'a mut Lexed,
     /// Interpolations of the literal being read (see [`Tok::Interp`]).
     interps: Vec<(usize, String)>,
+    /// Here-documents opened on the current line: their token, tag and quote.
+    heredocs: Vec<(usize, String, Option<char>)>,
 }
 
 /// Tokens of `code` in `syntax`.
@@ -86,6 +88,7 @@ pub fn lex(code: &str, syntax: Syntax) -> Lexed {
         syntax,
         out: &mut out,
         interps: Vec::new(),
+        heredocs: Vec::new(),
     };
     l.run();
     out
@@ -133,6 +136,9 @@ impl Lexer<'_> {
                 '\n' => {
                     self.i += 1;
                     self.push(Tok::Newline);
+                    if !self.heredocs.is_empty() {
+                        self.heredoc_bodies();
+                    }
                     if self.syntax == Syntax::Ruby && self.at_line("=begin") {
                         self.skip_until_line("=end");
                     }
@@ -807,62 +813,71 @@ impl Lexer<'_> {
             }
             self.i += 1;
         }
-        // The body starts on the next line; the rest of this one is read first.
-        let rest_start = self.i;
-        while self.peek(0).is_some_and(|c| c != '\n') {
-            self.i += 1;
-        }
-        let rest: String = self.c[rest_start..self.i].iter().collect();
-        let mut body = String::new();
-        let mut closed = false;
-        while self.peek(0).is_some() {
-            self.i += 1;
-            let start = self.i;
-            while self.peek(0).is_some_and(|c| c != '\n') {
-                self.i += 1;
-            }
-            let line: String = self.c[start..self.i].iter().collect();
-            if line.trim() == tag || line.trim().trim_end_matches(';') == tag {
-                closed = true;
-                break;
-            }
-            body.push_str(&line);
-            body.push('\n');
-        }
-        if !closed {
-            self.out.unclosed = true;
-        }
-        let literal = quote == Some('\'');
-        let body = if literal {
-            body
+        // The body starts on the next line: the rest of this one is read first, and the
+        // bodies are read at its end (`heredoc_bodies`), in order.
+        self.out.toks.push(if quote == Some('`') {
+            Tok::Cmd(String::new())
         } else {
-            let mut sub = Lexer {
-                c: body.chars().collect(),
-                i: 0,
-                syntax: self.syntax,
-                out: &mut Lexed::default(),
-                interps: Vec::new(),
-            };
-            let interp = match self.syntax {
-                Syntax::Ruby => Interp::Ruby,
-                _ => Interp::Sigil,
-            };
-            sub.c.push('\u{7f}');
-            let text = sub.quoted('\u{7f}', true, interp);
-            self.interps = std::mem::take(&mut sub.interps);
-            text
-        };
-        if quote == Some('`') {
-            self.push(Tok::Cmd(body));
-        } else {
-            self.push(Tok::Str(body));
-        }
-        // What followed the tag on its line is read as code.
-        let mut rest_lexed = lex(&rest, self.syntax);
-        self.out.unclosed |= rest_lexed.unclosed;
-        self.out.toks.append(&mut rest_lexed.toks);
-        self.push(Tok::Newline);
+            Tok::Str(String::new())
+        });
+        self.heredocs.push((self.out.toks.len() - 1, tag, quote));
         true
+    }
+
+    /// At the end of a line that opened here-documents: their bodies, put in their tokens.
+    fn heredoc_bodies(&mut self) {
+        let pending = std::mem::take(&mut self.heredocs);
+        let mut inserted = 0;
+        for (at, tag, quote) in pending {
+            let mut body = String::new();
+            let mut closed = false;
+            while self.peek(0).is_some() {
+                let start = self.i;
+                while self.peek(0).is_some_and(|c| c != '\n') {
+                    self.i += 1;
+                }
+                let line: String = self.c[start..self.i].iter().collect();
+                if self.peek(0) == Some('\n') {
+                    self.i += 1;
+                }
+                if line.trim() == tag || line.trim().trim_end_matches(';') == tag {
+                    closed = true;
+                    break;
+                }
+                body.push_str(&line);
+                body.push('\n');
+            }
+            if !closed {
+                self.out.unclosed = true;
+            }
+            let mut interps = Vec::new();
+            if quote != Some('\'') {
+                let mut out = Lexed::default();
+                let mut sub = Lexer {
+                    c: body.chars().collect(),
+                    i: 0,
+                    syntax: self.syntax,
+                    out: &mut out,
+                    interps: Vec::new(),
+                    heredocs: Vec::new(),
+                };
+                let interp = match self.syntax {
+                    Syntax::Ruby => Interp::Ruby,
+                    _ => Interp::Sigil,
+                };
+                sub.c.push('\u{7f}');
+                body = sub.quoted('\u{7f}', true, interp);
+                interps = std::mem::take(&mut sub.interps);
+            }
+            let k = at + inserted;
+            if let Some(Tok::Cmd(s) | Tok::Str(s)) = self.out.toks.get_mut(k) {
+                *s = body;
+            }
+            if !interps.is_empty() && k < self.out.toks.len() {
+                self.out.toks.insert(k + 1, Tok::Interp(interps));
+                inserted += 1;
+            }
+        }
     }
 
     /// Lua's `[[…]]`, `[==[…]==]`: the number of `=` when one starts here.

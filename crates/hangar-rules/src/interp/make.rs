@@ -49,6 +49,19 @@ pub(super) fn code_of(args: &[Arg]) -> Code {
                 }
             }
         }
+        // `make 'X:=$(shell …)'`: a variable set on the command line is makefile text.
+        if !s.starts_with('-')
+            && let Some((name, _)) = s.split_once('=')
+            && !name.is_empty()
+            && name
+                .trim_end_matches([':', '+', '?', '!'])
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        {
+            c.inline.push(args[i].clone());
+        } else if args[i].computed().is_some_and(|s| s.contains('=')) {
+            c.inline.push(args[i].clone());
+        }
         if s == "-E" || s == "--eval" {
             i += 1;
             c.inline.extend(args.get(i).cloned());

@@ -73,7 +73,7 @@ impl Lang {
             "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" => Lang::Awk,
             "sed" | "gsed" => Lang::Sed,
             "vim" | "vi" | "nvim" | "ex" | "view" | "vimdiff" | "gvim" | "rvim" | "rview"
-            | "evim" | "nvi" | "vim.basic" | "vim.tiny" => Lang::Vim,
+            | "evim" | "nvi" | "vim.basic" | "vim.tiny" | "ed" | "red" => Lang::Vim,
             "gdb" | "gdb-multiarch" => Lang::Gdb,
             "make" | "gmake" => Lang::Make,
             _ => return None,
@@ -200,6 +200,16 @@ fn scripting(
                 break;
             }
             if stop_flags.contains(ch) {
+                // `python3 -m code`/`pdb`/`IPython` read code from stdin.
+                let module = if attached.is_empty() {
+                    args.get(i + 1).and_then(Arg::lit)
+                } else {
+                    Some(attached)
+                };
+                c.stdin = matches!(
+                    module,
+                    Some("code" | "pdb" | "IPython" | "ptpython" | "bpython" | "idlelib")
+                );
                 return c;
             }
             if value_flags.contains(ch) {

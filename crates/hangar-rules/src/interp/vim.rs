@@ -14,7 +14,7 @@ const MAX_DEPTH: usize = 8;
 /// vim's options: commands, the script it sources, ex mode, the files it edits.
 pub(super) fn code_of(name: &str, args: &[Arg]) -> Code {
     let mut c = Code::default();
-    let mut ex_mode = name == "ex";
+    let mut ex_mode = matches!(name, "ex" | "ed" | "red");
     for a in args {
         if let Some(s) = a.lit()
             && s.starts_with('-')
@@ -32,30 +32,15 @@ pub(super) fn code_of(name: &str, args: &[Arg]) -> Code {
         let s = a.lit().unwrap_or("");
         match s {
             "--" if options => options = false,
-            "-c" | "--cmd" if options => {
+            "--cmd" if options => {
                 c.inline.extend(args.get(i + 1).cloned());
                 i += 1;
             }
-            "-S" | "-u" | "-U" if options => {
-                if args.get(i + 1).and_then(Arg::lit) != Some("NONE")
-                    && args.get(i + 1).and_then(Arg::lit) != Some("NORC")
-                {
-                    c.file = Some(i + 1);
-                }
-                i += 1;
+            "--startuptime" | "--log" | "--listen" | "--servername" | "--server" if options => {
+                i += 1
             }
-            "-s" if options && !ex_mode => {
-                // Keystrokes from a file: they may type any command.
-                c.file = Some(i + 1);
-                i += 1;
-            }
-            "-T" | "-t" | "-q" | "-i" | "-w" | "-W" | "-r" | "--startuptime" | "--log"
-            | "--listen" | "--servername" | "--remote-send" | "--remote-expr" | "--server"
-                if options =>
-            {
-                if matches!(s, "--remote-send" | "--remote-expr") {
-                    c.inline.push(Arg::Computed(ANY.to_string()));
-                }
+            "--remote-send" | "--remote-expr" if options => {
+                c.inline.push(Arg::Computed(ANY.to_string()));
                 i += 1;
             }
             _ if options && s.starts_with('+') && s.len() > 1 => {
@@ -64,7 +49,46 @@ pub(super) fn code_of(name: &str, args: &[Arg]) -> Code {
                     c.inline.push(Arg::Lit(rest.to_owned()));
                 }
             }
-            _ if options && s.starts_with('-') && s.len() > 1 => {}
+            _ if options && s.starts_with("--") => {}
+            _ if options && s.starts_with('-') && s.len() > 1 => {
+                // A cluster (`-es`, `-Nc CMD`): options that take a value take the rest of the
+                // word or the next one.
+                for (at, ch) in s.char_indices().skip(1) {
+                    let rest = &s[at + 1..];
+                    let value = |i: &mut usize| -> Option<Arg> {
+                        if rest.is_empty() {
+                            *i += 1;
+                            args.get(*i).cloned()
+                        } else {
+                            Some(Arg::Lit(rest.to_owned()))
+                        }
+                    };
+                    match ch {
+                        'c' => {
+                            c.inline.extend(value(&mut i));
+                            break;
+                        }
+                        'S' | 'u' | 'U' => {
+                            let v = value(&mut i);
+                            if !matches!(v.as_ref().and_then(Arg::lit), Some("NONE" | "NORC")) {
+                                c.file = Some(i);
+                            }
+                            break;
+                        }
+                        's' if !ex_mode => {
+                            // Keystrokes from a file: they may type any command.
+                            let _ = value(&mut i);
+                            c.file = Some(i);
+                            break;
+                        }
+                        'T' | 't' | 'q' | 'i' | 'w' | 'W' | 'r' => {
+                            let _ = value(&mut i);
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+            }
             _ => c.operands.push(i),
         }
         i += 1;
@@ -225,6 +249,10 @@ fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
     let (arg, tail) = split_bar(args);
     if word.is_empty() {
         return tail;
+    }
+    if is("edit", 1) && args.starts_with('!') {
+        fx.shell.push(bang_command(&args[1..]));
+        return String::new();
     }
     if is("read", 1) {
         match args.strip_prefix('!') {

@@ -4,7 +4,7 @@
 
 use super::opts::{self, Spec};
 use super::{Arg, Call, Failure, Walker, is_shell, literal_lines};
-use crate::paths::ANY;
+use crate::paths::{ANY, BELOW};
 use crate::quote_argv;
 
 /// Where a shell, `source` or an interpreter reads its script from.
@@ -154,6 +154,25 @@ impl Walker {
                 self.run_words(rest, "sg");
             }
             "parallel" => self.parallel(args, call),
+            "ssh" | "scp" | "sftp" | "slogin" => self.ssh(name, args, call),
+            "tmux" => self.tmux(args),
+            "screen" => {
+                let spec = Spec {
+                    short: "cehpsStTX",
+                    long: &["-Logfile"],
+                    permute: false,
+                };
+                let p = opts::parse(args, &spec);
+                if p.has(&["X"]) {
+                    self.failures.push(Failure::Computed(
+                        "screen -X sends commands to another screen session".into(),
+                    ));
+                    return;
+                }
+                if p.rest < args.len() {
+                    self.invoke(inner(&args[p.rest..]));
+                }
+            }
             "source" | "." => match args.first().map(|a| self.script_of(a)) {
                 Some(Script::Stdin) => self.read_stdin(name, call),
                 Some(Script::Literal(text)) => {
@@ -199,8 +218,30 @@ impl Walker {
                     self.run_string(s, name);
                 }
             }
+            "pwsh" | "powershell" => {
+                // PowerShell code is not read: given inline, it is denied.
+                let inline = args.iter().filter_map(Arg::lit).any(|a| {
+                    matches!(
+                        a.to_ascii_lowercase().as_str(),
+                        "-c" | "-command" | "-e" | "-ec" | "-encodedcommand" | "-encoded" | "-"
+                    )
+                });
+                if inline || (args.is_empty() && (call.stdin_script.is_some() || call.stdin_piped))
+                {
+                    self.out[at].facts.push(super::facts::INLINE_CODE);
+                }
+            }
             _ if is_shell(name) => self.shell(name, args, call),
-            _ => self.code(name, args, call, at),
+            _ => {
+                if let Some(rest) = runner(name, args) {
+                    match rest {
+                        Runner::Argv(k) => self.invoke(inner(&args[k..])),
+                        Runner::Words(k) => self.run_words(args.get(k..k + 1).unwrap_or(&[]), name),
+                    }
+                    return;
+                }
+                self.code(name, args, call, at)
+            }
         }
     }
 
@@ -508,6 +549,136 @@ impl Walker {
         }
     }
 
+    /// `ssh [OPTIONS] HOST [COMMAND…]`: the command runs in a shell there (read here with its
+    /// directory unknown), and `-o ProxyCommand=…`/`LocalCommand`/`KnownHostsCommand` run here.
+    fn ssh(&mut self, name: &str, args: &[Arg], call: &Call) {
+        let spec = Spec {
+            short: "BbcDEeFIiJLlmOoPpQRSWw",
+            long: &[],
+            permute: false,
+        };
+        let p = opts::parse(args, &spec);
+        for o in p.values(&["o"]) {
+            match o {
+                Arg::Lit(kv) => {
+                    let (k, v) = kv
+                        .split_once(['=', ' '])
+                        .map_or((kv.as_str(), ""), |(k, v)| (k, v));
+                    if matches!(
+                        k.to_ascii_lowercase().as_str(),
+                        "proxycommand" | "localcommand" | "knownhostscommand" | "match"
+                    ) {
+                        self.run_string(v.trim_start_matches('='), name);
+                    }
+                }
+                Arg::Computed(_) => self.failures.push(Failure::Computed(format!(
+                    "{name} -o sets an option computed at run time"
+                ))),
+            }
+        }
+        if p.values(&["F"]).any(|f| f.lit() != Some("/dev/null")) {
+            self.failures.push(Failure::Computed(format!(
+                "{name} -F reads a configuration that may run commands"
+            )));
+        }
+        if name != "ssh" && name != "slogin" {
+            return;
+        }
+        let command = args.get(p.rest + 1..).unwrap_or(&[]);
+        let saved = std::mem::replace(&mut self.cwd, super::Cwd::Unknown);
+        if command.is_empty() {
+            // A login shell reading its commands from stdin.
+            if call.stdin_script.is_some() || call.stdin_piped {
+                self.read_stdin(name, call);
+            }
+        } else {
+            self.run_words(command, name);
+        }
+        self.cwd = saved;
+    }
+
+    /// `tmux [OPTIONS] COMMAND [ARGS]` (several separated by `;`): the shell commands that
+    /// `new-session`, `new-window`, `split-window`, `respawn-*`, `run-shell`, `if-shell`,
+    /// `pipe-pane` and `display-popup` run; `send-keys` types into another program.
+    fn tmux(&mut self, args: &[Arg]) {
+        let global = Spec {
+            short: "cfLST",
+            long: &[],
+            permute: false,
+        };
+        let g = opts::parse(args, &global);
+        for c in g.values(&["c"]) {
+            match c {
+                Arg::Lit(s) => self.run_string(s, "tmux -c"),
+                Arg::Computed(_) => self.failures.push(Failure::Computed(
+                    "tmux -c runs a command computed at run time".into(),
+                )),
+            }
+        }
+        for cmd in args[g.rest..].split(|a| matches!(a.lit(), Some(";" | "\\;"))) {
+            let Some(sub) = cmd.first().and_then(Arg::lit) else {
+                continue;
+            };
+            let runs = matches!(
+                sub,
+                "new-session"
+                    | "new"
+                    | "new-window"
+                    | "neww"
+                    | "split-window"
+                    | "splitw"
+                    | "respawn-pane"
+                    | "respawnp"
+                    | "respawn-window"
+                    | "respawnw"
+                    | "run-shell"
+                    | "run"
+                    | "if-shell"
+                    | "if"
+                    | "pipe-pane"
+                    | "pipep"
+                    | "display-popup"
+                    | "popup"
+            );
+            if matches!(
+                sub,
+                "send-keys"
+                    | "send"
+                    | "paste-buffer"
+                    | "pasteb"
+                    | "load-buffer"
+                    | "loadb"
+                    | "source-file"
+                    | "source"
+            ) {
+                self.failures.push(Failure::Computed(format!(
+                    "tmux {sub} feeds another program what it runs"
+                )));
+                continue;
+            }
+            if !runs {
+                continue;
+            }
+            let p = opts::parse(
+                &cmd[1..],
+                &Spec {
+                    short: "ceFhlnsStTwxy",
+                    long: &[],
+                    permute: false,
+                },
+            );
+            let words = &cmd[1 + p.rest..];
+            let words = if matches!(sub, "if-shell" | "if") {
+                words.get(..1).unwrap_or(&[])
+            } else {
+                words
+            };
+            if !words.is_empty() {
+                self.run_words(words, "tmux");
+            }
+        }
+    }
+
     /// GNU parallel: `parallel [OPTIONS] COMMAND ::: ARGS`, each argument put where `{}` stands
     /// (or appended), the result run by a shell; with no `:::` the arguments are the lines it
     /// reads, and with no command each argument is a command.
@@ -656,14 +827,19 @@ impl Walker {
             for a in &args[start..i] {
                 match a.lit() {
                     Some(s) if s.contains("{}") => {
-                        if roots.is_empty() {
-                            argv.push(Arg::Lit(s.replace("{}", ".")));
+                        // What find finds: each root, and anything below it.
+                        let roots = if roots.is_empty() {
+                            vec![Arg::Lit(".".into())]
                         } else {
-                            for r in &roots {
-                                match r {
-                                    Arg::Lit(root) => argv.push(Arg::Lit(s.replace("{}", root))),
-                                    Arg::Computed(_) => argv.push(r.clone()),
+                            roots.clone()
+                        };
+                        for r in &roots {
+                            match r {
+                                Arg::Lit(root) => {
+                                    argv.push(Arg::Lit(s.replace("{}", root)));
+                                    argv.push(Arg::Lit(s.replace("{}", &below(root))));
                                 }
+                                Arg::Computed(_) => argv.push(r.clone()),
                             }
                         }
                     }
@@ -689,12 +865,167 @@ impl Walker {
             return None;
         }
         let f = self.out.iter().rev().find(|i| i.name == "find")?;
-        let roots = find_roots(&f.args);
+        let mut roots = find_roots(&f.args);
         if roots.is_empty() {
-            Some(vec![Arg::Lit(".".into())])
-        } else {
-            Some(roots)
+            roots.push(Arg::Lit(".".into()));
         }
+        let below: Vec<Arg> = roots
+            .iter()
+            .filter_map(|r| r.lit().map(|root| Arg::Lit(below(root))))
+            .collect();
+        roots.extend(below);
+        Some(roots)
+    }
+}
+
+/// Where the command a runner runs starts: an argv, or one word that is a shell command.
+pub(super) enum Runner {
+    Argv(usize),
+    Words(usize),
+}
+
+/// Tools that run a command given after a subcommand (`uv run CMD`, `poetry run CMD`,
+/// `bundle exec CMD`, `npx CMD`, `nix develop -c CMD`, `nix-shell --run STR`): the
+/// subcommand (empty: none), the short and long options that take a value, and how many
+/// operands come before the command (`rustup run TOOLCHAIN CMD`).
+const RUNNERS: &[(&str, &str, &str, &[&str], usize)] = &[
+    (
+        "uv",
+        "run",
+        "pw",
+        &[
+            "--with",
+            "--with-editable",
+            "--with-requirements",
+            "--python",
+            "--package",
+            "--extra",
+            "--group",
+            "--env-file",
+            "--directory",
+            "--project",
+            "--index",
+            "--index-url",
+            "--extra-index-url",
+            "--from",
+        ],
+        0,
+    ),
+    ("poetry", "run", "CP", &["--directory", "--project"], 0),
+    ("pipenv", "run", "", &[], 0),
+    ("pdm", "run", "p", &["--project"], 0),
+    ("rye", "run", "", &[], 0),
+    ("hatch", "run", "e", &["--env"], 0),
+    ("pixi", "run", "e", &["--environment", "--manifest-path"], 0),
+    ("conda", "run", "np", &["--name", "--prefix", "--cwd"], 0),
+    ("mamba", "run", "np", &["--name", "--prefix", "--cwd"], 0),
+    (
+        "micromamba",
+        "run",
+        "np",
+        &["--name", "--prefix", "--cwd"],
+        0,
+    ),
+    ("bundle", "exec", "", &["--gemfile"], 0),
+    ("npm", "exec", "pw", &["--package", "--workspace"], 0),
+    ("pnpm", "exec", "C", &["--dir", "--filter"], 0),
+    ("pnpm", "dlx", "", &[], 0),
+    ("yarn", "exec", "", &[], 0),
+    ("yarn", "dlx", "p", &["--package"], 0),
+    ("npx", "", "p", &["--package", "--call"], 0),
+    ("bunx", "", "p", &["--package"], 0),
+    ("rustup", "run", "", &[], 1),
+    ("rbenv", "exec", "", &[], 0),
+    ("pyenv", "exec", "", &[], 0),
+    ("nodenv", "exec", "", &[], 0),
+    ("asdf", "exec", "", &[], 0),
+    ("direnv", "exec", "", &[], 1),
+    ("devbox", "run", "", &[], 0),
+    ("nix", "develop", "", &["--command"], 0),
+];
+
+/// Where the command of a runner starts, if `name ARGS` is one.
+pub(super) fn runner(name: &str, args: &[Arg]) -> Option<Runner> {
+    // `nix-shell --run STR`/`--command STR`, `npm exec -c STR`, `nix develop -c CMD…`,
+    // `mise exec TOOLS -- CMD`.
+    let at = |opt: &[&str]| {
+        args.iter()
+            .position(|a| a.lit().is_some_and(|s| opt.contains(&s)))
+    };
+    match name {
+        "nix-shell" => return at(&["--run", "--command"]).map(|k| Runner::Words(k + 1)),
+        "mise" | "rtx" if matches!(args.first().and_then(Arg::lit), Some("exec" | "x")) => {
+            return at(&["--"])
+                .map(|k| Runner::Argv(k + 1))
+                .filter(|r| match r {
+                    Runner::Argv(k) | Runner::Words(k) => *k < args.len(),
+                });
+        }
+        "npm" if args.first().and_then(Arg::lit) == Some("exec") => {
+            if let Some(k) = at(&["-c", "--call"]) {
+                return Some(Runner::Words(k + 1));
+            }
+        }
+        "nix" if args.first().and_then(Arg::lit) == Some("develop") => {
+            return at(&["-c", "--command"])
+                .map(|k| k + 1)
+                .filter(|k| *k < args.len())
+                .map(Runner::Argv);
+        }
+        _ => {}
+    }
+    let (_, sub, short, long, skip) = RUNNERS.iter().find(|(n, s, ..)| {
+        *n == name && (s.is_empty() || args.first().and_then(Arg::lit) == Some(*s))
+    })?;
+    let from = usize::from(!sub.is_empty());
+    let p = opts::parse(
+        &args[from..],
+        &Spec {
+            short,
+            long,
+            permute: false,
+        },
+    );
+    let start = from + p.rest + skip;
+    (start < args.len()).then_some(Runner::Argv(start))
+}
+
+/// What a tree walk reaches under `root`: a path [`BELOW`] it.
+pub(super) fn below(root: &str) -> String {
+    format!("{}/{BELOW}", root.trim_end_matches('/'))
+}
+
+/// Whether `name ARGS` reads the folders it is given with everything in them (`grep -r`,
+/// `rg`, `tar -c`, `zip -r`, `cp -r`, `rsync -a`, `scp -r`, `diff -r`).
+pub(super) fn reads_recursively(name: &str, args: &[Arg]) -> bool {
+    let flag = |short: &[char], long: &[&str]| {
+        args.iter().filter_map(Arg::lit).any(|s| {
+            if let Some(l) = s.strip_prefix("--") {
+                long.iter()
+                    .any(|x| l == *x || l.starts_with(&format!("{x}=")))
+            } else {
+                s.len() > 1 && s.starts_with('-') && s[1..].chars().any(|c| short.contains(&c))
+            }
+        })
+    };
+    match name {
+        "rg" | "ag" | "ack" | "ack-grep" | "ugrep" | "rgrep" => true,
+        "grep" | "egrep" | "fgrep" => {
+            flag(&['r', 'R'], &["recursive", "dereference-recursive"])
+                || args
+                    .iter()
+                    .filter_map(Arg::lit)
+                    .any(|s| s == "--directories=recurse")
+        }
+        "cp" | "scp" => flag(&['r', 'R', 'a'], &["recursive", "archive"]),
+        "rsync" => flag(&['r', 'a'], &["recursive", "archive"]),
+        "zip" | "diff" => flag(&['r', 'R'], &["recurse-paths", "recursive"]),
+        "tar" | "gtar" | "bsdtar" => {
+            let first = args.first().and_then(Arg::lit).unwrap_or("");
+            (!first.starts_with('-') && first.contains(['c', 'r', 'u']))
+                || flag(&['c', 'r', 'u'], &["create", "append", "update"])
+        }
+        _ => false,
     }
 }
 

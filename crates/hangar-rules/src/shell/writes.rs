@@ -182,6 +182,38 @@ impl Walker {
                 out.extend(p.values(&["o", "--output", "d", "--directory"]).cloned());
                 out.extend(p.operands.into_iter().take(1));
             }
+            "sponge" => {
+                let p = opts::parse(args, &permuting("", &[]));
+                out.extend(p.operands);
+            }
+            "cc" | "gcc" | "g++" | "c++" | "clang" | "clang++" | "ld" | "ld.lld" | "ld.gold"
+            | "as" | "rustc" | "tcc" => {
+                let mut it = args.iter();
+                while let Some(a) = it.next() {
+                    match a.lit() {
+                        Some("-o") => out.extend(it.next().cloned()),
+                        Some(s) if s.starts_with("-o") && s.len() > 2 => out.push(lit(&s[2..])),
+                        _ => {}
+                    }
+                }
+            }
+            "go" if args.first().and_then(Arg::lit) == Some("build") => {
+                let p = opts::parse(&args[1..], &permuting("o", &[]));
+                out.extend(p.values(&["o"]).cloned());
+            }
+            "iconv" => {
+                let p = opts::parse(
+                    args,
+                    &permuting("oft", &["--output", "--from-code", "--to-code"]),
+                );
+                out.extend(p.values(&["o", "--output"]).cloned());
+            }
+            "xxd" => {
+                let p = opts::parse(args, &permuting("cglnosC", &[]));
+                if p.has(&["r"]) {
+                    out.extend(p.operands.into_iter().nth(1));
+                }
+            }
             "sort" => {
                 let p = opts::parse(args, &permuting("okStT", &["--output"]));
                 out.extend(p.values(&["o", "--output"]).cloned());
@@ -262,8 +294,11 @@ impl Walker {
         let inv = &self.out[at];
         let name = inv.name.as_str();
         let fetches = is_downloader(name) || call.fed_by.iter().any(|n| is_downloader(n));
-        let copies = matches!(name, "cp" | "mv" | "install" | "ln" | "rsync")
-            && inv.operands.iter().any(|o| self.is_download(o));
+        // What reads a download and writes a file makes another (`cp`, `cat a > b`,
+        // `base64 -d a > b`); unpacking an archive into a folder is not followed.
+        let copies = !matches!(name, "tar" | "gtar" | "bsdtar" | "unzip" | "7z" | "cpio")
+            && (inv.operands.iter().any(|o| self.is_download(o))
+                || call.redirects.iter().any(|r| self.is_download(r)));
         if !(fetches || copies) {
             return;
         }
@@ -298,7 +333,7 @@ impl Walker {
     fn may_hold_downloads(&self, p: &Path) -> bool {
         let here = match &self.cwd {
             Cwd::Known(c) => p.starts_with(c),
-            Cwd::Unknown => true,
+            Cwd::Shape(_) | Cwd::Unknown => true,
         };
         here || ["/tmp", "/var/tmp", "/dev/shm"]
             .iter()
@@ -314,6 +349,15 @@ impl Walker {
             return false;
         }
         if path.contains('/') && self.is_download(&self.path_of(&Arg::Lit(path.to_owned()))) {
+            return true;
+        }
+        // A download run through PATH (`PATH=.:$PATH tool`).
+        if !path.contains('/')
+            && self
+                .downloads
+                .iter()
+                .any(|d| d.file_name().is_some_and(|n| n == name))
+        {
             return true;
         }
         let interprets = is_shell(name)
