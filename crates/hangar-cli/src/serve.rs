@@ -151,22 +151,26 @@ pub fn credential(home: &Path, action: &str, name: Option<&str>) -> Result<ExitC
     runtime()?.block_on(async {
         let store = settings.open(home).await?;
         let fail = |e: hangar_store::StoreError| CliError::Failed(e.to_string());
+        let control = |e: hangar_control::ControlError| match e {
+            hangar_control::ControlError::BadRequest(m) => CliError::Usage(m),
+            e => CliError::Failed(e.to_string()),
+        };
+        let here = hangar_control::credentials::Origin::ServerMachine;
         match (action, name) {
             ("set", Some(n)) => {
                 let mut value = String::new();
                 std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
                     .map_err(|e| CliError::Failed(format!("reading the value from stdin: {e}")))?;
                 let value = value.trim_end_matches('\n');
-                store
-                    .set_credential(n, &hangar_store::Secret::new(value.as_bytes().to_vec()))
+                hangar_control::credentials::set(&store, n, value.as_bytes(), "cli", here)
                     .await
-                    .map_err(fail)?;
-                store
-                    .audit()
-                    .append("cli", "credential.set", &serde_json::json!({"name": n}))
-                    .await
-                    .map_err(fail)?;
+                    .map_err(control)?;
                 progress::say(&format!("credential {n} set"));
+                if n.starts_with(hangar_control::credentials::RESERVED_PREFIX) {
+                    progress::note(
+                        "a running hangar serve keeps the key it holds until its next start",
+                    );
+                }
             }
             ("list", None) => {
                 for n in store.credential_names().await.map_err(fail)? {
@@ -174,14 +178,12 @@ pub fn credential(home: &Path, action: &str, name: Option<&str>) -> Result<ExitC
                 }
             }
             ("rm", Some(n)) => {
-                if !store.remove_credential(n).await.map_err(fail)? {
+                if !hangar_control::credentials::remove(&store, n, "cli", here)
+                    .await
+                    .map_err(control)?
+                {
                     return Err(CliError::Failed(format!("no credential {n:?}")));
                 }
-                store
-                    .audit()
-                    .append("cli", "credential.removed", &serde_json::json!({"name": n}))
-                    .await
-                    .map_err(fail)?;
                 progress::say(&format!("credential {n} removed"));
             }
             _ => {

@@ -21,6 +21,7 @@
 
 pub mod attaches;
 pub mod conformance;
+pub mod credentials;
 mod envs;
 mod error;
 mod fork;

@@ -364,7 +364,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         e(
             "POST",
             "/v1/credentials/{name}",
-            "Set a credential (sealed in the vault)",
+            "Set a credential (sealed in the vault); names starting with `hangar.` are refused (403): they are set on the server's machine with `hangar credential set`",
             Some(value_req),
             any_obj,
             200,
@@ -372,7 +372,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         e(
             "DELETE",
             "/v1/credentials/{name}",
-            "Remove a credential",
+            "Remove a credential; names starting with `hangar.` are refused (403)",
             None,
             any_obj,
             200,

@@ -10,8 +10,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
 use axum::{Json, Router};
-use hangar_control::{ControlPlane, Reply, SessionRequest, TurnOptions};
-use hangar_store::{EventScope, Harness, Policy, Secret};
+use hangar_control::{ControlPlane, Reply, SessionRequest, TurnOptions, credentials};
+use hangar_store::{EventScope, Harness, Policy};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -440,27 +440,21 @@ async fn set_credential(
         .get("value")
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::BadRequest("send {\"value\": \"...\"}".into()))?;
-    plane
-        .store()
-        .set_credential(&name, &Secret::new(value.as_bytes().to_vec()))
-        .await?;
-    plane
-        .store()
-        .audit()
-        .append(&who.email, "credential.set", &json!({"name": name}))
-        .await?;
+    credentials::set(
+        plane.store(),
+        &name,
+        value.as_bytes(),
+        &who.email,
+        credentials::Origin::Api,
+    )
+    .await?;
     ok(json!({"name": name}))
 }
 
 async fn remove_credential(State(plane): S, who: Authed, Path(name): Path<String>) -> ApiResult {
-    if !plane.store().remove_credential(&name).await? {
+    if !credentials::remove(plane.store(), &name, &who.email, credentials::Origin::Api).await? {
         return Err(ApiError::NotFound(format!("no credential {name:?}")));
     }
-    plane
-        .store()
-        .audit()
-        .append(&who.email, "credential.removed", &json!({"name": name}))
-        .await?;
     ok(json!({"removed": name}))
 }
 
