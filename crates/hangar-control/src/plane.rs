@@ -649,10 +649,15 @@ impl ControlPlane {
                 .map_err(|e| {
                     ControlError::Launch(format!("cannot write the run's rules file: {e}"))
                 })?;
-            args.extend([
-                "--rules".into(),
-                ctl_inside.join("rules.toml").into_os_string(),
-            ]);
+            // The Tower hook runs as the agent, which cannot enter the control folder under the
+            // uid split: its rules (the driver's too) go beside it, hangar's and read-only.
+            let inside = if hooked {
+                self.install_rules(sb, run_id, &real_ctl.join("rules.toml"))
+                    .await?
+            } else {
+                ctl_inside.join("rules.toml")
+            };
+            args.extend(["--rules".into(), inside.into_os_string()]);
         }
         if sb.env.provider != hangar_sandbox::ProviderKind::Local {
             // The image's own CLI when it has one; else the container sees the pinned CLI's
