@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use hangar_control::{ControlPlane, Tools};
-use hangar_protocol::env::{HANGAR_DATABASE_URL, HANGAR_MASTER_KEY_FILE};
+use hangar_protocol::env::{
+    HANGAR_DATABASE_URL, HANGAR_MASTER_KEY_FILE, HANGAR_UNSANDBOXED_FOLDERS,
+};
 use hangar_store::{Store, Vault};
 
 use crate::exit::CliError;
@@ -70,8 +72,18 @@ pub fn tools(home: &Path) -> Result<Tools, CliError> {
     })
 }
 
-/// `hangar serve [--listen ADDR]`.
-pub fn serve(home: &Path, listen: SocketAddr) -> Result<ExitCode, CliError> {
+/// The tools of a server that runs sessions in plain folders when asked (`hangar serve
+/// --unsandboxed-folders`, `hangar run --no-sandbox`'s own server).
+pub fn allowing_unsandboxed(mut tools: Tools) -> Tools {
+    tools.env.push((
+        HANGAR_UNSANDBOXED_FOLDERS.to_owned(),
+        hangar_control::UNSANDBOXED_FOLDERS_ALLOW.to_owned(),
+    ));
+    tools
+}
+
+/// `hangar serve [--listen ADDR] [--unsandboxed-folders]`.
+pub fn serve(home: &Path, listen: SocketAddr, unsandboxed: bool) -> Result<ExitCode, CliError> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HANGAR_LOG")
@@ -80,7 +92,10 @@ pub fn serve(home: &Path, listen: SocketAddr) -> Result<ExitCode, CliError> {
         .with_writer(std::io::stderr)
         .try_init();
     let plane_settings = Plane::from_env(home);
-    let tools = tools(home)?;
+    let mut tools = tools(home)?;
+    if unsandboxed {
+        tools = allowing_unsandboxed(tools);
+    }
     runtime()?.block_on(async move {
         let store = plane_settings.open(home).await?;
         // The local user's token, so the CLI on this machine reaches this server as they are.

@@ -24,6 +24,7 @@ pub mod conformance;
 pub mod credentials;
 mod envs;
 mod error;
+mod folders;
 mod fork;
 mod handback;
 mod image_cli;
@@ -44,6 +45,7 @@ mod watch;
 
 pub use envs::EnvView;
 pub use error::ControlError;
+pub use folders::ALLOW as UNSANDBOXED_FOLDERS_ALLOW;
 pub use fork::{Conversation, ForkCapability, ForkRecord, ForkRequest, Forked, fork_capability};
 pub use hangar_sandbox as sandbox;
 pub use launch::{Tools, TurnOptions};
