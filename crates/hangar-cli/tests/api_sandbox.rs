@@ -59,26 +59,9 @@ async fn an_api_session_with_only_a_folder_runs_sandboxed_and_its_agent_never_re
     let turn = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
     assert_eq!(turn["status"], 0, "{turn}");
 
-    // It ran in the in-place sandbox `hangar run` uses, not as the server's user.
-    let sb = started["session"]["sandbox_id"].as_str().unwrap();
-    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
-    assert_eq!(v["sandbox"]["environment"], "in-place", "{v}");
-    assert_eq!(v["sandbox"]["provider"], "local", "{v}");
-
     // The agent's call ran and found nothing of hangar's: the vault's key and the database
     // never reached the model.
     let requests = s.fake.requests();
-    let results: Vec<String> = requests
-        .iter()
-        .flat_map(|r| r.tool_results())
-        .map(|(_, text, _)| text)
-        .collect();
-    assert!(
-        results
-            .iter()
-            .any(|t| t.contains("master.key: No such file or directory")),
-        "the agent's read of the key ran and found no file: {results:?}"
-    );
     for r in &requests {
         let all = r.all_text();
         assert!(
@@ -90,6 +73,22 @@ async fn an_api_session_with_only_a_folder_runs_sandboxed_and_its_agent_never_re
             "hangar's database was listed to the model: {all}"
         );
     }
+    let results: Vec<String> = requests
+        .iter()
+        .flat_map(|r| r.tool_results())
+        .map(|(_, text, _)| text)
+        .collect();
+    assert!(
+        results
+            .iter()
+            .any(|t| t.contains("master.key: No such file or directory")),
+        "the agent's read of the key ran and found no file: {results:?}"
+    );
+    // It ran in the in-place sandbox `hangar run` uses, not as the server's user.
+    let sb = started["session"]["sandbox_id"].as_str().unwrap();
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+    assert_eq!(v["sandbox"]["environment"], "in-place", "{v}");
+    assert_eq!(v["sandbox"]["provider"], "local", "{v}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,6 +186,52 @@ async fn a_plain_folder_needs_the_servers_own_setting() {
     assert!(s.fake.requests().is_empty(), "a harness ran");
     let (_, sessions) = s.call("GET", "/v1/sessions", None).await;
     assert_eq!(sessions["sessions"], json!([]));
+}
+
+/// A session a server allowed in a plain folder gets no later turn from a server that does not
+/// (the setting is checked at every turn, not only when the session started).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_folders_later_turns_need_the_setting_too() {
+    let mut s = Server::start_with(
+        Script::new([Step::text("first"), Step::text("never asked")]),
+        vec![("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned())],
+        None,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(
+                json!({"dir": work.path(), "no_sandbox": true, "policy": "auto", "prompt": "one"}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let t = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], 0, "{t}");
+    s.env.clear();
+    s.restart();
+    let session = started["session"]["id"].as_str().unwrap();
+    let (status, answer) = s
+        .call(
+            "POST",
+            &format!("/v1/sessions/{session}/messages"),
+            Some(json!({"text": "two"})),
+        )
+        .await;
+    assert_eq!(status, 403, "{answer}");
+    assert!(
+        answer
+            .to_string()
+            .contains("HANGAR_UNSANDBOXED_FOLDERS=allow"),
+        "{answer}"
+    );
+    assert_eq!(
+        s.fake.requests().len(),
+        1,
+        "the second turn reached the model"
+    );
 }
 
 /// `x` of the public JWK a 32-byte seed makes (what `/.well-known/jwks.json` serves).
