@@ -1,6 +1,7 @@
 //! The control plane: sessions, turns and runs on top of the store, the driver and the run log.
 //!
-//! * [`ControlPlane::start_session`] makes a sandbox (a local folder for now), a session and its
+//! * [`ControlPlane::start_session`] makes a sandbox (the environment's, else the in-place local
+//!   one on the folder; a plain folder only where the server allows it), a session and its
 //!   first turn; each turn is one run of the driver, started detached so a restart of the control
 //!   plane never touches it. The run key lives only in the vault (and, until the driver takes it,
 //!   in the run's control folder).
