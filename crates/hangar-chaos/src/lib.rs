@@ -219,7 +219,10 @@ pub struct Serve {
 }
 
 impl Serve {
-    /// Starts `hangar serve --listen 127.0.0.1:0` and waits for its `listening:` line.
+    /// Starts `hangar serve --listen 127.0.0.1:0` and waits for its `listening:` line. It allows
+    /// plain folders (`--unsandboxed-folders`): the runs it measures are the driver's and the
+    /// control plane's, in plain folders, as they were before sessions got the in-place sandbox
+    /// by default.
     pub fn start(env: &Env, extra: &[(String, String)], log: &Path) -> Res<Serve> {
         let stderr = std::fs::OpenOptions::new()
             .create(true)
@@ -229,7 +232,7 @@ impl Serve {
         let mut child = env
             .hangar()
             .envs(extra.iter().map(|(k, v)| (k, v)))
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--unsandboxed-folders"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))

@@ -35,8 +35,16 @@ use crate::serve::{Plane, tools};
 /// Which kind of in-process server.
 #[derive(Clone, Debug)]
 pub enum Mode {
-    Embedded { prefer: Option<SocketAddr> },
-    Takeover { run: String },
+    /// `unsandboxed`: the run asked for no sandbox (`hangar run --no-sandbox`), so this server,
+    /// which only the person running it started, allows plain folders.
+    Embedded {
+        prefer: Option<SocketAddr>,
+        unsandboxed: bool,
+    },
+    Takeover {
+        run: String,
+        unsandboxed: bool,
+    },
     OneShot,
     Admin,
 }
@@ -160,11 +168,17 @@ impl Local {
             )));
         }
         let tools = match mode {
+            Mode::Embedded {
+                unsandboxed: true, ..
+            } => crate::serve::allowing_unsandboxed(tools(home)?),
             Mode::Embedded { .. } => tools(home)?,
+            Mode::Takeover {
+                unsandboxed: true, ..
+            } => crate::serve::allowing_unsandboxed(lenient_tools(home)),
             _ => lenient_tools(home),
         };
         let store = settings.open(home).await?;
-        if let Mode::Takeover { run } = &mode
+        if let Mode::Takeover { run, .. } = &mode
             && store.run(run).await.is_err()
         {
             return Err(NoLocal::Nothing(format!(
@@ -182,7 +196,9 @@ impl Local {
         }
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
         let listener = match mode {
-            Mode::Embedded { prefer: Some(addr) } => match hangar_server::bind(addr).await {
+            Mode::Embedded {
+                prefer: Some(addr), ..
+            } => match hangar_server::bind(addr).await {
                 Ok(l) => l,
                 Err(_) => hangar_server::bind(any).await.map_err(CliError::Failed)?,
             },

@@ -125,13 +125,23 @@ enum Cmd {
         /// Where to listen.
         #[arg(long, default_value = "127.0.0.1:7700")]
         listen: std::net::SocketAddr,
+        /// Let a session asking for no sandbox (`"no_sandbox": true`, `hangar run
+        /// --no-sandbox`) run in a plain folder, the driver and the agent as this server's own
+        /// user (HANGAR_UNSANDBOXED_FOLDERS=allow). Off by default: every session started with
+        /// a folder runs in a sandbox. hangar's home, a folder above it and one inside it stay
+        /// refused.
+        #[arg(long)]
+        unsandboxed_folders: bool,
     },
     /// API tokens.
     Token {
         #[command(subcommand)]
         action: TokenCmd,
     },
-    /// Credentials in the vault: `set NAME` (value from stdin), `list`, `rm NAME`.
+    /// Credentials in the vault: `set NAME` (value from stdin), `list`, `rm NAME`. Names
+    /// starting with `hangar.` are hangar's own, set only here (never through the API) and
+    /// checked: `hangar.passport-signing-key` is the Ed25519 seed that signs sandbox tokens for
+    /// Tower, 64 hex digits.
     Credential {
         /// set | list | rm
         action: String,
@@ -250,7 +260,10 @@ fn main() -> ExitCode {
         } => rules::check(&a),
         Cmd::Env { action } => sandboxes::env(&home, action),
         Cmd::Sb { action } => sandboxes::sb(&home, action),
-        Cmd::Serve { listen } => serve::serve(&home, listen),
+        Cmd::Serve {
+            listen,
+            unsandboxed_folders,
+        } => serve::serve(&home, listen, unsandboxed_folders),
         Cmd::Token {
             action: TokenCmd::Create { person },
         } => serve::token_create(&home, &person),

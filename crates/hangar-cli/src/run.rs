@@ -54,9 +54,12 @@ pub struct TurnArgs {
     /// (`scripts/conformance`); each turn warns and its manifest records it.
     #[arg(long)]
     unverified_harness: bool,
-    /// `ask`: a person answers each permission request; `auto`: none are asked.
-    #[arg(long, default_value = "ask", value_parser = ["ask", "auto"])]
-    policy: String,
+    /// `ask`: a person answers each permission request; `auto`: none are asked; `governed`:
+    /// Tower answers each (the server needs HANGAR_GOVERNANCE_URL and
+    /// HANGAR_GOVERNANCE_HOOK_CREDENTIAL). Default: the environment's `governance.policy`, else
+    /// `ask`; an environment's policy is the floor (a weaker one is refused).
+    #[arg(long, value_parser = ["ask", "auto", "governed"])]
+    policy: Option<String>,
     /// What the agent should do.
     prompt: String,
 }
@@ -66,10 +69,12 @@ impl TurnArgs {
     pub fn session_body(&self) -> Result<Value, CliError> {
         let options = self.options()?;
         if let Some(sb) = &self.sb {
-            return Ok(json!({
-                "sandbox": sb, "harness": self.harness, "policy": self.policy,
+            let mut body = json!({
+                "sandbox": sb, "harness": self.harness,
                 "prompt": self.prompt, "options": options,
-            }));
+            });
+            self.policy_into(&mut body);
+            return Ok(body);
         }
         let dir = match &self.dir {
             Some(d) => d.clone(),
@@ -86,13 +91,21 @@ impl TurnArgs {
             )));
         }
         let mut body = json!({
-            "dir": dir, "harness": self.harness, "policy": self.policy,
+            "dir": dir, "harness": self.harness,
             "prompt": self.prompt, "options": options,
         });
+        self.policy_into(&mut body);
         if let Some(env) = &self.env {
             body["env"] = json!(env);
         }
         Ok(body)
+    }
+
+    /// The policy asked for, if one was: none lets the server pick the environment's.
+    fn policy_into(&self, body: &mut Value) {
+        if let Some(p) = &self.policy {
+            body["policy"] = json!(p);
+        }
     }
 
     fn options(&self) -> Result<Value, CliError> {
@@ -126,9 +139,11 @@ impl TurnArgs {
 pub struct RunArgs {
     #[command(flatten)]
     turn: TurnArgs,
-    /// Run the agent on this machine directly, not in a local sandbox on the folder (the
-    /// default without --sb or --env: bubblewrap, the folder itself at /workspace, the rest of
-    /// the system read-only).
+    /// Run the agent on this machine directly, as the server's own user, not in a local
+    /// sandbox on the folder (the default without --sb or --env: bubblewrap, the folder itself
+    /// at /workspace, the rest of the system read-only). The server `hangar run` starts for
+    /// itself allows it; a `hangar serve` only with --unsandboxed-folders
+    /// (HANGAR_UNSANDBOXED_FOLDERS=allow).
     #[arg(long, conflicts_with_all = ["sb", "env"])]
     no_sandbox: bool,
     /// Print the run log's lines as written instead of progress.
@@ -141,10 +156,13 @@ const TAKEOVER_AFTER: Duration = Duration::from_secs(5);
 
 pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
     let mut body = a.turn.session_body()?;
-    if a.turn.sb.is_none() && a.turn.env.is_none() && !a.no_sandbox {
+    if a.no_sandbox {
+        body["no_sandbox"] = json!(true);
+    } else if a.turn.sb.is_none() && a.turn.env.is_none() {
         // The embedded default: a local sandbox on the folder itself.
         body["env"] = json!(hangar_control::IN_PLACE_ENV);
     }
+    let unsandboxed = a.no_sandbox;
     let rt = serve::runtime()?;
     let result = rt.block_on(async {
         let api = Api::from_env(home)?;
@@ -152,7 +170,11 @@ pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
             Ok(()) => None,
             Err(ApiError::NoServer(_)) => {
                 let prefer = api::listen_addr(api.base());
-                match Local::start(home, Mode::Embedded { prefer }).await {
+                let mode = Mode::Embedded {
+                    prefer,
+                    unsandboxed,
+                };
+                match Local::start(home, mode).await {
                     Ok(l) => Some(l),
                     Err(NoLocal::Failed(e)) => return Err(e),
                     Err(NoLocal::Nothing(m)) => return Err(CliError::Failed(m)),
@@ -186,6 +208,14 @@ async fn drive(
     let started = api.post("/v1/sessions", body).await.map_err(|e| match e {
         ApiError::Status { status: 404, .. } => CliError::Failed(format!(
             "{} does not serve /v1/sessions: is HANGAR_URL a hangar server?",
+            api.base()
+        )),
+        ApiError::Status {
+            status: 403,
+            message,
+            ..
+        } if body["no_sandbox"] == true => CliError::Failed(format!(
+            "--no-sandbox is refused by the server at {}: {message}",
             api.base()
         )),
         e => e.into_cli(),
@@ -248,7 +278,10 @@ async fn drive(
                     && takeover_tried.is_none_or(|t| t.elapsed() > Duration::from_secs(30))
                 {
                     takeover_tried = Some(std::time::Instant::now());
-                    let mode = Mode::Takeover { run: run.clone() };
+                    let mode = Mode::Takeover {
+                        run: run.clone(),
+                        unsandboxed: body["no_sandbox"] == true,
+                    };
                     if let Ok(l) = Local::start(home, mode).await {
                         progress::note(&format!(
                             "the server stays away; serving this run from here ({}) until it ends",

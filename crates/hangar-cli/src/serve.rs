@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use hangar_control::{ControlPlane, Tools};
-use hangar_protocol::env::{HANGAR_DATABASE_URL, HANGAR_MASTER_KEY_FILE};
+use hangar_protocol::env::{
+    HANGAR_DATABASE_URL, HANGAR_MASTER_KEY_FILE, HANGAR_UNSANDBOXED_FOLDERS,
+};
 use hangar_store::{Store, Vault};
 
 use crate::exit::CliError;
@@ -70,8 +72,18 @@ pub fn tools(home: &Path) -> Result<Tools, CliError> {
     })
 }
 
-/// `hangar serve [--listen ADDR]`.
-pub fn serve(home: &Path, listen: SocketAddr) -> Result<ExitCode, CliError> {
+/// The tools of a server that runs sessions in plain folders when asked (`hangar serve
+/// --unsandboxed-folders`, `hangar run --no-sandbox`'s own server).
+pub fn allowing_unsandboxed(mut tools: Tools) -> Tools {
+    tools.env.push((
+        HANGAR_UNSANDBOXED_FOLDERS.to_owned(),
+        hangar_control::UNSANDBOXED_FOLDERS_ALLOW.to_owned(),
+    ));
+    tools
+}
+
+/// `hangar serve [--listen ADDR] [--unsandboxed-folders]`.
+pub fn serve(home: &Path, listen: SocketAddr, unsandboxed: bool) -> Result<ExitCode, CliError> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HANGAR_LOG")
@@ -80,7 +92,10 @@ pub fn serve(home: &Path, listen: SocketAddr) -> Result<ExitCode, CliError> {
         .with_writer(std::io::stderr)
         .try_init();
     let plane_settings = Plane::from_env(home);
-    let tools = tools(home)?;
+    let mut tools = tools(home)?;
+    if unsandboxed {
+        tools = allowing_unsandboxed(tools);
+    }
     runtime()?.block_on(async move {
         let store = plane_settings.open(home).await?;
         // The local user's token, so the CLI on this machine reaches this server as they are.
@@ -151,22 +166,26 @@ pub fn credential(home: &Path, action: &str, name: Option<&str>) -> Result<ExitC
     runtime()?.block_on(async {
         let store = settings.open(home).await?;
         let fail = |e: hangar_store::StoreError| CliError::Failed(e.to_string());
+        let control = |e: hangar_control::ControlError| match e {
+            hangar_control::ControlError::BadRequest(m) => CliError::Usage(m),
+            e => CliError::Failed(e.to_string()),
+        };
+        let here = hangar_control::credentials::Origin::ServerMachine;
         match (action, name) {
             ("set", Some(n)) => {
                 let mut value = String::new();
                 std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
                     .map_err(|e| CliError::Failed(format!("reading the value from stdin: {e}")))?;
                 let value = value.trim_end_matches('\n');
-                store
-                    .set_credential(n, &hangar_store::Secret::new(value.as_bytes().to_vec()))
+                hangar_control::credentials::set(&store, n, value.as_bytes(), "cli", here)
                     .await
-                    .map_err(fail)?;
-                store
-                    .audit()
-                    .append("cli", "credential.set", &serde_json::json!({"name": n}))
-                    .await
-                    .map_err(fail)?;
+                    .map_err(control)?;
                 progress::say(&format!("credential {n} set"));
+                if n.starts_with(hangar_control::credentials::RESERVED_PREFIX) {
+                    progress::note(
+                        "a running hangar serve keeps the key it holds until its next start",
+                    );
+                }
             }
             ("list", None) => {
                 for n in store.credential_names().await.map_err(fail)? {
@@ -174,14 +193,12 @@ pub fn credential(home: &Path, action: &str, name: Option<&str>) -> Result<ExitC
                 }
             }
             ("rm", Some(n)) => {
-                if !store.remove_credential(n).await.map_err(fail)? {
+                if !hangar_control::credentials::remove(&store, n, "cli", here)
+                    .await
+                    .map_err(control)?
+                {
                     return Err(CliError::Failed(format!("no credential {n:?}")));
                 }
-                store
-                    .audit()
-                    .append("cli", "credential.removed", &serde_json::json!({"name": n}))
-                    .await
-                    .map_err(fail)?;
                 progress::say(&format!("credential {n} removed"));
             }
             _ => {

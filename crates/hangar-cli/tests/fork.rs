@@ -66,9 +66,10 @@ impl Server {
             .unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
         s.token = stdout(&out).trim().to_owned();
+        // Forks of runs in plain folders: this server allows them.
         let mut child = s
             .hangar()
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--unsandboxed-folders"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -144,7 +145,7 @@ impl Server {
 
     /// Starts a session in the work folder and waits for its first turn: (session, run).
     async fn first_turn(&self, harness: &str, prompt: &str) -> (String, String) {
-        let mut body = json!({"dir": self.work.path(), "harness": harness, "policy": "auto", "prompt": prompt});
+        let mut body = json!({"no_sandbox": true, "dir": self.work.path(), "harness": harness, "policy": "auto", "prompt": prompt});
         if let Fake::Codex(f) = &self.fake {
             body["options"] = json!({"codex_config": codex_config(&f.base_url())});
         }

@@ -77,11 +77,17 @@ async fn tower_trusts_the_keys_hangar_serve_publishes() {
         .unwrap();
     assert!(out.status.success());
     let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    let mut child = hangar(&["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // The passport of a run in a plain folder: this server allows one.
+    let mut child = hangar(&[
+        "serve",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--unsandboxed-folders",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -121,7 +127,9 @@ async fn tower_trusts_the_keys_hangar_serve_publishes() {
     let started = api(
         "POST",
         "/v1/sessions",
-        Some(json!({"dir": work.path(), "policy": "governed", "prompt": "make a file"})),
+        Some(
+            json!({"no_sandbox": true, "dir": work.path(), "policy": "governed", "prompt": "make a file"}),
+        ),
     )
     .await;
     let turn_id = started["turn"]["id"]

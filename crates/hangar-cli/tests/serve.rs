@@ -138,10 +138,11 @@ impl Server {
         c
     }
 
+    /// `hangar serve` allowing plain folders: these tests are about the server over one.
     fn start(&mut self) {
         let mut child = self
             .hangar()
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--unsandboxed-folders"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -452,7 +453,7 @@ async fn kill_9_with_an_approval_pending(database: Option<PgSchema>) {
         .call(
             "POST",
             "/v1/sessions",
-            Some(json!({"dir": s.work.path(), "policy": "ask", "prompt": "make a file"})),
+            Some(json!({"no_sandbox": true, "dir": s.work.path(), "policy": "ask", "prompt": "make a file"})),
         )
         .await;
     assert_eq!(status, 201, "{started}");
@@ -538,7 +539,7 @@ async fn kill_9_while_streaming_with_a_steer_in_flight() {
         .call(
             "POST",
             "/v1/sessions",
-            Some(json!({"dir": s.work.path(), "policy": "auto", "prompt": "talk"})),
+            Some(json!({"no_sandbox": true, "dir": s.work.path(), "policy": "auto", "prompt": "talk"})),
         )
         .await;
     let run = started["run"]["id"].as_str().unwrap().to_owned();
@@ -607,7 +608,9 @@ async fn the_event_stream_resumes_from_last_event_id_without_gaps_or_repeats() {
         .call(
             "POST",
             "/v1/sessions",
-            Some(json!({"dir": s.work.path(), "policy": "auto", "prompt": "go"})),
+            Some(
+                json!({"no_sandbox": true, "dir": s.work.path(), "policy": "auto", "prompt": "go"}),
+            ),
         )
         .await;
     let run = started["run"]["id"].as_str().unwrap().to_owned();
@@ -693,7 +696,7 @@ async fn steps_and_the_diff_between_two_of_them() {
         .call(
             "POST",
             "/v1/sessions",
-            Some(json!({"dir": work, "policy": "auto", "prompt": "edit"})),
+            Some(json!({"no_sandbox": true, "dir": work, "policy": "auto", "prompt": "edit"})),
         )
         .await;
     assert_eq!(status, 201, "{started}");

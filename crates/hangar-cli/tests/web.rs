@@ -91,7 +91,7 @@ impl Server {
     fn start(&mut self, listen: &str) {
         let mut child = self
             .hangar()
-            .args(["serve", "--listen", listen])
+            .args(["serve", "--listen", listen, "--unsandboxed-folders"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -128,7 +128,10 @@ impl Server {
         let (status, started) = self.call(
             "POST",
             "/v1/sessions",
-            Some(json!({"dir": self.work.path(), "policy": policy, "prompt": prompt})),
+            // A plain folder (this server allows it): the page shows what the API has.
+            Some(
+                json!({"no_sandbox": true, "dir": self.work.path(), "policy": policy, "prompt": prompt}),
+            ),
         );
         assert_eq!(status, 201, "{started}");
         (
@@ -854,6 +857,12 @@ fn a_job_started_from_the_page_shows_its_check_rounds_and_hook() {
     wait_text(&b, "#feed [data-kind=turn_end]", "check passed");
     assert!(s.work.path().join("fixed.txt").exists());
     assert!(s.fake.requests()[1].all_text().contains("CHECK-FAILED"));
+    // The form's session ran in the in-place local sandbox on the folder, as an API session
+    // with only a folder does (never as the server's user).
+    let (_, sessions) = s.call("GET", "/v1/sessions", None);
+    let sb = sessions["sessions"][0]["sandbox_id"].as_str().unwrap();
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None);
+    assert_eq!(v["sandbox"]["environment"], "in-place", "{v}");
     shot(&b, "15-check-rounds");
 
     // The manifest names the Stop hook that runs the check, with its digest.

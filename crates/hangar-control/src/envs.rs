@@ -4,7 +4,7 @@
 //! longer validates (written by an older hangar) is shown with the reason rather than hidden.
 
 use hangar_sandbox::EnvSpec;
-use hangar_store::{Environment, StoreError};
+use hangar_store::{Environment, Policy, StoreError};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -95,6 +95,47 @@ pub(crate) fn rules_record(
     })
 }
 
+/// How much a policy governs, for an environment's floor: `auto` asks nobody, `ask` has a person
+/// answer every call the rules allow, `governed` has Tower answer it (the team's policy, final
+/// and audited there; a person still signs through Tower's `wait`), so a person at the
+/// session's keyboard cannot stand in for it.
+fn strength(p: Policy) -> u8 {
+    match p {
+        Policy::Auto => 0,
+        Policy::Ask => 1,
+        Policy::Governed => 2,
+    }
+}
+
+/// The policy a session in a sandbox of `env` runs under: the one asked for, else the
+/// environment's `governance.policy`, else `ask`. The environment's policy is a floor: a session
+/// asking for a weaker one is refused, naming the floor, rather than raised to it (a session
+/// raised from `auto` would wait on approvals its caller never expected to answer; a refusal
+/// says so at once, and what was asked is what runs).
+pub(crate) fn session_policy(
+    asked: Option<Policy>,
+    env: Option<&EnvSpec>,
+) -> Result<Policy, ControlError> {
+    let floor = match env.and_then(|e| e.governance.policy.as_deref()) {
+        None => None,
+        Some(p) => Some(p.parse::<Policy>().map_err(|_| {
+            ControlError::BadRequest(format!(
+                "environment {}: governance.policy {p:?} is not ask, auto or governed (fix it with `hangar env apply`)",
+                env.map(|e| e.name.as_str()).unwrap_or_default()
+            ))
+        })?),
+    };
+    match (asked, floor) {
+        (Some(a), Some(f)) if strength(a) < strength(f) => Err(ControlError::BadRequest(format!(
+            "policy {a} is refused: environment {}'s governance.policy is {f}, the floor for its sessions (auto < ask < governed); ask for {f} or stronger, or leave the policy out to get {f}",
+            env.map(|e| e.name.as_str()).unwrap_or_default()
+        ))),
+        (Some(a), _) => Ok(a),
+        (None, Some(f)) => Ok(f),
+        (None, None) => Ok(Policy::Ask),
+    }
+}
+
 impl ControlPlane {
     /// Validates `spec` and stores it under its name, replacing an earlier one (sandboxes
     /// already made keep the spec they were made with). Returns the view and whether it is new.
@@ -137,5 +178,44 @@ impl ControlPlane {
     /// Every environment, by name.
     pub async fn environments(&self) -> Result<Vec<EnvView>, ControlError> {
         Ok(self.store.environments().await?.iter().map(view).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    fn env(policy: Option<&str>) -> EnvSpec {
+        let g = policy.map_or(String::new(), |p| format!("governance: {{policy: {p}}}\n"));
+        EnvSpec::from_yaml(&format!("name: team\nprovider: local\n{g}")).unwrap()
+    }
+
+    #[test]
+    fn an_environments_policy_is_the_floor_of_its_sessions() {
+        use Policy::{Ask, Auto, Governed};
+        let order = [Auto, Ask, Governed];
+        for (i, floor) in order.iter().enumerate() {
+            let e = env(Some(floor.as_str()));
+            // Nothing asked: the floor itself.
+            assert_eq!(session_policy(None, Some(&e)).unwrap(), *floor);
+            for (j, asked) in order.iter().enumerate() {
+                let got = session_policy(Some(*asked), Some(&e));
+                if j < i {
+                    let why = got.unwrap_err().to_string();
+                    assert!(
+                        why.contains(&format!("governance.policy is {floor}"))
+                            && why.contains(&format!("policy {asked} is refused")),
+                        "{why}"
+                    );
+                } else {
+                    assert_eq!(got.unwrap(), *asked, "{asked} over {floor}");
+                }
+            }
+        }
+        // No floor: what was asked, else ask.
+        assert_eq!(session_policy(None, Some(&env(None))).unwrap(), Ask);
+        assert_eq!(session_policy(None, None).unwrap(), Ask);
+        assert_eq!(session_policy(Some(Auto), None).unwrap(), Auto);
     }
 }

@@ -15,6 +15,10 @@ pub enum ControlError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// The control plane's own settings do not allow it (e.g. a session unsandboxed); the
+    /// message says which setting.
+    #[error("{0}")]
+    Forbidden(String),
     /// Refused, and why (e.g. a fork whose rebuilt tree is not the recorded one).
     #[error("{0}")]
     Refused(String),

@@ -1,6 +1,7 @@
 //! The control plane: sessions, turns and runs on top of the store, the driver and the run log.
 //!
-//! * [`ControlPlane::start_session`] makes a sandbox (a local folder for now), a session and its
+//! * [`ControlPlane::start_session`] makes a sandbox (the environment's, else the in-place local
+//!   one on the folder; a plain folder only where the server allows it), a session and its
 //!   first turn; each turn is one run of the driver, started detached so a restart of the control
 //!   plane never touches it. The run key lives only in the vault (and, until the driver takes it,
 //!   in the run's control folder).
@@ -21,8 +22,10 @@
 
 pub mod attaches;
 pub mod conformance;
+pub mod credentials;
 mod envs;
 mod error;
+mod folders;
 mod fork;
 mod handback;
 mod image_cli;
@@ -43,6 +46,7 @@ mod watch;
 
 pub use envs::EnvView;
 pub use error::ControlError;
+pub use folders::ALLOW as UNSANDBOXED_FOLDERS_ALLOW;
 pub use fork::{Conversation, ForkCapability, ForkRecord, ForkRequest, Forked, fork_capability};
 pub use hangar_sandbox as sandbox;
 pub use launch::{Tools, TurnOptions};

@@ -27,14 +27,20 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 /// A request to start a session.
 #[derive(Clone, Debug)]
 pub struct SessionRequest {
-    /// The folder (a plain local folder; with `env`, the repository the sandbox copies).
+    /// The folder: the repository a sandbox of `env` copies, or, without `env` and `sandbox`,
+    /// the folder the in-place local sandbox works on (or, with `no_sandbox`, a plain folder).
     pub dir: PathBuf,
     /// Run in this existing sandbox (then `dir` is not used).
     pub sandbox: Option<String>,
     /// Make a sandbox of this environment holding a copy of `dir`, and run there.
     pub env: Option<String>,
+    /// Run in `dir` itself with no sandbox, as the server's own user: refused unless the server
+    /// allows it (`HANGAR_UNSANDBOXED_FOLDERS=allow`).
+    pub no_sandbox: bool,
     pub harness: Harness,
-    pub policy: Policy,
+    /// The policy asked for; `None`: the environment's `governance.policy`, else `ask`. An
+    /// environment's policy is a floor: a weaker one is refused.
+    pub policy: Option<Policy>,
     pub prompt: String,
     pub person: String,
     pub options: TurnOptions,
@@ -179,51 +185,59 @@ impl ControlPlane {
         if req.prompt.trim().is_empty() {
             return Err(ControlError::BadRequest("the prompt is empty".into()));
         }
-        let sandbox = match (&req.sandbox, &req.env) {
-            (Some(_), Some(_)) => {
+        let (sandbox, policy) = match (&req.sandbox, &req.env, req.no_sandbox) {
+            (Some(_), Some(_), _) => {
                 return Err(ControlError::BadRequest(
                     "give a sandbox or an environment to make one from, not both".into(),
                 ));
             }
-            (Some(id), None) => {
-                self.provider_sandbox(id).await?;
-                self.store.sandbox(id).await?
+            (Some(_), None, true) | (None, Some(_), true) => {
+                return Err(ControlError::BadRequest(
+                    "no_sandbox runs the session in a plain folder: give it with dir alone, not with a sandbox or an environment".into(),
+                ));
             }
-            (None, Some(env)) => {
+            (Some(id), None, false) => {
+                let sb = self.provider_sandbox(id).await?;
+                let policy = crate::envs::session_policy(req.policy, Some(&sb.env))?;
+                (self.store.sandbox(id).await?, policy)
+            }
+            (None, None, true) => {
+                crate::folders::unsandboxed_allowed(&self.tools)?;
+                let sandbox = self.folder_sandbox(&req.dir, &req.person).await?;
+                (sandbox, req.policy.unwrap_or(Policy::Ask))
+            }
+            // A folder alone runs in the in-place local sandbox (issue 18: never as the
+            // server's user by default).
+            (None, env, false) => {
+                let env = env.as_deref().unwrap_or(crate::sandboxes::IN_PLACE_ENV);
+                let spec = self.env_spec(env, &req.person).await?;
+                let policy = crate::envs::session_policy(req.policy, Some(&spec))?;
                 let made = self.create_sandbox(env, &req.dir, &req.person).await?;
-                self.store.sandbox(&made.id).await?
+                (self.store.sandbox(&made.id).await?, policy)
             }
-            (None, None) => self.folder_sandbox(&req.dir, &req.person).await?,
         };
         let session = self
             .store
-            .create_session(&new_id("ses")?, &sandbox.id, req.harness, req.policy)
+            .create_session(&new_id("ses")?, &sandbox.id, req.harness, policy)
             .await?;
         let options = serde_json::to_value(&req.options)
             .map_err(|e| ControlError::Internal(e.to_string()))?;
         self.store
             .set_session_options(&session.id, &options)
             .await?;
-        self.store.audit().append(&req.person, "session.started", &json!({"session": session.id, "dir": sandbox.workdir, "harness": req.harness.as_str(), "policy": req.policy.as_str()})).await?;
+        self.store.audit().append(&req.person, "session.started", &json!({"session": session.id, "dir": sandbox.workdir, "harness": req.harness.as_str(), "policy": policy.as_str()})).await?;
         self.start_turn(&session.id, &[req.prompt], &req.person)
             .await
     }
 
-    /// A plain local folder as a sandbox row (no provider).
+    /// A plain local folder as a sandbox row (no provider); never hangar's home, a folder above
+    /// it or one inside it.
     async fn folder_sandbox(
         &self,
         dir: &std::path::Path,
         person: &str,
     ) -> Result<hangar_store::Sandbox, ControlError> {
-        let dir = dir
-            .canonicalize()
-            .map_err(|e| ControlError::BadRequest(format!("{}: {e}", dir.display())))?;
-        if !dir.is_dir() {
-            return Err(ControlError::BadRequest(format!(
-                "{} is not a folder",
-                dir.display()
-            )));
-        }
+        let dir = crate::folders::outside_home(&self.tools.home, dir)?;
         // The embedded default: local folders, no sandbox provider yet.
         match self
             .store
@@ -316,6 +330,16 @@ impl ControlPlane {
                 )))
             }
             other => other,
+        };
+        let in_sandbox = match in_sandbox {
+            // A plain folder runs the agent as this server's user: only where the server says so
+            // (also for the later turns of a session started while it did).
+            Ok(None) => crate::folders::unsandboxed_allowed(&self.tools).map(|()| None),
+            // The environment's policy is the floor of every turn in its sandboxes.
+            Ok(Some(sb)) => {
+                crate::envs::session_policy(Some(session.policy), Some(&sb.env)).map(|_| Some(sb))
+            }
+            Err(e) => Err(e),
         };
         let in_sandbox = match in_sandbox {
             Ok(sb) => sb,
@@ -649,10 +673,15 @@ impl ControlPlane {
                 .map_err(|e| {
                     ControlError::Launch(format!("cannot write the run's rules file: {e}"))
                 })?;
-            args.extend([
-                "--rules".into(),
-                ctl_inside.join("rules.toml").into_os_string(),
-            ]);
+            // The Tower hook runs as the agent, which cannot enter the control folder under the
+            // uid split: its rules (the driver's too) go beside it, hangar's and read-only.
+            let inside = if hooked {
+                self.install_rules(sb, run_id, &real_ctl.join("rules.toml"))
+                    .await?
+            } else {
+                ctl_inside.join("rules.toml")
+            };
+            args.extend(["--rules".into(), inside.into_os_string()]);
         }
         if sb.env.provider != hangar_sandbox::ProviderKind::Local {
             // The image's own CLI when it has one; else the container sees the pinned CLI's

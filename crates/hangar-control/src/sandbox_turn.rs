@@ -439,6 +439,12 @@ pub(crate) mod hook {
         Path::new(HANGAR_LIB).join(format!("{run}.tower-key"))
     }
 
+    /// The run's deny-risky rules file inside, where the hook (run as the agent) reads it:
+    /// hangar's, readable by the agent but not changeable by it; removed when the run ends.
+    pub(crate) fn rules_inside(run: &str) -> PathBuf {
+        Path::new(HANGAR_LIB).join(format!("{run}.rules.toml"))
+    }
+
     /// Whether turns in `sb` must run with the hook: `HANGAR_GOVERNANCE_HOOK=required` for all,
     /// or the environment's `governance: {hook: required}` (an environment cannot loosen the
     /// first).
@@ -709,8 +715,26 @@ impl ControlPlane {
         })
     }
 
-    /// After a sandboxed run ends: its Tower key file goes (T15), and the harness's conversation
-    /// is kept (`fork/sandboxed.rs`).
+    /// Installs the run's rules file (`host`, on this machine) beside the Tower hook, where the
+    /// hook, run as the agent, can read it ([`hook::rules_inside`]); the path inside.
+    pub(crate) async fn install_rules(
+        &self,
+        sb: &Sandbox,
+        run_id: &str,
+        host: &Path,
+    ) -> Result<PathBuf, ControlError> {
+        let inside = hook::rules_inside(run_id);
+        with_provider!(self, sb.env.provider, |p| p
+            .copy_in(sb, host, &inside, Who::Hangar, 0o444)
+            .await
+            .map_err(|e| ControlError::Launch(format!(
+                "cannot install the run's rules file beside the Tower hook: {e}"
+            ))))?;
+        Ok(inside)
+    }
+
+    /// After a sandboxed run ends: its Tower key file and rules file go (T15), and the
+    /// harness's conversation is kept (`fork/sandboxed.rs`).
     pub(crate) async fn sandbox_run_ended(&self, run_id: &str) {
         let Some(sb) = self.sandbox_of_run(run_id).await else {
             return;
@@ -718,7 +742,13 @@ impl ControlPlane {
         // A key no window took (the session never started).
         let _ = tokio::fs::remove_file(handoff_key(&sb, run_id)).await;
         let key = hook::key_inside(run_id);
-        let req = ExecRequest::new(["rm", "-f", &key.display().to_string()]);
+        let rules = hook::rules_inside(run_id);
+        let req = ExecRequest::new([
+            "rm",
+            "-f",
+            &key.display().to_string(),
+            &rules.display().to_string(),
+        ]);
         let _ = with_provider!(self, sb.env.provider, |p| p
             .exec(&sb, Who::Hangar, &req)
             .await

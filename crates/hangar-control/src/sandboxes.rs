@@ -265,8 +265,31 @@ impl ControlPlane {
         repo: &Path,
         person: &str,
     ) -> Result<SandboxView, ControlError> {
-        let (row, _) = self.make_sandbox(&new_id("sb")?, env, repo, person).await?;
+        // hangar's own folders never go into a sandbox (forks make theirs inside hangar's home
+        // through `make_sandbox`).
+        let repo = crate::folders::outside_home(&self.tools.home, repo)?;
+        let (row, _) = self
+            .make_sandbox(&new_id("sb")?, env, &repo, person)
+            .await?;
         Ok(view(&row))
+    }
+
+    /// Environment `env`'s validated spec (the built-in `in-place` made on first use).
+    pub(crate) async fn env_spec(
+        &self,
+        env: &str,
+        person: &str,
+    ) -> Result<hangar_sandbox::EnvSpec, ControlError> {
+        if env == IN_PLACE_ENV {
+            self.builtin_in_place_env(person).await?;
+        }
+        let row = self.store.environment(env).await.map_err(|e| match e {
+            hangar_store::StoreError::NotFound { .. } => ControlError::NotFound(format!(
+                "no environment {env:?} (`hangar env list` shows them; `hangar env apply FILE` makes one)"
+            )),
+            e => e.into(),
+        })?;
+        spec_of(&row)
     }
 
     /// [`ControlPlane::create_sandbox`] with the id given: the stored row and the provider's
@@ -278,16 +301,7 @@ impl ControlPlane {
         repo: &Path,
         person: &str,
     ) -> Result<(hangar_store::Sandbox, Sandbox), ControlError> {
-        if env == IN_PLACE_ENV {
-            self.builtin_in_place_env(person).await?;
-        }
-        let row = self.store.environment(env).await.map_err(|e| match e {
-            hangar_store::StoreError::NotFound { .. } => ControlError::NotFound(format!(
-                "no environment {env:?} (`hangar env list` shows them; `hangar env apply FILE` makes one)"
-            )),
-            e => e.into(),
-        })?;
-        let spec = spec_of(&row)?;
+        let spec = self.env_spec(env, person).await?;
         // Where Tower must be asked but could not be reached, that reason comes first (and a
         // session started from the environment is refused with it).
         let hooked = crate::sandbox_turn::hook::required_for(&self.tools, &spec);

@@ -49,7 +49,11 @@ async fn a_message_sent_after_the_driver_was_killed_starts_the_next_turn() {
             .unwrap_or_else(|| workspace_root().join("target/debug/hangar-driver")),
         claude: claude_bin().unwrap(),
         codex: PathBuf::from("codex"),
-        env: claude_env(&fake.base_url(), &config),
+        // A plain folder, allowed on this control plane.
+        env: claude_env(&fake.base_url(), &config)
+            .into_iter()
+            .chain([("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned())])
+            .collect(),
     };
     let store = Store::open(&format!(
         "sqlite://{}",
@@ -64,8 +68,9 @@ async fn a_message_sent_after_the_driver_was_killed_starts_the_next_turn() {
             dir: work.path().to_owned(),
             sandbox: None,
             env: None,
+            no_sandbox: true,
             harness: Harness::Claude,
-            policy: Policy::Ask,
+            policy: Some(Policy::Ask),
             prompt: "make a file".into(),
             person: "ada@example.com".into(),
             options: TurnOptions::default(),

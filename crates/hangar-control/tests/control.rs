@@ -48,7 +48,11 @@ impl Env {
             driver,
             claude: claude_bin().unwrap(),
             codex: PathBuf::from("codex"),
-            env: claude_env(&self.fake.base_url(), &config),
+            // These tests are about the control plane over a plain folder: it allows one.
+            env: claude_env(&self.fake.base_url(), &config)
+                .into_iter()
+                .chain([("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned())])
+                .collect(),
         }
     }
 
@@ -71,8 +75,9 @@ impl Env {
             dir: self.work.path().to_owned(),
             sandbox: None,
             env: None,
+            no_sandbox: true,
             harness: Harness::Claude,
-            policy,
+            policy: Some(policy),
             prompt: prompt.into(),
             person: "ada@example.com".into(),
             options: TurnOptions::default(),

@@ -68,6 +68,8 @@ impl Env {
                 "passport".to_owned(),
             ),
             ("HANGAR_URL".to_owned(), HANGAR.to_owned()),
+            // The passport's exchange in a plain folder: allowed on this server.
+            ("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned()),
         ]);
         let tools = Tools {
             home: self.home.path().join("hangar"),
@@ -92,8 +94,9 @@ impl Env {
             dir: self.work.path().to_owned(),
             sandbox: None,
             env: None,
+            no_sandbox: true,
             harness: Harness::Claude,
-            policy: Policy::Governed,
+            policy: Some(Policy::Governed),
             prompt: prompt.into(),
             person: ADA.into(),
             options: TurnOptions::default(),

@@ -87,7 +87,11 @@ impl Place {
         }
     }
 
-    async fn plane(&self, tools: Tools) -> Arc<ControlPlane> {
+    async fn plane(&self, mut tools: Tools) -> Arc<ControlPlane> {
+        // Plain folders (the trees as the driver hashes them there): allowed on this server.
+        tools
+            .env
+            .push(("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned()));
         let db = self.home.path().join("hangar.db");
         let store = Store::open(&format!("sqlite://{}", db.display()))
             .await
@@ -101,8 +105,9 @@ impl Place {
             dir: self.work.path().to_owned(),
             sandbox: None,
             env: None,
+            no_sandbox: true,
             harness,
-            policy: Policy::Auto,
+            policy: Some(Policy::Auto),
             prompt: prompt.into(),
             person: "ada@example.com".into(),
             options,

@@ -28,6 +28,13 @@ pub const HANGAR_TREE_SLOW_MS: &str = "HANGAR_TREE_SLOW_MS";
 /// its PTY process.
 pub const HANGAR_ATTACH_IDLE_SECS: &str = "HANGAR_ATTACH_IDLE_SECS";
 
+/// `allow`: `hangar serve` may run a session in a plain folder, the driver and the agent as the
+/// server's own user with no sandbox, when the request asks for it (`"no_sandbox": true`,
+/// `hangar run --no-sandbox`). Unset (the default), such a request is refused and every session
+/// started with a folder runs in a sandbox (the environment named, else the in-place one). Even
+/// allowed, hangar's home, a folder above it and one inside it are refused.
+pub const HANGAR_UNSANDBOXED_FOLDERS: &str = "HANGAR_UNSANDBOXED_FOLDERS";
+
 /// The variables a harness inherits from the driver's environment; nothing else passes. The
 /// driver then sets `HOME` (the agent's home under the uid split) and the quiet-mode variables
 /// in [`HARNESS_ENV_FIXED`]. No `HANGAR_*` variable is ever passed on.

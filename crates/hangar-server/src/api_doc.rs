@@ -54,7 +54,7 @@ fn jwks() -> Value {
 const PUBLIC: &[&str] = &["/v1/health", "/.well-known/jwks.json"];
 fn start_session_req() -> Value {
     obj(
-        json!({"dir": string(), "sandbox": string(), "env": string(), "harness": {"enum": ["claude", "codex"]}, "policy": {"enum": ["ask", "auto", "governed"]},
+        json!({"dir": string(), "sandbox": string(), "env": string(), "no_sandbox": {"type": "boolean"}, "harness": {"enum": ["claude", "codex"]}, "policy": {"enum": ["ask", "auto", "governed"]},
                "prompt": string(), "options": {"$ref": "#/components/schemas/TurnOptions"}}),
         &["prompt"],
     )
@@ -227,7 +227,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         e(
             "POST",
             "/v1/sessions",
-            "Start a session in a folder, with its first turn",
+            "Start a session, with its first turn: in a sandbox, else one of an environment made with a copy of `dir`, else the in-place local sandbox on `dir` (a plain folder, `no_sandbox`, only where the server allows it; hangar's home, a folder above it or inside it is refused); an environment's `governance.policy` is the floor of its sessions' policy",
             Some(start_session_req as fn() -> Value),
             started,
             201,
@@ -364,7 +364,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         e(
             "POST",
             "/v1/credentials/{name}",
-            "Set a credential (sealed in the vault)",
+            "Set a credential (sealed in the vault); names starting with `hangar.` are refused (403): they are set on the server's machine with `hangar credential set`",
             Some(value_req),
             any_obj,
             200,
@@ -372,7 +372,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         e(
             "DELETE",
             "/v1/credentials/{name}",
-            "Remove a credential",
+            "Remove a credential; names starting with `hangar.` are refused (403)",
             None,
             any_obj,
             200,

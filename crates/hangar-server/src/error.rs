@@ -94,6 +94,7 @@ impl From<hangar_control::ControlError> for ApiError {
             C::BadRequest(m) => ApiError::BadRequest(m),
             C::NotFound(m) => ApiError::NotFound(m),
             C::Conflict(m) => ApiError::Conflict(m),
+            C::Forbidden(m) => ApiError::Forbidden(m),
             C::Refused(m) => ApiError::Refused(m),
             C::Unavailable(m) => ApiError::Unavailable(m),
             other => ApiError::Internal(other.to_string()),

@@ -10,8 +10,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
 use axum::{Json, Router};
-use hangar_control::{ControlPlane, Reply, SessionRequest, TurnOptions};
-use hangar_store::{EventScope, Harness, Policy, Secret};
+use hangar_control::{ControlPlane, Reply, SessionRequest, TurnOptions, credentials};
+use hangar_store::{EventScope, Harness, Policy};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -104,12 +104,17 @@ struct StartSession {
     dir: Option<PathBuf>,
     /// An existing sandbox to run in.
     sandbox: Option<String>,
-    /// An environment to make a sandbox of (a copy of `dir`).
+    /// An environment to make a sandbox of (a copy of `dir`); without it and `sandbox`, the
+    /// in-place local sandbox on `dir`.
     env: Option<String>,
+    /// Run in `dir` itself, unsandboxed, as the server's user (only where the server allows it).
+    #[serde(default)]
+    no_sandbox: bool,
     #[serde(default = "default_harness")]
     harness: String,
-    #[serde(default = "default_policy")]
-    policy: String,
+    /// Default: the environment's `governance.policy`, else `ask`.
+    #[serde(default)]
+    policy: Option<String>,
     prompt: String,
     #[serde(default)]
     options: TurnOptions,
@@ -118,20 +123,19 @@ struct StartSession {
 fn default_harness() -> String {
     "claude".into()
 }
-fn default_policy() -> String {
-    "ask".into()
-}
 
 async fn start_session(State(plane): S, who: Authed, Json(b): Json<StartSession>) -> ApiResult {
     let harness: Harness = b.harness.parse().map_err(|_| {
         ApiError::BadRequest(format!("harness {:?} is not claude or codex", b.harness))
     })?;
-    let policy: Policy = b.policy.parse().map_err(|_| {
-        ApiError::BadRequest(format!(
-            "policy {:?} is not ask, auto or governed",
-            b.policy
-        ))
-    })?;
+    let policy = b
+        .policy
+        .map(|p| {
+            p.parse::<Policy>().map_err(|_| {
+                ApiError::BadRequest(format!("policy {p:?} is not ask, auto or governed"))
+            })
+        })
+        .transpose()?;
     let dir = match (b.dir, &b.sandbox) {
         (Some(d), _) => d,
         (None, Some(_)) => PathBuf::new(),
@@ -145,6 +149,7 @@ async fn start_session(State(plane): S, who: Authed, Json(b): Json<StartSession>
         dir,
         sandbox: b.sandbox,
         env: b.env,
+        no_sandbox: b.no_sandbox,
         harness,
         policy,
         prompt: b.prompt,
@@ -440,27 +445,21 @@ async fn set_credential(
         .get("value")
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::BadRequest("send {\"value\": \"...\"}".into()))?;
-    plane
-        .store()
-        .set_credential(&name, &Secret::new(value.as_bytes().to_vec()))
-        .await?;
-    plane
-        .store()
-        .audit()
-        .append(&who.email, "credential.set", &json!({"name": name}))
-        .await?;
+    credentials::set(
+        plane.store(),
+        &name,
+        value.as_bytes(),
+        &who.email,
+        credentials::Origin::Api,
+    )
+    .await?;
     ok(json!({"name": name}))
 }
 
 async fn remove_credential(State(plane): S, who: Authed, Path(name): Path<String>) -> ApiResult {
-    if !plane.store().remove_credential(&name).await? {
+    if !credentials::remove(plane.store(), &name, &who.email, credentials::Origin::Api).await? {
         return Err(ApiError::NotFound(format!("no credential {name:?}")));
     }
-    plane
-        .store()
-        .audit()
-        .append(&who.email, "credential.removed", &json!({"name": name}))
-        .await?;
     ok(json!({"removed": name}))
 }
 

@@ -343,7 +343,8 @@
   function newSessionForm() {
     const dir = h('input', { name: 'dir', required: true, placeholder: '/path/to/repo' });
     const harness = h('select', { name: 'harness' }, h('option', { value: 'claude' }, 'Claude Code'), h('option', { value: 'codex' }, 'Codex'));
-    const policy = h('select', { name: 'policy' }, h('option', { value: 'ask' }, 'ask (a person answers each tool call)'), h('option', { value: 'auto' }, 'auto'), h('option', { value: 'governed' }, 'governed (Tower)'));
+    const env = h('input', { name: 'env', placeholder: 'optional: the in-place sandbox on the folder' });
+    const policy = h('select', { name: 'policy' }, h('option', { value: '' }, 'the environment’s (ask if it names none)'), h('option', { value: 'ask' }, 'ask (a person answers each tool call)'), h('option', { value: 'auto' }, 'auto'), h('option', { value: 'governed' }, 'governed (Tower)'));
     const prompt = h('textarea', { name: 'prompt', required: true, rows: 3, placeholder: 'What should the agent do?' });
     const check = h('input', { name: 'verify', placeholder: 'optional, e.g. cargo test' });
     const rounds = h('input', { name: 'max_verify_rounds', type: 'number', min: 1, max: 20, placeholder: '3' });
@@ -355,6 +356,7 @@
       h('label', {}, 'Folder', dir),
       h('label', {}, 'Harness', harness),
       h('label', {}, 'Policy', policy),
+      h('label', { class: 'wide' }, 'Environment (optional): a sandbox of it holds a copy of the folder; without one, the agent works on the folder in a local sandbox', env),
       h('label', { class: 'wide' }, 'Prompt', prompt),
       h('label', { class: 'span2' }, 'Check: runs when the agent is done; its output goes back to the agent until it passes', check),
       h('label', {}, 'Check rounds at most', rounds),
@@ -367,7 +369,11 @@
         const options = {};
         if (check.value.trim()) options.verify = check.value.trim();
         if (rounds.value) options.max_verify_rounds = Number(rounds.value);
-        const r = await api('POST', '/v1/sessions', { dir: dir.value.trim(), harness: harness.value, policy: policy.value, prompt: prompt.value, options });
+        // Always a sandbox: the environment named, else the server's in-place one on the folder.
+        const body = { dir: dir.value.trim(), harness: harness.value, prompt: prompt.value, options };
+        if (env.value.trim()) body.env = env.value.trim();
+        if (policy.value) body.policy = policy.value;
+        const r = await api('POST', '/v1/sessions', body);
         go(`/ui/turns/${encodeURIComponent(r.turn.id)}`);
       } catch (e) {
         showAnswer(out, describeError(e));

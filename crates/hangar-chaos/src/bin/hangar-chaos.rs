@@ -592,8 +592,7 @@ impl Chaos {
         let prompt = format!("CHAOS-TOOL t{t} run the tool");
         let (sid, run, turn) = match session.as_deref() {
             None => {
-                let mut body =
-                    json!({"dir": dir, "policy": "ask", "harness": h.name(), "prompt": prompt});
+                let mut body = json!({"dir": dir, "no_sandbox": true, "policy": "ask", "harness": h.name(), "prompt": prompt});
                 if h == H::Codex {
                     body["options"] = json!({"codex_config": self.codex_config});
                 }

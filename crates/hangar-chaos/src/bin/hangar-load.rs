@@ -352,7 +352,7 @@ async fn batch(
             let api = apis[i % r].clone();
             let dir = dir.clone();
             set.spawn(async move {
-                let body = json!({"dir": dir, "policy": "ask", "harness": "claude", "prompt": format!("load run {i}")});
+                let body = json!({"dir": dir, "no_sandbox": true, "policy": "ask", "harness": "claude", "prompt": format!("load run {i}")});
                 let t0 = Instant::now();
                 let (s, v) = api.call("POST", "/v1/sessions", Some(&body)).await?;
                 let start_ms = t0.elapsed().as_secs_f64() * 1e3;
