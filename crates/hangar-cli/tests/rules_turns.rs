@@ -191,7 +191,7 @@ fn claude_through_hangar_run_the_rules_deny_what_they_missed() {
 fn codex_through_hangar_run_the_rules_deny_what_they_missed_before_anyone_is_asked() {
     let victims = Victims::new();
     let risky = victims.commands();
-    let mut steps: Vec<Step> = risky.iter().map(|c| Step::exec(c)).collect();
+    let mut steps: Vec<Step> = risky.iter().map(Step::exec).collect();
     steps.push(Step::text("done"));
     let fake = FakeOpenAi::start(Script::new(steps)).unwrap();
     let home = tempfile::tempdir().unwrap();
