@@ -3,21 +3,19 @@
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsString};
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
 
-use hangar_protocol::atomic::{Durability, write_via_with};
 use hangar_protocol::ctl::safe_ack_name;
 use hangar_protocol::runlog::HangarLine;
 use hangar_protocol::{
     Ack, AckStatus, Command, ControlDir, MAX_COMMAND_BYTES, Refusal, Verified, Verifier,
 };
 
+use crate::folder::Folder;
 use crate::runlog::RunLog;
 use crate::turn::Event;
 
@@ -28,10 +26,20 @@ pub struct Incoming {
     pub verified: Verified,
 }
 
-/// The mailbox as the driver sees it.
+/// The names of the mailbox's folders in the control folder.
+const IN: &str = "in";
+const ACKS: &str = "acks";
+
+/// The mailbox as the driver sees it. `in/` and `acks/` are held by descriptor (see
+/// `folder.rs`): a link or another folder put in their place is refused, and the turn stops.
 #[derive(Debug)]
 pub struct Inbox {
     ctl: ControlDir,
+    root: Folder,
+    /// `in/` while it is open; after the turn's end renamed it away, the same folder under its
+    /// new name until the commands in it are taken.
+    inbox: Folder,
+    acks: Folder,
     verifier: Verifier,
     inotify: Option<OwnedFd>,
     /// `in/` is watched: a command rings the doorbell.
@@ -39,24 +47,73 @@ pub struct Inbox {
     seen: HashSet<OsString>,
     closings: u32,
     open: bool,
+    /// Why the mailbox can no longer be trusted (a folder was swapped), once it happened.
+    broken: Option<String>,
 }
 
 impl Inbox {
-    pub fn new(ctl: ControlDir, verifier: Verifier) -> Inbox {
+    /// Opens the mailbox's folders. An `in/` or `acks/` that is not a real folder (a symbolic
+    /// link, a file, missing) is refused, saying which and what it is.
+    pub fn new(ctl: ControlDir, verifier: Verifier) -> Result<Inbox, String> {
+        let refused = |what: String| {
+            format!(
+                "the control folder {}: {what}; the driver takes commands and writes acks only in real folders (the agent may have replaced it), so the turn is refused",
+                ctl.root().display()
+            )
+        };
+        let root =
+            Folder::open_root(ctl.root()).map_err(|e| refused(format!("cannot be opened: {e}")))?;
+        let inbox = root.child(IN).map_err(&refused)?;
+        let acks = root.child(ACKS).map_err(&refused)?;
         // SAFETY: inotify_init1 takes flags only; a valid fd (>= 0) is owned by nobody else.
         let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
         let inotify = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
         let mut inbox = Inbox {
             ctl,
+            root,
+            inbox,
+            acks,
             verifier,
             inotify,
             doorbell: false,
             seen: HashSet::new(),
             closings: 0,
             open: true,
+            broken: None,
         };
         inbox.watch();
-        inbox
+        Ok(inbox)
+    }
+
+    /// Why the mailbox was given up (a folder of it was replaced), if it was: the turn stops.
+    pub fn broken(&self) -> Option<&str> {
+        self.broken.as_deref()
+    }
+
+    /// Whether `name` in the control folder still is `folder`; if not, the mailbox is given up
+    /// (once, with a `hangar.error` line).
+    fn still_there(&mut self, name: &str, log: &RunLog) -> bool {
+        if self.broken.is_some() {
+            return false;
+        }
+        let folder = if name == ACKS {
+            &self.acks
+        } else {
+            &self.inbox
+        };
+        let Some(what) = folder.moved_from(&self.root, name) else {
+            return true;
+        };
+        let message = format!(
+            "the control folder {}: {what}; the driver takes commands and writes acks only in the folders it opened at the start, so the turn is stopped",
+            self.ctl.root().display()
+        );
+        log.hangar(&HangarLine::Error {
+            message: message.clone(),
+        });
+        crate::diag(&message);
+        self.broken = Some(message);
+        false
     }
 
     fn watch(&mut self) {
@@ -72,7 +129,7 @@ impl Inbox {
             libc::inotify_add_watch(
                 fd.as_raw_fd(),
                 path.as_ptr(),
-                libc::IN_MOVED_TO | libc::IN_CLOSE_WRITE | libc::IN_ONLYDIR,
+                libc::IN_MOVED_TO | libc::IN_CLOSE_WRITE | libc::IN_ONLYDIR | libc::IN_DONT_FOLLOW,
             )
         };
         self.doorbell = wd >= 0;
@@ -107,31 +164,29 @@ impl Inbox {
 
     /// Reads, checks and removes every new command file in `in/`, in name (= sequence) order.
     /// Refused ones are answered and logged here; the rest are returned to be carried out.
+    /// Nothing is taken once `in/` is not the folder the driver opened ([`Inbox::broken`]).
     pub fn take(&mut self, log: &RunLog) -> Vec<Incoming> {
-        if !self.open {
+        // Both folders are looked at on every scan, so a swap is noticed within one even when
+        // no command comes.
+        if !self.open || !self.still_there(IN, log) || !self.still_there(ACKS, log) {
             return Vec::new();
         }
-        let dir = self.ctl.inbox();
-        self.take_from(&dir, log)
+        self.take_here(log)
     }
 
-    fn take_from(&mut self, dir: &Path, log: &RunLog) -> Vec<Incoming> {
-        let mut names: Vec<OsString> = match fs::read_dir(dir) {
-            Ok(rd) => rd
-                .filter_map(Result::ok)
-                .map(|e| e.file_name())
-                .filter(|n| !self.seen.contains(n))
-                .collect(),
+    /// Every new command in the folder held as `in/` (open or renamed away).
+    fn take_here(&mut self, log: &RunLog) -> Vec<Incoming> {
+        let mut names: Vec<OsString> = match self.inbox.names() {
+            Ok(all) => all.into_iter().filter(|n| !self.seen.contains(n)).collect(),
             Err(_) => return Vec::new(),
         };
         names.sort();
         let mut out = Vec::new();
         for os_name in names {
             self.seen.insert(os_name.clone());
-            let path = dir.join(&os_name);
             let name = safe_ack_name(&os_name.to_string_lossy());
-            let bytes = read_command_file(&path);
-            let _ = fs::remove_file(&path);
+            let bytes = read_command_file(self.inbox.open_file(&os_name));
+            let _ = self.inbox.remove(&os_name);
             let checked = match bytes {
                 Ok(b) => self
                     .verifier
@@ -154,34 +209,75 @@ impl Inbox {
             return Vec::new();
         }
         self.open = false;
+        if !self.still_there(IN, log) {
+            return Vec::new();
+        }
         self.closings += 1;
-        let away = self.ctl.ended_inbox(self.closings);
-        if let Err(e) = fs::rename(self.ctl.inbox(), &away) {
+        let away = format!("in.ended-{}", self.closings);
+        if let Err(e) = self.root.rename(IN, &away) {
             log.hangar(&HangarLine::Warning {
                 message: format!("could not rename in/ away: {e}"),
             });
             return Vec::new();
         }
-        self.take_from(&away, log)
+        // What was renamed must be the folder held (it could have been swapped in between).
+        if !self.still_there_as(&away, log) {
+            return Vec::new();
+        }
+        self.take_here(log)
     }
 
-    /// Opens a fresh `in/` after a late message continued the turn.
-    pub fn reopen(&mut self) {
-        if self.open {
+    /// [`Inbox::still_there`] for `in/` under the name it was renamed to.
+    fn still_there_as(&mut self, away: &str, log: &RunLog) -> bool {
+        match self.inbox.moved_from(&self.root, away) {
+            None => true,
+            Some(_) => {
+                let message = format!(
+                    "the control folder {}: in/ was replaced while the turn's end renamed it; the driver takes commands only in the folder it opened, so the turn is stopped",
+                    self.ctl.root().display()
+                );
+                log.hangar(&HangarLine::Error {
+                    message: message.clone(),
+                });
+                self.broken = Some(message);
+                false
+            }
+        }
+    }
+
+    /// Opens a fresh `in/` after a late message continued the turn (made here, opened without
+    /// following a link, as at the start).
+    pub fn reopen(&mut self, log: &RunLog) {
+        if self.open || self.broken.is_some() {
             return;
         }
-        if fs::DirBuilder::new()
-            .mode(0o700)
-            .create(self.ctl.inbox())
-            .is_ok()
-        {
-            self.open = true;
-            self.watch();
+        match self.root.make_child(IN) {
+            Ok(folder) => {
+                self.inbox = folder;
+                self.open = true;
+                self.watch();
+            }
+            Err(what) => {
+                log.hangar(&HangarLine::Warning {
+                    message: format!("could not open a fresh in/: {what}"),
+                });
+            }
         }
     }
 
-    /// Writes the signed ack for a command.
-    pub fn ack(&self, name: &str, cmd: Option<&Command>, status: AckStatus, reason: &str) {
+    /// Writes the signed ack for a command, in the `acks/` opened at the start; none once
+    /// `acks/` is not that folder any more ([`Inbox::broken`]).
+    pub fn ack(
+        &mut self,
+        log: &RunLog,
+        name: &str,
+        cmd: Option<&Command>,
+        status: AckStatus,
+        reason: &str,
+    ) {
+        if !self.still_there(ACKS, log) {
+            return;
+        }
         let (seq, nonce) = cmd.map_or((0, ""), |c| (c.seq, c.nonce.as_str()));
         let ack = Ack::seal(
             self.verifier.key(),
@@ -192,20 +288,18 @@ impl Inbox {
             status,
             reason,
         );
-        let tmp = self.ctl.acks().join(format!(".{name}.tmp"));
-        if let Err(e) = write_via_with(
-            &tmp,
-            &self.ctl.ack_for(name),
+        if let Err(e) = self.acks.write_via(
+            &format!(".{name}.tmp"),
+            &format!("{name}.ack"),
             &ack.to_bytes(),
             0o600,
-            Durability::Visible,
         ) {
             crate::diag(&format!("cannot write the ack for {name}: {e}"));
         }
     }
 
     /// Refuses a command: signed ack and a `hangar.refused` line; nothing is executed.
-    pub fn refuse(&self, log: &RunLog, name: &str, cmd: Option<&Command>, refusal: &Refusal) {
+    pub fn refuse(&mut self, log: &RunLog, name: &str, cmd: Option<&Command>, refusal: &Refusal) {
         let reason = refusal.to_string();
         log.hangar(&HangarLine::Refused {
             name: name.to_owned(),
@@ -214,19 +308,15 @@ impl Inbox {
             code: refusal.code().to_owned(),
             reason: reason.clone(),
         });
-        self.ack(name, cmd, AckStatus::Refused, &reason);
+        self.ack(log, name, cmd, AckStatus::Refused, &reason);
     }
 }
 
 /// Reads a command file without following symlinks or blocking on a FIFO, refusing anything that
 /// is not a regular file or is larger than the limit (without reading past it).
-fn read_command_file(path: &PathBuf) -> Result<Vec<u8>, Refusal> {
+fn read_command_file(opened: io::Result<File>) -> Result<Vec<u8>, Refusal> {
     let unreadable = |e: io::Error| Refusal::Unreadable(e.to_string());
-    let f: File = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(unreadable)?;
+    let f: File = opened.map_err(unreadable)?;
     let meta = f.metadata().map_err(unreadable)?;
     if !meta.is_file() {
         return Err(Refusal::Unreadable("not a regular file".into()));

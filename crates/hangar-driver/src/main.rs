@@ -14,6 +14,7 @@ mod args;
 mod claude;
 mod claude_settings;
 mod codex;
+mod folder;
 mod harness;
 mod inbox;
 mod relay;
@@ -172,7 +173,15 @@ fn start() -> Result<i32, String> {
     let key = secure::take_key(s.key_file.as_deref().unwrap_or(&ctl.key()))?;
     let log = RunLog::open(&ctl.run_log())
         .map_err(|e| format!("cannot open the run log {}: {e}", ctl.run_log().display()))?;
-    let inbox = inbox::Inbox::new(ctl, Verifier::new(&s.run, key));
+    let inbox = match inbox::Inbox::new(ctl, Verifier::new(&s.run, key)) {
+        Ok(i) => i,
+        Err(message) => {
+            log.hangar(&HangarLine::Error {
+                message: message.clone(),
+            });
+            return Err(message);
+        }
+    };
     let (tx, rx) = mpsc::channel();
     inbox.start_doorbell(tx.clone());
     // Claude Code's check is a Stop hook in the turn's own settings file (see verify.rs).

@@ -179,6 +179,12 @@ impl Turn {
                     for c in self.inbox.take(&self.log) {
                         self.execute(c);
                     }
+                    // `in/` or `acks/` was replaced (folder.rs): no command can be trusted to
+                    // arrive or be answered; the turn stops as if the harness had failed.
+                    if let Some(why) = self.inbox.broken() {
+                        self.failed = Some(why.to_owned());
+                        return Outcome::Gone;
+                    }
                     let signals = self.adapter.tick(&mut self.harness, &self.log);
                     if let Some(o) = self.handle(signals) {
                         return o;
@@ -337,7 +343,7 @@ impl Turn {
         }
         if self.adapter.busy() {
             if !self.end_requested {
-                self.inbox.reopen();
+                self.inbox.reopen(&self.log);
             }
             return true;
         }
@@ -526,7 +532,8 @@ impl Turn {
                     kind: kind.to_string(),
                     outcome: "done".into(),
                 });
-                self.inbox.ack(&name, Some(&cmd), AckStatus::Done, "");
+                self.inbox
+                    .ack(&self.log, &name, Some(&cmd), AckStatus::Done, "");
             }
             Err(Refusal::TurnEnded) => {
                 let c = Incoming {
@@ -584,8 +591,13 @@ impl Turn {
             kind: c.verified.kind.to_string(),
             outcome: "ended".into(),
         });
-        self.inbox
-            .ack(&c.name, Some(cmd), AckStatus::Ended, "the turn has ended");
+        self.inbox.ack(
+            &self.log,
+            &c.name,
+            Some(cmd),
+            AckStatus::Ended,
+            "the turn has ended",
+        );
     }
 
     /// The turn is over after it settled: close the harness's input, let the relay write the

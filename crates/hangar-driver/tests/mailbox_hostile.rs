@@ -233,3 +233,121 @@ fn the_client_ignores_a_forged_ack_and_takes_the_drivers() {
         other => panic!("the forged ack was believed: {other:?}"),
     }
 }
+
+/// Replaces the control folder's `name/` with a symbolic link to `elsewhere`, the real folder
+/// kept beside it (as an agent of the driver's own uid can).
+fn swap_for_link(rig: &Rig, name: &str, elsewhere: &std::path::Path) {
+    let ctl = rig.ctl();
+    std::fs::rename(ctl.join(name), ctl.join(format!("{name}.real"))).unwrap();
+    std::os::unix::fs::symlink(elsewhere, ctl.join(name)).unwrap();
+}
+
+fn files_in(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// An `acks/` or `in/` that is a link when the driver starts: refused with exit status 2 and a
+/// `hangar.error` saying which folder and what it is; no harness starts, nothing is written or
+/// read through the link.
+#[test]
+fn a_mailbox_folder_that_is_a_link_at_the_start_is_refused() {
+    for name in ["acks", "in"] {
+        let mut rig = Rig::new(Script::new([Step::text("hi")]), "hello");
+        let elsewhere = tempfile::tempdir().unwrap();
+        if name == "in" {
+            // The prompt waits in the link's target, as if the agent fed it.
+            std::fs::rename(rig.ctl().join("in"), elsewhere.path().join("in-prompts")).unwrap();
+            std::os::unix::fs::symlink(elsewhere.path().join("in-prompts"), rig.ctl().join("in"))
+                .unwrap();
+        } else {
+            swap_for_link(&rig, name, elsewhere.path());
+        }
+        rig.start("ask");
+        assert_eq!(rig.wait_exit(LONG), 2, "{name}: {}", rig.log_text());
+        let error = rig.wait_type("hangar.error");
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("{name}/ is a symbolic link, not a folder")),
+            "{name}: {message}"
+        );
+        assert!(
+            rig.lines_of("hangar.started").is_empty(),
+            "{name}: no harness"
+        );
+        assert!(rig.fake.requests().is_empty(), "{name}: no model request");
+        if name == "acks" {
+            assert!(
+                files_in(elsewhere.path()).is_empty(),
+                "no ack through the link"
+            );
+        } else {
+            assert_eq!(
+                files_in(&elsewhere.path().join("in-prompts")).len(),
+                1,
+                "the prompt behind the link was not taken"
+            );
+        }
+    }
+}
+
+/// `acks/` swapped for a link while a permission request waits: the driver notices on its next
+/// look at the mailbox, writes no ack through the link, carries out nothing more, says why in a
+/// `hangar.error` and ends the turn with status 1.
+#[test]
+fn acks_swapped_for_a_link_mid_turn_stops_the_turn() {
+    let (mut rig, id) = rig_with_pending_approval();
+    let elsewhere = tempfile::tempdir().unwrap();
+    swap_for_link(&rig, "acks", elsewhere.path());
+    rig.send(Kind::Approve, body::approve(&id, None));
+    assert_eq!(rig.wait_exit(LONG), 1, "{}", rig.log_text());
+    let error = rig.wait_type("hangar.error");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("acks/ was replaced by a symbolic link"),
+        "{error}"
+    );
+    assert!(
+        files_in(elsewhere.path()).is_empty(),
+        "no ack through the link"
+    );
+    assert!(
+        !rig.work.path().join("made.txt").exists(),
+        "the tool did not run"
+    );
+    assert!(rig.lines_of("hangar.approval_answered").is_empty());
+    assert_eq!(rig.lines_of("hangar.turn_end")[0]["status"], 1);
+}
+
+/// `in/` swapped for a link to a folder of the agent's while a permission request waits: a
+/// command landing there (through the link) is never taken, and the turn stops saying why.
+#[test]
+fn in_swapped_for_a_link_mid_turn_stops_the_turn() {
+    let (mut rig, id) = rig_with_pending_approval();
+    let elsewhere = tempfile::tempdir().unwrap();
+    swap_for_link(&rig, "in", elsewhere.path());
+    rig.send(Kind::Approve, body::approve(&id, None));
+    assert_eq!(rig.wait_exit(LONG), 1, "{}", rig.log_text());
+    let error = rig.wait_type("hangar.error");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("in/ was replaced by a symbolic link"),
+        "{error}"
+    );
+    assert_eq!(
+        files_in(elsewhere.path()).len(),
+        1,
+        "the approve was not taken"
+    );
+    assert!(
+        !rig.work.path().join("made.txt").exists(),
+        "the tool did not run"
+    );
+    assert!(rig.lines_of("hangar.approval_answered").is_empty());
+}
