@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
@@ -52,20 +53,28 @@ pub fn spawn(
     args: &[OsString],
     s: &Settings,
 ) -> io::Result<(Harness, ChildStdout)> {
+    // The harness's stdin and stdout are Unix sockets, not pipes: a pipe of a process can be
+    // opened again through `/proc/<pid>/fd/N` by any process of its uid (a tool of the agent's,
+    // writing lines into the stream the driver relays and seals as the harness's, or answers
+    // into the harness's input), a socket cannot (ENXIO).
+    let (stdin_ours, stdin_theirs) = socket_pair()?;
+    let (stdout_ours, stdout_theirs) = socket_pair()?;
+    widen(&stdout_ours, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE);
+    widen(&stdout_theirs, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE);
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(&s.cwd)
         .env_clear()
         .envs(harness_env(s))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdin(Stdio::from(stdin_theirs))
+        .stdout(Stdio::from(stdout_theirs))
         .stderr(Stdio::inherit())
         .process_group(0);
     if let Some(agent) = &s.agent {
         // std drops supplementary groups (setgroups(0)) when it changes uid as root.
         cmd.uid(agent.uid).gid(agent.gid);
     }
-    let mut child = cmd.spawn().map_err(|e| {
+    let child = cmd.spawn().map_err(|e| {
         io::Error::new(
             e.kind(),
             format!(
@@ -74,23 +83,52 @@ pub fn spawn(
             ),
         )
     })?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| io::Error::other("harness stdout missing"))?;
-    widen_pipe(&stdout);
-    let stdin = child.stdin.take();
-    Ok((Harness { child, stdin }, stdout))
+    // The harness's ends were moved into `cmd` and closed with it: the driver's ends see the
+    // harness's output end, and the harness sees its input end when the driver closes it.
+    drop(cmd);
+    let stdin = Some(ChildStdin::from(stdin_ours));
+    Ok((Harness { child, stdin }, ChildStdout::from(stdout_ours)))
 }
 
-/// Asks for a 1 MiB pipe buffer on the harness's stdout, so a fast writer and the relay trade
-/// 1 MiB per wake-up instead of 64 KiB. Best effort: the default limit
-/// (`/proc/sys/fs/pipe-max-size`) allows it; on failure the pipe keeps its size.
-fn widen_pipe(stdout: &ChildStdout) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: F_SETPIPE_SZ on a pipe fd we own; it takes an integer and touches no memory.
-    unsafe {
-        libc::fcntl(stdout.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+/// A connected pair of Unix stream sockets, closed on exec (the harness gets its end as a
+/// standard descriptor, which `dup2` makes without the flag).
+fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid array of two ints for socketpair to fill.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socketpair succeeded: both descriptors are new and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Asks for a 1 MiB socket buffer on the harness's stdout, so a fast writer and the relay trade
+/// up to 1 MiB per wake-up. Best effort: past the system's limit (`net.core.rmem_max`) only
+/// root's `*BUFFORCE` is taken; otherwise the buffer stays as large as allowed.
+fn widen(fd: &OwnedFd, opt: libc::c_int, force: libc::c_int) {
+    let size: libc::c_int = 1 << 20;
+    for o in [force, opt] {
+        // SAFETY: setsockopt on a socket we own with a valid int of the given length.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                o,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return;
+        }
     }
 }
 
