@@ -319,7 +319,7 @@ impl Arg {
 }
 
 /// A path a command may touch: resolved when known.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum PathOperand {
     /// Absolute and lexically normalised (a number only known at run time, such as `$$`, is
     /// a [`DIGITS`] mark: it stays in its folder).
@@ -1362,6 +1362,9 @@ impl Walker {
         if self.runs_download(&path, &name, &all_args, &call) {
             found.push(facts::DOWNLOAD_RUN);
         }
+        // The same path named twice is checked once.
+        let mut seen = std::collections::HashSet::new();
+        operands.retain(|o| seen.insert(o.clone()));
         let recursive = self.functions.contains(&name);
         let at = self.out.len();
         self.out.push(Invocation {
