@@ -330,10 +330,13 @@ impl Rules {
     /// Checks a shell command line.
     pub fn check_command(&self, command: &str, ctx: &Context) -> Verdict {
         let (invocations, failures) = shell::read(command, &ctx.workspace, ctx.home.as_deref());
-        let ws_canon = canonical(&ctx.workspace);
+        let memo = Canon::default();
+        let ws_canon = memo.of(&ctx.workspace);
         for inv in &invocations {
             for r in &self.rules {
-                if r.applies_to.contains(&Scope::Bash) && self.matches(r, inv, ctx, &ws_canon) {
+                if r.applies_to.contains(&Scope::Bash)
+                    && self.matches(r, inv, ctx, &ws_canon, &memo)
+                {
                     return Verdict::deny(&format!("{PREFIX}{}", r.id), r.reason.clone());
                 }
             }
@@ -361,15 +364,16 @@ impl Rules {
             Some(p) => PathOperand::Known(p),
             None => PathOperand::Unknown(path.to_owned()),
         };
-        let ws_canon = canonical(&ctx.workspace);
+        let memo = Canon::default();
+        let ws_canon = memo.of(&ctx.workspace);
         for r in &self.rules {
             if !r.applies_to.contains(&scope) {
                 continue;
             }
-            if !r.paths.is_empty() && !self.path_matches(&r.paths, &operand, ctx) {
+            if !r.paths.is_empty() && !self.path_matches(&r.paths, &operand, ctx, &memo) {
                 continue;
             }
-            if r.outside_workspace && !outside(&operand, ctx, &ws_canon) {
+            if r.outside_workspace && !outside(&operand, ctx, &ws_canon, &memo) {
                 continue;
             }
             if r.paths.is_empty() && !r.outside_workspace {
@@ -380,7 +384,14 @@ impl Rules {
         Verdict::allow()
     }
 
-    fn matches(&self, r: &Rule, inv: &Invocation, ctx: &Context, ws_canon: &Path) -> bool {
+    fn matches(
+        &self,
+        r: &Rule,
+        inv: &Invocation,
+        ctx: &Context,
+        ws_canon: &Path,
+        memo: &Canon,
+    ) -> bool {
         if !r.commands.is_empty() && !r.commands.iter().any(|c| glob_text(c, &inv.name)) {
             return false;
         }
@@ -401,14 +412,19 @@ impl Rules {
                 .iter()
                 .chain(inv.redirects.iter())
                 .chain(inv.writes.iter())
-                .any(|o| self.path_matches(&r.paths, o, ctx))
+                .any(|o| self.path_matches(&r.paths, o, ctx, memo))
         {
             return false;
         }
-        if r.outside_workspace && !inv.operands.iter().any(|o| outside(o, ctx, ws_canon)) {
+        if r.outside_workspace && !inv.operands.iter().any(|o| outside(o, ctx, ws_canon, memo)) {
             return false;
         }
-        if r.workspace_itself && !inv.wholes.iter().any(|o| is_workspace(o, ctx, ws_canon)) {
+        if r.workspace_itself
+            && !inv
+                .wholes
+                .iter()
+                .any(|o| is_workspace(o, ctx, ws_canon, memo))
+        {
             return false;
         }
         if !r.fed_by.is_empty()
@@ -434,7 +450,7 @@ impl Rules {
             && !inv
                 .writes
                 .iter()
-                .any(|o| outside(o, ctx, ws_canon) && !is_scratch(o))
+                .any(|o| outside(o, ctx, ws_canon, memo) && !is_scratch(o))
         {
             return false;
         }
@@ -451,15 +467,22 @@ impl Rules {
         true
     }
 
-    fn path_matches(&self, patterns: &[String], o: &PathOperand, ctx: &Context) -> bool {
+    fn path_matches(
+        &self,
+        patterns: &[String],
+        o: &PathOperand,
+        ctx: &Context,
+        memo: &Canon,
+    ) -> bool {
         let p = match o {
             PathOperand::Known(p) => p,
             // A path with parts only known at run time: whether it may be one the pattern
             // names (`/proc/$PPID/environ`, `$HANGAR_HOME/master.key`).
             PathOperand::Unknown(shape) => {
                 return shape.starts_with('/')
+                    && shape.len() <= 4 * paths::PATH_MAX
                     && patterns.iter().any(|pat| {
-                        expand_pattern(pat, ctx).iter().any(|e| {
+                        memo.pattern(pat, ctx).iter().any(|e| {
                             if anywhere(e) {
                                 false
                             } else if e.contains('/') {
@@ -472,9 +495,14 @@ impl Rules {
                     });
             }
         };
-        let forms = [p.clone(), canonical(p)];
+        // A path longer than the kernel takes (PATH_MAX) names no file: what is written there
+        // is text (a program, a message), and matching it would take time for nothing.
+        if p.as_os_str().len() > paths::PATH_MAX {
+            return false;
+        }
+        let forms = [p.clone(), memo.of(p)];
         for pat in patterns {
-            for expanded in expand_pattern(pat, ctx) {
+            for expanded in memo.pattern(pat, ctx).iter() {
                 for f in &forms {
                     // Glob characters stand for what they may expand to.
                     let text = f.to_string_lossy();
@@ -487,13 +515,13 @@ impl Rules {
                     };
                     // `glob_shape`: a number only known at run time (`/proc/$PPID/…`) may be
                     // any number.
-                    let hit = if text.contains(paths::BELOW) && anywhere(&expanded) {
+                    let hit = if text.contains(paths::BELOW) && anywhere(expanded) {
                         false
                     } else if expanded.contains('/') {
-                        glob_shape(&expanded, &text)
+                        glob_shape(expanded, &text)
                     } else {
                         let name = text.rsplit('/').next().unwrap_or(&text);
-                        glob_shape(&expanded, name)
+                        glob_shape(expanded, name)
                     };
                     if hit {
                         return true;
@@ -546,8 +574,39 @@ fn expand_pattern(pat: &str, ctx: &Context) -> Vec<String> {
     vec![pat.to_owned()]
 }
 
+/// Paths with symlinks followed ([`canonical`]), each found once per check: a command may name
+/// the same path to many rules.
+#[derive(Default)]
+struct Canon {
+    paths: std::cell::RefCell<std::collections::HashMap<PathBuf, PathBuf>>,
+    patterns: std::cell::RefCell<std::collections::HashMap<String, std::rc::Rc<Vec<String>>>>,
+}
+
+impl Canon {
+    fn of(&self, p: &Path) -> PathBuf {
+        if let Some(c) = self.paths.borrow().get(p) {
+            return c.clone();
+        }
+        let c = canonical(p);
+        self.paths.borrow_mut().insert(p.to_path_buf(), c.clone());
+        c
+    }
+
+    /// [`expand_pattern`], once per pattern.
+    fn pattern(&self, pat: &str, ctx: &Context) -> std::rc::Rc<Vec<String>> {
+        if let Some(e) = self.patterns.borrow().get(pat) {
+            return std::rc::Rc::clone(e);
+        }
+        let e = std::rc::Rc::new(expand_pattern(pat, ctx));
+        self.patterns
+            .borrow_mut()
+            .insert(pat.to_owned(), std::rc::Rc::clone(&e));
+        e
+    }
+}
+
 /// Whether a path operand lies outside the workspace (unknown ones count as outside).
-fn outside(o: &PathOperand, ctx: &Context, ws_canon: &Path) -> bool {
+fn outside(o: &PathOperand, ctx: &Context, ws_canon: &Path, memo: &Canon) -> bool {
     match o {
         PathOperand::Unknown(_) => true,
         PathOperand::Known(p) => {
@@ -557,7 +616,7 @@ fn outside(o: &PathOperand, ctx: &Context, ws_canon: &Path) -> bool {
             ) {
                 return false;
             }
-            !within(p, &ctx.workspace) || !within(&canonical(p), ws_canon)
+            !within(p, &ctx.workspace) || !within(&memo.of(p), ws_canon)
         }
     }
 }
@@ -571,10 +630,10 @@ fn is_scratch(o: &PathOperand) -> bool {
 }
 
 /// Whether a path operand is the workspace itself (as written or with symlinks followed).
-fn is_workspace(o: &PathOperand, ctx: &Context, ws_canon: &Path) -> bool {
+fn is_workspace(o: &PathOperand, ctx: &Context, ws_canon: &Path, memo: &Canon) -> bool {
     match o {
         PathOperand::Unknown(_) => false,
-        PathOperand::Known(p) => *p == normalize(&ctx.workspace) || canonical(p) == ws_canon,
+        PathOperand::Known(p) => *p == normalize(&ctx.workspace) || memo.of(p) == ws_canon,
     }
 }
 

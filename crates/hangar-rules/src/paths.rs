@@ -13,7 +13,7 @@ pub const BELOW: char = '\u{4}';
 /// In a path's shape: what an unquoted glob (`*`, `?`, `[…]`) matches, within one component.
 pub const GLOB: char = '\u{5}';
 /// The longest path the kernel opens (`PATH_MAX`); a shape with more known bytes names nothing.
-const PATH_MAX: usize = 4096;
+pub const PATH_MAX: usize = 4096;
 
 /// The directory a command runs in, when known (a `cd` to a computed place makes it unknown).
 #[derive(Clone, Debug, PartialEq, Eq)]

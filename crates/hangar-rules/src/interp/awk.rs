@@ -84,6 +84,7 @@ pub(super) fn code_of(args: &[Arg]) -> Code {
 pub(super) fn read(code: &str, fx: &mut Effects) {
     let toks = lex::lex(code, Syntax::Awk).toks;
     let n = toks.len();
+    let close = super::calls::brackets(&toks);
     let is = |i: usize, p: &str| matches!(toks.get(i), Some(Tok::Punct(q)) if *q == p);
     let ident = |i: usize| match toks.get(i) {
         Some(Tok::Ident(s)) => Some(s.as_str()),
@@ -99,7 +100,7 @@ pub(super) fn read(code: &str, fx: &mut Effects) {
         }
         // system(CMD)
         if ident(i) == Some("system") && is(i + 1, "(") {
-            let end = closing(&toks, i + 1);
+            let end = close[i + 1].max(i + 2).min(n);
             fx.shell.push(concat(&toks[i + 2..end]));
         }
         // CMD | getline
@@ -110,16 +111,18 @@ pub(super) fn read(code: &str, fx: &mut Effects) {
         // getline < FILE: read, named above.
         // print … | CMD, print … > FILE
         if matches!(ident(i), Some("print" | "printf")) {
-            let mut depth = 0usize;
             let mut k = i + 1;
             while k < n {
                 match &toks[k] {
-                    Tok::Punct("(" | "[" | "{") => depth += 1,
-                    Tok::Punct(")" | "]") => depth = depth.saturating_sub(1),
-                    Tok::Punct(";" | "}") | Tok::Newline if depth == 0 => break,
-                    Tok::Punct("}") => depth = depth.saturating_sub(1),
-                    Tok::Punct(p @ ("|" | "|&" | ">" | ">>")) if depth == 0 => {
-                        let end = statement_end(&toks, k + 1);
+                    // The next statement's keyword: this one ended without a `;`.
+                    Tok::Ident(w) if matches!(w.as_str(), "print" | "printf") => break,
+                    Tok::Punct("(" | "[" | "{") => {
+                        k = close[k].max(k) + 1;
+                        continue;
+                    }
+                    Tok::Punct(";" | "}" | ")" | "]") | Tok::Newline => break,
+                    Tok::Punct(p @ ("|" | "|&" | ">" | ">>")) => {
+                        let end = statement_end(&toks, &close, k + 1);
                         let target = concat(&toks[k + 1..end]);
                         if p.starts_with('|') {
                             fx.shell.push(target);
@@ -139,35 +142,20 @@ pub(super) fn read(code: &str, fx: &mut Effects) {
     }
 }
 
-/// The index of the bracket closing the one at `open` (or the end).
-fn closing(toks: &[Tok], open: usize) -> usize {
-    let mut depth = 0usize;
-    for (k, t) in toks.iter().enumerate().skip(open) {
-        match t {
-            Tok::Punct("(" | "[" | "{") => depth += 1,
-            Tok::Punct(")" | "]" | "}") => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    return k;
-                }
-            }
-            _ => {}
-        }
-    }
-    toks.len()
-}
-
 /// Where the statement that continues at `from` ends.
-fn statement_end(toks: &[Tok], from: usize) -> usize {
-    let mut depth = 0usize;
-    for (k, t) in toks.iter().enumerate().skip(from) {
-        match t {
-            Tok::Punct("(" | "[" | "{") => depth += 1,
-            Tok::Punct(")" | "]") if depth > 0 => depth -= 1,
-            Tok::Punct(";" | "}" | ")") | Tok::Newline if depth == 0 => return k,
-            Tok::Punct("}") => depth = depth.saturating_sub(1),
+fn statement_end(toks: &[Tok], close: &[usize], from: usize) -> usize {
+    let mut k = from;
+    while k < toks.len() {
+        match &toks[k] {
+            Tok::Punct("(" | "[" | "{") => {
+                k = close[k].max(k) + 1;
+                continue;
+            }
+            Tok::Punct(";" | "}" | ")" | "]") | Tok::Newline => return k,
+            Tok::Ident(w) if matches!(w.as_str(), "print" | "printf") => return k,
             _ => {}
         }
+        k += 1;
     }
     toks.len()
 }
@@ -187,7 +175,10 @@ fn expression_start(toks: &[Tok], at: usize) -> usize {
             }
             Tok::Ident(w)
                 if depth == 0
-                    && matches!(w.as_str(), "while" | "if" | "print" | "printf" | "return") =>
+                    && matches!(
+                        w.as_str(),
+                        "while" | "if" | "print" | "printf" | "return" | "getline"
+                    ) =>
             {
                 return k;
             }

@@ -16,6 +16,11 @@ use crate::paths::{ANY, DIGITS};
 
 /// How deep evaluated code (`exec("…")`) and nested values are read.
 const MAX_EVAL_DEPTH: usize = 8;
+/// The most segments of one chain (`a.b(c)[d]…`) read; a longer one cannot be read (and
+/// reading it would take time quadratic in its length).
+const MAX_CHAIN: usize = 64;
+/// The most tokens a call without parentheses (`system "a", "b"`) takes as its arguments.
+const MAX_PAREN_LESS: usize = 1024;
 
 /// A value as far as it is known.
 #[derive(Clone, Debug)]
@@ -90,7 +95,7 @@ pub(super) fn read(toks: &[Tok], table: &'static Table, fx: &mut Effects, depth:
 
 /// Matches brackets: `close[i]` is the index of the bracket closing the one at `i` (or the
 /// end when it is not closed); other tokens point at themselves.
-fn brackets(toks: &[Tok]) -> Vec<usize> {
+pub(super) fn brackets(toks: &[Tok]) -> Vec<usize> {
     let mut close: Vec<usize> = (0..toks.len()).collect();
     let mut stack: Vec<(usize, &str)> = Vec::new();
     for (i, t) in toks.iter().enumerate() {
@@ -348,7 +353,7 @@ impl Reader<'_> {
             _ => return (segs, i),
         }
         i += 1;
-        loop {
+        while segs.len() < MAX_CHAIN {
             match self.tok(i) {
                 Some(Tok::Punct("." | "::" | "->")) => match self.tok(i + 1) {
                     Some(Tok::Ident(n)) => {
@@ -641,6 +646,9 @@ impl Reader<'_> {
     /// What a chain evaluates to, when the rules know: the home, an environment variable, a
     /// path join, a path object, a module.
     fn chain_value(&self, segs: &[Seg], depth: usize) -> Val {
+        if depth > MAX_EVAL_DEPTH {
+            return Val::Unknown;
+        }
         if let [Seg::Lit(v)] = segs {
             return v.clone();
         }
@@ -780,7 +788,14 @@ impl Reader<'_> {
                 _ => {}
             }
             // A concatenation: its value is a path the code may name.
-            if i >= concat_until {
+            let starts_operand = match self.tok(i) {
+                Some(Tok::Str(_) | Tok::Num | Tok::Punct("(")) => true,
+                Some(Tok::Ident(_)) => {
+                    i == 0 || !matches!(self.tok(i - 1), Some(Tok::Punct("." | "::" | "->")))
+                }
+                _ => false,
+            };
+            if i >= concat_until && starts_operand {
                 let (_, end) = self.operand(i, n, 0);
                 if end < n
                     && matches!(self.tok(end), Some(Tok::Punct(p)) if self.table.concat.contains(p))
@@ -806,6 +821,11 @@ impl Reader<'_> {
                 i > 0 && matches!(self.tok(i - 1), Some(Tok::Punct("." | "::" | "->")));
             if chain_start && !after_member && !self.binding[i] {
                 let (segs, end) = self.chain(i);
+                if segs.len() >= MAX_CHAIN {
+                    self.fx
+                        .opaque
+                        .push("a chain of calls too long to read".into());
+                }
                 self.calls(&segs, end);
             }
             i += 1;
@@ -837,7 +857,7 @@ impl Reader<'_> {
                 }
                 continue;
             }
-            if called {
+            if called || k + 1 != segs.len() || !matches!(segs[k], Seg::Name(_)) {
                 continue;
             }
             // A reference to a function that runs or deletes, not called here: it is passed
@@ -912,6 +932,12 @@ impl Reader<'_> {
         }
         let mut stop = end;
         while stop < n {
+            if stop - end > MAX_PAREN_LESS {
+                self.fx
+                    .opaque
+                    .push("a call with too many arguments to read".into());
+                break;
+            }
             match self.tok(stop) {
                 Some(Tok::Punct(";" | ")" | "}" | "]" | "||" | "&&")) | None => break,
                 Some(Tok::Newline) if self.table.syntax != Syntax::Perl => break,

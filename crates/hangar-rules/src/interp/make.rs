@@ -212,6 +212,11 @@ fn assignment(line: &str) -> Option<(&str, &str, &str)> {
 /// their values, `$(shell …)` runs (and stands for its output), other references a shell
 /// parameter only known at run time.
 fn expand(text: &str, vars: &HashMap<String, String>, fx: &mut Effects, depth: usize) -> String {
+    if depth > MAX_DEPTH {
+        fx.opaque
+            .push("its makefile references nest too deeply to read".into());
+        return "${HANGAR_MAKE_VALUE}".to_owned();
+    }
     let c: Vec<char> = text.chars().collect();
     let mut out = String::new();
     let mut i = 0;

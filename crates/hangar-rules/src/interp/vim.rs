@@ -10,6 +10,8 @@ use crate::shell::Arg;
 
 /// How deep `:exe`, `:g`, `:au` and `:command` nest before the rest is not read.
 const MAX_DEPTH: usize = 8;
+/// The most calls of one function an expression is read for.
+const MAX_CALLS: usize = 64;
 
 /// vim's options: commands, the script it sources, ex mode, the files it edits.
 pub(super) fn code_of(name: &str, args: &[Arg]) -> Code {
@@ -109,10 +111,10 @@ pub(super) fn read(code: &str, fx: &mut Effects, depth: usize) {
     let lines: Vec<&str> = code.lines().collect();
     let mut k = 0;
     while k < lines.len() {
-        let mut line = lines[k].to_owned();
+        let mut line: &str = lines[k];
         k += 1;
         // A `:py3 << EOF` block: the lines up to the marker are code.
-        if let Some((cmd, marker)) = heredoc(&line) {
+        if let Some((cmd, marker)) = heredoc(line) {
             let mut body = String::new();
             while k < lines.len() && lines[k].trim() != marker {
                 body.push_str(lines[k]);
@@ -124,7 +126,7 @@ pub(super) fn read(code: &str, fx: &mut Effects, depth: usize) {
             continue;
         }
         while !line.trim().is_empty() {
-            line = command(&line, fx, depth);
+            line = command(line, fx, depth);
         }
     }
 }
@@ -171,7 +173,7 @@ fn embedded(cmd: &str, code: &str, fx: &mut Effects, depth: usize) {
 }
 
 /// Reads one command from the start of `line`; returns what follows a `|` after it.
-fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
+fn command<'a>(line: &'a str, fx: &mut Effects, depth: usize) -> &'a str {
     let mut s = line.trim_start().trim_start_matches(':').trim_start();
     s = skip_range(s);
     // Modifiers.
@@ -233,7 +235,7 @@ fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
     }
     if let Some(rest) = s.strip_prefix('!') {
         fx.shell.push(bang_command(rest));
-        return String::new();
+        return "";
     }
     let word: String = s
         .chars()
@@ -252,13 +254,13 @@ fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
     }
     if is("edit", 1) && args.starts_with('!') {
         fx.shell.push(bang_command(&args[1..]));
-        return String::new();
+        return "";
     }
     if is("read", 1) {
         match args.strip_prefix('!') {
             Some(cmd) => {
                 fx.shell.push(bang_command(cmd));
-                return String::new();
+                return "";
             }
             None => fx.named.push(arg.trim().to_owned()),
         }
@@ -281,7 +283,7 @@ fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
     {
         if !bang && let Some(cmd) = args.strip_prefix('!') {
             fx.shell.push(bang_command(cmd));
-            return String::new();
+            return "";
         }
         let file = arg
             .split_whitespace()
@@ -303,7 +305,7 @@ fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
         || matches!(word.as_str(), "py3" | "pyx" | "pe")
     {
         embedded(&word, args, fx, depth);
-        return String::new();
+        return "";
     } else if is("source", 2) || is("runtime", 2) {
         let f = arg.trim();
         if f.starts_with("/dev/") || f.starts_with("/proc/") {
@@ -313,7 +315,7 @@ fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
             fx.named.push(f.to_owned());
         }
     } else if is("execute", 3) {
-        match vim_string(&arg) {
+        match vim_string(arg) {
             Some(cmd) => read(&cmd, fx, depth + 1),
             None => fx
                 .opaque
@@ -324,7 +326,7 @@ fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
             fx.opaque
                 .push("it types keys that may run any command".into());
         }
-        return String::new();
+        return "";
     } else if is("global", 1) || is("vglobal", 1) {
         // :g/re/cmd: the command after the pattern.
         let mut chars = args.chars();
@@ -344,7 +346,7 @@ fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
             }
             read(&body[end.min(body.len())..], fx, depth + 1);
         }
-        return String::new();
+        return "";
     } else if is("autocmd", 2) {
         // :au EVENT PAT [++once] [++nested] CMD
         let words: Vec<&str> = args.split_whitespace().collect();
@@ -356,7 +358,7 @@ fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
         if words.len() > skip {
             read(&words[skip..].join(" "), fx, depth + 1);
         }
-        return String::new();
+        return "";
     } else if is("command", 3) {
         // :command [-opts] NAME CMD
         let words: Vec<&str> = args.split_whitespace().collect();
@@ -364,7 +366,7 @@ fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
         if words.len() > skip {
             read(&words[skip..].join(" "), fx, depth + 1);
         }
-        return String::new();
+        return "";
     } else if is("set", 2) || is("setlocal", 4) || is("setglobal", 4) {
         let runs = arg.split_whitespace().any(|o| {
             let name = o.split(['=', '+', '^', '-']).next().unwrap_or("");
@@ -433,7 +435,7 @@ fn command(line: &str, fx: &mut Effects, depth: usize) -> String {
         || is("eval", 2)
         || is("unlet", 3)
     {
-        expression(&arg, fx, depth);
+        expression(arg, fx, depth);
     } else if is("edit", 1)
         || is("split", 2)
         || is("vsplit", 2)
@@ -473,7 +475,7 @@ fn skip_range(mut s: &str) -> &str {
 }
 
 /// The argument of a command up to an unquoted `|`, and what follows it.
-fn split_bar(s: &str) -> (String, String) {
+fn split_bar(s: &str) -> (&str, &str) {
     let mut quote: Option<char> = None;
     let mut esc = false;
     for (k, c) in s.char_indices() {
@@ -485,11 +487,11 @@ fn split_bar(s: &str) -> (String, String) {
             (_, '\\') => esc = true,
             (None, '"' | '\'') => quote = Some(c),
             (Some(q), c) if c == q => quote = None,
-            (None, '|') => return (s[..k].to_owned(), s[k + 1..].to_owned()),
+            (None, '|') => return (&s[..k], &s[k + 1..]),
             _ => {}
         }
     }
-    (s.to_owned(), String::new())
+    (s, "")
 }
 
 /// A `:!` command as the shell will get it: vim puts file names in place of `%` and `#`,
@@ -581,7 +583,14 @@ fn expression(expr: &str, fx: &mut Effects, depth: usize) {
     let bytes = expr;
     for (name, kind) in calls {
         let mut from = 0;
+        let mut seen = 0usize;
         while let Some(at) = bytes[from..].find(name) {
+            seen += 1;
+            if seen > MAX_CALLS {
+                fx.opaque
+                    .push("an expression with too many calls to read".into());
+                break;
+            }
             let start = from + at;
             from = start + name.len();
             let before = bytes[..start].chars().next_back();

@@ -133,10 +133,25 @@ impl Walker {
             .into_iter()
             .map(|w| self.path_of(&shape_arg(w)))
             .collect();
-        let named: Vec<_> = fx
+        // The strings that may name a file (a `/`, a leading `.` or `~`, a part only known at
+        // run time), each once; past a bound the code is too large to check string by string.
+        let mut named: Vec<String> = fx
             .named
             .into_iter()
-            .filter(|n| !n.is_empty() && n.len() <= 4096)
+            .filter(|n| {
+                !n.is_empty()
+                    && n.len() <= 4096
+                    && (n.contains(['/', ANY, DIGITS]) || n.starts_with(['.', '~']))
+            })
+            .collect();
+        named.sort_unstable();
+        named.dedup();
+        if named.len() > MAX_NAMED {
+            opaque = true;
+            named.truncate(MAX_NAMED);
+        }
+        let named: Vec<_> = named
+            .into_iter()
             .map(|n| self.path_of(&shape_arg(n)))
             .collect();
         if let Some(inv) = self.out.get_mut(at) {
@@ -229,6 +244,9 @@ impl Walker {
         }
     }
 }
+
+/// The most distinct path-like strings of one piece of code that are checked.
+const MAX_NAMED: usize = 1024;
 
 /// An argument from a shape: literal when nothing in it is only known at run time.
 fn shape_arg(s: String) -> Arg {
