@@ -349,14 +349,19 @@ fn codex_runs_through_the_same_commands() {
 #[test]
 fn hangar_run_works_in_a_local_sandbox_on_the_folder_unless_told_not_to() {
     let env = Env::new(Script::new([
-        bash(
-            "pwd > where.txt; touch /usr/hangar-run-test 2>/dev/null && echo wrote > sys.txt; true",
-        ),
+        // The write to /usr is in a script the rules do not read (they deny `touch /usr/…`
+        // on the command line): what stops it must be the sandbox.
+        bash("pwd > where.txt; sh probe.sh; true"),
         Step::text("done there"),
         bash("pwd > where.txt"),
         Step::text("done here"),
     ]));
     std::fs::write(env.work.path().join("mine.txt"), "kept").unwrap();
+    std::fs::write(
+        env.work.path().join("probe.sh"),
+        "touch /usr/hangar-run-test 2>/dev/null && echo wrote > sys.txt\n",
+    )
+    .unwrap();
     let (mut child, _run, _lines) = env.run(&["--policy", "auto", "look around"]);
     assert_eq!(wait(&mut child), 0);
     // In the sandbox: the folder itself at /workspace (the file lands in it), the rest of the

@@ -1293,12 +1293,19 @@ async fn without_the_uid_split_the_agent_never_finds_the_run_key() {
     let s = Server::start(Script::new([
         Step::tool(
             "Bash",
-            json!({"command": "for f in /run/hangar/*/key /dev/shm/*; do echo \"== $f\"; cat \"$f\"; done > found.txt 2>&1; ls /run/hangar >> found.txt; true", "description": "look"}),
+            // The search is a script the rules do not read (they deny reading hangar's own
+            // files on the command line): what keeps the key away must be where it is.
+            json!({"command": "sh /workspace/look.sh > found.txt 2>&1; true", "description": "look"}),
         ),
         Step::text("looked").expect_tool_result(),
     ]));
     let repo = tempfile::tempdir().unwrap();
     std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    std::fs::write(
+        repo.path().join("look.sh"),
+        "for f in /run/hangar/*/key /dev/shm/*; do echo \"== $f\"; cat \"$f\"; done\nls /run/hangar\n",
+    )
+    .unwrap();
     let env = s.home.path().join("same.yaml");
     std::fs::write(
         &env,

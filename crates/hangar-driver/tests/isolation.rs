@@ -48,13 +48,20 @@ fn as_agent(script: &str) -> (bool, String) {
 fn the_key_is_gone_and_never_reaches_a_child() {
     let mut rig = Rig::new(
         Script::new([
-            bash("env > env.txt; tr '\\0' ' ' < /proc/$PPID/cmdline > parent_cmdline.txt"),
+            // A script the rules do not read (they deny `/proc/<pid>/cmdline` on the command
+            // line): what keeps the key out of reach must be the driver.
+            bash("sh look.sh $PPID"),
             Step::text("ok"),
         ]),
         "show me your environment",
     );
     let key_hex = rig.mailbox.key().to_file_text().trim().to_owned();
     assert!(rig.mailbox.ctl().key().exists(), "the client wrote the key");
+    std::fs::write(
+        rig.work.path().join("look.sh"),
+        "env > env.txt; tr '\\0' ' ' < /proc/$1/cmdline > parent_cmdline.txt\n",
+    )
+    .unwrap();
     rig.start("auto");
     let started = rig.wait_type("hangar.started");
     assert!(
