@@ -248,3 +248,24 @@ fn a_here_document_with_no_tag_is_denied_before_the_tokenizer_sees_it() {
     );
     assert!(v.allowed(), "{}", v.reason);
 }
+
+/// The readers of options cut a word after a character they had not looked at yet: a multi-byte
+/// one in an option cluster (`sed -e '1e' -e 'rm -r\u{fffd}…'`, `vim -N\u{fffd}c`) panicked on a
+/// char boundary (found by `scripts/fuzz rules`, kept as the fuzzer wrote it).
+#[test]
+fn multi_byte_characters_in_option_clusters_are_read() {
+    let rules = Rules::default_set();
+    let found = "sed -e '1e' -e 'rm -r\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}' -r\u{fffd}\u{a2}f /' f";
+    for cmd in [
+        found,
+        "sed -\u{e9}e 's/a/b/' f",
+        "vim -\u{e9}c '!id' f",
+        "env -\u{e9}S'rm -rf /'",
+        "perl -\u{e9}e 'print 1'",
+        "awk -\u{e9} '{print}'",
+    ] {
+        let _ = rules.check_command(cmd, &ctx());
+    }
+    let v = rules.check_command(found, &ctx());
+    assert!(!v.allowed(), "{v:?}");
+}
