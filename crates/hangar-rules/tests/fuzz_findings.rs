@@ -269,3 +269,35 @@ fn multi_byte_characters_in_option_clusters_are_read() {
     let v = rules.check_command(found, &ctx());
     assert!(!v.allowed(), "{v:?}");
 }
+
+/// The same loop of brush-parser's tokenizer with a tag: a here-document inside a `$(` that is
+/// never closed, with blanks and a tag after `<<` and no line after it (`$(<<  a `). The
+/// fuzzer's input is kept as it was, with the shapes reduced from it. Each is denied before the
+/// tokenizer sees it; a closed `$((1 << 4))` is still read.
+#[test]
+fn a_here_document_in_an_unclosed_substitution_is_denied_before_the_tokenizer_sees_it() {
+    use hangar_rules::shell::here_document_in_unclosed_substitution;
+    let rules = Rules::default_set();
+    let found = "uwatch v \u{fffd}\u{fffd}&tch v \u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}A\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}pubvix=$(r\u{fffd} -rf             \u{fffd}\u{fffd}\u{fffd}       t                      \u{fffd} <<   \u{e}\u{e}\u{e}\u{e}\u{e}\u{e}\u{e}\u{e}\u{e}\u{e}\u{e}\u{e}\u{e}\u{e}   ";
+    for cmd in [
+        found,
+        "$(<<  a ",
+        "$(<<  \u{e} ",
+        "x $(<<  a b ",
+        "$(<<-  a ",
+        "$(<<\t\ta ",
+    ] {
+        assert!(here_document_in_unclosed_substitution(cmd), "{cmd:?}");
+        let t = std::time::Instant::now();
+        let v = rules.check_command(cmd, &ctx());
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "{cmd:?}");
+        assert_eq!(v.rule.as_deref(), Some(hangar_rules::UNPARSABLE), "{cmd:?}");
+    }
+    for cmd in [
+        "echo $((1 << 4))",
+        "cat <<EOF\nx\nEOF",
+        "(cat <<EOF\nx\nEOF\n)",
+    ] {
+        assert!(!here_document_in_unclosed_substitution(cmd), "{cmd:?}");
+    }
+}
