@@ -228,7 +228,13 @@ fn a_here_document_with_no_tag_is_denied_before_the_tokenizer_sees_it() {
         );
         let v = rules.check_command(cmd, &ctx());
         assert!(!v.allowed(), "allowed: {cmd:?}");
-        assert!(v.reason.contains("no tag"), "{cmd:?}: {}", v.reason);
+        // The outer command of `bash -c '… $(cat <<  '` leaves its `$(` open too: the screen
+        // for that (below) may see it first.
+        assert!(
+            v.reason.contains("no tag") || v.reason.contains("never closed"),
+            "{cmd:?}: {}",
+            v.reason
+        );
     }
     // Here-documents and here-strings with tags are read as before.
     for cmd in [
