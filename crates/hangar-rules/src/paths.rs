@@ -67,29 +67,38 @@ pub fn normalize(p: &Path) -> PathBuf {
 }
 
 /// The path with symlinks followed as far as it exists (the rest appended), so a link inside
-/// the workspace that points out of it is seen for what it is.
+/// the workspace that points out of it is seen for what it is. `p` is absolute and normalised.
+/// Walked from the root with one `lstat` per component (a link is resolved where it stands),
+/// not by asking `realpath` of ever shorter prefixes: rules check many paths per command.
 pub fn canonical(p: &Path) -> PathBuf {
-    let mut existing = p.to_path_buf();
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    loop {
-        if let Ok(c) = std::fs::canonicalize(&existing) {
-            let mut out = c;
-            for r in rest.iter().rev() {
-                out.push(r);
+    let mut out = PathBuf::from("/");
+    let mut comps = p.components().peekable();
+    while let Some(c) = comps.next() {
+        let Component::Normal(name) = c else { continue };
+        let next = out.join(name);
+        match std::fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(&next) {
+                Ok(resolved) => out = resolved,
+                // A dangling link: what follows is only known once it exists.
+                Err(_) => {
+                    out = next;
+                    for rest in comps.by_ref() {
+                        out.push(rest);
+                    }
+                    return normalize(&out);
+                }
+            },
+            Ok(_) => out = next,
+            Err(_) => {
+                out = next;
+                for rest in comps.by_ref() {
+                    out.push(rest);
+                }
+                return normalize(&out);
             }
-            return normalize(&out);
-        }
-        match (
-            existing.file_name().map(|n| n.to_os_string()),
-            existing.parent(),
-        ) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                existing = parent.to_path_buf();
-            }
-            _ => return p.to_path_buf(),
         }
     }
+    normalize(&out)
 }
 
 /// Whether `p` is `dir` or under it.

@@ -206,12 +206,49 @@ pub fn here_document_without_tag(text: &str) -> bool {
     false
 }
 
+/// Whether `text` leaves a `(` open (more `(` than `)`, quoted or not) and has a here-document
+/// operator (`<<`, not `<<<`) with no line after it, so its body can only end with the input.
+/// brush-parser's tokenizer, reading such a here-document inside an unclosed `$(…)`, loops
+/// allocating without end when blanks and a tag follow in some counts (`$(<<  a `: found by
+/// `scripts/fuzz rules`); the shell could not run it either (`$(` is never closed).
+pub fn here_document_in_unclosed_substitution(text: &str) -> bool {
+    let opens = text.bytes().filter(|&c| c == b'(').count();
+    let closes = text.bytes().filter(|&c| c == b')').count();
+    if opens <= closes {
+        return false;
+    }
+    let b = text.as_bytes();
+    let mut i = 0;
+    while let Some(at) = text.get(i..).and_then(|rest| rest.find("<<")) {
+        let mut j = i + at + 2;
+        if b.get(j) == Some(&b'<') {
+            while b.get(j) == Some(&b'<') {
+                j += 1;
+            }
+            i = j;
+            continue;
+        }
+        if !b[j..].contains(&b'\n') {
+            return true;
+        }
+        i = j;
+    }
+    false
+}
+
 /// Parses a script with brush-parser, after turning away what it cannot be trusted with
-/// ([`here_document_without_tag`], [`fd_number_too_large`], more than [`MAX_BACKTRACKING`]):
+/// ([`here_document_without_tag`], [`here_document_in_unclosed_substitution`],
+/// [`fd_number_too_large`], more than [`MAX_BACKTRACKING`]):
 /// the program, or why it cannot be read.
 fn parse(text: &str) -> Result<ast::Program, String> {
     if here_document_without_tag(text) {
         return Err("a here-document operator (`<<`) has no tag after it".to_owned());
+    }
+    if here_document_in_unclosed_substitution(text) {
+        return Err(
+            "a here-document (`<<`) has no line after it inside a `$(` that is never closed"
+                .to_owned(),
+        );
     }
     let tokens = brush_parser::uncached_tokenize_str(text, &options().tokenizer_options())
         .map_err(|e| format!("the shell cannot parse it: {e}"))?;

@@ -58,7 +58,7 @@ pub(super) fn code_of(args: &[Arg]) -> Code {
             continue;
         }
         for (at, ch) in s.char_indices().skip(1) {
-            let attached = &s[at + 1..];
+            let attached = &s[at + ch.len_utf8()..];
             match ch {
                 'i' => break,
                 'e' | 'f' | 'l' => {

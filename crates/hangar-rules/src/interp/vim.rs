@@ -56,7 +56,7 @@ pub(super) fn code_of(name: &str, args: &[Arg]) -> Code {
                 // A cluster (`-es`, `-Nc CMD`): options that take a value take the rest of the
                 // word or the next one.
                 for (at, ch) in s.char_indices().skip(1) {
-                    let rest = &s[at + 1..];
+                    let rest = &s[at + ch.len_utf8()..];
                     let value = |i: &mut usize| -> Option<Arg> {
                         if rest.is_empty() {
                             *i += 1;
