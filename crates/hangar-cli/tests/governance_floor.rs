@@ -2,7 +2,8 @@
 //! `hangar run`: an environment's `governance.policy` is the floor of its sessions; an
 //! environment cannot loosen a global hook requirement (T1); the Tower hook reads the
 //! environment's rules from a file the agent's uid can read and cannot change; `hangar run
-//! --policy governed` asks Tower.
+//! --policy governed` asks Tower. Deliver 1: an environment's reviewed Claude Code settings reach
+//! Claude Code and its manifest, and settings that could loosen governance are refused.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -314,4 +315,94 @@ async fn hangar_run_policy_governed_asks_tower() {
     assert_eq!(calls[0].target, "/approvals");
     let (_, sessions) = s.call("GET", "/v1/sessions", None).await;
     assert_eq!(sessions["sessions"][0]["policy"], "governed", "{sessions}");
+}
+
+/// Deliver 1's reviewed settings: an environment's `governance.claude_settings` reach the real
+/// Claude Code (here a `permissions.deny` that stops the call) and the turn's manifest records
+/// them with their digest; settings that could loosen governance (a hook, `env`, an allow) are
+/// refused when the environment is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_environments_reviewed_claude_settings_are_installed_and_cannot_loosen() {
+    let s = Server::start(Script::new([
+        bash("echo made > made.txt"),
+        Step::text("was it made?").expect_tool_result(),
+    ]));
+    for (bad, says) in [
+        (
+            "{hooks: {PreToolUse: [{hooks: [{type: command, command: 'echo allow'}]}]}}",
+            "\"hooks\"",
+        ),
+        (
+            "{env: {ANTHROPIC_BASE_URL: 'http://127.0.0.1:9'}}",
+            "\"env\"",
+        ),
+        ("{permissions: {allow: [Bash]}}", "permissions.allow"),
+    ] {
+        let f = s.home.path().join("loose.yaml");
+        std::fs::write(
+            &f,
+            format!("name: loose\nprovider: local\nuid_split: false\ngovernance: {{claude_settings: {bad}}}\n"),
+        )
+        .unwrap();
+        let out = s
+            .hangar()
+            .args(["env", "apply", f.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad} was applied");
+        assert!(
+            err.contains("governance.claude_settings") && err.contains(says),
+            "{bad}: {err}"
+        );
+    }
+    let (_, envs) = s.call("GET", "/v1/environments", None).await;
+    assert!(
+        !envs.to_string().contains("\"loose\""),
+        "a refused environment was kept: {envs}"
+    );
+
+    apply(
+        &s,
+        "reviewed",
+        "provider: local\nnetwork: host\nuid_split: false\ngovernance: {claude_settings: {permissions: {deny: ['Bash(echo:*)']}}}\n",
+    );
+    let repo = repo();
+    let sb = s.create_sandbox("reviewed", repo.path());
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "auto", "prompt": "make it"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let t = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], 0, "{t}");
+    assert!(
+        !workspace(&s, &sb).await.join("made.txt").exists(),
+        "the environment's permissions.deny did not reach Claude Code"
+    );
+    let results: Vec<(String, String, bool)> = s
+        .fake
+        .requests()
+        .iter()
+        .flat_map(|r| r.tool_results())
+        .collect();
+    assert!(
+        results
+            .iter()
+            .any(|(_, text, error)| *error && text.contains("denied")),
+        "{results:?}"
+    );
+    let hooks = t["manifest"]["hooks"].as_array().unwrap();
+    let reviewed = hooks
+        .iter()
+        .find(|h| {
+            h["name"].as_str().is_some_and(|n| {
+                n.starts_with("claude_settings: ") && n.ends_with("claude-settings.json")
+            })
+        })
+        .unwrap_or_else(|| panic!("the reviewed settings are not in the manifest: {t}"));
+    assert_eq!(reviewed["digest"].as_str().unwrap().len(), 64, "{reviewed}");
 }

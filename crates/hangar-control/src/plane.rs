@@ -21,6 +21,9 @@ use crate::launch::{self, Launch, Tools, TurnOptions};
 /// Why a message recorded before it landed is answered without the driver: its turn had ended.
 const NOT_LANDED_ENDED: &str = "not landed: the turn had ended";
 
+/// The environment's reviewed Claude Code settings in a run's control folder.
+const CLAUDE_SETTINGS_FILE: &str = "claude-settings.json";
+
 /// How long a command waits for the driver's signed answer.
 const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -682,6 +685,25 @@ impl ControlPlane {
                 ctl_inside.join("rules.toml")
             };
             args.extend(["--rules".into(), inside.into_os_string()]);
+        }
+        // The environment's reviewed Claude Code settings: the driver checks them again (and
+        // refuses the turn on a key it does not allow) and records their digest.
+        if session.harness == Harness::Claude
+            && let Some(settings) = &sb.env.governance.claude_settings
+        {
+            let text = serde_json::to_vec_pretty(settings)
+                .map_err(|e| ControlError::Internal(format!("claude_settings: {e}")))?;
+            tokio::fs::write(real_ctl.join(CLAUDE_SETTINGS_FILE), text)
+                .await
+                .map_err(|e| {
+                    ControlError::Launch(format!(
+                        "cannot write the environment's Claude Code settings: {e}"
+                    ))
+                })?;
+            args.extend([
+                "--claude-settings".into(),
+                ctl_inside.join(CLAUDE_SETTINGS_FILE).into_os_string(),
+            ]);
         }
         if sb.env.provider != hangar_sandbox::ProviderKind::Local {
             // The image's own CLI when it has one; else the container sees the pinned CLI's

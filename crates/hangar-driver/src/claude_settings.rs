@@ -7,37 +7,22 @@
 //! conversation and the key elsewhere), a permission rule or an MCP server (`.mcp.json`,
 //! `~/.claude.json`). The file lives in a folder only hangar's user can write.
 //!
-//! An environment may name a **reviewed** settings file (`--claude-settings`): its keys are taken
-//! from an allow-list ([`ALLOWED`]) and anything else **refuses the turn** rather than being
-//! dropped, so a reviewer never believes a setting applies that does not. Refused are every key
-//! that runs code or changes where the conversation goes (`hooks`, `env`, `apiKeyHelper`,
-//! `statusLine`, `otelHeadersHelper`, …) and every permission that could skip the person or Tower
-//! (`permissions.allow`, `defaultMode`, `additionalDirectories`); a key a newer Claude Code adds is
-//! refused until it is reviewed here. `permissions.deny`/`ask` only tighten. Its `mcpServers`
-//! become the turn's `--mcp-config` (an MCP tool call still passes the rules and the person or
-//! Tower like any other). Its SHA-256 goes into `hangar.started` and so into the turn's manifest.
+//! An environment may name **reviewed** settings (its `claude_settings:`, which the control plane
+//! writes to a file and passes with `--claude-settings`). Their keys are taken from an allow-list
+//! (`hangar_protocol::claude_settings`, which the control plane also checks when the environment
+//! is applied) and anything else **refuses the turn** rather than being dropped, so a reviewer
+//! never believes a setting applies that does not. Its `mcpServers` become the turn's
+//! `--mcp-config` (an MCP tool call still passes the rules and the person or Tower like any
+//! other). Its SHA-256 goes into `hangar.started` and so into the turn's manifest.
 
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use hangar_protocol::claude_settings::check;
 use hangar_protocol::runlog::HookDigest;
 use serde_json::{Map, Value, json};
-
-/// The top-level keys a reviewed settings file may hold.
-pub const ALLOWED: &[&str] = &[
-    "mcpServers",
-    "model",
-    "permissions",
-    "includeCoAuthoredBy",
-    "alwaysThinkingEnabled",
-    "outputStyle",
-    "cleanupPeriodDays",
-];
-
-/// The `permissions` keys a reviewed file may hold: both only add checks.
-const ALLOWED_PERMISSIONS: &[&str] = &["deny", "ask"];
 
 /// The name of a reviewed settings file in `hangar.started` and the manifest.
 pub fn digest_name(path: &Path) -> String {
@@ -79,37 +64,6 @@ impl Reviewed {
             digest,
         })
     }
-}
-
-/// The allow-list check: the settings without `mcpServers`, and the `mcpServers`.
-pub fn check(value: Value) -> Result<(Map<String, Value>, Option<Value>), String> {
-    let Value::Object(mut map) = value else {
-        return Err("not a JSON object".into());
-    };
-    if let Some(bad) = map.keys().find(|k| !ALLOWED.contains(&k.as_str())) {
-        return Err(format!(
-            "the key {bad:?} is not one a reviewed settings file may hold (allowed: {})",
-            ALLOWED.join(", ")
-        ));
-    }
-    if let Some(p) = map.get("permissions") {
-        let Value::Object(p) = p else {
-            return Err("\"permissions\" is not an object".into());
-        };
-        if let Some(bad) = p
-            .keys()
-            .find(|k| !ALLOWED_PERMISSIONS.contains(&k.as_str()))
-        {
-            return Err(format!(
-                "\"permissions.{bad}\" could skip the person or Tower; only permissions.deny and permissions.ask may be set"
-            ));
-        }
-    }
-    let mcp = map.remove("mcpServers");
-    if mcp.as_ref().is_some_and(|m| !m.is_object()) {
-        return Err("\"mcpServers\" is not an object".into());
-    }
-    Ok((map, mcp))
 }
 
 /// The turn's settings folder (hangar's user's), its settings file and MCP config.

@@ -9,6 +9,7 @@
 //! * [`ack`]: the driver's signed answer to each command (`done`, `refused`, `ended`).
 //! * [`runlog`]: hangar's own lines in the run log (`"type":"hangar.<what>"`).
 //! * [`client`]: the client side of the mailbox (stage, rename into `in/`, wait for the signed ack).
+//! * [`claude_settings`]: which Claude Code settings a reviewed settings file may hold.
 //! * [`env`]: every environment variable hangar reads, and the allow-list passed to a harness.
 //!
 //! Non-goals: no async runtime, no network, no harness logic. The only I/O is the plain file
@@ -16,6 +17,7 @@
 
 pub mod ack;
 pub mod atomic;
+pub mod claude_settings;
 pub mod client;
 pub mod command;
 pub mod ctl;

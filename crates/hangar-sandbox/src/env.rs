@@ -134,6 +134,12 @@ pub struct Governance {
     /// Deny-risky rules: `{add: [...], disable: [ids]}` as hangar-rules reads them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rules: Option<Value>,
+    /// Reviewed Claude Code settings (MCP servers, model, `permissions.deny`/`ask`, …) that
+    /// hangar installs for the environment's Claude Code turns: only the keys
+    /// `hangar_protocol::claude_settings` allows, none of which can skip the rules, the person
+    /// or Tower. Their SHA-256 is in each turn's manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claude_settings: Option<Value>,
 }
 
 /// A validated environment.
@@ -493,7 +499,11 @@ impl EnvSpec {
         let governance = match map.get("governance") {
             None | Some(Value::Null) => Governance::default(),
             Some(Value::Object(g)) => {
-                check_keys("governance", g, &["policy", "hook", "rules"])?;
+                check_keys(
+                    "governance",
+                    g,
+                    &["policy", "hook", "rules", "claude_settings"],
+                )?;
                 let policy = match g.get("policy") {
                     None | Some(Value::Null) => None,
                     Some(v) => {
@@ -537,17 +547,26 @@ impl EnvSpec {
                         ));
                     }
                 };
+                let claude_settings = match g.get("claude_settings") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => {
+                        hangar_protocol::claude_settings::check(v.clone())
+                            .map_err(|why| bad("governance.claude_settings", why))?;
+                        Some(v.clone())
+                    }
+                };
                 Governance {
                     policy,
                     hook,
                     rules,
+                    claude_settings,
                 }
             }
             Some(v) => {
                 return Err(bad(
                     "governance",
                     format!(
-                        "must be a mapping (policy, hook, rules), not {}",
+                        "must be a mapping (policy, hook, rules, claude_settings), not {}",
                         type_name(v)
                     ),
                 ));
@@ -725,6 +744,33 @@ mod tests {
         assert_eq!(s.governance.hook, Some(HookMode::Required));
         assert!(s.host_network);
         assert_eq!(EnvSpec::from_yaml(&s.to_yaml()).unwrap(), s);
+    }
+
+    #[test]
+    fn claude_settings_are_reviewed_when_the_environment_is_applied() {
+        let y = "name: mcp\nprovider: local\ngovernance:\n  claude_settings:\n    model: m\n    permissions: {deny: ['Bash(curl:*)']}\n    mcpServers: {docs: {command: docs-server}}\n";
+        let s = EnvSpec::from_yaml(y).unwrap();
+        let c = s.governance.claude_settings.as_ref().unwrap();
+        assert_eq!(c["mcpServers"]["docs"]["command"], "docs-server");
+        assert_eq!(EnvSpec::from_yaml(&s.to_yaml()).unwrap(), s);
+        for (bad, says) in [
+            ("{hooks: {SessionStart: []}}", "\"hooks\" is not one"),
+            ("{env: {ANTHROPIC_BASE_URL: x}}", "\"env\""),
+            ("{permissions: {allow: [Bash]}}", "permissions.allow"),
+            (
+                "{permissions: {defaultMode: bypassPermissions}}",
+                "permissions.defaultMode",
+            ),
+            ("[model]", "not a JSON object"),
+        ] {
+            let e = err(&format!(
+                "name: x\nprovider: local\ngovernance: {{claude_settings: {bad}}}\n"
+            ));
+            assert!(
+                e.starts_with("governance.claude_settings:") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -274,7 +274,7 @@ fn env_spec() -> Value {
             "network": {"enum": ["host"]},
             "uid_split": {"type": "boolean"},
             "sudo": {"type": "boolean"},
-            "governance": {"type": "object", "properties": {"policy": {"enum": ["ask", "auto", "governed"]}, "hook": {"enum": ["required", "optional", "off"]}, "rules": {"type": "object"}}},
+            "governance": {"type": "object", "properties": {"policy": {"enum": ["ask", "auto", "governed"]}, "hook": {"enum": ["required", "optional", "off"]}, "rules": {"type": "object"}, "claude_settings": {"type": "object", "description": "reviewed Claude Code settings: mcpServers, model, permissions.deny/ask, includeCoAuthoredBy, alwaysThinkingEnabled, outputStyle, cleanupPeriodDays; any other key is refused"}}},
             "resources": {"type": "object", "properties": {"cpu": {"type": "number"}, "memory": {"type": ["string", "integer"]}, "pids": {"type": "integer"}}}
         },
         "required": ["name", "provider"]
