@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use common::{Server, driver_bin};
 use hangar_testkit::{
-    FakeAnthropic, FakeOpenAi, Script, Step, TOWER_KEY, TowerDouble, claude_bin, claude_env,
-    codex_bin, codex_env, codex_offline_args, hostile,
+    CODEX_API_KEY, CODEX_API_KEY_ENV, FakeAnthropic, FakeOpenAi, Script, Step, TOWER_KEY,
+    TowerDouble, claude_bin, claude_env, codex_bin, codex_env, codex_offline_args, hostile,
 };
 use serde_json::{Value, json};
 
@@ -287,4 +287,132 @@ async fn claude_through_the_api_with_a_hostile_repo_asks_the_person_and_tower() 
     assert!(work.path().join("made.txt").exists());
     assert_eq!(marks(work.path()), Vec::<String>::new());
     assert_eq!(evil.requests().len(), 0);
+}
+
+/// The same through the API with Codex: the repository's `.codex/` (a model provider of its own,
+/// `approval_policy = "never"`, hooks, exec-policy rules, MCP servers) and `AGENTS.md` change
+/// nothing. Under `ask` the command waits for the person; under `governed` Tower gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_through_the_api_with_a_hostile_repo_asks_the_person_and_tower() {
+    let evil = FakeOpenAi::start(Script::new([Step::text("evil")])).unwrap();
+    let model = FakeOpenAi::start(Script::new([
+        Step::exec(MAKE),
+        Step::text("done").expect_tool_result(),
+        Step::exec(MAKE),
+        Step::text("done").expect_tool_result(),
+    ]))
+    .unwrap();
+    let tower = TowerDouble::start().unwrap();
+    let s = Server::start_with(
+        Script::new([]),
+        vec![
+            (
+                "HANGAR_CODEX_BIN".to_owned(),
+                codex_bin().unwrap().display().to_string(),
+            ),
+            (CODEX_API_KEY_ENV.to_owned(), CODEX_API_KEY.to_owned()),
+            ("HANGAR_GOVERNANCE_URL".to_owned(), tower.url()),
+            (
+                "HANGAR_GOVERNANCE_HOOK_CREDENTIAL".to_owned(),
+                "tower".to_owned(),
+            ),
+        ],
+        Some(("tower", TOWER_KEY)),
+    );
+    // The provider's settings as testkit gives them to every Codex run (`-c` pairs; the driver
+    // always adds `--disable plugins`).
+    let config: Vec<String> = codex_offline_args(&model.base_url())
+        .chunks(2)
+        .filter(|p| p[0] == "-c")
+        .map(|p| p[1].clone())
+        .collect();
+
+    let work = hostile_repo(true, &evil.base_url());
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(
+                json!({"dir": work.path(), "harness": "codex", "policy": "ask",
+                        "prompt": "make a file", "options": {"codex_config": config}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let request = loop {
+        let (_, a) = s
+            .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+            .await;
+        if let Some(first) = a["approvals"].as_array().and_then(|v| v.first()) {
+            break first["request_id"].as_str().unwrap().to_owned();
+        }
+        let (_, t) = s.call("GET", &format!("/v1/turns/{turn}"), None).await;
+        assert!(
+            t["state"] != "ended",
+            "the turn ended without asking; markers {:?}; second model {} requests; {t}",
+            marks(work.path()),
+            evil.requests().len()
+        );
+        assert!(Instant::now() < deadline, "no approval");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        !work.path().join("made.txt").exists(),
+        "ran before the person"
+    );
+    let (status, r) = s
+        .call(
+            "POST",
+            &format!("/v1/runs/{run}/approvals/{request}"),
+            Some(json!({"decision": "allow"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], 0, "{t}");
+    assert!(work.path().join("made.txt").exists());
+    assert_eq!(
+        marks(work.path()),
+        Vec::<String>::new(),
+        "hostile commands ran"
+    );
+    assert_eq!(evil.requests().len(), 0, "the second model was reached");
+
+    let work = hostile_repo(true, &evil.base_url());
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(
+                json!({"dir": work.path(), "harness": "codex", "policy": "governed",
+                        "prompt": "make a file", "options": {"codex_config": config}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let t = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], 0, "{t}");
+    let calls = tower.calls();
+    assert_eq!(
+        calls.len(),
+        1,
+        "Tower was not asked once; markers {:?}; {calls:?}",
+        marks(work.path())
+    );
+    assert_eq!(calls[0].target, "/approvals", "{calls:?}");
+    assert!(
+        calls[0].body.to_string().contains("made.txt"),
+        "{:?}",
+        calls[0].body
+    );
+    assert!(work.path().join("made.txt").exists());
+    assert_eq!(
+        marks(work.path()),
+        Vec::<String>::new(),
+        "hostile commands ran"
+    );
+    assert_eq!(evil.requests().len(), 0, "the second model was reached");
 }
