@@ -236,3 +236,98 @@ fn appended_lines_continue_the_logs_seals_and_the_writer_follows_them() {
     std::os::unix::fs::symlink(&path, &link).unwrap();
     assert!(append_sealed(&link, &key(), RUN, b"x\n").is_err());
 }
+
+/// Builds a log from `ops` (each byte: the low bit says who writes, the rest how much) the way
+/// it happens: hangar's writes sealed, an agent's bytes appended between them (whole or partial
+/// lines, seal-shaped lines among them). Returns the log and hangar's writes.
+fn interleaved(ops: &[u8]) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let sealer = Sealer::new(key(), RUN, 0);
+    let mut sealer = sealer;
+    let (mut log, mut hangar) = (Vec::new(), Vec::new());
+    for (i, op) in ops.iter().enumerate() {
+        let n = usize::from(op >> 1);
+        if op & 1 == 0 {
+            let content: Vec<u8> = format!(
+                "{{\"type\":\"x\",\"i\":{i},\"pad\":\"{}\"}}\n",
+                "p".repeat(n)
+            )
+            .into_bytes();
+            log.extend_from_slice(&content);
+            log.extend_from_slice(&sealer.seal(&[&content]));
+            sealer.written();
+            hangar.push(content);
+        } else {
+            match n % 4 {
+                0 => log.extend_from_slice("a".repeat(n).as_bytes()),
+                1 => log.extend_from_slice(format!("{{\"forged\":{n}}}\n").as_bytes()),
+                2 => log.extend_from_slice(&seal_line(
+                    &SealKey::from_bytes([n as u8; 32]),
+                    RUN,
+                    1,
+                    &[b"x\n"],
+                )),
+                _ => log.extend_from_slice(
+                    b"{\"type\":\"hangar.seal\",\"n\":1,\"len\":3,\"mac\":\"zz\"}\n",
+                ),
+            }
+        }
+    }
+    (log, hangar)
+}
+
+/// However hangar's writes and an agent's bytes interleave, a scan from the start gives back
+/// exactly hangar's writes, in order, every other byte before the last one reported as not
+/// sealed; and scans resumed from where earlier ones stopped, with small budgets, give the
+/// same pieces.
+#[test]
+fn random_interleavings_give_back_exactly_hangars_writes() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for round in 0..200 {
+        let ops: Vec<u8> = (0..(round % 17 + 1))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x & 0xff) as u8
+            })
+            .collect();
+        let (bytes, hangar) = interleaved(&ops);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.log");
+        std::fs::write(&path, &bytes).unwrap();
+        let f = File::open(&path).unwrap();
+        let whole = scan(&f, 0, u64::MAX, 1 << 20, &key(), RUN, Order::After(0)).unwrap();
+        let got: Vec<Vec<u8>> = whole
+            .pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Sealed { bytes, .. } => bytes.clone(),
+                Piece::Unsealed { .. } => None,
+            })
+            .collect();
+        assert_eq!(got, hangar, "ops {ops:?}");
+        // Every byte up to `resolved` is in one piece or a seal line, in order.
+        let mut at = 0;
+        for p in &whole.pieces {
+            let (start, len) = match p {
+                Piece::Sealed { at, len, .. } | Piece::Unsealed { at, len } => (*at, *len),
+            };
+            assert!(start >= at, "ops {ops:?}");
+            at = start + len;
+        }
+        let mut resumed = Vec::new();
+        let (mut from, mut order) = (0, Order::After(0));
+        loop {
+            let s = scan(&f, from, 1 + (from % 50), 1 << 20, &key(), RUN, order).unwrap();
+            resumed.extend(s.pieces);
+            if let Some(n) = s.last {
+                order = Order::After(n);
+            }
+            if s.resolved == from {
+                break;
+            }
+            from = s.resolved;
+        }
+        assert_eq!(resumed, whole.pieces, "ops {ops:?}");
+    }
+}
