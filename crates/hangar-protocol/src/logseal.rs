@@ -41,7 +41,6 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 use hmac::{Hmac, Mac};
-use serde::Deserialize;
 use sha2::Sha256;
 
 use crate::key::{KEY_LEN, RunKey};
@@ -149,24 +148,50 @@ pub fn seal_line(key: &SealKey, run: &str, n: u64, parts: &[&[u8]]) -> Vec<u8> {
 }
 
 /// A seal line's fields.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seal {
     /// Its number: 1 for the log's first seal, then one more each.
     pub n: u64,
     /// How many bytes before the seal line it covers.
     pub len: u64,
-    /// HMAC-SHA256 (hex) over the encoding in the module docs.
-    pub mac: String,
+    /// HMAC-SHA256 over the encoding in the module docs.
+    pub mac: [u8; 32],
 }
 
 impl Seal {
-    /// The seal a line (without its newline) holds, if it is a seal line.
+    /// The seal a line (without its newline) holds, if it is a seal line exactly as
+    /// [`seal_line`] writes it (hangar never writes one otherwise, so nothing else can be valid).
     pub fn parse(line: &[u8]) -> Option<Seal> {
-        if line.len() > SEAL_LINE_MAX || !line.starts_with(SEAL_PREFIX) {
+        if line.len() > SEAL_LINE_MAX {
             return None;
         }
-        serde_json::from_slice(line).ok()
+        let rest = line.strip_prefix(b"{\"type\":\"hangar.seal\",\"n\":")?;
+        let (n, rest) = number(rest)?;
+        let rest = rest.strip_prefix(b",\"len\":")?;
+        let (len, rest) = number(rest)?;
+        let hex_mac = rest.strip_prefix(b",\"mac\":\"")?.strip_suffix(b"\"}")?;
+        let mut mac = [0u8; 32];
+        hex::decode_to_slice(hex_mac, &mut mac).ok()?;
+        Some(Seal { n, len, mac })
     }
+}
+
+/// A decimal `u64` at the start of `b` (no sign, no leading zero but for 0 itself), and what
+/// follows it.
+fn number(b: &[u8]) -> Option<(u64, &[u8])> {
+    let end = b
+        .iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(b.len());
+    let (digits, rest) = b.split_at(end);
+    if digits.is_empty() || (digits.len() > 1 && digits[0] == b'0') {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for d in digits {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some((n, rest))
 }
 
 /// The writer's side: the next seal number.
@@ -249,49 +274,9 @@ pub struct Scan {
     pub at_end: bool,
 }
 
-/// One line of the scan.
-enum Line {
-    /// A line short enough to be a seal, without its newline.
-    Short(Vec<u8>),
-    /// A longer line: its length.
-    Long(u64),
-    /// No newline before the end of the file.
-    Partial,
-}
-
-fn next_line(r: &mut impl BufRead) -> io::Result<Line> {
-    let mut buf = Vec::new();
-    let mut len: u64 = 0;
-    loop {
-        let chunk = r.fill_buf()?;
-        if chunk.is_empty() {
-            return Ok(Line::Partial);
-        }
-        let (take, newline) = match memchr(chunk) {
-            Some(i) => (i, true),
-            None => (chunk.len(), false),
-        };
-        if buf.len() + take <= SEAL_LINE_MAX {
-            buf.extend_from_slice(&chunk[..take]);
-        }
-        len += take as u64;
-        r.consume(take + usize::from(newline));
-        if newline {
-            return Ok(if len as usize <= SEAL_LINE_MAX {
-                Line::Short(buf)
-            } else {
-                Line::Long(len)
-            });
-        }
-    }
-}
-
-fn memchr(b: &[u8]) -> Option<usize> {
-    b.iter().position(|&c| c == b'\n')
-}
-
-/// Whether the `len` bytes of `file` at `at` carry `seal`; they are returned when `keep` allows.
-fn check(
+/// Whether the `len` bytes of `file` at `at` carry `seal`, read again from the file (when they
+/// were not kept in memory); they are returned when `keep` allows.
+fn check_in_file(
     file: &File,
     at: u64,
     seal: &Seal,
@@ -299,9 +284,6 @@ fn check(
     run: &str,
     keep: u64,
 ) -> io::Result<Option<Option<Vec<u8>>>> {
-    let Ok(want) = hex::decode(&seal.mac) else {
-        return Ok(None);
-    };
     let mut m = mac_start(key, run, seal.n, seal.len);
     let mut kept = (seal.len <= keep).then(|| Vec::with_capacity(seal.len as usize));
     let mut buf = vec![0u8; CHUNK.min(seal.len as usize).max(1)];
@@ -315,12 +297,15 @@ fn check(
         }
         done += n as u64;
     }
-    Ok(m.verify_slice(&want).is_ok().then_some(kept))
+    Ok(m.verify_slice(&seal.mac).is_ok().then_some(kept))
 }
 
 /// Reads `file` from `from` (0, or where a previous scan resolved), taking valid seals in
 /// `order`, until at least `want` bytes are resolved or no seal is left. Sealed writes up to
 /// `keep` bytes come back with their bytes.
+///
+/// One pass: the bytes read since the last seal taken are kept (up to `keep`), so a seal's
+/// content is checked from memory; only a stretch longer than that is read again.
 pub fn scan(
     file: &File,
     from: u64,
@@ -332,22 +317,49 @@ pub fn scan(
 ) -> io::Result<Scan> {
     let mut r = BufReader::with_capacity(CHUNK, file);
     r.seek(SeekFrom::Start(from))?;
+    let cap = usize::try_from(keep).unwrap_or(usize::MAX);
     let mut pieces = Vec::new();
     let (mut pos, mut resolved, mut last, mut at_end) = (from, from, None, false);
+    // The bytes of [resolved, pos) while they fit in `cap` (`whole`).
+    let mut pending: Vec<u8> = Vec::new();
+    let mut whole = true;
+    // The current line's first bytes, enough to tell a seal line.
+    let mut line: Vec<u8> = Vec::with_capacity(SEAL_LINE_MAX + 1);
     while resolved - from < want.max(1) {
         let at = pos;
-        let line = match next_line(&mut r)? {
-            Line::Partial => {
-                at_end = true;
-                break;
+        line.clear();
+        let mut len: u64 = 0;
+        let complete = loop {
+            let chunk = r.fill_buf()?;
+            if chunk.is_empty() {
+                break false;
             }
-            Line::Long(n) => {
-                pos += n + 1;
-                continue;
+            let (take, newline) = match chunk.iter().position(|&c| c == b'\n') {
+                Some(i) => (i, true),
+                None => (chunk.len(), false),
+            };
+            let used = take + usize::from(newline);
+            if line.len() <= SEAL_LINE_MAX {
+                let room = SEAL_LINE_MAX + 1 - line.len();
+                line.extend_from_slice(&chunk[..take.min(room)]);
             }
-            Line::Short(b) => b,
+            if whole && pending.len() + used <= cap {
+                pending.extend_from_slice(&chunk[..used]);
+            } else if whole {
+                whole = false;
+                pending = Vec::new();
+            }
+            len += take as u64;
+            r.consume(used);
+            if newline {
+                break true;
+            }
         };
-        pos += line.len() as u64 + 1;
+        if !complete {
+            at_end = true;
+            break;
+        }
+        pos += len + 1;
         let Some(seal) = Seal::parse(&line) else {
             continue;
         };
@@ -357,7 +369,17 @@ pub fn scan(
         if start < resolved || !order.takes(seal.n) {
             continue;
         }
-        let Some(bytes) = check(file, start, &seal, key, run, keep)? else {
+        let bytes = if whole {
+            let content = &pending[(start - resolved) as usize..(at - resolved) as usize];
+            let mut m = mac_start(key, run, seal.n, seal.len);
+            m.update(content);
+            m.verify_slice(&seal.mac)
+                .is_ok()
+                .then(|| (seal.len <= keep).then(|| content.to_vec()))
+        } else {
+            check_in_file(file, start, &seal, key, run, keep)?
+        };
+        let Some(bytes) = bytes else {
             continue;
         };
         if start > resolved {
@@ -377,6 +399,8 @@ pub fn scan(
         }
         last = Some(seal.n);
         resolved = pos;
+        pending.clear();
+        whole = true;
     }
     Ok(Scan {
         pieces,
