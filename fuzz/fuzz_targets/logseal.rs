@@ -19,7 +19,10 @@ fn pieces_in_order(pieces: &[Piece], len: u64) {
         let (start, n) = match p {
             Piece::Sealed { at, len, .. } | Piece::Unsealed { at, len } => (*at, *len),
         };
-        assert!(start >= at && start + n <= len, "a piece out of order or past the end");
+        assert!(
+            start >= at && start + n <= len,
+            "a piece out of order or past the end"
+        );
         at = start + n;
     }
 }
@@ -44,7 +47,12 @@ fuzz_target!(|data: &[u8]| {
         } else if n % 3 == 0 {
             log.extend_from_slice(&data[i..(i + n).min(data.len())]);
         } else if n % 3 == 1 {
-            log.extend_from_slice(&seal_line(&SealKey::from_bytes([n as u8; 32]), RUN, 1, &[b"x\n"]));
+            log.extend_from_slice(&seal_line(
+                &SealKey::from_bytes([n as u8; 32]),
+                RUN,
+                1,
+                &[b"x\n"],
+            ));
         } else {
             log.extend_from_slice(&vec![b'a'; n]);
         }
