@@ -225,7 +225,11 @@ async fn forged_lines_are_not_taken_through_the_api() {
 async fn text_of_a_log_no_seal_can_vouch_for_is_marked_unverified() {
     let s = Server::start_with(
         Script::new([Step::text("hello from the model")]),
-        vec![("HANGAR_LIVE_TURNS".into(), "false".into())],
+        vec![
+            ("HANGAR_LIVE_TURNS".into(), "false".into()),
+            // A one-shot turn in a plain folder, which the server runs only when told it may.
+            ("HANGAR_UNSANDBOXED_FOLDERS".into(), "allow".into()),
+        ],
         None,
     );
     let work = tempfile::tempdir().unwrap();
