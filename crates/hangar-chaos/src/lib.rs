@@ -428,15 +428,39 @@ pub fn rebuild(log: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Compares a run's stored events with a rebuild of its log: `(events checked, mismatch)`.
-pub async fn check_events(api: &Api, run: &str, log: &Path) -> Res<(usize, Option<String>)> {
+/// [`rebuild`] as the server read the log: in the mode its watcher stored (the run's `log`),
+/// with the seal key the control plane kept beside the ended run's log
+/// (`<home>/kept/<run>/seal.key`).
+pub fn rebuild_as_read(log: &Path, home: &Path, run: &str, mode: &Value) -> Vec<Value> {
+    let mode: Option<hangar_core::LogMode> = serde_json::from_value(mode.clone()).ok();
+    let mut reader = hangar_core::LogReader::new();
+    if let Ok(text) = std::fs::read_to_string(home.join("kept").join(run).join("seal.key"))
+        && let Ok(key) = hangar_core::watcher::SealKey::from_file_text(&text)
+    {
+        reader = reader.sealed(key, run);
+    }
+    hangar_core::rebuild_with(log, &reader, mode)
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+        .collect()
+}
+
+/// Compares a run's stored events with a rebuild of its log, read as the server read it:
+/// `(events checked, mismatch)`.
+pub async fn check_events(
+    api: &Api,
+    home: &Path,
+    run: &str,
+    log: &Path,
+) -> Res<(usize, Option<String>)> {
     let stored: Vec<Value> = api
         .events(run)
         .await?
         .into_iter()
         .map(|e| e["payload"].clone())
         .collect();
-    let rebuilt = rebuild(log);
+    let mode = api.get(&format!("/v1/runs/{run}")).await?["log"].clone();
+    let rebuilt = rebuild_as_read(log, home, run, &mode);
     if stored == rebuilt {
         return Ok((stored.len(), None));
     }

@@ -39,6 +39,9 @@ pub struct LogFollower {
     pub ended: bool,
     /// The `handed_back` of the turn's end line, once read.
     pub handed_back: Vec<u64>,
+    /// The server's word on the run's log: the agent could not have written it. When not, why.
+    pub verified: bool,
+    pub why: Option<String>,
 }
 
 impl LogFollower {
@@ -53,6 +56,8 @@ impl LogFollower {
             drained: false,
             ended: false,
             handed_back: Vec::new(),
+            verified: false,
+            why: None,
         }
     }
 
@@ -84,6 +89,8 @@ impl LogFollower {
                     .filter_map(|l| l.as_str().map(str::to_owned))
                     .collect();
                 self.offset = v["next_offset"].as_u64().unwrap_or(self.offset);
+                self.verified = v["verified"] == Value::Bool(true);
+                self.why = v["why"].as_str().map(str::to_owned);
                 if lines.is_empty() && self.saw_turn_end {
                     self.drained = true;
                 }

@@ -116,10 +116,18 @@ pub fn log(home: &Path, run: &str, follow: bool) -> Result<ExitCode, CliError> {
 
 async fn log_from_server(api: Api, run: &str, follow: bool) -> Result<ExitCode, CliError> {
     let mut f = LogFollower::new(api, run);
+    let mut told = false;
     loop {
         match f.poll().await? {
             Polled::Lines(lines) => {
                 let quiet = lines.is_empty();
+                if !told && !f.verified && !lines.is_empty() {
+                    told = true;
+                    progress::note(&format!(
+                        "this run's log is not verified, so what it says the assistant wrote is not known to be the model's: {}",
+                        f.why.as_deref().unwrap_or("the server did not say it was")
+                    ));
+                }
                 for line in &lines {
                     progress::say(line);
                 }
@@ -143,6 +151,10 @@ async fn log_from_server(api: Api, run: &str, follow: bool) -> Result<ExitCode, 
 
 async fn log_from_file(home: &Path, run: &str, follow: bool) -> Result<ExitCode, CliError> {
     let mut tail = Tail::new(run_log(home, run)?);
+    // Without the server nothing checks the log's seals (the key is in its vault).
+    progress::note(
+        "no server answers: the run log is shown as the file holds it, its seals not checked, so lines the agent may have appended are not told apart (start hangar serve to see it checked)",
+    );
     loop {
         let mut ended = false;
         for line in tail.read_lines() {

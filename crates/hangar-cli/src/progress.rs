@@ -6,6 +6,9 @@ use std::io::Write;
 use hangar_protocol::runlog::{HangarLine, PROCESS_USAGE_FIELD};
 use serde_json::Value;
 
+/// How text that may not be the model's is marked.
+pub const UNVERIFIED: &str = "(unverified)";
+
 /// Writes one line to stdout (and flushes, so progress shows as it happens).
 #[expect(clippy::print_stdout, reason = "the CLI's output")]
 pub fn say(line: &str) {
@@ -35,6 +38,10 @@ pub fn short(s: &str, max: usize) -> String {
 pub struct Printer {
     run: String,
     json: bool,
+    /// The run's log could have been written by the agent: why (its text is marked).
+    unverified: Option<String>,
+    /// The person was told why, once.
+    told: bool,
 }
 
 impl Printer {
@@ -42,7 +49,18 @@ impl Printer {
         Printer {
             run: run.to_owned(),
             json,
+            unverified: None,
+            told: false,
         }
+    }
+
+    /// What the server says of the run's log (`GET /v1/runs/{id}/log`'s `verified` and `why`):
+    /// unless it is verified, the assistant's text and results are shown marked `(unverified)`.
+    pub fn verified(&mut self, verified: bool, why: Option<&str>) {
+        self.unverified = (!verified).then(|| {
+            why.unwrap_or("the server did not say the log was verified")
+                .to_owned()
+        });
     }
 
     pub fn line(&mut self, line: &str) {
@@ -51,7 +69,24 @@ impl Printer {
             return;
         }
         for out in self.describe(line) {
+            if !self.told
+                && let Some(why) = &self.unverified
+                && out.contains(UNVERIFIED)
+            {
+                self.told = true;
+                say(&format!(
+                    "note: text marked {UNVERIFIED} is not known to be the model's: {why}"
+                ));
+            }
             say(&out);
+        }
+    }
+
+    /// `what` marked when the run's log is unverified: `assistant` or `assistant (unverified)`.
+    fn said(&self, what: &str) -> String {
+        match self.unverified {
+            Some(_) => format!("{what} {UNVERIFIED}"),
+            None => what.to_owned(),
         }
     }
 
@@ -66,7 +101,8 @@ impl Printer {
             Some("assistant") => blocks(&v)
                 .filter_map(|b| match b["type"].as_str() {
                     Some("text") => Some(format!(
-                        "assistant: {}",
+                        "{}: {}",
+                        self.said("assistant"),
                         short(b["text"].as_str().unwrap_or_default(), 300)
                     )),
                     Some("tool_use") => Some(format!(
@@ -98,7 +134,7 @@ impl Printer {
                     short(v["item"]["command"].as_str().unwrap_or_default(), 200)
                 )]
             }
-            Some("item.completed") => describe_codex_item(&v["item"]),
+            Some("item.completed") => describe_codex_item(&v["item"], &self.said("assistant")),
             Some("turn.completed") => vec![
                 "result: completed".to_owned(),
                 format!(
@@ -120,7 +156,8 @@ impl Printer {
                 let u = &v[PROCESS_USAGE_FIELD];
                 vec![
                     format!(
-                        "result: {}{} {}",
+                        "{}: {}{} {}",
+                        self.said("result"),
                         v["subtype"].as_str().unwrap_or("?"),
                         if v["is_error"] == true {
                             " (error)"
@@ -199,10 +236,10 @@ impl Printer {
 }
 
 /// A Codex item (as `codex exec --json` shows it) when it completes.
-fn describe_codex_item(item: &Value) -> Vec<String> {
+fn describe_codex_item(item: &Value, assistant: &str) -> Vec<String> {
     match item["type"].as_str() {
         Some("agent_message") => vec![format!(
-            "assistant: {}",
+            "{assistant}: {}",
             short(item["text"].as_str().unwrap_or_default(), 300)
         )],
         Some("command_execution") => vec![format!(
@@ -247,5 +284,21 @@ mod tests {
         let r = p.describe(r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.1,"hangar_process_usage":{"input_tokens":11,"output_tokens":7}}"#);
         assert_eq!(r[1], "tokens: input 11 output 7 (this process); cost $0.1");
         assert_eq!(short("abcdef", 3), "abc…");
+    }
+
+    #[test]
+    fn text_of_an_unverified_log_is_marked() {
+        let mut p = Printer::new("run-1", false);
+        let text = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"hi"}]}}"#;
+        assert_eq!(p.describe(text), vec!["assistant: hi"]);
+        p.verified(false, Some("a plain folder"));
+        assert_eq!(p.describe(text), vec!["assistant (unverified): hi"]);
+        let codex = r#"{"type":"item.completed","item":{"type":"agent_message","text":"yo"}}"#;
+        assert_eq!(p.describe(codex), vec!["assistant (unverified): yo"]);
+        let r =
+            p.describe(r#"{"type":"result","subtype":"success","is_error":false,"result":"ok"}"#);
+        assert!(r[0].starts_with("result (unverified): success"), "{r:?}");
+        p.verified(true, None);
+        assert_eq!(p.describe(text), vec!["assistant: hi"]);
     }
 }

@@ -265,6 +265,7 @@ async fn drive(
         match follower.poll().await? {
             Polled::Lines(lines) => {
                 let quiet = lines.is_empty();
+                printer.verified(follower.verified, follower.why.as_deref());
                 for line in lines {
                     printer.line(&line);
                 }

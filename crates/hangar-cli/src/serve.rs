@@ -234,8 +234,9 @@ pub fn events_check(home: &Path, run: &str) -> Result<ExitCode, CliError> {
         let store = settings.open(home).await?;
         let fail = |e: hangar_store::StoreError| CliError::Failed(e.to_string());
         let r = store.run(run).await.map_err(fail)?;
-        let log = hangar_control::run_log_path(home, &r);
-        let rebuilt: Vec<serde_json::Value> = hangar_core::rebuild(&log)
+        // Read as the watcher read it: in its mode, with the run's seal key.
+        let rebuilt: Vec<serde_json::Value> = hangar_control::logtrust::rebuild(&store, home, &r)
+            .await
             .iter()
             .filter(|e| e.offset < u64::try_from(r.log_cursor).unwrap_or(0))
             .filter_map(|e| serde_json::to_value(e).ok())

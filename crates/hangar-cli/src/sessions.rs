@@ -293,7 +293,12 @@ fn render(entries: &[Value], prompts: &[String]) -> Vec<String> {
             ),
             "user" => format!("user: {}", flat(e["text"].as_str().unwrap_or_default())),
             "assistant" => format!(
-                "assistant: {}",
+                "assistant{}: {}",
+                if e["unverified"] == true {
+                    format!(" {}", progress::UNVERIFIED)
+                } else {
+                    String::new()
+                },
                 flat(e["text"].as_str().unwrap_or_default())
             ),
             "tool" => {

@@ -225,7 +225,26 @@ impl Server {
             .join("runs")
             .join(format!("{run}.ctl"))
             .join("run.log");
-        let rebuilt: Vec<Value> = hangar_core_rebuild(&log);
+        // Read as the server read it: in the mode its watcher stored, with the seal key kept
+        // beside the ended run's log.
+        let (_, r) = self.call("GET", &format!("/v1/runs/{run}"), None).await;
+        let mode: Option<hangar_core::LogMode> = serde_json::from_value(r["log"].clone()).ok();
+        assert!(mode.is_some(), "the run's log mode: {r}");
+        let kept = self
+            .home
+            .path()
+            .join("hangar/kept")
+            .join(run)
+            .join("seal.key");
+        let key = std::fs::read_to_string(&kept).unwrap();
+        let reader = hangar_core::LogReader::new().sealed(
+            hangar_core::watcher::SealKey::from_file_text(&key).unwrap(),
+            run,
+        );
+        let rebuilt: Vec<Value> = hangar_core::rebuild_with(&log, &reader, mode)
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
         let stored = self.events(run).await;
         assert!(!stored.is_empty());
         assert_eq!(
@@ -245,13 +264,6 @@ impl Drop for Server {
 }
 
 /// The run log rebuilt from offset 0 with the parser the server uses, as JSON.
-fn hangar_core_rebuild(log: &std::path::Path) -> Vec<Value> {
-    hangar_core::rebuild(log)
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .collect()
-}
-
 fn bash(cmd: &str) -> Step {
     Step::tool("Bash", json!({"command": cmd, "description": "run it"}))
 }

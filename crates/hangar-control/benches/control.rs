@@ -876,7 +876,10 @@ mod loggen {
     #[derive(Clone, Copy, Debug, Default)]
     pub struct Counts {
         pub lines: u64,
+        /// Every byte, seal lines included.
         pub bytes: u64,
+        /// Seal lines (one after each line, as the driver seals each write).
+        pub seals: u64,
         pub claude: u64,
         pub codex: u64,
         pub hangar: u64,
@@ -891,6 +894,8 @@ mod loggen {
         run: String,
         seq: u64,
         approvals: u64,
+        /// Seals every line as the driver seals a write (`hangar_protocol::logseal`).
+        sealer: Option<hangar_protocol::logseal::Sealer>,
     }
 
     const CLAUDE: u8 = 0;
@@ -908,7 +913,32 @@ mod loggen {
                 run: run.to_owned(),
                 seq: 0,
                 approvals: 0,
+                sealer: None,
             }
+        }
+
+        /// Every line written is followed by its seal with `key` for run `run`, as the driver
+        /// writes its log.
+        pub fn sealed(mut self, key: hangar_protocol::logseal::SealKey, run: &str) -> LogGen {
+            self.sealer = Some(hangar_protocol::logseal::Sealer::new(key, run, 0));
+            self
+        }
+
+        /// Writes `line` and its newline (and its seal, when sealing).
+        fn line_out(&mut self, w: &mut impl Write, line: &str, c: &mut Counts) -> Res<()> {
+            let wr = |e: io::Error| format!("write the log: {e}");
+            let mut bytes = Vec::with_capacity(line.len() + 128);
+            bytes.extend_from_slice(line.as_bytes());
+            bytes.push(b'\n');
+            c.bytes += bytes.len() as u64;
+            if let Some(sealer) = &mut self.sealer {
+                let seal = sealer.seal(&[&bytes]);
+                sealer.written();
+                c.bytes += seal.len() as u64;
+                c.seals += 1;
+                bytes.extend_from_slice(&seal);
+            }
+            w.write_all(&bytes).map_err(wr)
         }
 
         /// About `len` bytes of the pool, as a JSON string literal.
@@ -1204,9 +1234,7 @@ mod loggen {
                     serde_json::from_str::<Value>(&line)
                         .map_err(err(format!("generated line {} is not JSON", c.lines)))?;
                 }
-                w.write_all(line.as_bytes()).map_err(wr)?;
-                w.write_all(b"\n").map_err(wr)?;
-                c.bytes += line.len() as u64 + 1;
+                self.line_out(&mut w, &line, &mut c)?;
                 c.lines += 1;
                 match who {
                     CLAUDE => c.claude += 1,
@@ -1223,9 +1251,7 @@ mod loggen {
                     verify_rounds: None,
                 }
                 .to_json();
-                w.write_all(line.as_bytes()).map_err(wr)?;
-                w.write_all(b"\n").map_err(wr)?;
-                c.bytes += line.len() as u64 + 1;
+                self.line_out(&mut w, &line, &mut c)?;
                 c.lines += 1;
                 c.hangar += 1;
             }
@@ -1250,6 +1276,10 @@ mod ingest {
     const DEFAULT_PG_LINES: u64 = 200_000;
     const TARGET_EVENTS_PER_S: f64 = 100_000.0;
     const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+    /// The run every pass stores the log under (each pass has a database of its own): the
+    /// log's seals are made for it, with the run key [`RUN_KEY`].
+    const RUN: &str = "bench-ingest";
+    const RUN_KEY: [u8; 32] = [7; 32];
     /// The longest one pass may take.
     const PASS_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -1312,7 +1342,9 @@ mod ingest {
         let path = ctl.join("run.log");
         let load_before = load();
         let t = Instant::now();
-        let counts = loggen::LogGen::new(SEED, "bench-ingest").write(&path, lines, true)?;
+        let counts = loggen::LogGen::new(SEED, RUN)
+            .sealed(seal_key(), RUN)
+            .write(&path, lines, true)?;
         let gen_secs = t.elapsed().as_secs_f64();
         let pct = |n: u64| 100.0 * n as f64 / counts.lines as f64;
         println!(
@@ -1329,7 +1361,7 @@ mod ingest {
         raw_read(&path)?;
         let (raw_lines, raw_bytes, raw_time) = raw_read(&path)?;
         ensure!(
-            raw_lines == counts.lines && raw_bytes == counts.bytes,
+            raw_lines == counts.lines + counts.seals && raw_bytes == counts.bytes,
             "read {raw_lines} lines / {raw_bytes} bytes back, wrote {} / {}",
             counts.lines,
             counts.bytes
@@ -1349,6 +1381,18 @@ mod ingest {
         }
 
         let mut rows = Vec::new();
+        let (events, time) = unsealed_parse_pass(&log.path)?;
+        ensure!(
+            events == log.truth.count,
+            "parse only, seals unchecked: {events} events, rebuild {}",
+            log.truth.count
+        );
+        rows.push(log.pass(
+            "parse only, seals not checked (as logs before seals were read)",
+            events,
+            time,
+            String::new(),
+        ));
         let (events, time) = parse_pass(&log.path, false)?;
         ensure!(
             events == log.truth.count,
@@ -1356,7 +1400,7 @@ mod ingest {
             log.truth.count
         );
         rows.push(log.pass(
-            "parse only (hangar_core::ingest, 1 MiB slices)",
+            "parse only, seals checked (hangar_core::LogReader, 1 MiB slices)",
             events,
             time,
             String::new(),
@@ -1452,8 +1496,27 @@ mod ingest {
 
     /// The rebuild of a log as the digest every stored copy must equal; and how many of its
     /// events do not survive a JSON round trip, of how many `usage` events.
+    /// The seal key of [`RUN`]'s log.
+    fn seal_key() -> hangar_protocol::logseal::SealKey {
+        hangar_protocol::logseal::SealKey::derive(&hangar_protocol::RunKey::from_bytes(RUN_KEY))
+    }
+
+    /// How the control plane reads [`RUN`]'s log: sealed, in a plain folder, so not trusted
+    /// (the assistant's text is marked).
+    fn mode() -> Option<hangar_core::LogMode> {
+        Some(hangar_core::LogMode {
+            sealed: true,
+            trusted: false,
+            why: None,
+        })
+    }
+
+    fn reader() -> hangar_core::LogReader {
+        hangar_core::LogReader::new().sealed(seal_key(), RUN)
+    }
+
     fn truth_of(path: PathBuf, counts: loggen::Counts) -> Res<(Log, u64, usize)> {
-        let events = hangar_core::rebuild(&path);
+        let events = hangar_core::rebuild_with(&path, &reader(), mode());
         ensure!(
             !events.iter().any(|e| matches!(
                 &e.kind,
@@ -1514,10 +1577,18 @@ mod ingest {
     /// commit. Returns the number of events.
     fn parse_pass(path: &Path, convert: bool) -> Res<(u64, (Duration, f64))> {
         let t = Timer::start();
-        let mut ctx = ParseContext::new();
+        let mut ctx = ParseContext::with_log(mode());
         let (mut cursor, mut events) = (0u64, 0u64);
+        let reader = reader();
         loop {
-            let batch = hangar_core::ingest(path, cursor, &mut ctx).map_err(err("ingest"))?;
+            let batch = reader
+                .ingest(
+                    path,
+                    cursor,
+                    hangar_core::watcher::DEFAULT_MAX_BYTES,
+                    &mut ctx,
+                )
+                .map_err(err("ingest"))?;
             if batch.new_cursor == cursor {
                 stopped_at(path, cursor)?;
                 break;
@@ -1528,6 +1599,28 @@ mod ingest {
                 let state = serde_json::to_value(&ctx).ok();
                 std::hint::black_box((new, state));
             }
+            cursor = batch.new_cursor;
+        }
+        Ok((events, t.stop()))
+    }
+
+    /// [`parse_pass`] reading every line as logs were read before seals (the seal lines are
+    /// lines of an unknown `hangar.*` type), untrusted: the same events, no MAC checked.
+    fn unsealed_parse_pass(path: &Path) -> Res<(u64, (Duration, f64))> {
+        let t = Timer::start();
+        let mut ctx = ParseContext::with_log(Some(hangar_core::LogMode {
+            sealed: false,
+            trusted: false,
+            why: None,
+        }));
+        let (mut cursor, mut events) = (0u64, 0u64);
+        loop {
+            let batch = hangar_core::ingest(path, cursor, &mut ctx).map_err(err("ingest"))?;
+            if batch.new_cursor == cursor {
+                stopped_at(path, cursor)?;
+                break;
+            }
+            events += batch.events.len() as u64;
             cursor = batch.new_cursor;
         }
         Ok((events, t.stop()))
@@ -1578,7 +1671,9 @@ mod ingest {
             let ctl = dir.join("runs/bench-ingest-pg.ctl");
             fs::create_dir_all(&ctl).map_err(err("create the control folder"))?;
             let path = ctl.join("run.log");
-            let counts = loggen::LogGen::new(SEED, "bench-ingest").write(&path, pg_lines, true)?;
+            let counts = loggen::LogGen::new(SEED, RUN)
+                .sealed(seal_key(), RUN)
+                .write(&path, pg_lines, true)?;
             Some(truth_of(path, counts)?.0)
         };
         let pg_log = pg_log.as_ref().unwrap_or(log);
@@ -1621,8 +1716,8 @@ mod ingest {
         let store = db.open().await?;
         seed_base(&store, workdir).await?;
         let ctl = log.path.parent().ok_or("log folder")?;
-        let run = new_id("run").map_err(err("id"))?;
-        seed_run(&store, &run, ctl, &Secret::new(vec![7; 32]), pid).await?;
+        let run = RUN.to_owned();
+        seed_run(&store, &run, ctl, &Secret::new(RUN_KEY.to_vec()), pid).await?;
         Ok((store, run))
     }
 
@@ -1633,14 +1728,22 @@ mod ingest {
         let (store, run) = store_with_run(db, workdir, log, None).await?;
         let t = Timer::start();
         let deadline = Instant::now() + PASS_TIMEOUT;
-        let mut ctx = ParseContext::new();
+        let mut ctx = ParseContext::with_log(mode());
         let (mut cursor, mut events, mut slices) = (0u64, 0u64, 0u64);
+        let reader = reader();
         loop {
             ensure!(
                 Instant::now() < deadline,
                 "{label}: not done within {PASS_TIMEOUT:?}"
             );
-            let batch = hangar_core::ingest(&log.path, cursor, &mut ctx).map_err(err("ingest"))?;
+            let batch = reader
+                .ingest(
+                    &log.path,
+                    cursor,
+                    hangar_core::watcher::DEFAULT_MAX_BYTES,
+                    &mut ctx,
+                )
+                .map_err(err("ingest"))?;
             if batch.new_cursor == cursor {
                 stopped_at(&log.path, cursor)?;
                 break;

@@ -33,6 +33,7 @@ pub mod jwt;
 mod launch;
 mod lease;
 mod live;
+pub mod logtrust;
 mod oneshot;
 mod orphan;
 pub mod passport;

@@ -813,19 +813,11 @@ impl ControlPlane {
         }
         .to_json()
             + "\n";
-        let log = real_ctl.join("run.log");
-        tokio::task::spawn_blocking(move || {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(&log)
-                .and_then(|mut f| f.write_all(line.as_bytes()))
-        })
-        .await
-        .map_err(|e| ControlError::Internal(e.to_string()))?
-        .map_err(|e| ControlError::Launch(format!("cannot write the run log: {e}")))
+        // Sealed with the run's key, as the driver's own lines are (`logtrust.rs`).
+        let name = real_ctl.file_name().unwrap_or_default().to_string_lossy();
+        let run_id = name.strip_suffix(".ctl").unwrap_or(&name).to_owned();
+        self.append_own_line(&real_ctl.join("run.log"), &run_id, line)
+            .await
+            .map_err(|e| ControlError::Launch(format!("cannot write the run log: {e}")))
     }
 }

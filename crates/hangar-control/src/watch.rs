@@ -79,6 +79,25 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
         .clone()
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_else(|| ParseContext::at(cursor));
+    // Among replicas: renewed while this one watches the run; lost, it stops.
+    let mut hold = crate::lease::Hold::new(&plane);
+    // How the log is read is decided once, when its reading starts, from where the run runs
+    // (`logtrust.rs`), and kept with the parser's state. A run re-attached from before seals
+    // were written is read as it was.
+    if ctx.log.is_none() && cursor == 0 {
+        ctx.log = Some(plane.log_mode(&run).await);
+    }
+    let reader = loop {
+        let r = plane.log_reader(&run).await;
+        if r.has_seal_key() || !ctx.log.as_ref().is_some_and(|m| m.sealed) {
+            break r;
+        }
+        tracing::warn!(run = %run.id, "the run's log is sealed and its key cannot be read; retrying");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if !hold.keep(&plane, &run.id).await {
+            return;
+        }
+    };
     let mut totals = Totals {
         partial: cursor > 0,
         ..Totals::default()
@@ -91,8 +110,8 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
     let mut last_alive_check = std::time::Instant::now();
     // A read of the slice at `cursor` already under way.
     let mut ahead: Option<SliceRead> = None;
-    // Among replicas: renewed while this one watches the run; lost, it stops.
-    let mut hold = crate::lease::Hold::new(&plane);
+    // The log's length when a read took nothing from it.
+    let mut stuck: Option<u64> = None;
     // A run in a kubernetes or e2b sandbox: its control folder here is a mirror, kept by a sync
     // task that lives as long as this watcher (`remote.rs`).
     let mut sync: Option<crate::remote::Sync> = None;
@@ -105,10 +124,7 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
             sync_checked = true;
             sync = crate::remote::start(&plane, &run).await;
         }
-        let grown = ahead.is_some()
-            || std::fs::metadata(&log)
-                .map(|m| m.len() > cursor)
-                .unwrap_or(false);
+        let grown = ahead.is_some() || has_news(&log, cursor, stuck);
         if !grown {
             if last_alive_check.elapsed() >= Duration::from_secs(1) {
                 last_alive_check = std::time::Instant::now();
@@ -136,11 +152,7 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
                     driver_alive(pid)
                 };
                 // Looked at again after the check: the driver may have written its last lines.
-                if !alive
-                    && !std::fs::metadata(&log)
-                        .map(|m| m.len() > cursor)
-                        .unwrap_or(false)
-                {
+                if !alive && !has_news(&log, cursor, stuck) {
                     // What the driver would have done at the end: `in/` closed, what waited
                     // there answered, its messages handed to the next turn.
                     let handed_back = crate::orphan::close(&plane, &run.id).await;
@@ -163,7 +175,7 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
         }
         let read = match ahead.take() {
             Some(h) => h.await,
-            None => read_slice_now(&log, cursor, ctx.clone()).await,
+            None => read_slice_now(&log, cursor, ctx.clone(), &reader).await,
         };
         let Slice {
             batch,
@@ -179,13 +191,19 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
             }
             Err(_) => return,
         };
-        if batch.new_cursor != cursor {
+        if batch.new_cursor == cursor {
+            // Nothing complete to take: a partial last line, or bytes no seal covers (yet, or
+            // ever: the agent's). Until the log grows again, it is as if it had not grown, so
+            // the driver's end is still noticed.
+            stuck = std::fs::metadata(&log).ok().map(|m| m.len());
+        } else {
+            stuck = None;
             // The next slice is read and parsed while this one commits (two cores at work); it is
             // used only if this commit lands.
             let more = std::fs::metadata(&log)
                 .map(|m| m.len() > batch.new_cursor)
                 .unwrap_or(false);
-            let next = more.then(|| read_slice(&log, batch.new_cursor, new_ctx.clone()));
+            let next = more.then(|| read_slice(&log, batch.new_cursor, new_ctx.clone(), &reader));
             let effects = effects_of(&batch.events);
             if effects
                 .iter()
@@ -258,9 +276,16 @@ type SliceRead = tokio::task::JoinHandle<Result<Slice, hangar_core::CoreError>>;
 
 /// Reads, parses and encodes the log from `cursor` with `ctx` on a blocking thread (all of the
 /// CPU work of a slice but its commit, so it overlaps the previous slice's commit).
-fn read_slice(log: &Path, cursor: u64, ctx: ParseContext) -> SliceRead {
-    let path = log.to_owned();
-    tokio::task::spawn_blocking(move || slice_of(&path, cursor, ctx, DEFAULT_MAX_BYTES))
+fn read_slice(log: &Path, cursor: u64, ctx: ParseContext, reader: &LogReader) -> SliceRead {
+    let (path, reader) = (log.to_owned(), reader.clone());
+    tokio::task::spawn_blocking(move || slice_of(&path, cursor, ctx, DEFAULT_MAX_BYTES, &reader))
+}
+
+/// Whether the log holds bytes past `cursor` that were not there when a read last took nothing.
+fn has_news(log: &Path, cursor: u64, stuck: Option<u64>) -> bool {
+    std::fs::metadata(log)
+        .map(|m| m.len() > cursor && Some(m.len()) != stuck)
+        .unwrap_or(false)
 }
 
 /// At most this much of a log left to read is read on the watcher's own task: a few hundred
@@ -273,15 +298,16 @@ async fn read_slice_now(
     log: &Path,
     cursor: u64,
     ctx: ParseContext,
+    reader: &LogReader,
 ) -> Result<Result<Slice, hangar_core::CoreError>, tokio::task::JoinError> {
     let left = std::fs::metadata(log)
         .map(|m| m.len().saturating_sub(cursor))
         .unwrap_or(u64::MAX);
     if left <= READ_INLINE_BYTES {
         // Capped: the log may have grown since.
-        return Ok(slice_of(log, cursor, ctx, READ_INLINE_BYTES));
+        return Ok(slice_of(log, cursor, ctx, READ_INLINE_BYTES, reader));
     }
-    read_slice(log, cursor, ctx).await
+    read_slice(log, cursor, ctx, reader).await
 }
 
 /// At least `max_bytes` of complete lines from `cursor` (or all there are), parsed and encoded.
@@ -290,8 +316,9 @@ fn slice_of(
     cursor: u64,
     mut ctx: ParseContext,
     max_bytes: u64,
+    reader: &LogReader,
 ) -> Result<Slice, hangar_core::CoreError> {
-    let batch = LogReader::new().ingest(path, cursor, max_bytes, &mut ctx)?;
+    let batch = reader.ingest(path, cursor, max_bytes, &mut ctx)?;
     let encoded = batch.events.iter().map(stored_event).collect();
     let state = serde_json::to_value(&ctx).ok();
     Ok(Slice {
@@ -499,6 +526,10 @@ async fn end_turn(
     // The run's key files for Tower go first (T15): no renewal writes one back after this, and
     // nobody sees the turn ended with one there.
     plane.key_files_gone(run).await;
+    // The log's seal key is kept with it, so it can still be checked once the run key is gone.
+    if let Err(e) = plane.keep_seal_key(&run.id).await {
+        tracing::warn!(run = %run.id, error = %e, "cannot keep the run's seal key");
+    }
     // The turn's objects and its log go into the control plane's store before anyone sees the
     // turn ended, so its steps outlive the control folder.
     let (home, id, ctl) = (

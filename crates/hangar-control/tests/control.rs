@@ -107,10 +107,14 @@ async fn wait_turn_ended(plane: &ControlPlane, turn: &str) -> hangar_store::Turn
 /// The stored events of a run equal a rebuild from its log: nothing lost, nothing twice.
 async fn assert_events_equal_rebuild(plane: &ControlPlane, run: &str) {
     let r = plane.store().run(run).await.unwrap();
-    let rebuilt: Vec<Value> = hangar_core::rebuild(&PathBuf::from(&r.ctl_path).join("run.log"))
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .collect();
+    // Read as the watcher read it: in the mode it stored, with the run's seal key.
+    let reader = plane.log_reader(&r).await;
+    let mode = ControlPlane::stored_log_mode(&r);
+    let rebuilt: Vec<Value> =
+        hangar_core::rebuild_with(&PathBuf::from(&r.ctl_path).join("run.log"), &reader, mode)
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
     let stored: Vec<Value> = plane
         .store()
         .events_after(EventScope::Run(run), 0, 1000)

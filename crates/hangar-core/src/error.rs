@@ -21,6 +21,9 @@ pub enum CoreError {
         cursor: u64,
         len: u64,
     },
+    /// The log is read as sealed and the reader was given no seal key.
+    #[error("{path}: the run log is sealed and no seal key was given to read it")]
+    NoSealKey { path: PathBuf },
 }
 
 impl CoreError {

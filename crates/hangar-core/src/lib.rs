@@ -18,7 +18,9 @@ pub mod transcript;
 pub mod watcher;
 
 pub use error::CoreError;
-pub use events::{EventKind, ParseContext, ProgressEvent, parse_line, parse_line_via_value};
+pub use events::{
+    EventKind, LogMode, ParseContext, ProgressEvent, parse_line, parse_line_via_value,
+};
 pub use manifest::{Hook, Manifest, RulesRecord, file_digest, harness_digest};
 pub use transcript::{Entry, conversation, fill_sent};
-pub use watcher::{Batch, LogReader, ingest, rebuild};
+pub use watcher::{Batch, LogReader, SealedRead, ingest, rebuild, rebuild_with};

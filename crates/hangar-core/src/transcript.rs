@@ -66,8 +66,13 @@ pub enum Entry {
     },
     /// A message as the harness echoed it.
     User { text: String },
-    /// The assistant's text.
-    Assistant { text: String },
+    /// The assistant's text; `unverified` when the run's log could have been written by the
+    /// agent (the text is not known to be the model's).
+    Assistant {
+        text: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unverified: bool,
+    },
     /// A tool call, with its permission request (when one was asked) and its result (when one
     /// came; an interrupted call has none).
     Tool {
@@ -99,8 +104,14 @@ pub enum Entry {
         exit_code: Option<i32>,
         output_tail: String,
     },
-    /// A harness turn ended in error (`status` e.g. `error_during_execution`, `interrupted`).
-    Failed { status: String, text: String },
+    /// A harness turn ended in error (`status` e.g. `error_during_execution`, `interrupted`);
+    /// `unverified` as for [`Entry::Assistant`].
+    Failed {
+        status: String,
+        text: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unverified: bool,
+    },
     /// An error from the harness or the driver.
     Error { message: String },
 }
@@ -132,8 +143,11 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                 });
             }
             EventKind::UserMessage { text } => out.push(Entry::User { text: text.clone() }),
-            EventKind::AssistantText { text } => {
-                out.push(Entry::Assistant { text: text.clone() });
+            EventKind::AssistantText { text, unverified } => {
+                out.push(Entry::Assistant {
+                    text: text.clone(),
+                    unverified: *unverified,
+                });
             }
             EventKind::ToolCall {
                 tool_use_id,
@@ -237,9 +251,11 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                 is_error: true,
                 text,
                 status,
+                unverified,
             } => out.push(Entry::Failed {
                 status: status.clone(),
                 text: text.clone(),
+                unverified: *unverified,
             }),
             EventKind::Error { message } => out.push(Entry::Error {
                 message: message.clone(),

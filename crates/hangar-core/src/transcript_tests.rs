@@ -38,6 +38,7 @@ fn calls_carry_their_approval_and_result() {
         acked(1, "prompt"),
         EventKind::AssistantText {
             text: "let me".into(),
+            unverified: false,
         },
         EventKind::ToolCall {
             tool_use_id: "t1".into(),
@@ -75,6 +76,7 @@ fn calls_carry_their_approval_and_result() {
             is_error: false,
             text: "ok".into(),
             status: "success".into(),
+            unverified: false,
         },
         EventKind::TurnEnd {
             status: 0,
@@ -94,7 +96,8 @@ fn calls_carry_their_approval_and_result() {
                 by: None,
             },
             Entry::Assistant {
-                text: "let me".into()
+                text: "let me".into(),
+                unverified: false,
             },
             Entry::Tool {
                 tool_use_id: "t1".into(),
@@ -149,6 +152,7 @@ fn orphans_verify_and_failures_are_kept() {
             is_error: true,
             text: "the turn was interrupted".into(),
             status: "interrupted".into(),
+            unverified: false,
         },
         EventKind::Error {
             message: "boom".into(),
@@ -192,7 +196,8 @@ fn orphans_verify_and_failures_are_kept() {
             },
             Entry::Failed {
                 status: "interrupted".into(),
-                text: "the turn was interrupted".into()
+                text: "the turn was interrupted".into(),
+                unverified: false,
             },
             Entry::Error {
                 message: "boom".into()
@@ -203,7 +208,10 @@ fn orphans_verify_and_failures_are_kept() {
 
 #[test]
 fn entries_serialize_with_their_kind() {
-    let e = Entry::Assistant { text: "hi".into() };
+    let e = Entry::Assistant {
+        text: "hi".into(),
+        unverified: false,
+    };
     assert_eq!(
         serde_json::to_value(&e).unwrap(),
         json!({"kind": "assistant", "text": "hi"})

@@ -116,7 +116,8 @@ fn claude_turn_with_an_approved_bash_call() {
     assert_eq!(
         k[7],
         &EventKind::AssistantText {
-            text: "made it".into()
+            text: "made it".into(),
+            unverified: false,
         }
     );
     let (usage, cost) = without_cost(k[8]);
@@ -127,7 +128,8 @@ fn claude_turn_with_an_approved_bash_call() {
         &EventKind::Result {
             is_error: false,
             text: "made it".into(),
-            status: "success".into()
+            status: "success".into(),
+            unverified: false,
         }
     );
     assert!(matches!(k[10], EventKind::TurnEnd { status: 0, .. }));
@@ -162,7 +164,8 @@ fn claude_turn_with_an_approved_bash_call() {
                 }),
             },
             Entry::Assistant {
-                text: "made it".into()
+                text: "made it".into(),
+                unverified: false,
             },
         ]
     );
@@ -216,7 +219,8 @@ fn claude_turn_with_a_denied_bash_call() {
     assert_eq!(
         conv.last(),
         Some(&Entry::Assistant {
-            text: "understood".into()
+            text: "understood".into(),
+            unverified: false,
         })
     );
 }

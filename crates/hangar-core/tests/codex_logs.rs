@@ -92,7 +92,8 @@ fn codex_turn_with_commands_and_a_patch_under_auto() {
         &EventKind::Result {
             is_error: false,
             text: "made it".into(),
-            status: "completed".into()
+            status: "completed".into(),
+            unverified: false,
         }
     );
     let conv = conversation(&events);
@@ -193,7 +194,8 @@ fn codex_turn_interrupted_while_a_command_runs() {
         &EventKind::Result {
             is_error: true,
             text: "the turn was interrupted".into(),
-            status: "interrupted".into()
+            status: "interrupted".into(),
+            unverified: false,
         }
     );
     let conv = conversation(&events);

@@ -171,7 +171,8 @@ fn start() -> Result<i32, String> {
     signals::install();
     let ctl = ControlDir::at(s.ctl.clone());
     let key = secure::take_key(s.key_file.as_deref().unwrap_or(&ctl.key()))?;
-    let log = RunLog::open(&ctl.run_log())
+    let seal_key = hangar_protocol::logseal::SealKey::derive(&key);
+    let log = RunLog::open_sealed(&ctl.run_log(), seal_key, &s.run)
         .map_err(|e| format!("cannot open the run log {}: {e}", ctl.run_log().display()))?;
     let inbox = match inbox::Inbox::new(ctl, Verifier::new(&s.run, key)) {
         Ok(i) => i,

@@ -142,10 +142,10 @@ fn finish(rest: &[u8], log: &RunLog, tx: &Sender<Event>) {
     let _ = tx.send(Event::Harness(HarnessEvent::Eof));
 }
 
-/// Writes every complete line in `buf` (patching `result` lines) and returns how many bytes
-/// that consumed; the partial line after the last newline stays for the next read. `fresh` is
-/// where this read's bytes begin: the carried bytes before it hold no newline, so a long line
-/// read in many pieces is scanned once, not once per piece.
+/// Writes every complete line in `buf` (patching `result` lines) as one sealed write and returns
+/// how many bytes that consumed; the partial line after the last newline stays for the next
+/// read. `fresh` is where this read's bytes begin: the carried bytes before it hold no newline,
+/// so a long line read in many pieces is scanned once, not once per piece.
 fn process(
     buf: &[u8],
     fresh: usize,
@@ -157,14 +157,16 @@ fn process(
     let mut line_start = 0;
     let mut scan_from = fresh;
     let mut out_from = 0;
+    // What goes out, in order: stretches of `buf` and patched `result` lines.
+    let mut out: Vec<Out> = Vec::new();
     while let Some(nl) = memchr::memchr(b'\n', &buf[scan_from..]) {
         let line_end = scan_from + nl;
         let line = &buf[line_start..line_end];
         match line_type(line) {
             Some(b"result") => {
-                if let Some((patched, event)) = patch_result(line, usage) {
-                    log.write_raw(&buf[out_from..line_start])?;
-                    log.write_raw(&patched)?;
+                if let Some((p, event)) = patch_result(line, usage) {
+                    out.push(Out::Buf(out_from, line_start));
+                    out.push(Out::Patched(p));
                     out_from = line_end + 1;
                     events.push(event);
                 }
@@ -208,8 +210,22 @@ fn process(
         line_start = line_end + 1;
         scan_from = line_start;
     }
-    log.write_raw(&buf[out_from..line_start])?;
+    out.push(Out::Buf(out_from, line_start));
+    let parts: Vec<&[u8]> = out
+        .iter()
+        .map(|o| match o {
+            Out::Buf(from, to) => &buf[*from..*to],
+            Out::Patched(p) => p.as_slice(),
+        })
+        .collect();
+    log.write_parts(&parts)?;
     Ok(line_start)
+}
+
+/// A piece of one read's output: a stretch of the read buffer, or a `result` line patched.
+enum Out {
+    Buf(usize, usize),
+    Patched(Vec<u8>),
 }
 
 /// The tool calls seen so far (id -> whether the tool may change files), to tell which results
@@ -428,6 +444,38 @@ mod tests {
                 request_id: "q1".into()
             }
         );
+    }
+
+    /// Sealed (as the driver always writes), the log still holds the harness's stream line for
+    /// line (S7): what the seals cover, put together, is exactly the unsealed relay's output.
+    #[test]
+    fn sealed_the_stream_is_unchanged_and_every_byte_of_it_is_covered() {
+        use hangar_protocol::RunKey;
+        use hangar_protocol::logseal::{Order, Piece, SealKey, scan};
+        let input = concat!(
+            "{\"type\":\"assistant\",\"message\":{\"content\":[]}}\n",
+            "{\"type\":\"result\",\"is_error\":false,\"usage\":{\"input_tokens\":11,\"output_tokens\":7}}\n",
+            "{\"type\":\"system\"}\n",
+            "{\"type\":\"result\",\"is_error\":false,\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}\n",
+        );
+        let (plain, _) = run(input);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.log");
+        let key = SealKey::derive(&RunKey::from_bytes([3; 32]));
+        let log = RunLog::open_sealed(&path, key.clone(), "r").unwrap();
+        let (tx, _rx) = mpsc::channel();
+        relay(input.as_bytes(), &log, &tx).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        let s = scan(&f, 0, u64::MAX, 1 << 20, &key, "r", Order::After(0)).unwrap();
+        let mut covered = Vec::new();
+        for p in s.pieces {
+            match p {
+                Piece::Sealed { bytes, .. } => covered.extend(bytes.unwrap()),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(String::from_utf8(covered).unwrap(), plain);
+        assert_eq!(s.resolved, std::fs::metadata(&path).unwrap().len());
     }
 
     #[test]

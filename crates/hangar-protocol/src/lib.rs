@@ -8,6 +8,7 @@
 //!   that refuses forged, replayed, malformed and oversized commands.
 //! * [`ack`]: the driver's signed answer to each command (`done`, `refused`, `ended`).
 //! * [`runlog`]: hangar's own lines in the run log (`"type":"hangar.<what>"`).
+//! * [`logseal`]: the seals that prove which bytes of a run log hangar wrote.
 //! * [`client`]: the client side of the mailbox (stage, rename into `in/`, wait for the signed ack).
 //! * [`claude_settings`]: which Claude Code settings a reviewed settings file may hold.
 //! * [`env`]: every environment variable hangar reads, and the allow-list passed to a harness.
@@ -23,6 +24,7 @@ pub mod command;
 pub mod ctl;
 pub mod env;
 pub mod key;
+pub mod logseal;
 pub mod runlog;
 mod seal;
 

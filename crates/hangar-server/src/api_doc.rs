@@ -139,7 +139,7 @@ fn stream() -> Value {
 }
 fn log() -> Value {
     obj(
-        json!({"lines": {"type": "array", "items": string()}, "next_offset": {"type": "integer"}, "ended": {"type": "boolean"}}),
+        json!({"lines": {"type": "array", "items": string()}, "next_offset": {"type": "integer"}, "ended": {"type": "boolean"}, "verified": {"type": "boolean", "description": "the run's log is one the agent could not have written (sealed, and the agent could not learn the run key); when false the assistant's text is not known to be the model's"}, "why": {"type": "string", "description": "why the log is not verified"}}),
         &["lines", "next_offset"],
     )
 }
@@ -454,7 +454,8 @@ fn components() -> Value {
                                "git_trees": {"type": ["object", "null"], "description": "a one-shot turn's start and end trees (S29): {start, end, trusted: false}; null for turns the driver ran (their trees are `tree` events)"}}),
                         &["id", "session_id", "state"]),
             "Run": obj(json!({"id": string(), "turn_id": string(), "state": {"enum": ["live", "ended"]}, "log_cursor": {"type": "integer"},
-                              "driver_pid": {"type": ["integer", "null"]}, "has_key": {"type": "boolean"}}),
+                              "driver_pid": {"type": ["integer", "null"]}, "has_key": {"type": "boolean"},
+                              "log": {"type": ["object", "null"], "description": "how the run's log is read: `sealed` (only what the driver's seals cover is taken), `trusted` (the agent could not have written it; when false the assistant's text is marked unverified), `why` (when not trusted); null until the watcher has started on it"}}),
                        &["id", "turn_id", "state"]),
             "Approval": obj(json!({"run_id": string(), "request_id": string(), "tool_name": string(), "input": any_obj(),
                                    "decision": {"type": ["string", "null"]}, "answered_by": {"type": ["string", "null"]}}),

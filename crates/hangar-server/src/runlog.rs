@@ -12,6 +12,7 @@ use axum::Json;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::response::{IntoResponse, Response};
 use hangar_control::ControlPlane;
+use hangar_core::watcher::Order;
 use hangar_store::RunState;
 use serde::Deserialize;
 use serde_json::json;
@@ -30,8 +31,15 @@ pub(crate) struct LogQuery {
     max: Option<u64>,
 }
 
-/// `{lines, next_offset, ended}`: the complete lines from `offset`, where the next read starts,
-/// and whether the run had ended before this read and every complete line is in this answer.
+/// `{lines, next_offset, ended, verified, why?}`: the complete lines from `offset`, where the
+/// next read starts, whether the run had ended before this read and every complete line is in
+/// this answer, and whether the run's log is one the agent could not have written (`why` says
+/// why not; the assistant's text is then not known to be the model's).
+///
+/// A sealed log (`hangar_protocol::logseal`) gives only what hangar's seals cover: a stretch
+/// no seal covers comes as one `hangar.warning` line saying so, and lines after the last seal
+/// wait for the next one. Until the run's watcher has decided how its log is read, a live run
+/// gives no lines yet.
 pub(crate) async fn run_log(
     State(plane): State<Arc<ControlPlane>>,
     _who: Authed,
@@ -43,16 +51,54 @@ pub(crate) async fn run_log(
     let path = plane.run_log_path(&run);
     let max = q.max.unwrap_or(DEFAULT_MAX).clamp(4096, 16 << 20);
     let offset = q.offset;
-    let read = tokio::task::spawn_blocking(move || complete_lines(&path, offset, max))
-        .await
+    let mode = ControlPlane::stored_log_mode(&run);
+    let verified = mode.as_ref().is_some_and(|m| m.trusted);
+    let why = match &mode {
+        Some(m) => m.why.clone(),
+        None if run.watch_state.is_none() && !ended => None,
+        None => Some("the run's log was read before hangar sealed its logs".to_owned()),
+    };
+    let read = match mode {
+        Some(m) if m.sealed => {
+            let reader = plane.log_reader(&run).await;
+            tokio::task::spawn_blocking(move || {
+                reader
+                    .read_sealed(&path, offset, max, Order::Any)
+                    .map(|r| LogRead {
+                        lines: r.lines.into_iter().map(|(_, l)| l).collect(),
+                        next_offset: r.new_cursor,
+                        at_end: r.at_end,
+                    })
+                    .map_err(|e| e.to_string())
+            })
+            .await
+        }
+        // Not decided yet: nothing to show until the watcher has started on it.
+        None if run.watch_state.is_none() && !ended => Ok(Ok(LogRead {
+            lines: Vec::new(),
+            next_offset: offset,
+            at_end: false,
+        })),
+        _ => {
+            tokio::task::spawn_blocking(move || {
+                complete_lines(&path, offset, max).map_err(|e| e.to_string())
+            })
+            .await
+        }
+    };
+    let read = read
         .map_err(|e| ApiError::Internal(format!("reading the run log: {e}")))?
         .map_err(|e| ApiError::Internal(format!("reading the run log of {id}: {e}")))?;
-    Ok(Json(json!({
+    let mut answer = json!({
         "lines": read.lines,
         "next_offset": read.next_offset,
         "ended": ended && read.at_end,
-    }))
-    .into_response())
+        "verified": verified,
+    });
+    if let Some(why) = why.filter(|_| !verified) {
+        answer["why"] = json!(why);
+    }
+    Ok(Json(answer).into_response())
 }
 
 /// What one read of the log found.

@@ -26,6 +26,7 @@ pub fn run(r: &Run) -> Value {
     json!({
         "id": r.id, "turn_id": r.turn_id, "state": r.state.as_str(), "log_cursor": r.log_cursor,
         "driver_pid": r.driver_pid, "has_key": r.has_key, "created_at": r.created_at, "ended_at": r.ended_at,
+        "log": r.watch_state.as_ref().and_then(|s| s.get("log")),
     })
 }
 

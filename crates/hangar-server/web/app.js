@@ -725,6 +725,10 @@
       return h('span', { class: 'label' }, text);
     }
 
+    function unverified() {
+      return h('span', { class: 'label unverified', title: 'The run log could have been written by the agent itself (no uid split, or no driver to seal it): this text is not known to be the model\'s.' }, 'unverified');
+    }
+
     function onEvent(id, kind, p) {
       const k = p.kind || kind;
       let el = null;
@@ -739,7 +743,8 @@
           el = row(id, k, 'user', label('message'), h('p', { class: 'text' }, p.text));
           break;
         case 'assistant_text':
-          el = row(id, k, 'assistant', label('agent'), h('p', { class: 'text' }, p.text));
+          // A log the agent could have written: not known to be the model's words.
+          el = row(id, k, 'assistant', label('agent'), p.unverified ? unverified() : null, h('p', { class: 'text' }, p.text));
           break;
         case 'tool_call': {
           const result = h('div', { class: 'result pending' }, 'running…');
@@ -789,7 +794,7 @@
           reloadTurnSoon();
           break;
         case 'result':
-          el = row(id, k, p.is_error ? 'bad' : 'ok', label(`result · ${p.status}`), p.text ? h('p', { class: 'text' }, p.text) : null);
+          el = row(id, k, p.is_error ? 'bad' : 'ok', label(`result · ${p.status}`), p.unverified && p.text ? unverified() : null, p.text ? h('p', { class: 'text' }, p.text) : null);
           break;
         case 'error':
           el = row(id, k, 'bad', label('error'), p.message);

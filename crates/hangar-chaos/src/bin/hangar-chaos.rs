@@ -842,7 +842,7 @@ impl Chaos {
                 ));
             }
             let log = self.env.ctl(&r.run).join("run.log");
-            let (n, mismatch) = check_events(&self.api, &r.run, &log).await?;
+            let (n, mismatch) = check_events(&self.api, &self.env.home(), &r.run, &log).await?;
             c.events += n;
             v.extend(mismatch.map(|m| (h, m)));
             // The turn's token totals are the sum of its log's usage (a restart included).

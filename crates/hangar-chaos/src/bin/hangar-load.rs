@@ -536,7 +536,7 @@ async fn check_run(env: &Env, api: &Api, l: &Live, rounds: usize, f: &mut Figure
         );
     }
     let log = env.ctl(&l.run).join("run.log");
-    let (n, mismatch) = check_events(api, &l.run, &log).await?;
+    let (n, mismatch) = check_events(api, &env.home(), &l.run, &log).await?;
     f.events += n;
     if let Some(m) = mismatch {
         v(f, m);

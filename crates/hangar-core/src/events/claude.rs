@@ -26,6 +26,7 @@ fn assistant(l: Line<'_>) -> Vec<EventKind> {
         Content::Str(t) if !t.is_empty() => {
             return vec![EventKind::AssistantText {
                 text: t.into_owned(),
+                unverified: false,
             }];
         }
         _ => return Vec::new(),
@@ -36,7 +37,10 @@ fn assistant(l: Line<'_>) -> Vec<EventKind> {
         .filter_map(|b| match b.ty.as_str() {
             Some("text") => {
                 let text = b.text.into_str().unwrap_or_default();
-                (!text.is_empty()).then_some(EventKind::AssistantText { text })
+                (!text.is_empty()).then_some(EventKind::AssistantText {
+                    text,
+                    unverified: false,
+                })
             }
             Some("tool_use") | Some("server_tool_use") => Some(EventKind::ToolCall {
                 tool_use_id: b.id.into_str().unwrap_or_default(),
@@ -150,6 +154,7 @@ fn result(l: Line<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
         is_error,
         text,
         status,
+        unverified: false,
     });
     out
 }

@@ -48,6 +48,7 @@ pub(super) fn parse(ty: &str, l: Line<'_>, ctx: &mut ParseContext) -> Vec<EventK
                 is_error: true,
                 text: message,
                 status: status.to_owned(),
+                unverified: false,
             }]
         }
         "error" => vec![EventKind::Error {
@@ -118,7 +119,10 @@ fn completed(item: Item<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
             return if text.is_empty() {
                 Vec::new()
             } else {
-                vec![EventKind::AssistantText { text }]
+                vec![EventKind::AssistantText {
+                    text,
+                    unverified: false,
+                }]
             };
         }
         Some(_) => {}
@@ -186,6 +190,7 @@ fn turn_completed(l: Line<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
         is_error: false,
         text: std::mem::take(&mut ctx.codex_last_text),
         status: "completed".to_owned(),
+        unverified: false,
     });
     out
 }

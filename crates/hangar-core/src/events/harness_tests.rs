@@ -14,7 +14,8 @@ fn claude_assistant_text_and_tool_use() {
         kinds(&[line]),
         vec![
             EventKind::AssistantText {
-                text: "let me look".into()
+                text: "let me look".into(),
+                unverified: false,
             },
             EventKind::ToolCall {
                 tool_use_id: "toolu_1".into(),
@@ -88,7 +89,8 @@ fn claude_result_gives_usage_then_result_with_cost_per_turn() {
             EventKind::Result {
                 is_error: false,
                 text: "made it".into(),
-                status: "success".into()
+                status: "success".into(),
+                unverified: false,
             },
             EventKind::Usage {
                 input_tokens: 11,
@@ -99,7 +101,8 @@ fn claude_result_gives_usage_then_result_with_cost_per_turn() {
             EventKind::Result {
                 is_error: true,
                 text: "boom\nbang".into(),
-                status: "error_during_execution".into()
+                status: "error_during_execution".into(),
+                unverified: false,
             },
         ]
     );
@@ -194,7 +197,8 @@ fn codex_turn_with_command_patch_and_message() {
             ),
             result("item_2", "add /w/a.txt", false),
             EventKind::AssistantText {
-                text: "done".into()
+                text: "done".into(),
+                unverified: false,
             },
             EventKind::Usage {
                 input_tokens: 100,
@@ -205,7 +209,8 @@ fn codex_turn_with_command_patch_and_message() {
             EventKind::Result {
                 is_error: false,
                 text: "done".into(),
-                status: "completed".into()
+                status: "completed".into(),
+                unverified: false,
             },
         ]
     );
@@ -274,12 +279,14 @@ fn codex_turn_failed_interrupted_and_error() {
             EventKind::Result {
                 is_error: true,
                 text: "the turn was interrupted".into(),
-                status: "interrupted".into()
+                status: "interrupted".into(),
+                unverified: false,
             },
             EventKind::Result {
                 is_error: true,
                 text: "model broke".into(),
-                status: "failed".into()
+                status: "failed".into(),
+                unverified: false,
             },
             EventKind::Error {
                 message: "Reconnecting... 1/5".into()

@@ -74,7 +74,13 @@ pub enum EventKind {
     /// `command_acked` event either way.
     UserMessage { text: String },
     /// Text the assistant wrote: a Claude `text` block, a Codex `agent_message` item.
-    AssistantText { text: String },
+    /// `unverified` when the run's log could have been written by the agent itself (see
+    /// [`LogMode`]): the text is not known to be the model's.
+    AssistantText {
+        text: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unverified: bool,
+    },
     /// The agent called a tool. Claude: a `tool_use` block (`name` as Claude Code names it, e.g.
     /// `Bash`; `input` its input). Codex: the `item.started` of a tool item, as `command`
     /// `{"command"}`, `file_change` `{"changes"}`, `mcp__<server>__<tool>` (the arguments) or
@@ -175,10 +181,13 @@ pub enum EventKind {
     /// `status` its `subtype`: `success`, `error_during_execution`, …). Codex: `turn.completed`
     /// (`status` `completed`, `text` the turn's last agent message) or `turn.failed` (`status`
     /// `failed`, or `interrupted` for the driver's "the turn was interrupted"; `text` the error).
+    /// `unverified` as for [`EventKind::AssistantText`].
     Result {
         is_error: bool,
         text: String,
         status: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unverified: bool,
     },
     /// An error: `hangar.error` (it stops the turn), a Codex `error` line (Codex reports its
     /// retries this way too, e.g. `Reconnecting... 1/5`; the turn's end is its `result`).
@@ -233,6 +242,23 @@ pub(crate) struct OpenItem {
     pub(crate) asked: bool,
 }
 
+/// How a run's log is read, decided by the control plane from where the run ran (not from the
+/// log, which the agent may have written), kept with the parser's state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogMode {
+    /// The driver sealed its writes (`hangar_protocol::logseal`): only what a valid seal covers
+    /// is read (with the run's seal key). `false` for a log with no driver (a one-shot turn).
+    pub sealed: bool,
+    /// The agent could not have written what is read as the harness's and hangar's: it runs
+    /// under a uid of its own, or it cannot learn the run key (a local sandbox hands the key to
+    /// the driver alone) and the log is sealed. When `false`, the assistant's text and results
+    /// are marked `unverified` and no tree is trusted.
+    pub trusted: bool,
+    /// Why the log is not trusted, in words, when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
 /// What parsing one line needs from the lines before it. It is plain data (serde), so a caller
 /// that persists a watcher's cursor can persist the context with it and resume exactly.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -255,12 +281,36 @@ pub struct ParseContext {
     /// Claude Code's cumulative `total_cost_usd` at the process's last `result`.
     #[serde(default)]
     pub(crate) claude_cost: Option<f64>,
+    /// How the log is read; `None`: as logs were before seals (read whole, trusted as the
+    /// `hangar.started` line says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogMode>,
+    /// The number of the last seal taken (a sealed log).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seal_n: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ParseContext {
     /// A context for a log read from its start.
     pub fn new() -> ParseContext {
         ParseContext::default()
+    }
+
+    /// A context for a log read from its start as `mode` says.
+    pub fn with_log(mode: Option<LogMode>) -> ParseContext {
+        ParseContext {
+            log: mode,
+            ..ParseContext::default()
+        }
+    }
+
+    /// Whether what the log says the assistant wrote is marked `unverified`.
+    pub fn text_unverified(&self) -> bool {
+        self.log.as_ref().is_some_and(|m| !m.trusted)
     }
 
     /// A context whose next line is at `offset` (nothing known about earlier lines).
@@ -276,9 +326,10 @@ impl ParseContext {
         self.harness.as_deref()
     }
 
-    /// Whether `hangar.tree` lines are trusted (the run's `hangar.started` said `uid_split`).
+    /// Whether `hangar.tree` lines are trusted (the run's `hangar.started` said `uid_split`, and
+    /// the log is not one the agent could have written).
     pub fn trees_trusted(&self) -> bool {
-        self.uid_split == Some(true)
+        self.uid_split == Some(true) && !self.text_unverified()
     }
 }
 
@@ -298,10 +349,26 @@ pub fn parse_line_via_value(line: &str, ctx: &mut ParseContext) -> Vec<ProgressE
 fn parse_line_with(line: &str, ctx: &mut ParseContext, direct: bool) -> Vec<ProgressEvent> {
     let offset = ctx.offset;
     ctx.offset = offset.saturating_add(line.len() as u64 + 1);
+    let unverified = ctx.text_unverified();
     parse_kinds(line, ctx, direct)
         .into_iter()
-        .map(|kind| ProgressEvent { offset, kind })
+        .map(|mut kind| {
+            if unverified {
+                mark_unverified(&mut kind);
+            }
+            ProgressEvent { offset, kind }
+        })
         .collect()
+}
+
+/// Marks the assistant's words as not known to be the model's.
+fn mark_unverified(kind: &mut EventKind) {
+    match kind {
+        EventKind::AssistantText { unverified, .. } | EventKind::Result { unverified, .. } => {
+            *unverified = true;
+        }
+        _ => {}
+    }
 }
 
 fn parse_kinds(line: &str, ctx: &mut ParseContext, direct: bool) -> Vec<EventKind> {

@@ -57,7 +57,26 @@ pub fn events_of(path: &Path, allowed_warnings: usize) -> Vec<ProgressEvent> {
         );
     }
     assert_increments_match_rebuild(path, &events);
+    assert_sealed_read_takes_every_line(path, &events);
     events
+}
+
+/// Read as the control plane reads a sealed log (with the run's seal key, from the client's
+/// copy of the run key beside the control folder), the driver's log gives exactly the same
+/// events: every line it wrote is sealed, and the seal lines make none.
+pub fn assert_sealed_read_takes_every_line(path: &Path, want: &[ProgressEvent]) {
+    let ctl = path.parent().unwrap();
+    let name = ctl.file_name().unwrap().to_str().unwrap();
+    let run = name.strip_suffix(".ctl").unwrap();
+    let key_file = ctl.with_file_name(format!("{run}.client")).join("key");
+    let key = hangar_protocol::RunKey::read_file(&key_file).unwrap();
+    let reader = LogReader::new().sealed(hangar_protocol::logseal::SealKey::derive(&key), run);
+    let mode = Some(hangar_core::LogMode {
+        sealed: true,
+        trusted: true,
+        why: None,
+    });
+    assert_eq!(hangar_core::rebuild_with(path, &reader, mode), want);
 }
 
 /// Property: copying the log into a new file in random-size pieces (splitting lines anywhere)
