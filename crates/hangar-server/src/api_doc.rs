@@ -29,6 +29,10 @@ fn any_obj() -> Value {
 fn string() -> Value {
     json!({"type": "string"})
 }
+/// A field a request may also give as `null` (the same as leaving it out).
+pub(crate) fn opt_string() -> Value {
+    json!({"type": ["string", "null"]})
+}
 fn session() -> Value {
     json!({"$ref": "#/components/schemas/Session"})
 }
@@ -51,11 +55,11 @@ fn jwks() -> Value {
     )
 }
 /// Routes served without a token.
-const PUBLIC: &[&str] = &["/v1/health", "/.well-known/jwks.json"];
+const PUBLIC: &[&str] = &["/v1/health", "/.well-known/jwks.json", "/v1/openapi.json"];
 fn start_session_req() -> Value {
     obj(
-        json!({"dir": string(), "sandbox": string(), "env": string(), "no_sandbox": {"type": "boolean"}, "harness": {"enum": ["claude", "codex"]}, "policy": {"enum": ["ask", "auto", "governed"]},
-               "prompt": string(), "options": {"$ref": "#/components/schemas/TurnOptions"}}),
+        json!({"dir": opt_string(), "sandbox": opt_string(), "env": opt_string(), "no_sandbox": {"type": "boolean"}, "harness": {"enum": ["claude", "codex"]}, "policy": {"enum": ["ask", "auto", "governed", null]},
+               "prompt": {"type": "string", "minLength": 1}, "options": {"$ref": "#/components/schemas/TurnOptions"}}),
         &["prompt"],
     )
 }
@@ -78,7 +82,10 @@ fn session_with_turns() -> Value {
     )
 }
 fn text_req() -> Value {
-    obj(json!({"text": string()}), &["text"])
+    obj(
+        json!({"text": {"type": "string", "minLength": 1}}),
+        &["text"],
+    )
 }
 fn reply() -> Value {
     obj(
@@ -124,7 +131,7 @@ fn approvals() -> Value {
 }
 fn answer_req() -> Value {
     obj(
-        json!({"decision": {"enum": ["allow", "deny"]}, "reason": string(), "input": any_obj()}),
+        json!({"decision": {"enum": ["allow", "deny"]}, "reason": opt_string(), "input": {"type": ["object", "null"]}}),
         &["decision"],
     )
 }
@@ -135,7 +142,10 @@ fn events() -> Value {
     )
 }
 fn stream() -> Value {
-    json!({"type": "string", "description": "Server-Sent Events: `id` is the event id (resume with Last-Event-ID), `event` its kind, `data` its JSON payload"})
+    obj(
+        json!({"id": {"type": "string", "description": "the event id (resume with Last-Event-ID)"}, "event": {"type": "string", "description": "its kind"}, "data": {"type": "string", "description": "its JSON payload"}}),
+        &["data"],
+    )
 }
 fn log() -> Value {
     obj(
@@ -221,6 +231,14 @@ pub fn endpoints() -> Vec<Endpoint> {
             "The public keys of hangar's passport signing key, for Tower (no token needed)",
             None,
             jwks,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/openapi.json",
+            "This document (no token needed)",
+            None,
+            any_obj,
             200,
         ),
         e("GET", "/v1/sessions", "All sessions", None, sessions, 200),
@@ -441,8 +459,8 @@ fn components() -> Value {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "a token from `hangar token create --person EMAIL`"}},
         "schemas": {
             "Error": obj(json!({"error": obj(json!({"code": string(), "message": string()}), &["code", "message"])}), &["error"]),
-            "TurnOptions": obj(json!({"model": string(), "codex_config": {"type": "array", "items": string()}, "verify": string(),
-                                      "max_verify_rounds": {"type": "integer"}, "model_timeout": {"type": "integer"},
+            "TurnOptions": obj(json!({"model": opt_string(), "codex_config": {"type": "array", "items": string()}, "verify": opt_string(),
+                                      "max_verify_rounds": {"type": ["integer", "null"], "minimum": 0, "maximum": u32::MAX}, "model_timeout": {"type": ["integer", "null"], "minimum": 0, "maximum": u32::MAX},
                                       "unverified_harness": {"type": "boolean", "description": "run a harness version whose conformance suite has not passed (the manifest records it)"}}), &[]),
             "Session": obj(json!({"id": string(), "sandbox_id": string(), "harness": string(), "policy": string(),
                                   "harness_session_id": {"type": ["string", "null"]}, "options": any_obj(), "turn_count": {"type": "integer"}, "created_at": {"type": "integer"}}),
@@ -466,16 +484,101 @@ fn components() -> Value {
     })
 }
 
+/// The query parameters a route reads: (name, required, schema, what it means). Kept beside the
+/// route table so the document says what the handlers' query structs accept.
+fn query(method: &str, path: &str) -> Vec<(&'static str, bool, Value, &'static str)> {
+    // The bounds are the handlers' own: a value outside them is refused with 400.
+    let int = |min: u64, max: u64| json!({"type": "integer", "minimum": min, "maximum": max});
+    let page = || {
+        vec![
+            (
+                "after",
+                false,
+                int(0, i64::MAX as u64),
+                "only events with a larger id",
+            ),
+            ("limit", false, int(1, i64::MAX as u64), "at most this many"),
+        ]
+    };
+    match (method, path) {
+        ("GET", "/v1/runs/{id}/diff") => vec![
+            ("from", true, int(0, u64::MAX), "the step to compare from"),
+            ("to", true, int(0, u64::MAX), "the step to compare to"),
+        ],
+        ("POST", "/v1/runs/{id}/steer") => vec![(
+            "next_turn",
+            false,
+            json!({"type": "boolean", "default": true}),
+            "false: a steer to an ended turn is answered 409 instead of starting the next turn",
+        )],
+        ("GET", "/v1/sessions/{id}/events" | "/v1/runs/{id}/events" | "/v1/audit") => page(),
+        ("GET", "/v1/sessions/{id}/events/stream" | "/v1/runs/{id}/events/stream") => {
+            page().into_iter().take(1).collect()
+        }
+        ("GET", "/v1/runs/{id}/log") => vec![
+            (
+                "offset",
+                false,
+                int(0, u64::MAX),
+                "the byte offset to read from",
+            ),
+            ("max", false, int(0, u64::MAX), "at most this many bytes"),
+        ],
+        ("DELETE", "/v1/sandboxes/{id}") => vec![
+            (
+                "keep_logs",
+                false,
+                json!({"type": "boolean", "default": false}),
+                "keep the sandbox's run logs",
+            ),
+            (
+                "force",
+                false,
+                json!({"type": "boolean", "default": false}),
+                "remove it even while a turn runs",
+            ),
+        ],
+        ("GET", "/v1/board") => vec![
+            ("session", false, string(), "only this session"),
+            (
+                "limit",
+                false,
+                int(1, u64::MAX),
+                "at most this many sessions (1000 at most are sent)",
+            ),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// A path parameter's schema: the names the handlers accept, where they check a form.
+fn path_param(path: &str, name: &str) -> Value {
+    match (path, name) {
+        (p, "name") if p.starts_with("/v1/credentials/") => {
+            json!({"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"})
+        }
+        (p, "name") if p.starts_with("/v1/environments/") => {
+            json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9_.-]{0,62}$"})
+        }
+        _ => string(),
+    }
+}
+
 /// The OpenAPI 3.1 document.
 pub fn openapi() -> Value {
     let mut paths = Map::new();
     for e in endpoints() {
-        let params: Vec<Value> = e
+        let mut params: Vec<Value> = e
             .path
             .split('/')
             .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": string()}))
+            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": path_param(e.path, name)}))
             .collect();
+        params.extend(query(e.method, e.path).into_iter().map(
+            |(name, required, schema, description)| {
+                json!({"name": name, "in": "query", "required": required, "schema": schema, "description": description})
+            },
+        ));
         let media = if e.stream {
             "text/event-stream"
         } else {
@@ -488,6 +591,11 @@ pub fn openapi() -> Value {
                 "default": {"description": "an error a person can act on", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
             },
         });
+        // A second success: an environment applied again is replaced (200), not created (201).
+        if (e.method, e.path) == ("POST", "/v1/environments") {
+            op["responses"]["200"] =
+                json!({"description": "replaced", "content": {media: {"schema": (e.response)()}}});
+        }
         if !PUBLIC.contains(&e.path) {
             op["security"] = json!([{"bearer": []}]);
         }
@@ -495,15 +603,17 @@ pub fn openapi() -> Value {
             op["parameters"] = Value::Array(params);
         }
         if let Some(req) = e.request {
+            // An attach takes its body only for a relayed terminal's size and type.
+            let required = (e.method, e.path) != ("POST", "/v1/sandboxes/{id}/attach");
             op["requestBody"] =
-                json!({"required": true, "content": {"application/json": {"schema": req()}}});
+                json!({"required": required, "content": {"application/json": {"schema": req()}}});
         }
         let entry = paths.entry(e.path.to_owned()).or_insert_with(|| json!({}));
         entry[e.method.to_lowercase()] = op;
     }
     json!({
         "openapi": "3.1.0",
-        "info": {"title": "hangar", "version": env!("CARGO_PKG_VERSION"), "description": "hangar serve's HTTP API. Every route but /v1/health and /.well-known/jwks.json needs `Authorization: Bearer <token>`. Errors are `{\"error\":{\"code\",\"message\"}}`."},
+        "info": {"title": "hangar", "version": env!("CARGO_PKG_VERSION"), "description": "hangar serve's HTTP API. Every route but /v1/health, /v1/openapi.json and /.well-known/jwks.json needs `Authorization: Bearer <token>`. Errors are `{\"error\":{\"code\",\"message\"}}`."},
         "paths": Value::Object(paths),
         "components": components(),
     })

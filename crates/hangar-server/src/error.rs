@@ -20,6 +20,12 @@ pub enum ApiError {
     /// The request is malformed or names impossible things.
     #[error("{0}")]
     BadRequest(String),
+    /// The request body is not JSON (its `Content-Type`).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// The path is served, but not with this method.
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// The state does not allow it now (e.g. the turn has ended).
     #[error("{0}")]
     Conflict(String),
@@ -42,6 +48,10 @@ impl ApiError {
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            ApiError::UnsupportedMediaType(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::Refused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "refused"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),

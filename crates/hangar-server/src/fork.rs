@@ -4,8 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use hangar_control::{ControlPlane, ForkRequest};
@@ -14,11 +13,13 @@ use serde_json::{Value, json};
 
 use crate::auth::Authed;
 use crate::error::ApiError;
+use crate::extract::{Json, Path};
 use crate::views;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ForkBody {
+    #[serde(deserialize_with = "crate::extract::whole")]
     step: usize,
     /// The fork's folder (absolute; must not exist, or be empty): a plain folder's fork, or an
     /// in-place sandbox's; refused for an environment that copies the repository.
@@ -89,10 +90,10 @@ fn record() -> Value {
 
 pub(crate) fn doc_fork_req() -> Value {
     json!({"type": "object", "properties": {
-        "step": {"type": "integer", "minimum": 0},
-        "dir": {"type": "string", "description": "the fork's work tree on this machine, for a plain folder's or an in-place sandbox's fork (absolute; must not exist or be empty); default $HANGAR_HOME/forks/<sandbox id>. A run in a sandbox whose environment copies the repository forks into a new sandbox of that environment, whose workspace is the work tree: dir is refused there"},
-        "prompt": {"type": "string", "description": "start the fork's first turn with this message"},
-    }, "required": ["step"]})
+        "step": {"type": "integer", "minimum": 0, "maximum": u64::MAX},
+        "dir": {"type": ["string", "null"], "description": "the fork's work tree on this machine, for a plain folder's or an in-place sandbox's fork (absolute; must not exist or be empty); default $HANGAR_HOME/forks/<sandbox id>. A run in a sandbox whose environment copies the repository forks into a new sandbox of that environment, whose workspace is the work tree: dir is refused there"},
+        "prompt": {"type": ["string", "null"], "description": "start the fork's first turn with this message"},
+    }, "required": ["step"], "additionalProperties": false})
 }
 
 pub(crate) fn doc_forked() -> Value {

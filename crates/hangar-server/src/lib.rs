@@ -7,6 +7,7 @@
 pub mod api_doc;
 pub mod auth;
 pub mod error;
+mod extract;
 mod fork;
 mod jwks;
 mod routes;

@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::Router;
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
-use axum::{Json, Router};
 use hangar_control::{ControlPlane, Reply, SessionRequest, TurnOptions, credentials};
 use hangar_store::{EventScope, Harness, Policy};
 use serde::Deserialize;
@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Authed;
 use crate::error::ApiError;
+use crate::extract::{Json, Path, Query};
 use crate::sse::{self, StoreEvents};
 use crate::views;
 
@@ -29,6 +30,7 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
     let mut all = vec![
         ("GET", "/v1/health", get(health)),
         ("GET", "/.well-known/jwks.json", get(crate::jwks::jwks)),
+        ("GET", "/v1/openapi.json", get(openapi)),
         ("GET", "/v1/sessions", get(list_sessions)),
         ("POST", "/v1/sessions", post(start_session)),
         ("GET", "/v1/sessions/{id}", get(get_session)),
@@ -87,11 +89,17 @@ pub fn router(plane: Arc<ControlPlane>) -> Router {
         .into_iter()
         .fold(Router::new(), |r, (path, handler)| r.route(path, handler))
         .merge(crate::web::router())
+        .fallback(crate::extract::no_route)
+        .method_not_allowed_fallback(crate::extract::no_method)
         .with_state(plane)
 }
 
 fn ok(v: Value) -> ApiResult {
     Ok(Json(v).into_response())
+}
+
+async fn openapi() -> Json<Value> {
+    Json(crate::api_doc::openapi())
 }
 
 async fn health() -> Json<Value> {
@@ -178,6 +186,18 @@ struct Text {
     text: String,
 }
 
+impl Text {
+    /// The text, refused when empty: an empty prompt would start a turn that asks nothing.
+    fn checked(&self) -> Result<&str, ApiError> {
+        if self.text.is_empty() {
+            return Err(ApiError::BadRequest(
+                "text is empty: say what the agent should do".into(),
+            ));
+        }
+        Ok(&self.text)
+    }
+}
+
 fn reply(r: Reply) -> ApiResult {
     match r {
         Reply::Done { run, .. } => ok(json!({"outcome": "done", "run": run})),
@@ -200,7 +220,7 @@ async fn send_message(
     Path(id): Path<String>,
     Json(b): Json<Text>,
 ) -> ApiResult {
-    reply(plane.send(&id, &b.text, &who.email).await?)
+    reply(plane.send(&id, b.checked()?, &who.email).await?)
 }
 
 #[derive(Deserialize)]
@@ -222,13 +242,14 @@ async fn steer(
     Query(q): Query<SteerQuery>,
     Json(b): Json<Text>,
 ) -> ApiResult {
+    let text = b.checked()?;
     if !q.next_turn {
         let run = plane.store().run(&id).await?;
         if run.state != hangar_store::RunState::Live || !run.has_key {
             return reply(Reply::Ended { run: id });
         }
     }
-    reply(plane.steer(&id, &b.text, &who.email).await?)
+    reply(plane.steer(&id, text, &who.email).await?)
 }
 
 async fn interrupt(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
@@ -359,11 +380,27 @@ struct Page {
     limit: Option<i64>,
 }
 
+impl Page {
+    /// `after` (default 0) and `limit` (default 500), refused when below 0 or 1.
+    fn checked(&self) -> Result<(i64, i64), ApiError> {
+        let (after, limit) = (self.after.unwrap_or(0), self.limit.unwrap_or(500));
+        if after < 0 {
+            return Err(ApiError::BadRequest(format!(
+                "after must be 0 or more, not {after}"
+            )));
+        }
+        if limit < 1 {
+            return Err(ApiError::BadRequest(format!(
+                "limit must be 1 or more, not {limit}"
+            )));
+        }
+        Ok((after, limit))
+    }
+}
+
 async fn events_page(plane: &ControlPlane, scope: EventScope<'_>, p: &Page) -> ApiResult {
-    let events = plane
-        .store()
-        .events_after(scope, p.after.unwrap_or(0), p.limit.unwrap_or(500))
-        .await?;
+    let (after, limit) = p.checked()?;
+    let events = plane.store().events_after(scope, after, limit).await?;
     let next = events.last().map(|e| e.id);
     ok(json!({"events": events.iter().map(views::event).collect::<Vec<_>>(), "next_after": next}))
 }
@@ -395,6 +432,7 @@ async fn run_stream(
     headers: HeaderMap,
     Query(p): Query<Page>,
 ) -> ApiResult {
+    p.checked()?;
     plane.store().run(&id).await?;
     Ok(live(&plane, Some(id), None, &headers, &p))
 }
@@ -406,6 +444,7 @@ async fn session_stream(
     headers: HeaderMap,
     Query(p): Query<Page>,
 ) -> ApiResult {
+    p.checked()?;
     plane.store().session(&id).await?;
     Ok(live(&plane, None, Some(id), &headers, &p))
 }
@@ -464,11 +503,8 @@ async fn remove_credential(State(plane): S, who: Authed, Path(name): Path<String
 }
 
 async fn audit(State(plane): S, _who: Authed, Query(p): Query<Page>) -> ApiResult {
-    let records = plane
-        .store()
-        .audit()
-        .records(p.after.unwrap_or(0), p.limit.unwrap_or(500))
-        .await?;
+    let (after, limit) = p.checked()?;
+    let records = plane.store().audit().records(after, limit).await?;
     let rows: Vec<Value> = records
         .iter()
         .map(|r| json!({"seq": r.seq, "at": r.at, "actor": r.actor, "action": r.action, "detail": r.detail, "hash": r.hash}))

@@ -8,8 +8,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path as UrlPath, Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use hangar_control::ControlPlane;
 use hangar_core::watcher::Order;
@@ -19,6 +18,7 @@ use serde_json::json;
 
 use crate::auth::Authed;
 use crate::error::ApiError;
+use crate::extract::{Json, Path as UrlPath, Query};
 
 /// How many bytes one answer reads at most (a longer line is read whole anyway).
 const DEFAULT_MAX: u64 = 1 << 20;
@@ -58,7 +58,15 @@ pub(crate) async fn run_log(
         None if run.watch_state.is_none() && !ended => None,
         None => Some("the run's log was read before hangar sealed its logs".to_owned()),
     };
+    // An offset past the log's end has no lines yet (and is not sought: past 2^63 the kernel
+    // refuses the seek).
+    let len = tokio::fs::metadata(&path).await.map_or(0, |m| m.len());
     let read = match mode {
+        _ if offset > len => Ok(Ok(LogRead {
+            lines: Vec::new(),
+            next_offset: offset,
+            at_end: true,
+        })),
         Some(m) if m.sealed => {
             let reader = plane.log_reader(&run).await;
             tokio::task::spawn_blocking(move || {

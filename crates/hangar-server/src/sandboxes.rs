@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
@@ -19,6 +18,7 @@ use serde_json::{Value, json};
 use crate::api_doc::Endpoint;
 use crate::auth::Authed;
 use crate::error::ApiError;
+use crate::extract::{Json, Path, Query};
 
 type S = State<Arc<ControlPlane>>;
 type ApiResult = Result<axum::response::Response, ApiError>;
@@ -107,6 +107,12 @@ async fn exec(
     Path(id): Path<String>,
     Json(b): Json<Exec>,
 ) -> ApiResult {
+    // A program's arguments are C strings: a NUL byte cannot be passed on.
+    if let Some(arg) = b.argv.iter().find(|a| a.contains('\0')) {
+        return Err(ApiError::BadRequest(format!(
+            "argv: {arg:?} holds a NUL byte, which no program can be given"
+        )));
+    }
     let out = plane
         .sandbox_exec(
             &id,
@@ -128,9 +134,24 @@ async fn exec(
 struct AttachBody {
     run: Option<String>,
     /// The terminal's size and type, for a relayed terminal (e2b).
+    #[serde(default, deserialize_with = "whole_size_opt")]
     cols: Option<u16>,
+    #[serde(default, deserialize_with = "whole_size_opt")]
     rows: Option<u16>,
     term: Option<String>,
+}
+
+/// A terminal size as JSON Schema's `integer` allows it: `80` or `80.0`.
+fn whole_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
+    crate::extract::whole(d)
+}
+
+/// The same, or `null`.
+fn whole_size_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None => Ok(None),
+        Some(v) => whole_size(v).map(Some).map_err(serde::de::Error::custom),
+    }
 }
 
 /// A POST (each attach is audited, and for e2b it starts a terminal), answered
@@ -215,7 +236,9 @@ async fn attach_input(
 
 #[derive(Deserialize)]
 struct AttachResize {
+    #[serde(deserialize_with = "whole_size")]
     cols: u16,
+    #[serde(deserialize_with = "whole_size")]
     rows: u16,
 }
 
@@ -267,7 +290,7 @@ fn env_spec() -> Value {
         "type": "object",
         "description": "An environment as a person writes it (the YAML file's keys); unknown keys and impossible combinations are refused with a message naming the key",
         "properties": {
-            "name": string(),
+            "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_.-]{0,62}$"},
             "provider": {"enum": ["local", "docker", "kubernetes", "e2b"]},
             "image": string(),
             "egress": {"oneOf": [{"enum": ["none", "open"]}, {"type": "object", "properties": {"allowlist": {"type": "array", "items": string()}}, "required": ["allowlist"]}]},
@@ -335,11 +358,11 @@ fn sandbox_list() -> Value {
 }
 
 fn sandbox_req() -> Value {
-    json!({"type": "object", "properties": {"env": string(), "repo": string(), "person": string()}, "required": ["env", "repo"]})
+    json!({"type": "object", "properties": {"env": string(), "repo": string(), "person": crate::api_doc::opt_string()}, "required": ["env", "repo"]})
 }
 
 fn exec_req() -> Value {
-    json!({"type": "object", "properties": {"argv": {"type": "array", "items": string()}, "as": {"enum": ["agent", "hangar"]}, "stdin": string()}, "required": ["argv"]})
+    json!({"type": "object", "properties": {"argv": {"type": "array", "items": {"type": "string", "pattern": "^[^\\u0000]*$"}, "minItems": 1}, "as": {"enum": ["agent", "hangar"]}, "stdin": {"type": ["string", "null"]}}, "required": ["argv"]})
 }
 
 fn exec_out() -> Value {
@@ -351,8 +374,14 @@ fn size(what: &str) -> Value {
     json!({"type": "integer", "minimum": 1, "maximum": 1000, "description": format!("the terminal's {what} (1 to 1000)")})
 }
 
+/// `schema` or `null` (the same as leaving the field out).
+fn nullable(mut schema: Value) -> Value {
+    schema["type"] = json!([schema["type"].clone(), "null"]);
+    schema
+}
+
 fn attach_req() -> Value {
-    json!({"type": "object", "properties": {"run": string(), "cols": size("columns, default 80"), "rows": size("rows, default 24"), "term": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9.+_-]+$", "description": "the terminal type (TERM), default xterm-256color: letters, digits and .+-_, at most 64"}}})
+    json!({"type": "object", "properties": {"run": {"type": ["string", "null"], "pattern": "^[A-Za-z0-9_-]+$", "description": "the run to attach to (default: the sandbox's running turn)"}, "cols": nullable(size("columns, default 80")), "rows": nullable(size("rows, default 24")), "term": {"type": ["string", "null"], "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9.+_-]+$", "description": "the terminal type (TERM), default xterm-256color: letters, digits and .+-_, at most 64"}}})
 }
 
 fn attach_out() -> Value {
@@ -360,7 +389,7 @@ fn attach_out() -> Value {
 }
 
 fn attach_input_req() -> Value {
-    json!({"type": "object", "properties": {"data": {"type": "string", "description": "base64 of the bytes typed; empty: a keepalive"}}})
+    json!({"type": "object", "properties": {"data": {"type": "string", "pattern": "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$", "description": "base64 of the bytes typed; empty: a keepalive"}}})
 }
 
 fn attach_resize_req() -> Value {
@@ -372,7 +401,8 @@ fn attach_one() -> Value {
 }
 
 fn attach_stream() -> Value {
-    json!({"type": "string", "description": "Server-Sent Events: `data` (base64 of the terminal's bytes), `end` ({status}: the process ended; tmux's 0 when the person detached), `ended` ({reason}: the attach ended otherwise, its process killed)"})
+    json!({"type": "object", "description": "Server-Sent Events: `data` (base64 of the terminal's bytes), `end` ({status}: the process ended; tmux's 0 when the person detached), `ended` ({reason}: the attach ended otherwise, its process killed)",
+           "properties": {"id": string(), "event": {"enum": ["data", "end", "ended"]}, "data": string()}, "required": ["data"]})
 }
 
 fn env_list() -> Value {

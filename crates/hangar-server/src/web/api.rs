@@ -5,8 +5,7 @@
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use hangar_control::ControlPlane;
 use hangar_store::{Session, StoreError};
@@ -15,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Authed;
 use crate::error::ApiError;
+use crate::extract::{Json, Path, Query};
 use crate::views;
 
 type S = State<Arc<ControlPlane>>;
@@ -45,6 +45,9 @@ pub(crate) async fn board(
     _who: Authed,
     Query(q): Query<BoardQuery>,
 ) -> Result<Response, ApiError> {
+    if q.limit == Some(0) {
+        return Err(ApiError::BadRequest("limit must be 1 or more".into()));
+    }
     let mut sessions = match &q.session {
         Some(id) => vec![plane.store().session(id).await?],
         None => plane.store().sessions(None).await?,
