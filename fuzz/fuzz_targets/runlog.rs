@@ -1,4 +1,4 @@
-//! The run-log line parsers: hangar-core's `parse_line` over Claude Code stream-json, Codex
+//! The run-log line parsers: hangar-events's `parse_line` over Claude Code stream-json, Codex
 //! `exec --json` and hangar's own lines (the agent writes the harness's stdout, so all of it is
 //! untrusted), and hangar-protocol's `HangarLine::parse`.
 //!
@@ -10,7 +10,7 @@
 //! the transcript of the events can be made.
 #![no_main]
 
-use hangar_core::{ParseContext, ProgressEvent, conversation, parse_line, parse_line_via_value};
+use hangar_events::{ParseContext, ProgressEvent, conversation, parse_line, parse_line_via_value};
 use hangar_protocol::runlog::HangarLine;
 use libfuzzer_sys::fuzz_target;
 

@@ -422,7 +422,7 @@ impl Api {
 
 /// A run's log rebuilt from offset 0 with the parser the server uses (the source of truth).
 pub fn rebuild(log: &Path) -> Vec<Value> {
-    hangar_core::rebuild(log)
+    hangar_events::rebuild(log)
         .iter()
         .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
         .collect()
@@ -432,14 +432,14 @@ pub fn rebuild(log: &Path) -> Vec<Value> {
 /// with the seal key the control plane kept beside the ended run's log
 /// (`<home>/kept/<run>/seal.key`).
 pub fn rebuild_as_read(log: &Path, home: &Path, run: &str, mode: &Value) -> Vec<Value> {
-    let mode: Option<hangar_core::LogMode> = serde_json::from_value(mode.clone()).ok();
-    let mut reader = hangar_core::LogReader::new();
+    let mode: Option<hangar_events::LogMode> = serde_json::from_value(mode.clone()).ok();
+    let mut reader = hangar_events::LogReader::new();
     if let Ok(text) = std::fs::read_to_string(home.join("kept").join(run).join("seal.key"))
-        && let Ok(key) = hangar_core::watcher::SealKey::from_file_text(&text)
+        && let Ok(key) = hangar_events::watcher::SealKey::from_file_text(&text)
     {
         reader = reader.sealed(key, run);
     }
-    hangar_core::rebuild_with(log, &reader, mode)
+    hangar_events::rebuild_with(log, &reader, mode)
         .iter()
         .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
         .collect()

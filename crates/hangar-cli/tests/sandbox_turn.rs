@@ -865,7 +865,7 @@ async fn an_environment_adds_a_deny_rule_for_its_sandboxes() {
     let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
     let ws = PathBuf::from(v["sandbox"]["host_workspace"].as_str().unwrap());
     assert!(!ws.join("cow.txt").exists(), "the command ran");
-    let m: hangar_core::Manifest = serde_json::from_value(t["manifest"].clone()).unwrap();
+    let m: hangar_events::Manifest = serde_json::from_value(t["manifest"].clone()).unwrap();
     assert!(m.digest_matches(), "{m:?}");
     let rules = m.rules.clone().unwrap();
     assert_eq!(rules.added, ["no-cows"]);

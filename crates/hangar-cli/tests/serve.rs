@@ -228,7 +228,7 @@ impl Server {
         // Read as the server read it: in the mode its watcher stored, with the seal key kept
         // beside the ended run's log.
         let (_, r) = self.call("GET", &format!("/v1/runs/{run}"), None).await;
-        let mode: Option<hangar_core::LogMode> = serde_json::from_value(r["log"].clone()).ok();
+        let mode: Option<hangar_events::LogMode> = serde_json::from_value(r["log"].clone()).ok();
         assert!(mode.is_some(), "the run's log mode: {r}");
         let kept = self
             .home
@@ -237,11 +237,11 @@ impl Server {
             .join(run)
             .join("seal.key");
         let key = std::fs::read_to_string(&kept).unwrap();
-        let reader = hangar_core::LogReader::new().sealed(
-            hangar_core::watcher::SealKey::from_file_text(&key).unwrap(),
+        let reader = hangar_events::LogReader::new().sealed(
+            hangar_events::watcher::SealKey::from_file_text(&key).unwrap(),
             run,
         );
-        let rebuilt: Vec<Value> = hangar_core::rebuild_with(&log, &reader, mode)
+        let rebuilt: Vec<Value> = hangar_events::rebuild_with(&log, &reader, mode)
             .iter()
             .map(|e| serde_json::to_value(e).unwrap())
             .collect();

@@ -16,14 +16,14 @@
 //!    (`HANGAR_BENCH_LINES` overrides): Claude Code stream-json (`system`, `assistant` text and
 //!    `tool_use`, `user` `tool_result`, `result`), a Codex share (`codex exec --json` lines) and
 //!    hangar's own lines (commands, approvals, trees). Printed beside the raw line-read rate of
-//!    the same file (`BufRead`, the reader's 64 KiB buffer): parse only (`hangar_core::ingest`
+//!    the same file (`BufRead`, the reader's 64 KiB buffer): parse only (`hangar_events::ingest`
 //!    in 1 MiB slices, as the watcher reads), parse + the watcher's conversion to JSON text,
 //!    parse + `Store::commit_events_with_state` one slice after the other, and the control
 //!    plane's own watcher end to end (`ControlPlane::reattach` on that log until its turn ended;
 //!    it parses the next slice while one commits: the target's row), on SQLite; on PostgreSQL
 //!    when `HANGAR_TEST_DATABASE_URL` is set (a fresh schema per row, dropped after), over the
 //!    log's first 200k lines (`HANGAR_BENCH_PG_LINES`). Every database row is checked: the
-//!    stored events, read back with `events_after`, equal `hangar_core::rebuild` of the log in
+//!    stored events, read back with `events_after`, equal `hangar_events::rebuild` of the log in
 //!    count, order and content.
 //! 2. **Re-attach** (target < 2 s, resident memory < 200 MB): 1,000 live runs
 //!    (`HANGAR_BENCH_RUNS`) with small real logs and saved cursors half-way (events, cursor and
@@ -59,7 +59,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hangar_control::{ControlPlane, Reply, Tools};
-use hangar_core::{ParseContext, ProgressEvent};
+use hangar_events::{ParseContext, ProgressEvent};
 use hangar_protocol::Kind;
 use hangar_protocol::client::{Mailbox, Outcome};
 use hangar_protocol::command::body;
@@ -639,12 +639,12 @@ mod db {
                 k += 1;
             }
         }
-        let parsed = hangar_core::rebuild(log)
+        let parsed = hangar_events::rebuild(log)
             .get(i)
             .and_then(|e| serde_json::to_value(e).ok())
             .map_or_else(|| "(none)".into(), |v| v.to_string());
         Err(format!(
-            "run {run}: {} stored events, {} in hangar_core::rebuild of its log; event {i} differs:\n  stored:  {stored}\n  rebuild: {parsed}",
+            "run {run}: {} stored events, {} in hangar_events::rebuild of its log; event {i} differs:\n  stored:  {stored}\n  rebuild: {parsed}",
             got.count, truth.count
         ))
     }
@@ -846,7 +846,7 @@ mod loggen {
             "0",
             "failed;",
             "Compiling",
-            "hangar-core",
+            "hangar-events",
             "v0.1.0",
             "Finished",
             "in",
@@ -1369,7 +1369,7 @@ mod ingest {
         let t = Instant::now();
         let (log, losses, usage) = truth_of(path, counts)?;
         println!(
-            "  hangar_core::rebuild of the log: {} events ({:.2} per line) in {:.1} s; every row below is checked against it",
+            "  hangar_events::rebuild of the log: {} events ({:.2} per line) in {:.1} s; every row below is checked against it",
             log.truth.count,
             log.truth.count as f64 / counts.lines as f64,
             t.elapsed().as_secs_f64()
@@ -1400,7 +1400,7 @@ mod ingest {
             log.truth.count
         );
         rows.push(log.pass(
-            "parse only, seals checked (hangar_core::LogReader, 1 MiB slices)",
+            "parse only, seals checked (hangar_events::LogReader, 1 MiB slices)",
             events,
             time,
             String::new(),
@@ -1503,32 +1503,32 @@ mod ingest {
 
     /// How the control plane reads [`RUN`]'s log: sealed, in a plain folder, so not trusted
     /// (the assistant's text is marked).
-    fn mode() -> Option<hangar_core::LogMode> {
-        Some(hangar_core::LogMode {
+    fn mode() -> Option<hangar_events::LogMode> {
+        Some(hangar_events::LogMode {
             sealed: true,
             trusted: false,
             why: None,
         })
     }
 
-    fn reader() -> hangar_core::LogReader {
-        hangar_core::LogReader::new().sealed(seal_key(), RUN)
+    fn reader() -> hangar_events::LogReader {
+        hangar_events::LogReader::new().sealed(seal_key(), RUN)
     }
 
     fn truth_of(path: PathBuf, counts: loggen::Counts) -> Res<(Log, u64, usize)> {
-        let events = hangar_core::rebuild_with(&path, &reader(), mode());
+        let events = hangar_events::rebuild_with(&path, &reader(), mode());
         ensure!(
             !events.iter().any(|e| matches!(
                 &e.kind,
-                hangar_core::EventKind::Warning { message } if message.starts_with("rebuild stopped")
+                hangar_events::EventKind::Warning { message } if message.starts_with("rebuild stopped")
             )),
-            "hangar_core::rebuild of {} stopped early",
+            "hangar_events::rebuild of {} stopped early",
             path.display()
         );
         let losses = float_losses(&events);
         let usage = events
             .iter()
-            .filter(|e| matches!(e.kind, hangar_core::EventKind::Usage { .. }))
+            .filter(|e| matches!(e.kind, hangar_events::EventKind::Usage { .. }))
             .count();
         let log = Log {
             truth: digest_events(&events),
@@ -1563,11 +1563,11 @@ mod ingest {
         if len.as_ref().is_ok_and(|l| *l == cursor) {
             return Ok(());
         }
-        let again = hangar_core::LogReader::new()
+        let again = hangar_events::LogReader::new()
             .read_from(path, cursor, 1 << 20)
             .map(|(lines, c)| (lines.len(), c));
         Err(format!(
-            "hangar_core::ingest stopped at byte {cursor} of {}: file size now {len:?}; read again: {again:?}",
+            "hangar_events::ingest stopped at byte {cursor} of {}: file size now {len:?}; read again: {again:?}",
             path.display()
         ))
     }
@@ -1585,7 +1585,7 @@ mod ingest {
                 .ingest(
                     path,
                     cursor,
-                    hangar_core::watcher::DEFAULT_MAX_BYTES,
+                    hangar_events::watcher::DEFAULT_MAX_BYTES,
                     &mut ctx,
                 )
                 .map_err(err("ingest"))?;
@@ -1608,14 +1608,14 @@ mod ingest {
     /// lines of an unknown `hangar.*` type), untrusted: the same events, no MAC checked.
     fn unsealed_parse_pass(path: &Path) -> Res<(u64, (Duration, f64))> {
         let t = Timer::start();
-        let mut ctx = ParseContext::with_log(Some(hangar_core::LogMode {
+        let mut ctx = ParseContext::with_log(Some(hangar_events::LogMode {
             sealed: false,
             trusted: false,
             why: None,
         }));
         let (mut cursor, mut events) = (0u64, 0u64);
         loop {
-            let batch = hangar_core::ingest(path, cursor, &mut ctx).map_err(err("ingest"))?;
+            let batch = hangar_events::ingest(path, cursor, &mut ctx).map_err(err("ingest"))?;
             if batch.new_cursor == cursor {
                 stopped_at(path, cursor)?;
                 break;
@@ -1740,7 +1740,7 @@ mod ingest {
                 .ingest(
                     &log.path,
                     cursor,
-                    hangar_core::watcher::DEFAULT_MAX_BYTES,
+                    hangar_events::watcher::DEFAULT_MAX_BYTES,
                     &mut ctx,
                 )
                 .map_err(err("ingest"))?;
@@ -1894,7 +1894,7 @@ mod reattach {
             let mut ctx = s.state.clone();
             let mut cursor = s.cursor;
             loop {
-                let b = hangar_core::ingest(&s.log, cursor, &mut ctx).map_err(err("ingest"))?;
+                let b = hangar_events::ingest(&s.log, cursor, &mut ctx).map_err(err("ingest"))?;
                 if b.new_cursor == cursor {
                     break;
                 }
@@ -1976,7 +1976,7 @@ mod reattach {
             per_poll * 10.0 * runs as f64 / 1e4
         );
         println!(
-            "  checked: every run's stored events equal hangar_core::rebuild of its log; load average {load_before} before, {} after",
+            "  checked: every run's stored events equal hangar_events::rebuild of its log; load average {load_before} before, {} after",
             load()
         );
         let rss_mib = mib(m.max_rss_kib.max(m.hwm_kib));
@@ -2024,7 +2024,7 @@ mod reattach {
             seed_run(&store, &run, &ctl, &key, Some(pid)).await?;
             // A watcher before the restart took the first half.
             let mut ctx = ParseContext::new();
-            let batch = hangar_core::LogReader::new()
+            let batch = hangar_events::LogReader::new()
                 .ingest(&log, 0, counts.bytes / 2, &mut ctx)
                 .map_err(err("ingest"))?;
             let events: Vec<EncodedEvent> = batch.events.iter().map(stored).collect();
@@ -2069,7 +2069,7 @@ mod reattach {
             let (path, cx) = (s.log.clone(), state.clone());
             let b = tokio::task::spawn_blocking(move || {
                 let mut cx = cx;
-                hangar_core::ingest(&path, cursor, &mut cx).map(|b| (b, cx))
+                hangar_events::ingest(&path, cursor, &mut cx).map(|b| (b, cx))
             })
             .await
             .map_err(err("blocking task"))?
@@ -2172,7 +2172,7 @@ mod reattach {
         let hwm_kib = mem().hwm_kib;
         // Checked after the measurement: nothing lost, nothing twice across the restart.
         for s in seeded {
-            let truth = digest_events(&hangar_core::rebuild(&s.log));
+            let truth = digest_events(&hangar_events::rebuild(&s.log));
             check_stored(&store, &s.run, &s.log, &truth).await?;
         }
         Ok(Measured {
@@ -2469,7 +2469,7 @@ mod approval {
                 turn.status
             );
             let log = l.ctl.join("run.log");
-            let truth = digest_events(&hangar_core::rebuild(&log));
+            let truth = digest_events(&hangar_events::rebuild(&log));
             check_stored(&store, &l.run, &log, &truth).await?;
         }
         let answered = base_samples

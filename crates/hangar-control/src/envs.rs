@@ -81,14 +81,14 @@ pub(crate) fn rules_file(env: &EnvSpec) -> Result<Option<String>, ControlError> 
 /// file ([`rules_file`]; `None`: the default set as it is), with the digest of the rules in force.
 pub(crate) fn rules_record(
     rules_file: Option<&str>,
-) -> Result<hangar_core::RulesRecord, ControlError> {
+) -> Result<hangar_events::RulesRecord, ControlError> {
     use sha2::Digest;
     let rules = hangar_rules::Rules::configure(rules_file.unwrap_or(""))
         .map_err(|e| ControlError::BadRequest(format!("governance.rules: {e}")))?;
     let json = serde_json::to_vec(rules.rules())
         .map_err(|e| ControlError::Internal(format!("the rules in force: {e}")))?;
     let summary = rules.summary();
-    Ok(hangar_core::RulesRecord {
+    Ok(hangar_events::RulesRecord {
         disabled: summary.disabled,
         added: summary.added,
         digest: hex::encode(sha2::Sha256::digest(&json)),

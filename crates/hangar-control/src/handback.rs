@@ -6,7 +6,7 @@
 //! again, it is not carried a second time: the person is told, in the audit log and as a
 //! session event, and sends it again when the harness works.
 
-use hangar_core::{EventKind, ProgressEvent};
+use hangar_events::{EventKind, ProgressEvent};
 use hangar_store::{NewEvent, Store, StoreError};
 use serde_json::json;
 

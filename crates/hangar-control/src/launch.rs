@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
-use hangar_core::{Manifest, file_digest};
+use hangar_events::{Manifest, file_digest};
 use hangar_protocol::env::{HARNESS_ENV_ALLOW, HARNESS_ENV_FIXED};
 use hangar_store::{Harness, Policy};
 use serde::{Deserialize, Serialize};
@@ -282,7 +282,7 @@ pub fn manifest(
     tools: &Tools,
     l: &Launch<'_>,
     args: &[OsString],
-    rules: hangar_core::RulesRecord,
+    rules: hangar_events::RulesRecord,
 ) -> Manifest {
     let bin = match l.harness {
         Harness::Claude => &tools.claude,

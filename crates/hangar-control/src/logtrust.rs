@@ -1,4 +1,4 @@
-//! How a run's log is read (`hangar_core::LogMode`), decided from where the run runs, never
+//! How a run's log is read (`hangar_events::LogMode`), decided from where the run runs, never
 //! from the log itself (the agent may have written it), and the key its seals are checked with.
 //!
 //! | where the run runs | sealed | trusted | why |
@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use hangar_core::{LogMode, LogReader};
+use hangar_events::{LogMode, LogReader};
 use hangar_protocol::RunKey;
 use hangar_protocol::logseal::SealKey;
 use hangar_store::{Run, Store};
@@ -56,11 +56,11 @@ pub async fn log_reader(store: &Store, home: &Path, run: &Run) -> LogReader {
 
 /// Every event of the log of `run`, read as its watcher read it (the mode it stored, the run's
 /// seal key): what its stored events must equal.
-pub async fn rebuild(store: &Store, home: &Path, run: &Run) -> Vec<hangar_core::ProgressEvent> {
+pub async fn rebuild(store: &Store, home: &Path, run: &Run) -> Vec<hangar_events::ProgressEvent> {
     let reader = log_reader(store, home, run).await;
     let mode = ControlPlane::stored_log_mode(run);
     let log = crate::trees::run_log_path(home, run);
-    tokio::task::spawn_blocking(move || hangar_core::rebuild_with(&log, &reader, mode))
+    tokio::task::spawn_blocking(move || hangar_events::rebuild_with(&log, &reader, mode))
         .await
         .unwrap_or_default()
 }

@@ -386,7 +386,7 @@ impl ControlPlane {
                 },
                 &[],
                 // No driver, so no deny-risky rules: the manifest says so.
-                hangar_core::RulesRecord {
+                hangar_events::RulesRecord {
                     disabled: Vec::new(),
                     added: Vec::new(),
                     digest: "none: one-shot turn, the deny-risky rules do not run".into(),
@@ -551,9 +551,9 @@ impl ControlPlane {
             &str,
             Option<&std::path::Path>,
         ),
-    ) -> Result<(hangar_core::Manifest, Option<u32>), ControlError> {
+    ) -> Result<(hangar_events::Manifest, Option<u32>), ControlError> {
         let warning = verdict.warning(session.harness, version);
-        let checked = |mut m: hangar_core::Manifest| {
+        let checked = |mut m: hangar_events::Manifest| {
             m.harness_version = version.to_owned();
             m.harness_check = verdict.manifest_value();
             m.sealed()

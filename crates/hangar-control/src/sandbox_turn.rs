@@ -634,7 +634,7 @@ impl ControlPlane {
             .hook_credential(row, run_id, person, &key_inside)
             .await?;
         let inside = hook::path_inside();
-        let want = hangar_core::file_digest(&bin).map_err(|e| {
+        let want = hangar_events::file_digest(&bin).map_err(|e| {
             ControlError::Internal(format!("the Tower hook {}: {e}", bin.display()))
         })?;
         let record = sb.host_dir.join("tower_hook.sha256");

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hangar_core::watcher::DEFAULT_MAX_BYTES;
-use hangar_core::{Batch, EventKind, Hook, LogReader, Manifest, ParseContext, ProgressEvent};
+use hangar_events::watcher::DEFAULT_MAX_BYTES;
+use hangar_events::{Batch, EventKind, Hook, LogReader, Manifest, ParseContext, ProgressEvent};
 use hangar_store::{
     AckStatus, Decision, EncodedEvent, Run, SliceEffect, Store, StoreError, TurnState, TurnUpdate,
     Usage,
@@ -272,7 +272,7 @@ struct Slice {
 }
 
 /// A slice being read on a blocking thread.
-type SliceRead = tokio::task::JoinHandle<Result<Slice, hangar_core::CoreError>>;
+type SliceRead = tokio::task::JoinHandle<Result<Slice, hangar_events::CoreError>>;
 
 /// Reads, parses and encodes the log from `cursor` with `ctx` on a blocking thread (all of the
 /// CPU work of a slice but its commit, so it overlaps the previous slice's commit).
@@ -299,7 +299,7 @@ async fn read_slice_now(
     cursor: u64,
     ctx: ParseContext,
     reader: &LogReader,
-) -> Result<Result<Slice, hangar_core::CoreError>, tokio::task::JoinError> {
+) -> Result<Result<Slice, hangar_events::CoreError>, tokio::task::JoinError> {
     let left = std::fs::metadata(log)
         .map(|m| m.len().saturating_sub(cursor))
         .unwrap_or(u64::MAX);
@@ -317,7 +317,7 @@ fn slice_of(
     mut ctx: ParseContext,
     max_bytes: u64,
     reader: &LogReader,
-) -> Result<Slice, hangar_core::CoreError> {
+) -> Result<Slice, hangar_events::CoreError> {
     let batch = reader.ingest(path, cursor, max_bytes, &mut ctx)?;
     let encoded = batch.events.iter().map(stored_event).collect();
     let state = serde_json::to_value(&ctx).ok();

@@ -111,7 +111,7 @@ async fn assert_events_equal_rebuild(plane: &ControlPlane, run: &str) {
     let reader = plane.log_reader(&r).await;
     let mode = ControlPlane::stored_log_mode(&r);
     let rebuilt: Vec<Value> =
-        hangar_core::rebuild_with(&PathBuf::from(&r.ctl_path).join("run.log"), &reader, mode)
+        hangar_events::rebuild_with(&PathBuf::from(&r.ctl_path).join("run.log"), &reader, mode)
             .iter()
             .map(|e| serde_json::to_value(e).unwrap())
             .collect();
@@ -187,7 +187,7 @@ async fn an_approval_answered_through_the_control_plane_runs_the_tool() {
             .is_empty()
     );
     // The manifest is sealed; the run key is gone; the audit chain holds.
-    let manifest: hangar_core::Manifest = serde_json::from_value(turn.manifest.unwrap()).unwrap();
+    let manifest: hangar_events::Manifest = serde_json::from_value(turn.manifest.unwrap()).unwrap();
     assert!(manifest.digest_matches());
     // A plain folder runs the default rules, unchanged, and the manifest says so.
     let rules = manifest.rules.clone().unwrap();
@@ -613,7 +613,7 @@ async fn a_harness_version_that_has_not_passed_the_suite_is_refused_unless_the_s
     let m = t.manifest.clone().unwrap();
     assert_eq!(m["harness_check"], "unverified");
     assert_eq!(m["harness_version"], "0.0.1-conformance");
-    let manifest: hangar_core::Manifest = serde_json::from_value(m).unwrap();
+    let manifest: hangar_events::Manifest = serde_json::from_value(m).unwrap();
     assert!(manifest.digest_matches());
     let warned = plane
         .store()

@@ -172,7 +172,7 @@ async fn the_images_own_claude_runs_and_its_version_is_the_one_checked() {
     let started = plane.start_session(env.request(&sb)).await.unwrap();
     let t = ended(&plane, &started.turn.id).await;
     assert_eq!(t.status, Some(0), "{t:?}");
-    let m: hangar_core::Manifest = serde_json::from_value(t.manifest.unwrap()).unwrap();
+    let m: hangar_events::Manifest = serde_json::from_value(t.manifest.unwrap()).unwrap();
     assert!(m.digest_matches());
     assert_eq!(m.harness_version, hangar_testkit::CLAUDE_CODE_VERSION);
     assert_eq!(m.harness_check, "passed:built-in");

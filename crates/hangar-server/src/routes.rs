@@ -259,7 +259,7 @@ async fn interrupt(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiR
 async fn transcript(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
     // The session's events, run by run (turns run one after another): each run's conversation,
     // with the texts and senders of its prompts and steers from the run's commands.
-    let mut runs: Vec<(Option<String>, Vec<hangar_core::ProgressEvent>)> = Vec::new();
+    let mut runs: Vec<(Option<String>, Vec<hangar_events::ProgressEvent>)> = Vec::new();
     let mut after = 0;
     loop {
         let page = plane
@@ -269,7 +269,7 @@ async fn transcript(State(plane): S, _who: Authed, Path(id): Path<String>) -> Ap
         let Some(last) = page.last() else { break };
         after = last.id;
         for e in page {
-            let Ok(ev) = serde_json::from_value::<hangar_core::ProgressEvent>(e.payload) else {
+            let Ok(ev) = serde_json::from_value::<hangar_events::ProgressEvent>(e.payload) else {
                 continue;
             };
             match runs.last_mut() {
@@ -280,10 +280,10 @@ async fn transcript(State(plane): S, _who: Authed, Path(id): Path<String>) -> Ap
     }
     let mut entries = Vec::new();
     for (run, events) in runs {
-        let mut conv = hangar_core::conversation(&events);
+        let mut conv = hangar_events::conversation(&events);
         if let Some(run) = run {
             let commands = plane.store().commands(&run).await?;
-            hangar_core::fill_sent(&mut conv, |seq| {
+            hangar_events::fill_sent(&mut conv, |seq| {
                 commands
                     .iter()
                     .find(|c| u64::try_from(c.seq).ok() == Some(seq))

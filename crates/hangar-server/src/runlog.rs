@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use hangar_control::ControlPlane;
-use hangar_core::watcher::Order;
+use hangar_events::watcher::Order;
 use hangar_store::RunState;
 use serde::Deserialize;
 use serde_json::json;

@@ -8,8 +8,8 @@ mod common;
 
 use common::check::{assert_subsequence, events_of, find, has_session, kinds};
 use common::scenarios;
-use hangar_core::transcript::{Entry, ToolOutput};
-use hangar_core::{EventKind, conversation};
+use hangar_events::transcript::{Entry, ToolOutput};
+use hangar_events::{EventKind, conversation};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 

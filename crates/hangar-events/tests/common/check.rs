@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use hangar_core::{EventKind, LogReader, ParseContext, ProgressEvent, rebuild};
+use hangar_events::{EventKind, LogReader, ParseContext, ProgressEvent, rebuild};
 use pretty_assertions::assert_eq;
 
 /// The `kind` tag of each event.
@@ -18,7 +18,7 @@ pub fn kinds(events: &[ProgressEvent]) -> Vec<String> {
         .filter(|e| {
             !matches!(
                 e.kind,
-                hangar_core::EventKind::Session { .. } | hangar_core::EventKind::Tree { .. }
+                hangar_events::EventKind::Session { .. } | hangar_events::EventKind::Tree { .. }
             )
         })
         .map(|e| {
@@ -71,12 +71,12 @@ pub fn assert_sealed_read_takes_every_line(path: &Path, want: &[ProgressEvent]) 
     let key_file = ctl.with_file_name(format!("{run}.client")).join("key");
     let key = hangar_protocol::RunKey::read_file(&key_file).unwrap();
     let reader = LogReader::new().sealed(hangar_protocol::logseal::SealKey::derive(&key), run);
-    let mode = Some(hangar_core::LogMode {
+    let mode = Some(hangar_events::LogMode {
         sealed: true,
         trusted: true,
         why: None,
     });
-    assert_eq!(hangar_core::rebuild_with(path, &reader, mode), want);
+    assert_eq!(hangar_events::rebuild_with(path, &reader, mode), want);
 }
 
 /// Property: copying the log into a new file in random-size pieces (splitting lines anywhere)
@@ -194,5 +194,5 @@ pub fn without_cost(k: &EventKind) -> (EventKind, Option<f64>) {
 
 /// Whether the log named the harness's session (the id the next turn resumes).
 pub fn has_session(events: &[ProgressEvent]) -> bool {
-    events.iter().any(|e| matches!(&e.kind, hangar_core::EventKind::Session { harness_session_id } if !harness_session_id.is_empty()))
+    events.iter().any(|e| matches!(&e.kind, hangar_events::EventKind::Session { harness_session_id } if !harness_session_id.is_empty()))
 }

@@ -9,8 +9,8 @@ use common::check::{
     anthropic_usage, assert_subsequence, events_of, find, has_session, kinds, without_cost,
 };
 use common::scenarios;
-use hangar_core::transcript::{Approval, Entry, ToolOutput};
-use hangar_core::{EventKind, conversation};
+use hangar_events::transcript::{Approval, Entry, ToolOutput};
+use hangar_events::{EventKind, conversation};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 

@@ -10,7 +10,7 @@
 //! `parse_line_via_value` (the same lines read through a `Value`, the path of lines the direct
 //! read refuses).
 //!
-//! `HANGAR_WRITE_GOLDEN=1 cargo test -p hangar-core --test parse_golden` rewrites the file
+//! `HANGAR_WRITE_GOLDEN=1 cargo test -p hangar-events --test parse_golden` rewrites the file
 //! (only to record a deliberate change of the parser's output).
 #![allow(
     clippy::unwrap_used,
@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use hangar_core::{ParseContext, parse_line, parse_line_via_value};
+use hangar_events::{ParseContext, parse_line, parse_line_via_value};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
