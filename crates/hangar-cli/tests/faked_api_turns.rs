@@ -32,7 +32,7 @@ use common::{Server, until};
 use hangar_fakecloud::FakeCloud;
 use hangar_testkit::{
     CODEX_API_KEY, CODEX_API_KEY_ENV, FakeOpenAi, Script, Step, Terminal, codex_bin,
-    codex_offline_args,
+    codex_offline_args, codex_offline_config,
 };
 use serde_json::json;
 
@@ -505,11 +505,7 @@ async fn a_codex_turn(provider: &str) {
     // driver always adds `--disable plugins`).
     let args = codex_offline_args(&model.base_url());
     assert_eq!(args[..2], ["--disable", "plugins"]);
-    let config: Vec<String> = args
-        .chunks(2)
-        .filter(|p| p[0] == "-c")
-        .map(|p| p[1].clone())
-        .collect();
+    let config = codex_offline_config(&model.base_url());
     let (status, started) = s
         .call(
             "POST",
@@ -651,12 +647,7 @@ async fn faked_api_approval_latency_across_the_mirror() {
         s.ok(&["env", "apply", yaml.to_str().unwrap()]);
         let repo = repo();
         let sb = s.create_sandbox("m", repo.path());
-        let args = codex_offline_args(&model.base_url());
-        let config: Vec<String> = args
-            .chunks(2)
-            .filter(|p| p[0] == "-c")
-            .map(|p| p[1].clone())
-            .collect();
+        let config = codex_offline_config(&model.base_url());
         let (status, started) = s
             .call(
                 "POST",

@@ -33,7 +33,7 @@ use common::Server;
 use common::forks::{blob_id, git, repo, swap_in_idx};
 use hangar_fakecloud::FakeCloud;
 use hangar_testkit::{
-    CODEX_API_KEY, CODEX_API_KEY_ENV, FakeOpenAi, Script, Step, codex_bin, codex_offline_args,
+    CODEX_API_KEY, CODEX_API_KEY_ENV, FakeOpenAi, Script, Step, codex_bin, codex_offline_config,
 };
 use serde_json::{Value, json};
 
@@ -420,11 +420,7 @@ async fn faked_api_a_codex_fork_of_a_kubernetes_run_continues_the_thread() {
     s.ok(&["env", "apply", yaml.to_str().unwrap()]);
     let work = repo();
     let source_sb = s.create_sandbox("cloud", work.path());
-    let config: Vec<String> = codex_offline_args(&model.base_url())
-        .chunks(2)
-        .filter(|p| p[0] == "-c")
-        .map(|p| p[1].clone())
-        .collect();
+    let config = codex_offline_config(&model.base_url());
     let (status, started) = s
         .call(
             "POST",

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use common::{Server, driver_bin};
 use hangar_testkit::{
     CODEX_API_KEY, CODEX_API_KEY_ENV, FakeAnthropic, FakeOpenAi, Script, Step, TOWER_KEY,
-    TowerDouble, claude_bin, claude_env, codex_bin, codex_env, codex_offline_args, hostile,
+    TowerDouble, claude_bin, claude_env, codex_bin, codex_env, codex_offline_config, hostile,
 };
 use serde_json::{Value, json};
 
@@ -183,14 +183,8 @@ fn codex_through_hangar_run_with_a_hostile_repo_still_asks_the_person() {
         codex_bin().unwrap().display().to_string(),
     ));
     let mut extra = vec!["--harness".to_owned(), "codex".into()];
-    let offline = codex_offline_args(&fake.base_url());
-    let mut it = offline.iter();
-    while let Some(a) = it.next() {
-        if a == "-c" {
-            extra.extend(["--codex-config".to_owned(), it.next().unwrap().clone()]);
-        } else {
-            it.next();
-        }
+    for kv in codex_offline_config(&fake.base_url()) {
+        extra.extend(["--codex-config".to_owned(), kv]);
     }
     let r = Run {
         home,
@@ -198,6 +192,35 @@ fn codex_through_hangar_run_with_a_hostile_repo_still_asks_the_person() {
         env,
     };
     ask_through_hangar_run(&r, work.path(), &extra, &|| evil.requests().len());
+}
+
+/// The first approval the API lists for `run`; fails if `turn` ends first (saying which hostile
+/// markers exist and what the second model got) or none comes within 90 seconds.
+async fn first_approval(
+    s: &Server,
+    run: &str,
+    turn: &str,
+    work: &Path,
+    evil: &dyn Fn() -> usize,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let (_, a) = s
+            .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+            .await;
+        if let Some(first) = a["approvals"].as_array().and_then(|v| v.first()) {
+            return first["request_id"].as_str().unwrap().to_owned();
+        }
+        let (_, t) = s.call("GET", &format!("/v1/turns/{turn}"), None).await;
+        assert!(
+            t["state"] != "ended",
+            "the turn ended without asking; markers {:?}; second model {} requests; {t}",
+            marks(work),
+            evil()
+        );
+        assert!(Instant::now() < deadline, "no approval");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The API: a session on the hostile repository under `ask` waits for the person; under
@@ -233,23 +256,7 @@ async fn claude_through_the_api_with_a_hostile_repo_asks_the_person_and_tower() 
     assert_eq!(status, 201, "{started}");
     let turn = started["turn"]["id"].as_str().unwrap().to_owned();
     let run = started["run"]["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let request = loop {
-        let (_, a) = s
-            .call("GET", &format!("/v1/runs/{run}/approvals"), None)
-            .await;
-        if let Some(first) = a["approvals"].as_array().and_then(|v| v.first()) {
-            break first["request_id"].as_str().unwrap().to_owned();
-        }
-        let (_, t) = s.call("GET", &format!("/v1/turns/{turn}"), None).await;
-        assert!(
-            t["state"] != "ended",
-            "the turn ended without asking; markers {:?}; {t}",
-            marks(work.path())
-        );
-        assert!(Instant::now() < deadline, "no approval");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let request = first_approval(&s, &run, &turn, work.path(), &|| evil.requests().len()).await;
     assert!(!work.path().join("made.txt").exists());
     let (status, r) = s
         .call(
@@ -319,13 +326,7 @@ async fn codex_through_the_api_with_a_hostile_repo_asks_the_person_and_tower() {
         ],
         Some(("tower", TOWER_KEY)),
     );
-    // The provider's settings as testkit gives them to every Codex run (`-c` pairs; the driver
-    // always adds `--disable plugins`).
-    let config: Vec<String> = codex_offline_args(&model.base_url())
-        .chunks(2)
-        .filter(|p| p[0] == "-c")
-        .map(|p| p[1].clone())
-        .collect();
+    let config = codex_offline_config(&model.base_url());
 
     let work = hostile_repo(true, &evil.base_url());
     let (status, started) = s
@@ -341,24 +342,7 @@ async fn codex_through_the_api_with_a_hostile_repo_asks_the_person_and_tower() {
     assert_eq!(status, 201, "{started}");
     let turn = started["turn"]["id"].as_str().unwrap().to_owned();
     let run = started["run"]["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let request = loop {
-        let (_, a) = s
-            .call("GET", &format!("/v1/runs/{run}/approvals"), None)
-            .await;
-        if let Some(first) = a["approvals"].as_array().and_then(|v| v.first()) {
-            break first["request_id"].as_str().unwrap().to_owned();
-        }
-        let (_, t) = s.call("GET", &format!("/v1/turns/{turn}"), None).await;
-        assert!(
-            t["state"] != "ended",
-            "the turn ended without asking; markers {:?}; second model {} requests; {t}",
-            marks(work.path()),
-            evil.requests().len()
-        );
-        assert!(Instant::now() < deadline, "no approval");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let request = first_approval(&s, &run, &turn, work.path(), &|| evil.requests().len()).await;
     assert!(
         !work.path().join("made.txt").exists(),
         "ran before the person"

@@ -75,6 +75,17 @@ pub fn codex_offline_args(base_url: &str) -> Vec<String> {
     args
 }
 
+/// The `-c KEY=VALUE` values of [`codex_offline_args`], as hangar's API takes them
+/// (`options.codex_config`, `hangar run --codex-config`; the driver adds `--disable plugins`
+/// itself).
+pub fn codex_offline_config(base_url: &str) -> Vec<String> {
+    codex_offline_args(base_url)
+        .chunks(2)
+        .filter(|p| p[0] == "-c")
+        .map(|p| p[1].clone())
+        .collect()
+}
+
 /// Environment for running `codex` with its state in `codex_home` (add `PATH` and `HOME` after
 /// `env_clear()`): `CODEX_HOME`, the fake provider's key [`CODEX_API_KEY_ENV`] =
 /// [`CODEX_API_KEY`], and `TMPDIR` = `<codex_home>/tmpdir` so that `CODEX_HOME` is never under the

@@ -168,7 +168,7 @@ mod tower;
 pub use claude::{CLAUDE_BIN_ENV, CLAUDE_CODE_VERSION, claude_bin, claude_env, workspace_root};
 pub use codex::{
     CODEX_API_KEY, CODEX_API_KEY_ENV, CODEX_BIN_ENV, CODEX_MODEL, CODEX_PROVIDER, CODEX_VERSION,
-    codex_bin, codex_env, codex_offline_args,
+    codex_bin, codex_env, codex_offline_args, codex_offline_config,
 };
 pub use error::TestkitError;
 pub use images::{claude_image, codex_image};
