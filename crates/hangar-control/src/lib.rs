@@ -42,6 +42,7 @@ mod remote;
 mod sandbox_turn;
 mod sandboxes;
 mod traces;
+pub mod transcript;
 mod trees;
 mod watch;
 

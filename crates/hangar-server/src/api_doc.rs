@@ -1,9 +1,21 @@
-//! The OpenAPI document of the API, generated from the endpoint table below. A test checks that
-//! the table lists exactly the routes the router serves (`routes::routes`) and that
-//! `docs/openapi.json` in the repository is what this module generates (regenerate it with
+//! The OpenAPI document of the API, generated from the endpoint table below and the JSON
+//! Schemas derived from `hangar-api`'s types (each request and response body is one of them; the
+//! named ones are `components/schemas`). A test checks that the table lists exactly the routes
+//! the router serves (`routes::routes`) and that `docs/openapi.json` in the repository is what
+//! this module generates (regenerate it with
 //! `HANGAR_WRITE_OPENAPI=1 cargo test -p hangar-server openapi`).
 
+use hangar_api as api;
+use hangar_api::schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{Map, Value, json};
+
+/// A body's schema, from the generator that collects the named ones.
+pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
+
+/// The schema of `T` (a `$ref` to `#/components/schemas/T` for a named type).
+pub fn of<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    g.subschema_for::<T>()
+}
 
 /// One documented endpoint.
 #[derive(Clone, Debug)]
@@ -12,202 +24,28 @@ pub struct Endpoint {
     pub path: &'static str,
     pub summary: &'static str,
     /// JSON Schema of the request body, if it takes one.
-    pub request: Option<fn() -> Value>,
-    /// JSON Schema of the success response (`text/event-stream` when `stream`).
-    pub response: fn() -> Value,
+    pub request: Option<SchemaFn>,
+    /// JSON Schema of the success response (of one event when `stream`).
+    pub response: SchemaFn,
     pub stream: bool,
     /// Success status.
     pub status: u16,
 }
 
-fn obj(props: Value, required: &[&str]) -> Value {
-    json!({"type": "object", "properties": props, "required": required})
-}
-fn any_obj() -> Value {
-    json!({"type": "object"})
-}
 fn string() -> Value {
     json!({"type": "string"})
 }
-/// A field a request may also give as `null` (the same as leaving it out).
-pub(crate) fn opt_string() -> Value {
-    json!({"type": ["string", "null"]})
-}
-fn session() -> Value {
-    json!({"$ref": "#/components/schemas/Session"})
-}
-fn turn() -> Value {
-    json!({"$ref": "#/components/schemas/Turn"})
-}
-fn run() -> Value {
-    json!({"$ref": "#/components/schemas/Run"})
-}
-fn health() -> Value {
-    obj(
-        json!({"ok": {"type": "boolean"}, "version": string()}),
-        &["ok", "version"],
-    )
-}
-fn jwks() -> Value {
-    obj(
-        json!({"keys": {"type": "array", "items": obj(json!({"kty": string(), "crv": string(), "x": string(), "kid": string(), "alg": string(), "use": string()}), &["kty", "kid"])}}),
-        &["keys"],
-    )
-}
+
 /// Routes served without a token.
 const PUBLIC: &[&str] = &["/v1/health", "/.well-known/jwks.json", "/v1/openapi.json"];
-fn start_session_req() -> Value {
-    obj(
-        json!({"dir": opt_string(), "sandbox": opt_string(), "env": opt_string(), "no_sandbox": {"type": "boolean"}, "harness": {"enum": ["claude", "codex"]}, "policy": {"enum": ["ask", "auto", "governed", null]},
-               "prompt": {"type": "string", "minLength": 1}, "options": {"$ref": "#/components/schemas/TurnOptions"}}),
-        &["prompt"],
-    )
-}
-fn started() -> Value {
-    obj(
-        json!({"session": session(), "turn": turn(), "run": run()}),
-        &["session", "turn", "run"],
-    )
-}
-fn sessions() -> Value {
-    obj(
-        json!({"sessions": {"type": "array", "items": session()}}),
-        &["sessions"],
-    )
-}
-fn session_with_turns() -> Value {
-    obj(
-        json!({"session": session(), "turns": {"type": "array", "items": turn()}}),
-        &["session", "turns"],
-    )
-}
-fn text_req() -> Value {
-    obj(
-        json!({"text": {"type": "string", "minLength": 1}}),
-        &["text"],
-    )
-}
-fn reply() -> Value {
-    obj(
-        json!({"outcome": {"enum": ["done", "next_turn"]}, "run": string(), "turn": string()}),
-        &["outcome"],
-    )
-}
-fn step() -> Value {
-    obj(
-        json!({"step": {"type": "integer"}, "tree": string(), "tool_use_id": string(),
-               "phase": {"enum": ["start", "end"]}, "trusted": {"type": "boolean"},
-               "skipped": {}, "event_id": {"type": "integer"}}),
-        &["step", "tree", "trusted", "event_id"],
-    )
-}
-fn steps() -> Value {
-    obj(
-        json!({"run": string(), "steps": {"type": "array", "items": step()}}),
-        &["run", "steps"],
-    )
-}
-fn diff() -> Value {
-    let file = obj(
-        json!({"path": string(), "added": {"type": ["integer", "null"]}, "deleted": {"type": ["integer", "null"]}}),
-        &["path", "added", "deleted"],
-    );
-    obj(
-        json!({"from": step(), "to": step(), "files": {"type": "array", "items": file}, "patch": string()}),
-        &["from", "to", "files", "patch"],
-    )
-}
-fn transcript() -> Value {
-    obj(
-        json!({"session": string(), "entries": {"type": "array", "items": any_obj()}}),
-        &["session", "entries"],
-    )
-}
-fn approvals() -> Value {
-    obj(
-        json!({"approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Approval"}}}),
-        &["approvals"],
-    )
-}
-fn answer_req() -> Value {
-    obj(
-        json!({"decision": {"enum": ["allow", "deny"]}, "reason": opt_string(), "input": {"type": ["object", "null"]}}),
-        &["decision"],
-    )
-}
-fn events() -> Value {
-    obj(
-        json!({"events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}}, "next_after": {"type": ["integer", "null"]}}),
-        &["events"],
-    )
-}
-fn stream() -> Value {
-    obj(
-        json!({"id": {"type": "string", "description": "the event id (resume with Last-Event-ID)"}, "event": {"type": "string", "description": "its kind"}, "data": {"type": "string", "description": "its JSON payload"}}),
-        &["data"],
-    )
-}
-fn log() -> Value {
-    obj(
-        json!({"lines": {"type": "array", "items": string()}, "next_offset": {"type": "integer"}, "ended": {"type": "boolean"}, "verified": {"type": "boolean", "description": "the run's log is one the agent could not have written (sealed, and the agent could not learn the run key); when false the assistant's text is not known to be the model's"}, "why": {"type": "string", "description": "why the log is not verified"}}),
-        &["lines", "next_offset"],
-    )
-}
-fn names() -> Value {
-    obj(
-        json!({"credentials": {"type": "array", "items": string()}}),
-        &["credentials"],
-    )
-}
-fn value_req() -> Value {
-    obj(json!({"value": string()}), &["value"])
-}
-fn audit() -> Value {
-    obj(
-        json!({"records": {"type": "array", "items": any_obj()}}),
-        &["records"],
-    )
-}
-fn me() -> Value {
-    obj(json!({"person": string()}), &["person"])
-}
-fn board() -> Value {
-    let usage = obj(
-        json!({"input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}, "cached_input_tokens": {"type": "integer"}}),
-        &[],
-    );
-    let sandbox = obj(
-        json!({"id": string(), "environment": string(), "kind": string(), "workdir": string(), "person": string()}),
-        &["id", "person"],
-    );
-    let row = json!({"allOf": [session(), obj(
-        json!({"person": {"type": ["string", "null"]}, "sandbox": {"anyOf": [sandbox, {"type": "null"}]},
-               "state": {"type": ["string", "null"]}, "usage": usage, "cost_usd": {"type": ["number", "null"]},
-               "turns": {"type": "array", "items": turn()},
-               "fork": {"type": ["object", "null"], "description": "the fork's record (as in POST /v1/runs/{id}/fork) when the session was made as one"}}),
-        &["turns", "usage"],
-    )]});
-    obj(
-        json!({"sessions": {"type": "array", "items": row}}),
-        &["sessions"],
-    )
-}
-fn turn_audit() -> Value {
-    obj(
-        json!({"turn": string(), "records": {"type": "array", "items": any_obj()}}),
-        &["turn", "records"],
-    )
-}
-fn verify() -> Value {
-    obj(
-        json!({"ok": {"type": "boolean"}, "records": {"type": "integer"}, "error": string()}),
-        &["ok"],
-    )
-}
-
 /// The documented endpoints.
 pub fn endpoints() -> Vec<Endpoint> {
-    let e = |method, path, summary, request, response, status| Endpoint {
+    let e = |method: &'static str,
+             path: &'static str,
+             summary: &'static str,
+             request: Option<SchemaFn>,
+             response: SchemaFn,
+             status: u16| Endpoint {
         method,
         path,
         summary,
@@ -222,7 +60,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/health",
             "Whether the server is up (no token needed)",
             None,
-            health,
+            of::<api::Health>,
             200,
         ),
         e(
@@ -230,7 +68,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/.well-known/jwks.json",
             "The public keys of hangar's passport signing key, for Tower (no token needed)",
             None,
-            jwks,
+            of::<api::Jwks>,
             200,
         ),
         e(
@@ -238,16 +76,23 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/openapi.json",
             "This document (no token needed)",
             None,
-            any_obj,
+            of::<Map<String, Value>>,
             200,
         ),
-        e("GET", "/v1/sessions", "All sessions", None, sessions, 200),
+        e(
+            "GET",
+            "/v1/sessions",
+            "All sessions",
+            None,
+            of::<api::Sessions>,
+            200,
+        ),
         e(
             "POST",
             "/v1/sessions",
             "Start a session, with its first turn: in a sandbox, else one of an environment made with a copy of `dir`, else the in-place local sandbox on `dir` (a plain folder, `no_sandbox`, only where the server allows it; hangar's home, a folder above it or inside it is refused); an environment's `governance.policy` is the floor of its sessions' policy",
-            Some(start_session_req as fn() -> Value),
-            started,
+            Some(of::<api::StartSession>),
+            of::<api::Started>,
             201,
         ),
         e(
@@ -255,15 +100,15 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/sessions/{id}",
             "A session and its turns",
             None,
-            session_with_turns,
+            of::<api::SessionTurns>,
             200,
         ),
         e(
             "POST",
             "/v1/sessions/{id}/messages",
             "A message: steers the running turn, or starts the next one",
-            Some(text_req),
-            reply,
+            Some(of::<api::Text>),
+            of::<api::CommandReply>,
             200,
         ),
         e(
@@ -271,7 +116,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/sessions/{id}/transcript",
             "The session's conversation",
             None,
-            transcript,
+            of::<api::Transcript>,
             200,
         ),
         e(
@@ -279,7 +124,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/sessions/{id}/events",
             "The session's events after a cursor (`after`, `limit`)",
             None,
-            events,
+            of::<api::Events>,
             200,
         ),
         e(
@@ -287,16 +132,16 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/turns/{id}",
             "A turn, with its manifest",
             None,
-            turn,
+            of::<api::Turn>,
             200,
         ),
-        e("GET", "/v1/runs/{id}", "A run", None, run, 200),
+        e("GET", "/v1/runs/{id}", "A run", None, of::<api::Run>, 200),
         e(
             "POST",
             "/v1/runs/{id}/steer",
             "A steer into the run (`next_turn=false`: 409 if the turn has ended)",
-            Some(text_req),
-            reply,
+            Some(of::<api::Text>),
+            of::<api::CommandReply>,
             200,
         ),
         e(
@@ -304,7 +149,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/runs/{id}/interrupt",
             "Interrupt the run's turn",
             None,
-            reply,
+            of::<api::CommandReply>,
             200,
         ),
         e(
@@ -312,15 +157,15 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/runs/{id}/approvals",
             "Permission requests waiting for an answer",
             None,
-            approvals,
+            of::<api::Approvals>,
             200,
         ),
         e(
             "POST",
             "/v1/runs/{id}/approvals/{request_id}",
             "Answer a permission request",
-            Some(answer_req),
-            reply,
+            Some(of::<api::Answer>),
+            of::<api::CommandReply>,
             200,
         ),
         e(
@@ -328,7 +173,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/runs/{id}/events",
             "The run's events after a cursor (`after`, `limit`)",
             None,
-            events,
+            of::<api::Events>,
             200,
         ),
         e(
@@ -336,7 +181,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/runs/{id}/log",
             "Complete run-log lines from a byte offset (`offset`, `max`)",
             None,
-            log,
+            of::<api::LogPage>,
             200,
         ),
         e(
@@ -344,7 +189,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/runs/{id}/steps",
             "The run's steps: each tree the driver recorded, numbered from 0",
             None,
-            steps,
+            of::<api::Steps>,
             200,
         ),
         e(
@@ -352,15 +197,15 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/runs/{id}/diff",
             "What changed from step `from` to step `to` (files with lines added and deleted, and git's patch)",
             None,
-            diff,
+            of::<api::Diff>,
             200,
         ),
         e(
             "POST",
             "/v1/runs/{id}/fork",
             "Fork the run at a step: a new sandbox with exactly that step's tree (rebuilt, hashed again, refused on a mismatch) and a new session whose conversation is the source's up to that step (or as near as the harness allows: `fork.conversation`)",
-            Some(crate::fork::doc_fork_req),
-            crate::fork::doc_forked,
+            Some(of::<api::ForkRequest>),
+            of::<api::Forked>,
             201,
         ),
         e(
@@ -368,7 +213,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/runs/{id}/forks",
             "The forks made from the run's steps",
             None,
-            crate::fork::doc_forks,
+            of::<api::Forks>,
             200,
         ),
         e(
@@ -376,15 +221,15 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/credentials",
             "Credential names (never values)",
             None,
-            names,
+            of::<api::CredentialNames>,
             200,
         ),
         e(
             "POST",
             "/v1/credentials/{name}",
             "Set a credential (sealed in the vault); names starting with `hangar.` are refused (403): they are set on the server's machine with `hangar credential set`",
-            Some(value_req),
-            any_obj,
+            Some(of::<api::CredentialValue>),
+            of::<api::CredentialSet>,
             200,
         ),
         e(
@@ -392,7 +237,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/credentials/{name}",
             "Remove a credential; names starting with `hangar.` are refused (403)",
             None,
-            any_obj,
+            of::<api::CredentialRemoved>,
             200,
         ),
         e(
@@ -400,7 +245,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/audit",
             "Audit records after a sequence number (`after`, `limit`)",
             None,
-            audit,
+            of::<api::AuditRecords>,
             200,
         ),
         e(
@@ -408,7 +253,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/audit/verify",
             "Check the audit log's hash chain",
             None,
-            verify,
+            of::<api::AuditVerify>,
             200,
         ),
         e(
@@ -416,7 +261,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/me",
             "The person the token belongs to",
             None,
-            me,
+            of::<api::Me>,
             200,
         ),
         e(
@@ -424,7 +269,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/board",
             "Sessions, newest first, each with its sandbox, person, turns (no manifests), state, tokens, cost and fork record (`session`, `limit`)",
             None,
-            board,
+            of::<api::Board>,
             200,
         ),
         e(
@@ -432,7 +277,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "/v1/turns/{id}/audit",
             "The audit records about one turn (its run's commands, answers, key)",
             None,
-            turn_audit,
+            of::<api::TurnAudit>,
             200,
         ),
     ];
@@ -445,43 +290,13 @@ pub fn endpoints() -> Vec<Endpoint> {
             path,
             summary: "Live events (SSE), resuming from Last-Event-ID",
             request: None,
-            response: stream,
+            response: of::<api::StreamEvent>,
             stream: true,
             status: 200,
         });
     }
     list.extend(crate::sandboxes::endpoints());
     list
-}
-
-fn components() -> Value {
-    json!({
-        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "a token from `hangar token create --person EMAIL`"}},
-        "schemas": {
-            "Error": obj(json!({"error": obj(json!({"code": string(), "message": string()}), &["code", "message"])}), &["error"]),
-            "TurnOptions": obj(json!({"model": opt_string(), "codex_config": {"type": "array", "items": string()}, "verify": opt_string(),
-                                      "max_verify_rounds": {"type": ["integer", "null"], "minimum": 0, "maximum": u32::MAX}, "model_timeout": {"type": ["integer", "null"], "minimum": 0, "maximum": u32::MAX},
-                                      "unverified_harness": {"type": "boolean", "description": "run a harness version whose conformance suite has not passed (the manifest records it)"}}), &[]),
-            "Session": obj(json!({"id": string(), "sandbox_id": string(), "harness": string(), "policy": string(),
-                                  "harness_session_id": {"type": ["string", "null"]}, "options": any_obj(), "turn_count": {"type": "integer"}, "created_at": {"type": "integer"}}),
-                           &["id", "harness", "policy"]),
-            "Turn": obj(json!({"id": string(), "session_id": string(), "index": {"type": "integer"}, "run_id": {"type": ["string", "null"]},
-                               "state": {"enum": ["queued", "running", "ended", "refused"]}, "status": {"type": ["integer", "null"]},
-                               "prompt": string(), "manifest": {"type": ["object", "null"]}, "verify_state": {"type": ["string", "null"]},
-                               "usage": any_obj(), "cost_usd": {"type": ["number", "null"]},
-                               "git_trees": {"type": ["object", "null"], "description": "a one-shot turn's start and end trees (S29): {start, end, trusted: false}; null for turns the driver ran (their trees are `tree` events)"}}),
-                        &["id", "session_id", "state"]),
-            "Run": obj(json!({"id": string(), "turn_id": string(), "state": {"enum": ["live", "ended"]}, "log_cursor": {"type": "integer"},
-                              "driver_pid": {"type": ["integer", "null"]}, "has_key": {"type": "boolean"},
-                              "log": {"type": ["object", "null"], "description": "how the run's log is read: `sealed` (only what the driver's seals cover is taken), `trusted` (the agent could not have written it; when false the assistant's text is marked unverified), `why` (when not trusted); null until the watcher has started on it"}}),
-                       &["id", "turn_id", "state"]),
-            "Approval": obj(json!({"run_id": string(), "request_id": string(), "tool_name": string(), "input": any_obj(),
-                                   "decision": {"type": ["string", "null"]}, "answered_by": {"type": ["string", "null"]}}),
-                            &["run_id", "request_id", "tool_name", "input"]),
-            "Event": obj(json!({"id": {"type": "integer"}, "session_id": string(), "run_id": {"type": ["string", "null"]}, "kind": string(), "payload": any_obj()}),
-                         &["id", "kind", "payload"]),
-        }
-    })
 }
 
 /// The query parameters a route reads: (name, required, schema, what it means). Kept beside the
@@ -566,6 +381,8 @@ fn path_param(path: &str, name: &str) -> Value {
 
 /// The OpenAPI 3.1 document.
 pub fn openapi() -> Value {
+    let mut g = hangar_api::generator();
+    let error = of::<api::ErrorBody>(&mut g);
     let mut paths = Map::new();
     for e in endpoints() {
         let mut params: Vec<Value> = e
@@ -587,14 +404,13 @@ pub fn openapi() -> Value {
         let mut op = json!({
             "summary": e.summary,
             "responses": {
-                e.status.to_string(): {"description": "success", "content": {media: {"schema": (e.response)()}}},
-                "default": {"description": "an error a person can act on", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+                e.status.to_string(): {"description": "success", "content": {media: {"schema": (e.response)(&mut g)}}},
+                "default": {"description": "an error a person can act on", "content": {"application/json": {"schema": error}}},
             },
         });
         // A second success: an environment applied again is replaced (200), not created (201).
         if (e.method, e.path) == ("POST", "/v1/environments") {
-            op["responses"]["200"] =
-                json!({"description": "replaced", "content": {media: {"schema": (e.response)()}}});
+            op["responses"]["200"] = json!({"description": "replaced", "content": {media: {"schema": (e.response)(&mut g)}}});
         }
         if !PUBLIC.contains(&e.path) {
             op["security"] = json!([{"bearer": []}]);
@@ -605,8 +421,7 @@ pub fn openapi() -> Value {
         if let Some(req) = e.request {
             // An attach takes its body only for a relayed terminal's size and type.
             let required = (e.method, e.path) != ("POST", "/v1/sandboxes/{id}/attach");
-            op["requestBody"] =
-                json!({"required": required, "content": {"application/json": {"schema": req()}}});
+            op["requestBody"] = json!({"required": required, "content": {"application/json": {"schema": req(&mut g)}}});
         }
         let entry = paths.entry(e.path.to_owned()).or_insert_with(|| json!({}));
         entry[e.method.to_lowercase()] = op;
@@ -615,7 +430,10 @@ pub fn openapi() -> Value {
         "openapi": "3.1.0",
         "info": {"title": "hangar", "version": env!("CARGO_PKG_VERSION"), "description": "hangar serve's HTTP API. Every route but /v1/health, /v1/openapi.json and /.well-known/jwks.json needs `Authorization: Bearer <token>`. Errors are `{\"error\":{\"code\",\"message\"}}`."},
         "paths": Value::Object(paths),
-        "components": components(),
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "a token from `hangar token create --person EMAIL`"}},
+            "schemas": g.take_definitions(true),
+        },
     })
 }
 
@@ -637,6 +455,31 @@ mod tests {
         assert_eq!(
             served, documented,
             "a route is served but not documented, or the other way round"
+        );
+    }
+
+    /// `path` (from the repository's root) holds `generated`; written first when
+    /// `HANGAR_WRITE_OPENAPI` is set.
+    fn file_is(path: &str, generated: &str) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(path);
+        if std::env::var_os("HANGAR_WRITE_OPENAPI").is_some() {
+            std::fs::write(&path, generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "{} is out of date with the code (hangar-api's types): run `HANGAR_WRITE_OPENAPI=1 cargo test -p hangar-server openapi` and commit it",
+            path.display()
+        );
+    }
+
+    #[test]
+    fn openapi_typedefs_of_the_web_page_are_current() {
+        file_is(
+            "crates/hangar-server/web/api.d.ts",
+            &crate::typedefs::typescript(&openapi()),
         );
     }
 

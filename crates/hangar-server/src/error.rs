@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use hangar_api::{ErrorBody, ErrorCode, ErrorDetail};
 
 /// What went wrong, in kinds that map to statuses.
 #[derive(Debug, thiserror::Error)]
@@ -42,20 +42,23 @@ pub enum ApiError {
 
 impl ApiError {
     /// (status, code) for each kind: the one table.
-    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+    pub fn status_and_code(&self) -> (StatusCode, ErrorCode) {
         match self {
-            ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
-            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-            ApiError::UnsupportedMediaType(_) => {
-                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, ErrorCode::BadRequest),
+            ApiError::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ErrorCode::UnsupportedMediaType,
+            ),
+            ApiError::MethodNotAllowed(_) => {
+                (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed)
             }
-            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
-            ApiError::Refused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "refused"),
-            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, ErrorCode::Conflict),
+            ApiError::Refused(_) => (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::Refused),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
         }
     }
 }
@@ -64,13 +67,15 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
         if status.is_server_error() {
-            tracing::error!(%code, message = %self, "request failed");
+            tracing::error!(?code, message = %self, "request failed");
         }
-        let mut resp = (
-            status,
-            Json(json!({"error": {"code": code, "message": self.to_string()}})),
-        )
-            .into_response();
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code,
+                message: self.to_string(),
+            },
+        };
+        let mut resp = (status, Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

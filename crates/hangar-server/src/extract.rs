@@ -6,10 +6,12 @@
 //! Hand-written rather than `axum-macros`' `FromRequest` derive: three small impls, one
 //! dependency fewer.
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, OptionalFromRequest, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+
+use serde_json::Value;
 
 use crate::error::ApiError;
 
@@ -19,17 +21,30 @@ pub struct Json<T>(pub T);
 /// An optional body: none when the request has no JSON `Content-Type`.
 impl<T, S> OptionalFromRequest<S> for Json<T>
 where
-    axum::Json<T>: OptionalFromRequest<S, Rejection = JsonRejection>,
+    T: serde::de::DeserializeOwned,
     S: Send + Sync,
 {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Option<Self>, ApiError> {
-        <axum::Json<T> as OptionalFromRequest<S>>::from_request(req, state)
+        let body = <axum::Json<Value> as OptionalFromRequest<S>>::from_request(req, state)
             .await
-            .map(|v| v.map(|axum::Json(v)| Json(v)))
-            .map_err(|r| ApiError::BadRequest(format!("the request body: {}", r.body_text())))
+            .map_err(|r| ApiError::BadRequest(format!("the request body: {}", r.body_text())))?;
+        body.map(|axum::Json(v)| typed(v)).transpose()
     }
+}
+
+/// A body as the request type `T`, refused unless it is a JSON object: serde would also take a
+/// struct's fields as an array (`[null, null]`), which no request of the API's document is.
+fn typed<T: serde::de::DeserializeOwned>(body: Value) -> Result<Json<T>, ApiError> {
+    if !body.is_object() {
+        return Err(ApiError::BadRequest(
+            "the request body must be a JSON object (see /v1/openapi.json)".into(),
+        ));
+    }
+    serde_json::from_value(body)
+        .map(Json)
+        .map_err(|e| ApiError::BadRequest(format!("the request body: {e}")))
 }
 
 impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
@@ -46,14 +61,14 @@ pub struct Path<T>(pub T);
 
 impl<T, S> FromRequest<S> for Json<T>
 where
-    axum::Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    T: serde::de::DeserializeOwned,
     S: Send + Sync,
 {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(Json(v)),
+        match <axum::Json<Value> as FromRequest<S>>::from_request(req, state).await {
+            Ok(axum::Json(v)) => typed(v),
             Err(r) if r.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE => Err(
                 ApiError::UnsupportedMediaType(format!("{}; send the body as JSON", r.body_text())),
             ),
@@ -109,33 +124,4 @@ pub(crate) async fn no_method(method: axum::http::Method, uri: axum::http::Uri) 
         "{method} is not served at {}; the API's routes are in /v1/openapi.json",
         uri.path()
     ))
-}
-
-/// A whole number as JSON Schema's `integer` allows it (`80` or `80.0`), for `deserialize_with`.
-pub(crate) fn whole<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: TryFrom<u64>,
-{
-    use serde::Deserialize;
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Number {
-        Whole(u64),
-        Float(f64),
-    }
-    let n = match Number::deserialize(d)? {
-        Number::Whole(n) => Some(n),
-        // Below 2^53 every whole float is exact.
-        Number::Float(f) if f.fract() == 0.0 && (0.0..9_007_199_254_740_992.0).contains(&f) => {
-            Some(f as u64)
-        }
-        Number::Float(_) => None,
-    };
-    n.and_then(|n| T::try_from(n).ok()).ok_or_else(|| {
-        serde::de::Error::custom(format!(
-            "expected a whole number that fits in {}",
-            std::any::type_name::<T>()
-        ))
-    })
 }

@@ -14,6 +14,7 @@ mod routes;
 mod runlog;
 mod sandboxes;
 pub mod sse;
+pub mod typedefs;
 mod views;
 mod web;
 

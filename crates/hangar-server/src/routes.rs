@@ -10,10 +10,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
-use hangar_control::{ControlPlane, Reply, SessionRequest, TurnOptions, credentials};
+use hangar_api as api;
+use hangar_control::{ControlPlane, Reply, SessionRequest, credentials};
 use hangar_store::{EventScope, Harness, Policy};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
 use crate::auth::Authed;
 use crate::error::ApiError;
@@ -94,56 +94,35 @@ pub fn router(plane: Arc<ControlPlane>) -> Router {
         .with_state(plane)
 }
 
-fn ok(v: Value) -> ApiResult {
+fn ok(v: impl Serialize) -> ApiResult {
     Ok(Json(v).into_response())
 }
 
-async fn openapi() -> Json<Value> {
+async fn openapi() -> Json<serde_json::Value> {
     Json(crate::api_doc::openapi())
 }
 
-async fn health() -> Json<Value> {
-    Json(json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}))
+async fn health() -> Json<api::Health> {
+    Json(api::Health {
+        ok: true,
+        version: env!("CARGO_PKG_VERSION").into(),
+    })
 }
 
-#[derive(Deserialize)]
-struct StartSession {
-    /// The folder (required unless `sandbox` is given).
-    dir: Option<PathBuf>,
-    /// An existing sandbox to run in.
-    sandbox: Option<String>,
-    /// An environment to make a sandbox of (a copy of `dir`); without it and `sandbox`, the
-    /// in-place local sandbox on `dir`.
-    env: Option<String>,
-    /// Run in `dir` itself, unsandboxed, as the server's user (only where the server allows it).
-    #[serde(default)]
-    no_sandbox: bool,
-    #[serde(default = "default_harness")]
-    harness: String,
-    /// Default: the environment's `governance.policy`, else `ask`.
-    #[serde(default)]
-    policy: Option<String>,
-    prompt: String,
-    #[serde(default)]
-    options: TurnOptions,
-}
-
-fn default_harness() -> String {
-    "claude".into()
-}
-
-async fn start_session(State(plane): S, who: Authed, Json(b): Json<StartSession>) -> ApiResult {
-    let harness: Harness = b.harness.parse().map_err(|_| {
-        ApiError::BadRequest(format!("harness {:?} is not claude or codex", b.harness))
-    })?;
-    let policy = b
-        .policy
-        .map(|p| {
-            p.parse::<Policy>().map_err(|_| {
-                ApiError::BadRequest(format!("policy {p:?} is not ask, auto or governed"))
-            })
-        })
-        .transpose()?;
+async fn start_session(
+    State(plane): S,
+    who: Authed,
+    Json(b): Json<api::StartSession>,
+) -> ApiResult {
+    let harness = match b.harness {
+        api::Harness::Claude => Harness::Claude,
+        api::Harness::Codex => Harness::Codex,
+    };
+    let policy = b.policy.map(|p| match p {
+        api::Policy::Ask => Policy::Ask,
+        api::Policy::Auto => Policy::Auto,
+        api::Policy::Governed => Policy::Governed,
+    });
     let dir = match (b.dir, &b.sandbox) {
         (Some(d), _) => d,
         (None, Some(_)) => PathBuf::new(),
@@ -162,48 +141,55 @@ async fn start_session(State(plane): S, who: Authed, Json(b): Json<StartSession>
         policy,
         prompt: b.prompt,
         person: who.email,
-        options: b.options,
+        options: views::options_from_api(b.options),
     };
     let s = plane.start_session(req).await?;
-    Ok((StatusCode::CREATED, Json(json!({"session": views::session(&s.session), "turn": views::turn(&s.turn), "run": views::run(&s.run)}))).into_response())
+    let started = api::Started {
+        session: views::session(&s.session),
+        turn: views::turn(&s.turn),
+        run: views::run(&s.run),
+    };
+    Ok((StatusCode::CREATED, Json(started)).into_response())
 }
 
 async fn list_sessions(State(plane): S, _who: Authed) -> ApiResult {
     let all = plane.store().sessions(None).await?;
-    ok(json!({"sessions": all.iter().map(views::session).collect::<Vec<_>>()}))
+    ok(api::Sessions {
+        sessions: all.iter().map(views::session).collect(),
+    })
 }
 
 async fn get_session(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
     let s = plane.store().session(&id).await?;
     let turns = plane.store().turns(&id).await?;
-    ok(
-        json!({"session": views::session(&s), "turns": turns.iter().map(views::turn).collect::<Vec<_>>()}),
-    )
+    ok(api::SessionTurns {
+        session: views::session(&s),
+        turns: turns.iter().map(views::turn).collect(),
+    })
 }
 
-#[derive(Deserialize)]
-struct Text {
-    text: String,
-}
-
-impl Text {
-    /// The text, refused when empty: an empty prompt would start a turn that asks nothing.
-    fn checked(&self) -> Result<&str, ApiError> {
-        if self.text.is_empty() {
-            return Err(ApiError::BadRequest(
-                "text is empty: say what the agent should do".into(),
-            ));
-        }
-        Ok(&self.text)
+/// The text, refused when empty: an empty prompt would start a turn that asks nothing.
+fn checked(t: &api::Text) -> Result<&str, ApiError> {
+    if t.text.is_empty() {
+        return Err(ApiError::BadRequest(
+            "text is empty: say what the agent should do".into(),
+        ));
     }
+    Ok(&t.text)
 }
 
 fn reply(r: Reply) -> ApiResult {
     match r {
-        Reply::Done { run, .. } => ok(json!({"outcome": "done", "run": run})),
-        Reply::NextTurn { turn, run } => {
-            ok(json!({"outcome": "next_turn", "turn": turn, "run": run}))
-        }
+        Reply::Done { run, .. } => ok(api::CommandReply {
+            outcome: api::Outcome::Done,
+            run,
+            turn: None,
+        }),
+        Reply::NextTurn { turn, run } => ok(api::CommandReply {
+            outcome: api::Outcome::NextTurn,
+            run,
+            turn: Some(turn),
+        }),
         Reply::Refused { reason, .. } => Err(ApiError::Refused(format!("refused: {reason}"))),
         Reply::Ended { run } => Err(ApiError::Conflict(format!(
             "the turn has ended (run {run})"
@@ -218,9 +204,9 @@ async fn send_message(
     State(plane): S,
     who: Authed,
     Path(id): Path<String>,
-    Json(b): Json<Text>,
+    Json(b): Json<api::Text>,
 ) -> ApiResult {
-    reply(plane.send(&id, b.checked()?, &who.email).await?)
+    reply(plane.send(&id, checked(&b)?, &who.email).await?)
 }
 
 #[derive(Deserialize)]
@@ -240,9 +226,9 @@ async fn steer(
     who: Authed,
     Path(id): Path<String>,
     Query(q): Query<SteerQuery>,
-    Json(b): Json<Text>,
+    Json(b): Json<api::Text>,
 ) -> ApiResult {
-    let text = b.checked()?;
+    let text = checked(&b)?;
     if !q.next_turn {
         let run = plane.store().run(&id).await?;
         if run.state != hangar_store::RunState::Live || !run.has_key {
@@ -257,49 +243,16 @@ async fn interrupt(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiR
 }
 
 async fn transcript(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
-    // The session's events, run by run (turns run one after another): each run's conversation,
-    // with the texts and senders of its prompts and steers from the run's commands.
-    let mut runs: Vec<(Option<String>, Vec<hangar_events::ProgressEvent>)> = Vec::new();
-    let mut after = 0;
-    loop {
-        let page = plane
-            .store()
-            .events_after(EventScope::Session(&id), after, hangar_store::MAX_PAGE)
-            .await?;
-        let Some(last) = page.last() else { break };
-        after = last.id;
-        for e in page {
-            let Ok(ev) = serde_json::from_value::<hangar_events::ProgressEvent>(e.payload) else {
-                continue;
-            };
-            match runs.last_mut() {
-                Some((run, evs)) if *run == e.run_id => evs.push(ev),
-                _ => runs.push((e.run_id, vec![ev])),
-            }
-        }
-    }
-    let mut entries = Vec::new();
-    for (run, events) in runs {
-        let mut conv = hangar_events::conversation(&events);
-        if let Some(run) = run {
-            let commands = plane.store().commands(&run).await?;
-            hangar_events::fill_sent(&mut conv, |seq| {
-                commands
-                    .iter()
-                    .find(|c| u64::try_from(c.seq).ok() == Some(seq))
-                    .map(|c| {
-                        let text = c
-                            .body
-                            .get("text")
-                            .and_then(Value::as_str)
-                            .map(str::to_owned);
-                        (text, c.sent_by.clone())
-                    })
-            });
-        }
-        entries.extend(conv);
-    }
-    ok(json!({"session": id, "entries": entries}))
+    let entries = hangar_control::transcript::transcript(plane.store(), &id).await?;
+    let entries = serde_json::to_value(entries)
+        .map_err(|e| ApiError::Internal(format!("the transcript as JSON: {e}")))?;
+    ok(api::Transcript {
+        session: id,
+        entries: match entries {
+            serde_json::Value::Array(a) => a,
+            _ => Vec::new(),
+        },
+    })
 }
 
 async fn get_turn(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
@@ -307,7 +260,14 @@ async fn get_turn(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiR
 }
 
 async fn steps(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
-    ok(json!({"run": id, "steps": plane.steps(&id).await?}))
+    let steps = plane.steps(&id).await?;
+    ok(api::Steps {
+        run: id,
+        steps: steps
+            .into_iter()
+            .map(views::step)
+            .collect::<Result<_, _>>()?,
+    })
 }
 
 #[derive(Deserialize)]
@@ -322,7 +282,7 @@ async fn diff(
     Path(id): Path<String>,
     Query(q): Query<DiffQuery>,
 ) -> ApiResult {
-    ok(json!(plane.diff(&id, q.from, q.to).await?))
+    ok(views::diff(plane.diff(&id, q.from, q.to).await?)?)
 }
 
 async fn get_run(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
@@ -331,33 +291,18 @@ async fn get_run(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiRe
 
 async fn approvals(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
     let pending = plane.store().pending_approvals(&id).await?;
-    ok(json!({"approvals": pending.iter().map(views::approval).collect::<Vec<_>>()}))
-}
-
-#[derive(Deserialize)]
-struct Answer {
-    decision: String,
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    input: Option<Value>,
+    ok(api::Approvals {
+        approvals: pending.iter().map(views::approval).collect(),
+    })
 }
 
 async fn answer(
     State(plane): S,
     who: Authed,
     Path((id, request_id)): Path<(String, String)>,
-    Json(b): Json<Answer>,
+    Json(b): Json<api::Answer>,
 ) -> ApiResult {
-    let allow = match b.decision.as_str() {
-        "allow" | "approve" => true,
-        "deny" => false,
-        other => {
-            return Err(ApiError::BadRequest(format!(
-                "decision {other:?} is not allow or deny"
-            )));
-        }
-    };
+    let allow = b.decision == api::Decision::Allow;
     reply(
         plane
             .answer(
@@ -402,7 +347,10 @@ async fn events_page(plane: &ControlPlane, scope: EventScope<'_>, p: &Page) -> A
     let (after, limit) = p.checked()?;
     let events = plane.store().events_after(scope, after, limit).await?;
     let next = events.last().map(|e| e.id);
-    ok(json!({"events": events.iter().map(views::event).collect::<Vec<_>>(), "next_after": next}))
+    ok(api::Events {
+        events: events.iter().map(views::event).collect(),
+        next_after: next,
+    })
 }
 
 async fn run_events(
@@ -471,50 +419,54 @@ fn live(
 }
 
 async fn list_credentials(State(plane): S, _who: Authed) -> ApiResult {
-    ok(json!({"credentials": plane.store().credential_names().await?}))
+    ok(api::CredentialNames {
+        credentials: plane.store().credential_names().await?,
+    })
 }
 
 async fn set_credential(
     State(plane): S,
     who: Authed,
     Path(name): Path<String>,
-    Json(b): Json<Value>,
+    Json(b): Json<api::CredentialValue>,
 ) -> ApiResult {
-    let value = b
-        .get("value")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::BadRequest("send {\"value\": \"...\"}".into()))?;
     credentials::set(
         plane.store(),
         &name,
-        value.as_bytes(),
+        b.value.as_bytes(),
         &who.email,
         credentials::Origin::Api,
     )
     .await?;
-    ok(json!({"name": name}))
+    ok(api::CredentialSet { name })
 }
 
 async fn remove_credential(State(plane): S, who: Authed, Path(name): Path<String>) -> ApiResult {
     if !credentials::remove(plane.store(), &name, &who.email, credentials::Origin::Api).await? {
         return Err(ApiError::NotFound(format!("no credential {name:?}")));
     }
-    ok(json!({"removed": name}))
+    ok(api::CredentialRemoved { removed: name })
 }
 
 async fn audit(State(plane): S, _who: Authed, Query(p): Query<Page>) -> ApiResult {
     let (after, limit) = p.checked()?;
     let records = plane.store().audit().records(after, limit).await?;
-    let rows: Vec<Value> = records
-        .iter()
-        .map(|r| json!({"seq": r.seq, "at": r.at, "actor": r.actor, "action": r.action, "detail": r.detail, "hash": r.hash}))
-        .collect();
-    ok(json!({"records": rows}))
+    ok(api::AuditRecords {
+        records: records.iter().map(views::audit_record).collect(),
+    })
 }
 
 async fn audit_verify(State(plane): S, _who: Authed) -> ApiResult {
     match plane.store().audit().verify().await {
-        Ok(n) => ok(json!({"ok": true, "records": n})),
-        Err(e) => ok(json!({"ok": false, "error": e.to_string()})),
+        Ok(n) => ok(api::AuditVerify {
+            ok: true,
+            records: Some(n),
+            error: None,
+        }),
+        Err(e) => ok(api::AuditVerify {
+            ok: false,
+            records: None,
+            error: Some(e.to_string()),
+        }),
     }
 }

@@ -14,7 +14,6 @@ use hangar_control::ControlPlane;
 use hangar_events::watcher::Order;
 use hangar_store::RunState;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::auth::Authed;
 use crate::error::ApiError;
@@ -97,16 +96,14 @@ pub(crate) async fn run_log(
     let read = read
         .map_err(|e| ApiError::Internal(format!("reading the run log: {e}")))?
         .map_err(|e| ApiError::Internal(format!("reading the run log of {id}: {e}")))?;
-    let mut answer = json!({
-        "lines": read.lines,
-        "next_offset": read.next_offset,
-        "ended": ended && read.at_end,
-        "verified": verified,
-    });
-    if let Some(why) = why.filter(|_| !verified) {
-        answer["why"] = json!(why);
-    }
-    Ok(Json(answer).into_response())
+    Ok(Json(hangar_api::LogPage {
+        lines: read.lines,
+        next_offset: read.next_offset,
+        ended: ended && read.at_end,
+        verified,
+        why: why.filter(|_| !verified),
+    })
+    .into_response())
 }
 
 /// What one read of the log found.

@@ -9,16 +9,17 @@ use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
+use hangar_api as api;
 use hangar_control::attaches::{RelayEvent, TermSpec};
 use hangar_control::sandbox::Who;
 use hangar_control::{Attach, ControlPlane};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::api_doc::Endpoint;
+use crate::api_doc::{Endpoint, of};
 use crate::auth::Authed;
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
+use crate::views;
 
 type S = State<Arc<ControlPlane>>;
 type ApiResult = Result<axum::response::Response, ApiError>;
@@ -41,15 +42,11 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
     ]
 }
 
-#[derive(Deserialize)]
-struct CreateSandbox {
-    env: String,
-    repo: std::path::PathBuf,
-    /// The person it is for (default: the token's).
-    person: Option<String>,
-}
-
-async fn create_sandbox(State(plane): S, who: Authed, Json(b): Json<CreateSandbox>) -> ApiResult {
+async fn create_sandbox(
+    State(plane): S,
+    who: Authed,
+    Json(b): Json<api::CreateSandbox>,
+) -> ApiResult {
     let person = b.person.unwrap_or_else(|| who.email.clone());
     if !person.contains('@') {
         return Err(ApiError::BadRequest(format!(
@@ -57,18 +54,26 @@ async fn create_sandbox(State(plane): S, who: Authed, Json(b): Json<CreateSandbo
         )));
     }
     let sb = plane.create_sandbox(&b.env, &b.repo, &person).await?;
-    Ok((StatusCode::CREATED, Json(json!({"sandbox": sb}))).into_response())
+    let sandbox = views::sandbox(sb)?;
+    Ok((StatusCode::CREATED, Json(api::SandboxOne { sandbox })).into_response())
 }
 
 async fn list_sandboxes(State(plane): S, _who: Authed) -> ApiResult {
-    Ok(Json(json!({"sandboxes": plane.list_sandboxes().await?})).into_response())
+    let sandboxes = plane
+        .list_sandboxes()
+        .await?
+        .into_iter()
+        .map(views::sandbox)
+        .collect::<Result<_, _>>()?;
+    Ok(Json(api::Sandboxes { sandboxes }).into_response())
 }
 
 async fn get_sandbox(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
-    Ok(Json(json!({"sandbox": plane.sandbox_view(&id).await?})).into_response())
+    let sandbox = views::sandbox(plane.sandbox_view(&id).await?)?;
+    Ok(Json(api::SandboxOne { sandbox }).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(serde::Deserialize)]
 struct RemoveQuery {
     #[serde(default)]
     keep_logs: bool,
@@ -85,27 +90,15 @@ async fn remove_sandbox(
     let sb = plane
         .remove_sandbox(&id, q.keep_logs, q.force, &who.email)
         .await?;
-    Ok(Json(json!({"sandbox": sb})).into_response())
-}
-
-#[derive(Deserialize)]
-struct Exec {
-    argv: Vec<String>,
-    #[serde(default = "agent", rename = "as")]
-    who: Who,
-    /// Text for the command's stdin.
-    stdin: Option<String>,
-}
-
-fn agent() -> Who {
-    Who::Agent
+    let sandbox = views::sandbox(sb)?;
+    Ok(Json(api::SandboxOne { sandbox }).into_response())
 }
 
 async fn exec(
     State(plane): S,
     who: Authed,
     Path(id): Path<String>,
-    Json(b): Json<Exec>,
+    Json(b): Json<api::ExecRequest>,
 ) -> ApiResult {
     // A program's arguments are C strings: a NUL byte cannot be passed on.
     if let Some(arg) = b.argv.iter().find(|a| a.contains('\0')) {
@@ -116,42 +109,21 @@ async fn exec(
     let out = plane
         .sandbox_exec(
             &id,
-            b.who,
+            match b.who {
+                api::ExecAs::Agent => Who::Agent,
+                api::ExecAs::Hangar => Who::Hangar,
+            },
             b.argv,
             b.stdin.map(String::into_bytes),
             &who.email,
         )
         .await?;
-    Ok(Json(json!({
-        "status": out.status,
-        "stdout": String::from_utf8_lossy(&out.stdout),
-        "stderr": String::from_utf8_lossy(&out.stderr),
-    }))
+    Ok(Json(api::ExecOutput {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
     .into_response())
-}
-
-#[derive(Deserialize, Default)]
-struct AttachBody {
-    run: Option<String>,
-    /// The terminal's size and type, for a relayed terminal (e2b).
-    #[serde(default, deserialize_with = "whole_size_opt")]
-    cols: Option<u16>,
-    #[serde(default, deserialize_with = "whole_size_opt")]
-    rows: Option<u16>,
-    term: Option<String>,
-}
-
-/// A terminal size as JSON Schema's `integer` allows it: `80` or `80.0`.
-fn whole_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
-    crate::extract::whole(d)
-}
-
-/// The same, or `null`.
-fn whole_size_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
-    match Option::<Value>::deserialize(d)? {
-        None => Ok(None),
-        Some(v) => whole_size(v).map(Some).map_err(serde::de::Error::custom),
-    }
 }
 
 /// A POST (each attach is audited, and for e2b it starts a terminal), answered
@@ -160,7 +132,7 @@ async fn attach(
     State(plane): S,
     who: Authed,
     Path(id): Path<String>,
-    body: Option<Json<AttachBody>>,
+    body: Option<Json<api::AttachRequest>>,
 ) -> ApiResult {
     let b = body.map(|Json(b)| b).unwrap_or_default();
     let d = TermSpec::default();
@@ -169,21 +141,29 @@ async fn attach(
         rows: b.rows.unwrap_or(d.rows),
         term: b.term.unwrap_or(d.term),
     };
+    // The document's rules for the body hold for every sandbox, though only a relayed
+    // terminal (e2b) uses the size and type.
+    term.check()?;
     let (run, how) = plane
         .sandbox_attach(&id, b.run.as_deref(), &who.email, &who.token_id, &term)
         .await?;
     Ok((
         [(axum::http::header::CACHE_CONTROL, "no-store")],
         Json(match how {
-            Attach::Argv(argv) => json!({"run": run, "argv": argv}),
+            Attach::Argv(argv) => api::AttachAnswer {
+                run,
+                argv,
+                attach: None,
+                keepalive_secs: None,
+            },
             // No host command attaches to an e2b sandbox: this server relays the terminal
             // (envd's token stays here).
-            Attach::Relay(attach) => json!({
-                "run": run,
-                "argv": [],
-                "attach": attach,
-                "keepalive_secs": plane.attach_keepalive().as_secs(),
-            }),
+            Attach::Relay(attach) => api::AttachAnswer {
+                run,
+                argv: Vec::new(),
+                attach: Some(attach),
+                keepalive_secs: Some(plane.attach_keepalive().as_secs()),
+            },
         }),
     )
         .into_response())
@@ -214,57 +194,52 @@ async fn attach_output(State(plane): S, who: Authed, Path(id): Path<String>) -> 
         .into_response())
 }
 
-#[derive(Deserialize)]
-struct AttachInput {
-    /// Base64 of the bytes typed; empty or absent: a keepalive.
-    #[serde(default)]
-    data: String,
-}
-
 async fn attach_input(
     State(plane): S,
     who: Authed,
     Path(id): Path<String>,
-    Json(b): Json<AttachInput>,
+    Json(b): Json<api::AttachInput>,
 ) -> ApiResult {
     let bytes = B64.decode(b.data.as_bytes()).map_err(|e| {
         ApiError::BadRequest(format!("data must be base64 of the bytes typed: {e}"))
     })?;
     plane.attach_input(&id, &who.token_id, &bytes).await?;
-    Ok(Json(json!({"attach": id})).into_response())
-}
-
-#[derive(Deserialize)]
-struct AttachResize {
-    #[serde(deserialize_with = "whole_size")]
-    cols: u16,
-    #[serde(deserialize_with = "whole_size")]
-    rows: u16,
+    Ok(Json(api::AttachOne { attach: id }).into_response())
 }
 
 async fn attach_resize(
     State(plane): S,
     who: Authed,
     Path(id): Path<String>,
-    Json(b): Json<AttachResize>,
+    Json(b): Json<api::AttachResize>,
 ) -> ApiResult {
     plane
         .attach_resize(&id, &who.token_id, b.cols, b.rows)
         .await?;
-    Ok(Json(json!({"attach": id})).into_response())
+    Ok(Json(api::AttachOne { attach: id }).into_response())
 }
 
 async fn end_attach(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
     plane.end_attach(&id, &who.token_id)?;
-    Ok(Json(json!({"attach": id})).into_response())
+    Ok(Json(api::AttachOne { attach: id }).into_response())
 }
 
 async fn list_environments(State(plane): S, _who: Authed) -> ApiResult {
-    Ok(Json(json!({"environments": plane.environments().await?})).into_response())
+    let environments = plane
+        .environments()
+        .await?
+        .into_iter()
+        .map(views::environment)
+        .collect();
+    Ok(Json(api::Environments { environments }).into_response())
 }
 
-async fn apply_environment(State(plane): S, who: Authed, Json(spec): Json<Value>) -> ApiResult {
-    let (env, created) = plane.apply_environment(&spec, &who.email).await?;
+async fn apply_environment(
+    State(plane): S,
+    who: Authed,
+    Json(spec): Json<api::EnvironmentSpec>,
+) -> ApiResult {
+    let (env, created) = plane.apply_environment(&spec.0, &who.email).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -272,141 +247,17 @@ async fn apply_environment(State(plane): S, who: Authed, Json(spec): Json<Value>
     };
     Ok((
         status,
-        Json(json!({"environment": env, "created": created})),
+        Json(api::EnvironmentApplied {
+            environment: views::environment(env),
+            created,
+        }),
     )
         .into_response())
 }
 
 async fn get_environment(State(plane): S, _who: Authed, Path(name): Path<String>) -> ApiResult {
-    Ok(Json(json!({"environment": plane.environment(&name).await?})).into_response())
-}
-
-fn string() -> Value {
-    json!({"type": "string"})
-}
-
-fn env_spec() -> Value {
-    json!({
-        "type": "object",
-        "description": "An environment as a person writes it (the YAML file's keys); unknown keys and impossible combinations are refused with a message naming the key",
-        "properties": {
-            "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_.-]{0,62}$"},
-            "provider": {"enum": ["local", "docker", "kubernetes", "e2b"]},
-            "image": string(),
-            "egress": {"oneOf": [{"enum": ["none", "open"]}, {"type": "object", "properties": {"allowlist": {"type": "array", "items": string()}}, "required": ["allowlist"]}]},
-            "network": {"enum": ["host"]},
-            "uid_split": {"type": "boolean"},
-            "sudo": {"type": "boolean"},
-            "governance": {"type": "object", "properties": {"policy": {"enum": ["ask", "auto", "governed"]}, "hook": {"enum": ["required", "optional", "off"]}, "rules": {"type": "object"}, "claude_settings": {"type": "object", "description": "reviewed Claude Code settings: mcpServers, model, permissions.deny/ask, includeCoAuthoredBy, alwaysThinkingEnabled, outputStyle, cleanupPeriodDays; any other key is refused"}}},
-            "resources": {"type": "object", "properties": {"cpu": {"type": "number"}, "memory": {"type": ["string", "integer"]}, "pids": {"type": "integer"}}}
-        },
-        "required": ["name", "provider"]
-    })
-}
-
-fn env_view() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "name": string(),
-            "spec": env_spec(),
-            "invalid": string(),
-            "created_at": {"type": "integer"},
-            "updated_at": {"type": "integer"}
-        },
-        "required": ["name", "spec", "created_at"]
-    })
-}
-
-fn env_one() -> Value {
-    json!({"type": "object", "properties": {"environment": env_view()}, "required": ["environment"]})
-}
-
-fn env_applied() -> Value {
-    json!({"type": "object", "properties": {"environment": env_view(), "created": {"type": "boolean"}}, "required": ["environment", "created"]})
-}
-
-fn sandbox_view() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "id": string(),
-            "environment": string(),
-            "provider": {"enum": ["local", "docker", "kubernetes", "e2b"]},
-            "person": string(),
-            "state": {"enum": ["live", "removed"]},
-            "workspace": string(),
-            "host_workspace": string(),
-            "capabilities": {"type": "object", "properties": {
-                "provider": string(), "uid_split": {"type": "boolean"}, "uid_split_off": string(),
-                "sudo": {"type": "boolean"}, "network_modes": {"type": "array", "items": {"enum": ["none", "host", "open", "allowlist"]}},
-                "resource_limits": {"type": "boolean"}}},
-            "egress_warning": string(),
-            "created_at": {"type": "integer"},
-            "removed_at": {"type": "integer"}
-        },
-        "required": ["id", "environment", "provider", "person", "state", "host_workspace", "created_at"]
-    })
-}
-
-fn sandbox_one() -> Value {
-    json!({"type": "object", "properties": {"sandbox": sandbox_view()}, "required": ["sandbox"]})
-}
-
-fn sandbox_list() -> Value {
-    json!({"type": "object", "properties": {"sandboxes": {"type": "array", "items": sandbox_view()}}, "required": ["sandboxes"]})
-}
-
-fn sandbox_req() -> Value {
-    json!({"type": "object", "properties": {"env": string(), "repo": string(), "person": crate::api_doc::opt_string()}, "required": ["env", "repo"]})
-}
-
-fn exec_req() -> Value {
-    json!({"type": "object", "properties": {"argv": {"type": "array", "items": {"type": "string", "pattern": "^[^\\u0000]*$"}, "minItems": 1}, "as": {"enum": ["agent", "hangar"]}, "stdin": {"type": ["string", "null"]}}, "required": ["argv"]})
-}
-
-fn exec_out() -> Value {
-    json!({"type": "object", "properties": {"status": {"type": "integer"}, "stdout": string(), "stderr": string()}, "required": ["status", "stdout", "stderr"]})
-}
-
-/// A terminal's columns or rows: 1 to 1000.
-fn size(what: &str) -> Value {
-    json!({"type": "integer", "minimum": 1, "maximum": 1000, "description": format!("the terminal's {what} (1 to 1000)")})
-}
-
-/// `schema` or `null` (the same as leaving the field out).
-fn nullable(mut schema: Value) -> Value {
-    schema["type"] = json!([schema["type"].clone(), "null"]);
-    schema
-}
-
-fn attach_req() -> Value {
-    json!({"type": "object", "properties": {"run": {"type": ["string", "null"], "pattern": "^[A-Za-z0-9_-]+$", "description": "the run to attach to (default: the sandbox's running turn)"}, "cols": nullable(size("columns, default 80")), "rows": nullable(size("rows, default 24")), "term": {"type": ["string", "null"], "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9.+_-]+$", "description": "the terminal type (TERM), default xterm-256color: letters, digits and .+-_, at most 64"}}})
-}
-
-fn attach_out() -> Value {
-    json!({"type": "object", "properties": {"run": string(), "argv": {"type": "array", "items": string()}, "attach": string(), "keepalive_secs": {"type": "integer"}}, "required": ["run", "argv"]})
-}
-
-fn attach_input_req() -> Value {
-    json!({"type": "object", "properties": {"data": {"type": "string", "pattern": "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$", "description": "base64 of the bytes typed; empty: a keepalive"}}})
-}
-
-fn attach_resize_req() -> Value {
-    json!({"type": "object", "properties": {"cols": size("columns"), "rows": size("rows")}, "required": ["cols", "rows"]})
-}
-
-fn attach_one() -> Value {
-    json!({"type": "object", "properties": {"attach": string()}, "required": ["attach"]})
-}
-
-fn attach_stream() -> Value {
-    json!({"type": "object", "description": "Server-Sent Events: `data` (base64 of the terminal's bytes), `end` ({status}: the process ended; tmux's 0 when the person detached), `ended` ({reason}: the attach ended otherwise, its process killed)",
-           "properties": {"id": string(), "event": {"enum": ["data", "end", "ended"]}, "data": string()}, "required": ["data"]})
-}
-
-fn env_list() -> Value {
-    json!({"type": "object", "properties": {"environments": {"type": "array", "items": env_view()}}, "required": ["environments"]})
+    let environment = views::environment(plane.environment(&name).await?);
+    Ok(Json(api::EnvironmentOne { environment }).into_response())
 }
 
 /// This module's endpoints, for the OpenAPI document.
@@ -426,15 +277,15 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
             "/v1/environments",
             "Every environment",
             None,
-            env_list as fn() -> Value,
+            of::<api::Environments>,
             200,
         ),
         e(
             "POST",
             "/v1/environments",
             "Create or replace an environment (201 when new, 200 when replaced)",
-            Some(env_spec as fn() -> Value),
-            env_applied,
+            Some(of::<api::EnvironmentSpec>),
+            of::<api::EnvironmentApplied>,
             201,
         ),
         e(
@@ -442,7 +293,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
             "/v1/environments/{name}",
             "One environment",
             None,
-            env_one,
+            of::<api::EnvironmentOne>,
             200,
         ),
         e(
@@ -450,15 +301,15 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
             "/v1/sandboxes",
             "Every sandbox (removed ones marked so)",
             None,
-            sandbox_list,
+            of::<api::Sandboxes>,
             200,
         ),
         e(
             "POST",
             "/v1/sandboxes",
             "Make a sandbox of an environment holding a copy of a repository",
-            Some(sandbox_req as fn() -> Value),
-            sandbox_one,
+            Some(of::<api::CreateSandbox>),
+            of::<api::SandboxOne>,
             201,
         ),
         e(
@@ -466,7 +317,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
             "/v1/sandboxes/{id}",
             "One sandbox",
             None,
-            sandbox_one,
+            of::<api::SandboxOne>,
             200,
         ),
         e(
@@ -474,23 +325,23 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
             "/v1/sandboxes/{id}",
             "Destroy a sandbox, leaving nothing behind (?keep_logs=true keeps its runs' control folders; ?force=true even while a turn runs)",
             None,
-            sandbox_one,
+            of::<api::SandboxOne>,
             200,
         ),
         e(
             "POST",
             "/v1/sandboxes/{id}/exec",
             "Run a command to its end inside, as the agent (default) or as hangar's user",
-            Some(exec_req as fn() -> Value),
-            exec_out,
+            Some(of::<api::ExecRequest>),
+            of::<api::ExecOutput>,
             200,
         ),
         e(
             "POST",
             "/v1/sandboxes/{id}/attach",
             "The command that attaches a terminal on this machine to a run's tmux session (body `{run}`, default the newest live run); audited as `sandbox.attach`; for an e2b sandbox, `argv` is empty and the server relays the terminal itself (envd's token never leaves it): it starts envd's PTY process (`cols`, `rows`, `term` of the body) and answers its `attach` id, used with /v1/attaches/{id}/… by the same API token only (and the same `hangar serve` replica), which must send input or a keepalive every `keepalive_secs`; one API token may have 8 live (409 beyond); answered `Cache-Control: no-store`",
-            Some(attach_req as fn() -> Value),
-            attach_out,
+            Some(of::<api::AttachRequest>),
+            of::<api::AttachAnswer>,
             200,
         ),
         Endpoint {
@@ -498,7 +349,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
             path: "/v1/attaches/{id}/output",
             summary: "A relayed terminal's output (SSE, one reader); dropping the stream ends the attach and kills its process",
             request: None,
-            response: attach_stream,
+            response: of::<api::AttachEvent>,
             stream: true,
             status: 200,
         },
@@ -506,16 +357,16 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
             "POST",
             "/v1/attaches/{id}/input",
             "Type into a relayed terminal (`data`: base64; empty: a keepalive); without either for 60 s (HANGAR_ATTACH_IDLE_SECS) the attach ends",
-            Some(attach_input_req as fn() -> Value),
-            attach_one,
+            Some(of::<api::AttachInput>),
+            of::<api::AttachOne>,
             200,
         ),
         e(
             "POST",
             "/v1/attaches/{id}/resize",
             "Resize a relayed terminal",
-            Some(attach_resize_req as fn() -> Value),
-            attach_one,
+            Some(of::<api::AttachResize>),
+            of::<api::AttachOne>,
             200,
         ),
         e(
@@ -523,7 +374,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
             "/v1/attaches/{id}",
             "End a relayed terminal (its process killed; audited as `sandbox.attach.ended`)",
             None,
-            attach_one,
+            of::<api::AttachOne>,
             200,
         ),
     ]

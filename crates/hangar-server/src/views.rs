@@ -1,43 +1,303 @@
-//! The JSON shapes the API returns for the store's records.
+//! The store's and the control plane's records as the API's types (`hangar_api`): every answer
+//! is built from these, so a field the API names is a field of a type, checked by the compiler.
 
-use hangar_store::{Approval, Event, Run, Session, Turn};
-use serde_json::{Value, json};
+use hangar_api as api;
+use hangar_store::{Approval, AuditRecord, Event, Run, Session, Turn};
+use serde_json::Value;
 
-pub fn session(s: &Session) -> Value {
-    json!({
-        "id": s.id, "sandbox_id": s.sandbox_id, "harness": s.harness.as_str(), "policy": s.policy.as_str(),
-        "harness_session_id": s.harness_session_id, "options": s.options, "turn_count": s.turn_count,
-        "created_at": s.created_at,
+use crate::error::ApiError;
+
+pub fn harness(h: hangar_store::Harness) -> api::Harness {
+    match h {
+        hangar_store::Harness::Claude => api::Harness::Claude,
+        hangar_store::Harness::Codex => api::Harness::Codex,
+    }
+}
+
+pub fn policy(p: hangar_store::Policy) -> api::Policy {
+    match p {
+        hangar_store::Policy::Ask => api::Policy::Ask,
+        hangar_store::Policy::Auto => api::Policy::Auto,
+        hangar_store::Policy::Governed => api::Policy::Governed,
+    }
+}
+
+pub fn turn_state(s: hangar_store::TurnState) -> api::TurnState {
+    use hangar_store::TurnState as S;
+    match s {
+        S::Queued => api::TurnState::Queued,
+        S::Running => api::TurnState::Running,
+        S::Ended => api::TurnState::Ended,
+        S::Refused => api::TurnState::Refused,
+    }
+}
+
+fn run_state(s: hangar_store::RunState) -> api::RunState {
+    match s {
+        hangar_store::RunState::Live => api::RunState::Live,
+        hangar_store::RunState::Ended => api::RunState::Ended,
+    }
+}
+
+fn decision(d: hangar_store::Decision) -> api::Decision {
+    match d {
+        hangar_store::Decision::Allow => api::Decision::Allow,
+        hangar_store::Decision::Deny => api::Decision::Deny,
+    }
+}
+
+/// The API's options from the control plane's (the same fields).
+pub fn options_to_api(o: hangar_control::TurnOptions) -> api::TurnOptions {
+    api::TurnOptions {
+        model: o.model,
+        codex_config: o.codex_config,
+        verify: o.verify,
+        max_verify_rounds: o.max_verify_rounds,
+        model_timeout: o.model_timeout,
+        unverified_harness: o.unverified_harness,
+    }
+}
+
+/// The control plane's options from a request's.
+pub fn options_from_api(o: api::TurnOptions) -> hangar_control::TurnOptions {
+    hangar_control::TurnOptions {
+        model: o.model,
+        codex_config: o.codex_config,
+        verify: o.verify,
+        max_verify_rounds: o.max_verify_rounds,
+        model_timeout: o.model_timeout,
+        unverified_harness: o.unverified_harness,
+    }
+}
+
+pub fn session(s: &Session) -> api::Session {
+    // The session keeps the options it was started with, as the control plane wrote them.
+    let options = serde_json::from_value::<hangar_control::TurnOptions>(s.options.clone())
+        .map(options_to_api)
+        .unwrap_or_default();
+    api::Session {
+        id: s.id.clone(),
+        sandbox_id: s.sandbox_id.clone(),
+        harness: harness(s.harness),
+        policy: policy(s.policy),
+        harness_session_id: s.harness_session_id.clone(),
+        options,
+        turn_count: s.turn_count,
+        created_at: s.created_at,
+    }
+}
+
+pub fn usage(u: hangar_store::Usage) -> api::Usage {
+    api::Usage {
+        input_tokens: u.input,
+        output_tokens: u.output,
+        cached_input_tokens: u.cached,
+    }
+}
+
+pub fn turn_summary(t: &Turn) -> api::TurnSummary {
+    api::TurnSummary {
+        id: t.id.clone(),
+        session_id: t.session_id.clone(),
+        index: t.index,
+        run_id: t.run_id.clone(),
+        state: turn_state(t.state),
+        status: t.status,
+        reason: t.reason.clone(),
+        prompt: t.prompt.clone(),
+        verify_state: t.verify_state.clone(),
+        usage: usage(t.usage),
+        cost_usd: t.cost_usd,
+        created_at: t.created_at,
+        started_at: t.started_at,
+        ended_at: t.ended_at,
+        git_trees: t.git_trees.clone(),
+    }
+}
+
+pub fn turn(t: &Turn) -> api::Turn {
+    api::Turn {
+        summary: turn_summary(t),
+        manifest: t.manifest.clone(),
+    }
+}
+
+pub fn run(r: &Run) -> api::Run {
+    api::Run {
+        id: r.id.clone(),
+        turn_id: r.turn_id.clone(),
+        state: run_state(r.state),
+        log_cursor: r.log_cursor,
+        driver_pid: r.driver_pid,
+        has_key: r.has_key,
+        created_at: r.created_at,
+        ended_at: r.ended_at,
+        log: r.watch_state.as_ref().and_then(|s| s.get("log")).cloned(),
+    }
+}
+
+pub fn approval(a: &Approval) -> api::Approval {
+    api::Approval {
+        run_id: a.run_id.clone(),
+        request_id: a.request_id.clone(),
+        tool_name: a.tool_name.clone(),
+        input: a.input.clone(),
+        requested_at: a.requested_at,
+        decision: a.decision.map(decision),
+        answered_by: a.answered_by.clone(),
+        answered_at: a.answered_at,
+    }
+}
+
+pub fn event(e: &Event) -> api::Event {
+    api::Event {
+        id: e.id,
+        session_id: e.session_id.clone(),
+        run_id: e.run_id.clone(),
+        kind: e.kind.clone(),
+        payload: e.payload.clone(),
+        created_at: e.created_at,
+    }
+}
+
+pub fn audit_record(r: &AuditRecord) -> api::AuditRecord {
+    api::AuditRecord {
+        seq: r.seq,
+        at: r.at,
+        actor: r.actor.clone(),
+        action: r.action.clone(),
+        detail: r.detail.clone(),
+        hash: r.hash.clone(),
+    }
+}
+
+pub fn sandbox_brief(sb: &hangar_store::Sandbox) -> api::SandboxBrief {
+    api::SandboxBrief {
+        id: sb.id.clone(),
+        environment: sb.environment.clone(),
+        kind: sb.kind.clone(),
+        workdir: sb.workdir.clone(),
+        person: sb.person.clone(),
+    }
+}
+
+/// One of the API's closed words from the control plane's text; a word the API does not know
+/// is our fault (the control plane and the API disagree), answered 500 saying which.
+fn word<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, ApiError> {
+    serde_json::from_value(Value::String(text.to_owned())).map_err(|_| {
+        ApiError::Internal(format!(
+            "the control plane gave {what} {text:?}, which the API does not know: update hangar-api"
+        ))
     })
 }
 
-pub fn turn(t: &Turn) -> Value {
-    json!({
-        "id": t.id, "session_id": t.session_id, "index": t.index, "run_id": t.run_id, "state": t.state.as_str(),
-        "status": t.status, "reason": t.reason, "prompt": t.prompt, "manifest": t.manifest,
-        "verify_state": t.verify_state,
-        "usage": {"input_tokens": t.usage.input, "output_tokens": t.usage.output, "cached_input_tokens": t.usage.cached},
-        "cost_usd": t.cost_usd, "created_at": t.created_at, "started_at": t.started_at, "ended_at": t.ended_at,
-        "git_trees": t.git_trees,
+pub fn step(s: hangar_control::Step) -> Result<api::Step, ApiError> {
+    Ok(api::Step {
+        step: s.step as u64,
+        tree: s.tree,
+        tool_use_id: s.tool_use_id,
+        phase: s.phase.map(|p| word("a step's phase", &p)).transpose()?,
+        trusted: s.trusted,
+        skipped: s.skipped,
+        event_id: s.event_id,
     })
 }
 
-pub fn run(r: &Run) -> Value {
-    json!({
-        "id": r.id, "turn_id": r.turn_id, "state": r.state.as_str(), "log_cursor": r.log_cursor,
-        "driver_pid": r.driver_pid, "has_key": r.has_key, "created_at": r.created_at, "ended_at": r.ended_at,
-        "log": r.watch_state.as_ref().and_then(|s| s.get("log")),
+pub fn diff(d: hangar_control::TreeDiff) -> Result<api::Diff, ApiError> {
+    Ok(api::Diff {
+        from: step(d.from)?,
+        to: step(d.to)?,
+        files: d
+            .files
+            .into_iter()
+            .map(|f| api::FileChange {
+                path: f.path,
+                added: f.added,
+                deleted: f.deleted,
+            })
+            .collect(),
+        patch: d.patch,
     })
 }
 
-pub fn approval(a: &Approval) -> Value {
-    json!({
-        "run_id": a.run_id, "request_id": a.request_id, "tool_name": a.tool_name, "input": a.input,
-        "requested_at": a.requested_at, "decision": a.decision.map(|d| d.as_str()),
-        "answered_by": a.answered_by, "answered_at": a.answered_at,
+pub fn fork_record(f: hangar_control::ForkRecord) -> Result<api::ForkRecord, ApiError> {
+    Ok(api::ForkRecord {
+        session: f.session,
+        sandbox: f.sandbox,
+        dir: f.dir,
+        run: f.run,
+        turn: f.turn,
+        source_session: f.source_session,
+        step: f.step as u64,
+        tree: f.tree,
+        trusted: f.trusted,
+        head: f.head,
+        repository: f.repository,
+        conversation: api::Conversation {
+            parent: f.conversation.parent,
+            at: f.conversation.at,
+            exact: f.conversation.exact,
+            why: f.conversation.why,
+        },
+        capability: api::ForkCapability {
+            cut: word("a fork's cut", &f.capability.cut)?,
+            harness: f.capability.harness,
+            exact_at_every_step: f.capability.exact_at_every_step,
+            how: f.capability.how,
+        },
+        warnings: f.warnings,
     })
 }
 
-pub fn event(e: &Event) -> Value {
-    json!({"id": e.id, "session_id": e.session_id, "run_id": e.run_id, "kind": e.kind, "payload": e.payload, "created_at": e.created_at})
+fn provider(p: hangar_control::sandbox::ProviderKind) -> api::Provider {
+    use hangar_control::sandbox::ProviderKind as P;
+    match p {
+        P::Local => api::Provider::Local,
+        P::Docker => api::Provider::Docker,
+        P::Kubernetes => api::Provider::Kubernetes,
+        P::E2b => api::Provider::E2b,
+    }
+}
+
+fn network_mode(m: hangar_control::sandbox::NetworkMode) -> api::NetworkMode {
+    use hangar_control::sandbox::NetworkMode as N;
+    match m {
+        N::None => api::NetworkMode::None,
+        N::Host => api::NetworkMode::Host,
+        N::Open => api::NetworkMode::Open,
+        N::Allowlist => api::NetworkMode::Allowlist,
+    }
+}
+
+pub fn sandbox(s: hangar_control::SandboxView) -> Result<api::Sandbox, ApiError> {
+    Ok(api::Sandbox {
+        provider: word("a sandbox's provider", &s.provider)?,
+        state: word("a sandbox's state", &s.state)?,
+        id: s.id,
+        environment: s.environment,
+        person: s.person,
+        workspace: s.workspace.map(|w| w.to_string_lossy().into_owned()),
+        host_workspace: s.host_workspace,
+        capabilities: s.capabilities.map(|c| api::Capabilities {
+            provider: provider(c.provider),
+            uid_split: c.uid_split,
+            uid_split_off: c.uid_split_off,
+            sudo: c.sudo,
+            network_modes: c.network_modes.into_iter().map(network_mode).collect(),
+            resource_limits: c.resource_limits,
+        }),
+        egress_warning: s.egress_warning,
+        created_at: s.created_at,
+        removed_at: s.removed_at,
+    })
+}
+
+pub fn environment(e: hangar_control::EnvView) -> api::Environment {
+    api::Environment {
+        name: e.name,
+        spec: api::EnvironmentSpec(e.spec),
+        invalid: e.invalid,
+        created_at: e.created_at,
+        updated_at: e.updated_at,
+    }
 }

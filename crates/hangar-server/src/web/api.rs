@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use hangar_api as api;
 use hangar_control::ControlPlane;
 use hangar_store::{Session, StoreError};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::auth::Authed;
 use crate::error::ApiError;
@@ -25,7 +26,7 @@ const BOARD_MAX: usize = 1000;
 
 /// `GET /v1/me`: the person the token belongs to.
 pub(crate) async fn me(who: Authed) -> Response {
-    Json(json!({"person": who.email})).into_response()
+    Json(api::Me { person: who.email }).into_response()
 }
 
 #[derive(Deserialize)]
@@ -58,14 +59,13 @@ pub(crate) async fn board(
     for s in &sessions {
         rows.push(board_row(&plane, s).await?);
     }
-    Ok(Json(json!({"sessions": rows})).into_response())
+    Ok(Json(api::Board { sessions: rows }).into_response())
 }
 
-async fn board_row(plane: &ControlPlane, s: &Session) -> Result<Value, ApiError> {
+async fn board_row(plane: &ControlPlane, s: &Session) -> Result<api::BoardRow, ApiError> {
     let sandbox = match plane.store().sandbox(&s.sandbox_id).await {
-        Ok(sb) => json!({"id": sb.id, "environment": sb.environment, "kind": sb.kind,
-                         "workdir": sb.workdir, "person": sb.person}),
-        Err(StoreError::NotFound { .. }) => Value::Null,
+        Ok(sb) => Some(views::sandbox_brief(&sb)),
+        Err(StoreError::NotFound { .. }) => None,
         Err(e) => return Err(e.into()),
     };
     let turns = plane.store().turns(&s.id).await?;
@@ -77,36 +77,21 @@ async fn board_row(plane: &ControlPlane, s: &Session) -> Result<Value, ApiError>
             cost = Some(cost.unwrap_or(0.0) + c);
         }
     }
-    let turn_rows: Vec<Value> = turns
-        .iter()
-        .map(|t| {
-            let mut v = views::turn(t);
-            if let Some(o) = v.as_object_mut() {
-                o.remove("manifest");
-            }
-            v
-        })
-        .collect();
-    let fork = plane.fork_of(&s.id).await?;
-    let mut row = views::session(s);
-    if let Some(o) = row.as_object_mut() {
-        o.insert("fork".into(), json!(fork));
-        o.insert("person".into(), sandbox["person"].clone());
-        o.insert("sandbox".into(), sandbox);
-        o.insert(
-            "state".into(),
-            turns
-                .last()
-                .map_or(Value::Null, |t| json!(t.state.as_str())),
-        );
-        o.insert(
-            "usage".into(),
-            json!({"input_tokens": usage.input, "output_tokens": usage.output, "cached_input_tokens": usage.cached}),
-        );
-        o.insert("cost_usd".into(), json!(cost));
-        o.insert("turns".into(), Value::Array(turn_rows));
-    }
-    Ok(row)
+    let fork = plane
+        .fork_of(&s.id)
+        .await?
+        .map(views::fork_record)
+        .transpose()?;
+    Ok(api::BoardRow {
+        session: views::session(s),
+        person: sandbox.as_ref().map(|sb| sb.person.clone()),
+        sandbox,
+        state: turns.last().map(|t| views::turn_state(t.state)),
+        usage: views::usage(usage),
+        cost_usd: cost,
+        turns: turns.iter().map(views::turn_summary).collect(),
+        fork,
+    })
 }
 
 /// `GET /v1/turns/{id}/audit`: the audit records about this turn: its run's key, commands and
@@ -133,12 +118,13 @@ pub(crate) async fn turn_audit(
         for r in &page {
             let detail: Value = serde_json::from_str(&r.detail).unwrap_or(Value::Null);
             if about(&detail) {
-                rows.push(
-                    json!({"seq": r.seq, "at": r.at, "actor": r.actor, "action": r.action,
-                                 "detail": r.detail, "hash": r.hash}),
-                );
+                rows.push(views::audit_record(r));
             }
         }
     }
-    Ok(Json(json!({"turn": id, "records": rows})).into_response())
+    Ok(Json(api::TurnAudit {
+        turn: id,
+        records: rows,
+    })
+    .into_response())
 }
