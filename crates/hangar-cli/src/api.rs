@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use hangar_protocol::env::{HANGAR_TOKEN, HANGAR_URL};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::exit::CliError;
@@ -213,13 +214,13 @@ impl Api {
         if status.is_success() {
             return Ok(body);
         }
-        let err = &body["error"];
+        // Something in front of the server (a proxy) may answer without hangar's error body.
+        let message = serde_json::from_value::<hangar_api::ErrorBody>(body)
+            .map(|b| b.error.message)
+            .unwrap_or_else(|_| format!("the server at {} answered {status}", self.base));
         Err(ApiError::Status {
             status: status.as_u16(),
-            message: err["message"]
-                .as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| format!("the server at {} answered {status}", self.base)),
+            message,
         })
     }
 
@@ -241,7 +242,7 @@ impl Api {
             .await
             .map_err(|e| self.sort(e))?;
         let v = self.answer(resp).await?;
-        if v["ok"] == true {
+        if serde_json::from_value::<hangar_api::Health>(v).is_ok_and(|h| h.ok) {
             Ok(())
         } else {
             Err(ApiError::Other(format!(
@@ -249,6 +250,33 @@ impl Api {
                 self.base
             )))
         }
+    }
+
+    /// `GET path`, its answer read as the API's type for it.
+    pub async fn get_as<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+        let v = self.get(path).await?;
+        self.typed(path, v)
+    }
+
+    /// `POST path`, its answer read as the API's type for it.
+    pub async fn post_as<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, ApiError> {
+        let v = self.post(path, body).await?;
+        self.typed(path, v)
+    }
+
+    /// An answer as its hangar-api type: one that does not fit is a server of another version
+    /// (or not hangar), said so, rather than fields read as missing.
+    pub fn typed<T: DeserializeOwned>(&self, path: &str, v: Value) -> Result<T, ApiError> {
+        serde_json::from_value(v).map_err(|e| {
+            ApiError::Other(format!(
+                "the server at {} answered {path} in a shape this hangar does not read ({e}): are the server and this CLI the same version?",
+                self.base
+            ))
+        })
     }
 
     pub async fn get(&self, path: &str) -> Result<Value, ApiError> {

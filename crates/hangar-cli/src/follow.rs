@@ -5,7 +5,6 @@
 use std::time::{Duration, Instant};
 
 use hangar_protocol::runlog::HangarLine;
-use serde_json::Value;
 
 use crate::api::{Api, seg};
 use crate::exit::CliError;
@@ -76,21 +75,16 @@ impl LogFollower {
     /// Asks for the lines after the offset.
     pub async fn poll(&mut self) -> Result<Polled, CliError> {
         let path = format!("/v1/runs/{}/log?offset={}", seg(&self.run), self.offset);
-        match self.api.get(&path).await {
+        match self.api.get_as::<hangar_api::LogPage>(&path).await {
             Ok(v) => {
                 if self.lost.take().is_some() {
                     progress::note("reconnected; going on from where it was");
                 }
                 self.backoff = Duration::from_millis(250);
-                let lines: Vec<String> = v["lines"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|l| l.as_str().map(str::to_owned))
-                    .collect();
-                self.offset = v["next_offset"].as_u64().unwrap_or(self.offset);
-                self.verified = v["verified"] == Value::Bool(true);
-                self.why = v["why"].as_str().map(str::to_owned);
+                let lines = v.lines;
+                self.offset = v.next_offset;
+                self.verified = v.verified;
+                self.why = v.why;
                 if lines.is_empty() && self.saw_turn_end {
                     self.drained = true;
                 }
@@ -100,7 +94,7 @@ impl LogFollower {
                         self.handed_back = handed_back;
                     }
                 }
-                self.ended |= v["ended"] == Value::Bool(true);
+                self.ended |= v.ended;
                 Ok(Polled::Lines(lines))
             }
             Err(e) if e.transient() => {

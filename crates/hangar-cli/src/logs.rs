@@ -198,22 +198,20 @@ async fn approvals_from_server(api: &Api, run: &str) -> Result<Vec<Value>, CliEr
         Some(404) => CliError::Failed(format!("no run {run} at {}", api.base())),
         _ => e.into_cli(),
     };
-    let r = api
-        .get(&format!("/v1/runs/{}", seg(run)))
+    let r: hangar_api::Run = api
+        .get_as(&format!("/v1/runs/{}", seg(run)))
         .await
         .map_err(not_found)?;
-    if r["state"] != "live" {
+    if r.state != hangar_api::RunState::Live {
         return Ok(Vec::new());
     }
-    let a = api
-        .get(&format!("/v1/runs/{}/approvals", seg(run)))
+    let a: hangar_api::Approvals = api
+        .get_as(&format!("/v1/runs/{}/approvals", seg(run)))
         .await
         .map_err(not_found)?;
-    Ok(a["approvals"]
-        .as_array()
+    Ok(a.approvals
         .into_iter()
-        .flatten()
-        .map(|p| json!({"request_id": p["request_id"], "tool_name": p["tool_name"], "input": p["input"]}))
+        .map(|p| json!({"request_id": p.request_id, "tool_name": p.tool_name, "input": p.input}))
         .collect())
 }
 

@@ -205,7 +205,9 @@ async fn drive(
     body: &Value,
     json_out: bool,
 ) -> Result<ExitCode, CliError> {
-    let started = api.post("/v1/sessions", body).await.map_err(|e| match e {
+    let started = api.post("/v1/sessions", body).await;
+    let started = started.and_then(|v| api.typed::<hangar_api::Started>("/v1/sessions", v));
+    let started = started.map_err(|e| match e {
         ApiError::Status { status: 404, .. } => CliError::Failed(format!(
             "{} does not serve /v1/sessions: is HANGAR_URL a hangar server?",
             api.base()
@@ -220,12 +222,7 @@ async fn drive(
         )),
         e => e.into_cli(),
     })?;
-    let id = |v: &Value| v["id"].as_str().unwrap_or_default().to_owned();
-    let (run, turn, session) = (
-        id(&started["run"]),
-        id(&started["turn"]),
-        id(&started["session"]),
-    );
+    let (run, turn, session) = (started.run.id, started.turn.summary.id, started.session.id);
     progress::say(&format!("run: {run}"));
     if !json_out {
         progress::say(&format!(
@@ -234,10 +231,7 @@ async fn drive(
         // A sandbox of a provider's (the built-in in-place one, or --sb/--env); a plain folder
         // (--no-sandbox) is not one.
         if body.get("env").is_some() || body.get("sandbox").is_some() {
-            let sb = started["session"]["sandbox_id"]
-                .as_str()
-                .unwrap_or_default();
-            progress::say(&format!("sandbox: {sb}"));
+            progress::say(&format!("sandbox: {}", started.session.sandbox_id));
         }
     }
     catch_ctrl_c();
@@ -298,12 +292,15 @@ async fn drive(
         }
     }
     let api = follower.api.clone();
-    let t = until_ok(&api, &format!("/v1/turns/{}", seg(&turn))).await?;
+    let path = format!("/v1/turns/{}", seg(&turn));
+    let t: hangar_api::Turn = api
+        .typed(&path, until_ok(&api, &path).await?)
+        .map_err(|e| e.into_cli())?;
     if !follower.handed_back.is_empty() {
         next_turn_note(&api, &session, &turn, local.is_some()).await;
     }
-    let code = match (t["state"].as_str(), t["status"].as_i64()) {
-        (Some("ended"), Some(s)) => u8::try_from(s).unwrap_or(1),
+    let code = match (t.summary.state, t.summary.status) {
+        (hangar_api::TurnState::Ended, Some(s)) => u8::try_from(s).unwrap_or(1),
         _ => 1,
     };
     Ok(ExitCode::from(code))
@@ -328,15 +325,17 @@ async fn until_ok(api: &Api, path: &str) -> Result<Value, CliError> {
 async fn next_turn_note(api: &Api, session: &str, turn: &str, serving_here: bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while std::time::Instant::now() < deadline {
-        if let Ok(s) = api.get(&format!("/v1/sessions/{}", seg(session))).await {
-            let turns = s["turns"].as_array().cloned().unwrap_or_default();
-            let after = turns
+        let path = format!("/v1/sessions/{}", seg(session));
+        if let Ok(s) = api.get_as::<hangar_api::SessionTurns>(&path).await {
+            let after = s
+                .turns
                 .iter()
-                .skip_while(|t| t["id"] != turn)
+                .map(|t| &t.summary)
+                .skip_while(|t| t.id != turn)
                 .nth(1)
-                .filter(|t| t["state"] != "queued");
+                .filter(|t| t.state != hangar_api::TurnState::Queued);
             if let Some(next) = after {
-                let run = next["run_id"].as_str().unwrap_or("?");
+                let run = next.run_id.as_deref().unwrap_or("?");
                 let where_ = if serving_here {
                     "; it goes on when this command ends, and the next server (`hangar serve`) records it"
                 } else {
@@ -344,7 +343,7 @@ async fn next_turn_note(api: &Api, session: &str, turn: &str, serving_here: bool
                 };
                 progress::note(&format!(
                     "the messages the turn did not take started the next turn {} (run {run}): hangar log {run} --follow{where_}",
-                    next["id"].as_str().unwrap_or("?")
+                    next.id
                 ));
                 return;
             }

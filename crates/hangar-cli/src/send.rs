@@ -30,10 +30,12 @@ fn ended_words(text: Option<&str>, session: Option<&str>) -> String {
 
 /// The session a run belongs to, if the API says.
 async fn session_of(api: &Api, run: &str) -> Option<String> {
-    let r = api.get(&format!("/v1/runs/{}", seg(run))).await.ok()?;
-    let turn = r["turn_id"].as_str()?;
-    let t = api.get(&format!("/v1/turns/{}", seg(turn))).await.ok()?;
-    t["session_id"].as_str().map(str::to_owned)
+    let r: hangar_api::Run = api.get_as(&format!("/v1/runs/{}", seg(run))).await.ok()?;
+    let t: hangar_api::Turn = api
+        .get_as(&format!("/v1/turns/{}", seg(&r.turn_id)))
+        .await
+        .ok()?;
+    Some(t.summary.session_id)
 }
 
 /// Sends to `/v1/runs/{run}/{what}` and turns the answer into an exit code.
@@ -79,19 +81,23 @@ async fn send_on(
         return Err(CliError::Ended(ended_words(text, session.as_deref())));
     }
     let path = format!("/v1/runs/{}/{what}", seg(run));
-    match conn.api.post(&path, body).await {
-        Ok(v) => match v["outcome"].as_str() {
-            Some("next_turn") => {
+    match conn
+        .api
+        .post_as::<hangar_api::CommandReply>(&path, body)
+        .await
+    {
+        Ok(v) => match v.outcome {
+            hangar_api::Outcome::NextTurn => {
                 // The turn ended between the check and the steer: the control plane started the
                 // session's next turn with the message.
                 progress::say(&format!(
                     "the turn had ended; your message started the next turn {} (run {})",
-                    v["turn"].as_str().unwrap_or("?"),
-                    v["run"].as_str().unwrap_or("?")
+                    v.turn.as_deref().unwrap_or("?"),
+                    v.run
                 ));
                 Ok(ExitCode::SUCCESS)
             }
-            _ => {
+            hangar_api::Outcome::Done => {
                 progress::say("done");
                 Ok(ExitCode::SUCCESS)
             }

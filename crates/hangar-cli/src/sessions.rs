@@ -64,16 +64,13 @@ pub(crate) fn not_found(what: &'static str, id: &str) -> impl FnOnce(ApiError) -
 pub fn start(home: &Path, a: &TurnArgs) -> Result<ExitCode, CliError> {
     let body = a.session_body()?;
     with_api(home, false, |api| async move {
-        let s = api
-            .post("/v1/sessions", &body)
+        let s: hangar_api::Started = api
+            .post_as("/v1/sessions", &body)
             .await
             .map_err(|e| e.into_cli())?;
-        for (label, key) in [("session", "session"), ("turn", "turn"), ("run", "run")] {
-            progress::say(&format!(
-                "{label}: {}",
-                s[key]["id"].as_str().unwrap_or("?")
-            ));
-        }
+        progress::say(&format!("session: {}", s.session.id));
+        progress::say(&format!("turn: {}", s.turn.summary.id));
+        progress::say(&format!("run: {}", s.run.id));
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -82,19 +79,18 @@ pub fn start(home: &Path, a: &TurnArgs) -> Result<ExitCode, CliError> {
 pub fn send(home: &Path, session: &str, text: &str) -> Result<ExitCode, CliError> {
     let body = json!({"text": text});
     with_api(home, false, |api| async move {
-        let r = api
-            .post(&format!("/v1/sessions/{}/messages", seg(session)), &body)
+        let r: hangar_api::CommandReply = api
+            .post_as(&format!("/v1/sessions/{}/messages", seg(session)), &body)
             .await
             .map_err(not_found("session", session))?;
-        match r["outcome"].as_str() {
-            Some("next_turn") => {
-                progress::say(&format!("turn: {}", r["turn"].as_str().unwrap_or("?")));
-                progress::say(&format!("run: {}", r["run"].as_str().unwrap_or("?")));
+        match r.outcome {
+            hangar_api::Outcome::NextTurn => {
+                progress::say(&format!("turn: {}", r.turn.as_deref().unwrap_or("?")));
+                progress::say(&format!("run: {}", r.run));
             }
-            _ => progress::say(&format!(
-                "done: steered the running turn (run {})",
-                r["run"].as_str().unwrap_or("?")
-            )),
+            hangar_api::Outcome::Done => {
+                progress::say(&format!("done: steered the running turn (run {})", r.run))
+            }
         }
         Ok(ExitCode::SUCCESS)
     })
@@ -104,22 +100,24 @@ pub fn send(home: &Path, session: &str, text: &str) -> Result<ExitCode, CliError
 pub fn list(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
     with_api(home, true, |api| async move {
         let r = api.get("/v1/sessions").await.map_err(|e| e.into_cli())?;
-        let all = r["sessions"].as_array().cloned().unwrap_or_default();
-        for s in &all {
+        // `--json` prints the server's objects as they came; the lines read the typed fields.
+        let raw = r["sessions"].as_array().cloned().unwrap_or_default();
+        let all: hangar_api::Sessions = api.typed("/v1/sessions", r).map_err(|e| e.into_cli())?;
+        for (s, raw) in all.sessions.iter().zip(&raw) {
             if json_out {
-                progress::say(&s.to_string());
+                progress::say(&raw.to_string());
             } else {
                 progress::say(&format!(
                     "{}  {}  {}  turns {}  {}",
-                    s["id"].as_str().unwrap_or("?"),
-                    s["harness"].as_str().unwrap_or("?"),
-                    s["policy"].as_str().unwrap_or("?"),
-                    s["turn_count"],
-                    time(&s["created_at"])
+                    s.id,
+                    word(&s.harness),
+                    word(&s.policy),
+                    s.turn_count,
+                    time(&json!(s.created_at))
                 ));
             }
         }
-        if all.is_empty() && !json_out {
+        if all.sessions.is_empty() && !json_out {
             progress::say("no sessions");
         }
         Ok(ExitCode::SUCCESS)
@@ -161,32 +159,30 @@ pub fn diff(
         }
     };
     with_api(home, true, |api| async move {
-        let d = api
-            .get(&format!("/v1/runs/{}/diff?from={from}&to={to}", seg(run)))
-            .await
-            .map_err(not_found("run", run))?;
+        let path = format!("/v1/runs/{}/diff?from={from}&to={to}", seg(run));
+        let d = api.get(&path).await.map_err(not_found("run", run))?;
         if json_out {
             progress::say(&d.to_string());
             return Ok(ExitCode::SUCCESS);
         }
-        let files = d["files"].as_array().cloned().unwrap_or_default();
+        let d: hangar_api::Diff = api.typed(&path, d).map_err(|e| e.into_cli())?;
+        let files = &d.files;
         let (mut added, mut deleted) = (0u64, 0u64);
-        for f in &files {
-            let n = |k: &str| f[k].as_u64();
-            added += n("added").unwrap_or(0);
-            deleted += n("deleted").unwrap_or(0);
-            let counts = match (n("added"), n("deleted")) {
+        for f in files {
+            added += f.added.unwrap_or(0);
+            deleted += f.deleted.unwrap_or(0);
+            let counts = match (f.added, f.deleted) {
                 (Some(a), Some(d)) => format!("+{a} -{d}"),
                 _ => "binary".to_owned(),
             };
-            progress::say(&format!("{counts}\t{}", f["path"].as_str().unwrap_or("?")));
+            progress::say(&format!("{counts}\t{}", f.path));
         }
         progress::say(&format!(
             "step {from} -> step {to}: {} files changed, {added} insertions(+), {deleted} deletions(-)",
             files.len()
         ));
         if patch {
-            progress::say(d["patch"].as_str().unwrap_or_default().trim_end());
+            progress::say(d.patch.trim_end());
         }
         Ok(ExitCode::SUCCESS)
     })
@@ -228,21 +224,16 @@ fn steps(home: &Path, run: &str, json_out: bool) -> Result<ExitCode, CliError> {
 /// `hangar transcript SESSION [--json]`: the conversation, one line per entry.
 pub fn transcript(home: &Path, session: &str, json_out: bool) -> Result<ExitCode, CliError> {
     with_api(home, true, |api| async move {
-        let s = api
-            .get(&format!("/v1/sessions/{}", seg(session)))
+        let s: hangar_api::SessionTurns = api
+            .get_as(&format!("/v1/sessions/{}", seg(session)))
             .await
             .map_err(not_found("session", session))?;
-        let t = api
-            .get(&format!("/v1/sessions/{}/transcript", seg(session)))
+        let t: hangar_api::Transcript = api
+            .get_as(&format!("/v1/sessions/{}/transcript", seg(session)))
             .await
             .map_err(not_found("session", session))?;
-        let entries = t["entries"].as_array().cloned().unwrap_or_default();
-        let prompts: Vec<String> = s["turns"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|t| t["prompt"].as_str().unwrap_or_default().to_owned())
-            .collect();
+        let entries = t.entries;
+        let prompts: Vec<String> = s.turns.into_iter().map(|t| t.summary.prompt).collect();
         if json_out {
             for e in &entries {
                 progress::say(&e.to_string());
@@ -365,27 +356,26 @@ pub fn audit(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
     with_api(home, true, |api| async move {
         let mut after = 0i64;
         loop {
-            let page = api
-                .get(&format!("/v1/audit?after={after}&limit=500"))
-                .await
-                .map_err(|e| e.into_cli())?;
-            let records = page["records"].as_array().cloned().unwrap_or_default();
-            let Some(last) = records.last() else { break };
-            let next = last["seq"].as_i64().unwrap_or(after);
-            for r in &records {
+            let path = format!("/v1/audit?after={after}&limit=500");
+            let page = api.get(&path).await.map_err(|e| e.into_cli())?;
+            let raw = page["records"].as_array().cloned().unwrap_or_default();
+            let page: hangar_api::AuditRecords =
+                api.typed(&path, page).map_err(|e| e.into_cli())?;
+            let Some(last) = page.records.last() else {
+                break;
+            };
+            let next = last.seq;
+            for (r, raw) in page.records.iter().zip(&raw) {
                 if json_out {
-                    progress::say(&r.to_string());
+                    progress::say(&raw.to_string());
                 } else {
                     progress::say(&format!(
                         "{}  {}  {}  {}  {}",
-                        r["seq"],
-                        time(&r["at"]),
-                        r["actor"].as_str().unwrap_or("?"),
-                        r["action"].as_str().unwrap_or("?"),
-                        match &r["detail"] {
-                            Value::String(d) => d.clone(),
-                            d => d.to_string(),
-                        }
+                        r.seq,
+                        time(&json!(r.at)),
+                        r.actor,
+                        r.action,
+                        r.detail
                     ));
                 }
             }
@@ -396,6 +386,14 @@ pub fn audit(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// A closed word of the API as it is spelled on the wire.
+fn word(w: &impl serde::Serialize) -> String {
+    match serde_json::to_value(w) {
+        Ok(Value::String(s)) => s,
+        _ => "?".to_owned(),
+    }
 }
 
 /// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC).

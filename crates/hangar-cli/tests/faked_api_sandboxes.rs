@@ -12,6 +12,9 @@
     reason = "tests"
 )]
 
+#[path = "common/answers.rs"]
+mod answers;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -125,7 +128,9 @@ impl Server {
         }
         let resp = req.send().await.unwrap();
         let status = resp.status().as_u16();
-        (status, resp.json().await.unwrap_or(Value::Null))
+        let body = resp.json().await.unwrap_or(Value::Null);
+        answers::check(&self.url, method, path, status, &body).await;
+        (status, body)
     }
 }
 

@@ -11,6 +11,8 @@
 
 mod common;
 
+use common::answers;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -125,7 +127,9 @@ impl Server {
         }
         let resp = req.send().await.unwrap();
         let status = resp.status().as_u16();
-        (status, resp.json().await.unwrap_or(Value::Null))
+        let body = resp.json().await.unwrap_or(Value::Null);
+        answers::check(&self.url, method, path, status, &body).await;
+        (status, body)
     }
 
     async fn turn_ended(&self, turn: &str) -> Value {

@@ -10,6 +10,9 @@
     reason = "tests"
 )]
 
+#[path = "common/answers.rs"]
+mod answers;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -175,7 +178,9 @@ impl Server {
         }
         let resp = req.send().await.unwrap();
         let status = resp.status().as_u16();
-        (status, resp.json().await.unwrap_or(Value::Null))
+        let body = resp.json().await.unwrap_or(Value::Null);
+        answers::check(&self.url, method, path, status, &body).await;
+        (status, body)
     }
 
     async fn until<T>(&self, what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {

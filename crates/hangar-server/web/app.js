@@ -1,6 +1,9 @@
 // hangar's web page: a small client of hangar serve's /v1 API, with the person's API token.
 // Plain JavaScript, no build step, no other origin: everything it shows comes from the API, and
 // every piece of data goes into the page as text (textContent), never as markup.
+// The API's shapes are in api.d.ts beside this file, generated from hangar-api's types (an
+// editor with TypeScript's checker reads the JSDoc types below; the browser ignores them).
+/// <reference path="./api.d.ts" />
 'use strict';
 
 (() => {
@@ -373,6 +376,7 @@
         const body = { dir: dir.value.trim(), harness: harness.value, prompt: prompt.value, options };
         if (env.value.trim()) body.env = env.value.trim();
         if (policy.value) body.policy = policy.value;
+        /** @type {import('./api').Started} */
         const r = await api('POST', '/v1/sessions', body);
         go(`/ui/turns/${encodeURIComponent(r.turn.id)}`);
       } catch (e) {
@@ -475,6 +479,7 @@
     else main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Sessions'), status), newSessionForm(), list);
     const load = async () => {
       try {
+        /** @type {import('./api').Board} */
         const { sessions } = await api('GET', only ? `/v1/board?session=${encodeURIComponent(only)}` : '/v1/board');
         if (!ctx.alive) return;
         fill(list, ...(sessions.length ? sessions.map((s) => sessionCard(s, forms)) : [h('p', { class: 'muted' }, 'No sessions yet. Start one above, or with ', h('code', {}, 'hangar run'), '.')]));
@@ -618,6 +623,7 @@
     }
 
     async function loadTurn() {
+      /** @type {import('./api').Turn} */
       const t = await api('GET', `/v1/turns/${encodeURIComponent(turnId)}`);
       if (!ctx.alive) return;
       v.turn = t;
@@ -651,7 +657,7 @@
       if (!v.turn || !v.turn.run_id) return;
       let pending;
       try {
-        pending = (await api('GET', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/approvals`)).approvals;
+        pending = /** @type {import('./api').Approvals} */ (await api('GET', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/approvals`)).approvals;
       } catch (_) {
         return;
       }
@@ -935,7 +941,7 @@
       fill(diffBox, h('p', { class: 'muted small' }, `Loading what changed from step ${a} to step ${b}…`));
       let d;
       try {
-        d = await api('GET', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/diff?from=${a}&to=${b}`);
+        d = /** @type {import('./api').Diff} */ (await api('GET', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/diff?from=${a}&to=${b}`));
       } catch (e) {
         fill(diffBox, h('p', { class: 'notice bad' }, e.message));
         return;
@@ -1004,7 +1010,7 @@
       fill(auditPanel, h('p', { class: 'muted' }, 'Loading…'));
       let records;
       try {
-        records = (await api('GET', `/v1/turns/${encodeURIComponent(turnId)}/audit`)).records;
+        records = /** @type {import('./api').TurnAudit} */ (await api('GET', `/v1/turns/${encodeURIComponent(turnId)}/audit`)).records;
       } catch (e) {
         fill(auditPanel, h('p', { class: 'notice bad' }, e.message));
         return;

@@ -8,6 +8,7 @@
     reason = "test helpers"
 )]
 
+pub mod answers;
 pub mod forks;
 
 use std::io::{BufRead, BufReader};
@@ -137,7 +138,9 @@ impl Server {
         }
         let resp = req.send().await.unwrap();
         let status = resp.status().as_u16();
-        (status, resp.json().await.unwrap_or(Value::Null))
+        let body = resp.json().await.unwrap_or(Value::Null);
+        answers::check(&self.url, method, path, status, &body).await;
+        (status, body)
     }
 }
 
