@@ -30,6 +30,15 @@ pub struct Approvals {
     pub approvals: Vec<Approval>,
 }
 
+/// `GET /v1/approvals`: every permission request waiting for a person, across the live runs,
+/// oldest first (what a person or a notifier watches, without knowing the runs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PendingApprovals {
+    pub approvals: Vec<Approval>,
+    /// How many runs are live (each may come to wait for a person).
+    pub live_runs: u64,
+}
+
 /// An answer to a permission request.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Answer {

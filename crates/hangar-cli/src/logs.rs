@@ -215,6 +215,40 @@ async fn approvals_from_server(api: &Api, run: &str) -> Result<Vec<Value>, CliEr
         .collect())
 }
 
+/// `hangar approvals [--json]`: the requests waiting for an answer in every live run, oldest
+/// first, each line starting with its run (from the server, or this machine's store).
+pub fn approvals_everywhere(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
+    crate::sessions::with_api(home, true, |api| async move {
+        let all: hangar_api::PendingApprovals = api
+            .get_as("/v1/approvals")
+            .await
+            .map_err(|e| e.into_cli())?;
+        for p in &all.approvals {
+            if json_out {
+                progress::say(
+                    &json!({"run_id": p.run_id, "request_id": p.request_id, "tool_name": p.tool_name, "input": p.input})
+                        .to_string(),
+                );
+            } else {
+                progress::say(&format!(
+                    "{}  {}  {}  {}",
+                    p.run_id,
+                    p.request_id,
+                    p.tool_name,
+                    progress::short(&p.input.to_string(), 160)
+                ));
+            }
+        }
+        if all.approvals.is_empty() && !json_out {
+            progress::say(&format!(
+                "no permission requests are waiting ({} live runs)",
+                all.live_runs
+            ));
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
 /// `hangar approvals RUN [--json]`: from the server when one answers, else from the run log.
 pub fn approvals(home: &Path, run: &str, json_out: bool) -> Result<ExitCode, CliError> {
     check_run_id(run)?;

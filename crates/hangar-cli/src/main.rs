@@ -100,7 +100,8 @@ enum Cmd {
     Interrupt { run: String },
     /// List the permission requests waiting for an answer.
     Approvals {
-        run: String,
+        /// The run; without it, the requests of every live run (`GET /v1/approvals`).
+        run: Option<String>,
         /// One JSON object per line (request_id, tool_name, input, tool_use_id).
         #[arg(long)]
         json: bool,
@@ -243,7 +244,11 @@ fn main() -> ExitCode {
         ))),
         Cmd::Steer { run, text } => send::steer(&home, &run, &text),
         Cmd::Interrupt { run } => send::interrupt(&home, &run),
-        Cmd::Approvals { run, json } => logs::approvals(&home, &run, json),
+        Cmd::Approvals {
+            run: Some(run),
+            json,
+        } => logs::approvals(&home, &run, json),
+        Cmd::Approvals { run: None, json } => logs::approvals_everywhere(&home, json),
         Cmd::Approve {
             run,
             request_id,

@@ -491,6 +491,23 @@ async fn kill_9_with_an_approval_pending(database: Option<PgSchema>) {
     let pending = a["approvals"].as_array().unwrap();
     assert_eq!(pending.len(), 1, "still pending after kill -9: {a}");
     let request = pending[0]["request_id"].as_str().unwrap();
+    // Across the runs too: `GET /v1/approvals`, and `hangar approvals` without a run.
+    let (_, all) = s.call("GET", "/v1/approvals", None).await;
+    assert_eq!(all["approvals"], a["approvals"], "{all}");
+    assert_eq!(all["live_runs"], 1, "{all}");
+    let out = s
+        .hangar()
+        .env("HANGAR_URL", &s.url)
+        .env("HANGAR_TOKEN", &s.token)
+        .arg("approvals")
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && listed.starts_with(&format!("{run}  {request}  ")),
+        "{listed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (status, r) = s
         .call(
             "POST",

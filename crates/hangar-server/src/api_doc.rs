@@ -161,6 +161,14 @@ pub fn endpoints() -> Vec<Endpoint> {
             200,
         ),
         e(
+            "GET",
+            "/v1/approvals",
+            "Permission requests waiting for an answer, across every live run, oldest first",
+            None,
+            of::<api::PendingApprovals>,
+            200,
+        ),
+        e(
             "POST",
             "/v1/runs/{id}/approvals/{request_id}",
             "Answer a permission request",

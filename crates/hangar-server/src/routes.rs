@@ -47,6 +47,7 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
         ("POST", "/v1/runs/{id}/steer", post(steer)),
         ("POST", "/v1/runs/{id}/interrupt", post(interrupt)),
         ("GET", "/v1/runs/{id}/approvals", get(approvals)),
+        ("GET", "/v1/approvals", get(pending_approvals)),
         ("POST", "/v1/runs/{id}/approvals/{request_id}", post(answer)),
         ("GET", "/v1/runs/{id}/events", get(run_events)),
         ("GET", "/v1/runs/{id}/events/stream", get(run_stream)),
@@ -315,6 +316,19 @@ async fn answer(
             )
             .await?,
     )
+}
+
+async fn pending_approvals(State(plane): S, _who: Authed) -> ApiResult {
+    let live = plane.store().live_runs().await?;
+    let mut approvals = Vec::new();
+    for run in &live {
+        approvals.extend(plane.store().pending_approvals(&run.id).await?);
+    }
+    approvals.sort_by_key(|a| a.requested_at);
+    ok(api::PendingApprovals {
+        approvals: approvals.iter().map(views::approval).collect(),
+        live_runs: live.len() as u64,
+    })
 }
 
 #[derive(Deserialize)]

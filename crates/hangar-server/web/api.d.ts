@@ -412,6 +412,16 @@ export type NetworkMode = "none" | "host" | "open" | "allowlist";
 /** What a command (a message, steer, interrupt or answer) did, when the driver signed `done`. */
 export type Outcome = "done" | "next_turn";
 
+/**
+ * `GET /v1/approvals`: every permission request waiting for a person, across the live runs,
+ * oldest first (what a person or a notifier watches, without knowing the runs).
+ */
+export interface PendingApprovals {
+  approvals: Approval[];
+  /** How many runs are live (each may come to wait for a person). */
+  live_runs: number;
+}
+
 /** Where in a turn a step's tree was taken, when not after a tool call. */
 export type Phase = "start" | "end";
 
