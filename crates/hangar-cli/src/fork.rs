@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::api::seg;
 use crate::exit::CliError;
@@ -55,41 +55,42 @@ pub fn fork(home: &Path, a: &ForkArgs) -> Result<ExitCode, CliError> {
     let (run, json_out) = (a.run.clone(), a.json);
     // Without a first turn nothing needs watching: the store alone will do.
     with_api(home, a.prompt.is_none(), |api| async move {
+        let path = format!("/v1/runs/{}/fork", seg(&run));
         let r = api
-            .post(&format!("/v1/runs/{}/fork", seg(&run)), &body)
+            .post(&path, &body)
             .await
             .map_err(not_found("run", &run))?;
         if json_out {
             progress::say(&r.to_string());
             return Ok(ExitCode::SUCCESS);
         }
+        let r: hangar_api::Forked = api.typed(&path, r).map_err(|e| e.into_cli())?;
         for line in lines(&r) {
             progress::say(&line);
         }
-        for w in r["fork"]["warnings"].as_array().into_iter().flatten() {
-            progress::note(&format!("warning: {}", w.as_str().unwrap_or_default()));
+        for w in &r.fork.warnings {
+            progress::note(&format!("warning: {w}"));
         }
         Ok(ExitCode::SUCCESS)
     })
 }
 
 /// The stable lines of a fork's answer.
-fn lines(r: &Value) -> Vec<String> {
-    let f = &r["fork"];
-    let s = |v: &Value| v.as_str().unwrap_or("?").to_owned();
-    let c = &f["conversation"];
-    let conversation = match (c["parent"].as_str(), c["exact"].as_bool()) {
-        (None, Some(true)) => "a new conversation (nothing was said before this step)".to_owned(),
-        (None, _) => "a new conversation (not exact: see the warning)".to_owned(),
+fn lines(r: &hangar_api::Forked) -> Vec<String> {
+    let f = &r.fork;
+    let c = &f.conversation;
+    let conversation = match (&c.parent, c.exact) {
+        (None, true) => "a new conversation (nothing was said before this step)".to_owned(),
+        (None, false) => "a new conversation (not exact: see the warning)".to_owned(),
         (Some(p), exact) => format!(
             "{} {p} up to {}{}",
-            if f["capability"]["cut"] == "turn" {
+            if f.capability.cut == hangar_api::Cut::Turn {
                 "thread"
             } else {
                 "session"
             },
-            c["at"].as_str().unwrap_or("its end"),
-            if exact == Some(true) {
+            c.at.as_deref().unwrap_or("its end"),
+            if exact {
                 ""
             } else {
                 " (not exact: see the warning)"
@@ -97,25 +98,21 @@ fn lines(r: &Value) -> Vec<String> {
         ),
     };
     let mut out = vec![
-        format!("fork: {}", s(&r["session"]["id"])),
-        format!("sandbox: {}", s(&r["sandbox"]["id"])),
-        format!("dir: {}", s(&f["dir"])),
+        format!("fork: {}", r.session.id),
+        format!("sandbox: {}", r.sandbox.id),
+        format!("dir: {}", f.dir),
         format!(
             "tree: {} (step {} of run {}{})",
-            s(&f["tree"]),
-            f["step"],
-            s(&f["run"]),
-            if f["trusted"] == true {
-                ""
-            } else {
-                ", untrusted"
-            }
+            f.tree,
+            f.step,
+            f.run,
+            if f.trusted { "" } else { ", untrusted" }
         ),
         format!("conversation: {conversation}"),
     ];
-    if r.get("turn").is_some() {
-        out.push(format!("turn: {}", s(&r["turn"]["id"])));
-        out.push(format!("run: {}", s(&r["run"]["id"])));
+    if let (Some(turn), Some(run)) = (&r.turn, &r.run) {
+        out.push(format!("turn: {}", turn.summary.id));
+        out.push(format!("run: {}", run.id));
     }
     out
 }
@@ -126,12 +123,21 @@ mod tests {
 
     #[test]
     fn lines_start_with_the_fork_and_its_sandbox() {
-        let r = json!({
-            "fork": {"dir": "/f", "tree": "abc", "step": 2, "run": "run-1", "trusted": false,
+        let r: hangar_api::Forked = serde_json::from_value(json!({
+            "fork": {"session": "ses-2", "sandbox": "sb-2", "dir": "/f", "run": "run-1",
+                     "turn": "turn-1", "source_session": "ses-1", "step": 2, "tree": "abc",
+                     "trusted": false, "head": null, "repository": false,
                      "conversation": {"parent": "s1", "at": "u9", "exact": true},
-                     "capability": {"cut": "message"}, "warnings": []},
-            "session": {"id": "ses-2"}, "sandbox": {"id": "sb-2"},
-        });
+                     "capability": {"harness": "claude", "cut": "message",
+                                    "exact_at_every_step": true, "how": "resume"},
+                     "warnings": []},
+            "session": {"id": "ses-2", "sandbox_id": "sb-2", "harness": "claude",
+                        "policy": "ask", "harness_session_id": null, "options": {},
+                        "turn_count": 0, "created_at": 1},
+            "sandbox": {"id": "sb-2", "environment": "in-place", "kind": "local",
+                        "workdir": "/f", "person": "a@example.com"},
+        }))
+        .unwrap();
         assert_eq!(
             lines(&r),
             [

@@ -83,8 +83,8 @@ pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
         EnvCmd::Apply { file } => {
             let spec = read_yaml(&file)?;
             with_api(home, |api| async move {
-                let r = api
-                    .post("/v1/environments", &spec)
+                let r: hangar_api::EnvironmentApplied = api
+                    .post_as("/v1/environments", &spec)
                     .await
                     .map_err(|e| match e {
                         // The server's message names the key and what is allowed.
@@ -94,12 +94,8 @@ pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
                         } => CliError::Usage(format!("{}: {message}", file.display())),
                         e => e.into_cli(),
                     })?;
-                let env = &r["environment"];
-                progress::say(&format!(
-                    "environment: {}",
-                    env["name"].as_str().unwrap_or("?")
-                ));
-                progress::say(if r["created"].as_bool() == Some(true) {
+                progress::say(&format!("environment: {}", r.environment.name));
+                progress::say(if r.created {
                     "created"
                 } else {
                     "replaced (sandboxes made before keep the old spec)"
@@ -112,12 +108,17 @@ pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
                 .get("/v1/environments")
                 .await
                 .map_err(|e| e.into_cli())?;
-            for e in r["environments"].as_array().cloned().unwrap_or_default() {
+            // `--json` prints the server's objects as they came; the lines read the typed fields.
+            let raw = r["environments"].as_array().cloned().unwrap_or_default();
+            let r: hangar_api::Environments =
+                api.typed("/v1/environments", r).map_err(|e| e.into_cli())?;
+            for (e, raw) in r.environments.iter().zip(&raw) {
                 if json {
-                    progress::say(&e.to_string());
+                    progress::say(&raw.to_string());
                     continue;
                 }
-                let s = &e["spec"];
+                // The spec is the person's own document, passed on as written.
+                let s = &e.spec.0;
                 let egress = match &s["egress"] {
                     Value::String(x) => x.clone(),
                     Value::Object(m) if m.contains_key("allowlist") => "allowlist".into(),
@@ -125,7 +126,7 @@ pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
                 };
                 let mut line = format!(
                     "{}  {}  egress {}  uid_split {}",
-                    e["name"].as_str().unwrap_or("?"),
+                    e.name,
                     s["provider"].as_str().unwrap_or("?"),
                     egress,
                     s["uid_split"]
@@ -133,7 +134,7 @@ pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
                 if let Some(i) = s["image"].as_str() {
                     line.push_str(&format!("  image {i}"));
                 }
-                if let Some(why) = e["invalid"].as_str() {
+                if let Some(why) = &e.invalid {
                     line.push_str(&format!("  INVALID: {why}"));
                 }
                 progress::say(&line);
@@ -141,16 +142,18 @@ pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }),
         EnvCmd::Show { name, json } => with_api(home, |api| async move {
+            let path = format!("/v1/environments/{}", seg(&name));
             let r = api
-                .get(&format!("/v1/environments/{}", seg(&name)))
+                .get(&path)
                 .await
                 .map_err(not_found("environment", &name))?;
-            let env = &r["environment"];
             if json {
-                progress::say(&env.to_string());
+                progress::say(&r["environment"].to_string());
             } else {
-                progress::say(yaml(&env["spec"]).trim_end());
-                if let Some(why) = env["invalid"].as_str() {
+                let r: hangar_api::EnvironmentOne =
+                    api.typed(&path, r).map_err(|e| e.into_cli())?;
+                progress::say(yaml(&r.environment.spec.0).trim_end());
+                if let Some(why) = &r.environment.invalid {
                     progress::note(why);
                 }
             }
@@ -209,37 +212,40 @@ pub enum SbCmd {
     },
 }
 
-fn say_sandbox(sb: &Value) {
-    let caps = &sb["capabilities"];
-    let split = match (caps["uid_split"].as_bool(), caps["uid_split_off"].as_str()) {
-        (Some(true), _) => "on".to_owned(),
-        (Some(false), Some(why)) => format!("off ({why})"),
-        (Some(false), None) => "off".to_owned(),
+/// A closed word of the API as it is spelled on the wire.
+fn word(w: &impl serde::Serialize) -> String {
+    match serde_json::to_value(w) {
+        Ok(Value::String(s)) => s,
         _ => "?".to_owned(),
+    }
+}
+
+fn say_sandbox(sb: &hangar_api::Sandbox) {
+    let split = match sb.capabilities.as_ref() {
+        Some(c) if c.uid_split => "on".to_owned(),
+        Some(c) => match &c.uid_split_off {
+            Some(why) => format!("off ({why})"),
+            None => "off".to_owned(),
+        },
+        None => "?".to_owned(),
     };
-    progress::say(&format!(
-        "environment: {}",
-        sb["environment"].as_str().unwrap_or("?")
-    ));
-    progress::say(&format!(
-        "provider: {}",
-        sb["provider"].as_str().unwrap_or("?")
-    ));
-    progress::say(&format!("person: {}", sb["person"].as_str().unwrap_or("?")));
+    progress::say(&format!("environment: {}", sb.environment));
+    progress::say(&format!("provider: {}", word(&sb.provider)));
+    progress::say(&format!("person: {}", sb.person));
     progress::say(&format!(
         "workspace: {} (on this machine: {})",
-        sb["workspace"].as_str().unwrap_or("?"),
-        sb["host_workspace"].as_str().unwrap_or("?")
+        sb.workspace.as_deref().unwrap_or("?"),
+        sb.host_workspace
     ));
     progress::say(&format!("uid split: {split}"));
 }
 
 /// What a sandbox without the uid split cannot promise, said when it is made.
-fn no_split_warning(sb: &Value) -> Option<String> {
-    if sb["capabilities"]["uid_split"].as_bool() != Some(false) {
+fn no_split_warning(sb: &hangar_api::Sandbox) -> Option<String> {
+    if sb.capabilities.as_ref().is_none_or(|c| c.uid_split) {
         return None;
     }
-    let key = if sb["provider"] == "local" {
+    let key = if sb.provider == hangar_api::Provider::Local {
         "the run key is handed to the driver where no other process of the sandbox sees it"
     } else {
         "an agent process left running can read the run key in the moment between its writing and the driver taking it"
@@ -259,17 +265,17 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
                 body["person"] = p.into();
             }
             with_api(home, |api| async move {
-                let r = api
-                    .post("/v1/sandboxes", &body)
+                let r: hangar_api::SandboxOne = api
+                    .post_as("/v1/sandboxes", &body)
                     .await
                     .map_err(|e| e.into_cli())?;
-                let sb = &r["sandbox"];
-                progress::say(&format!("sandbox: {}", sb["id"].as_str().unwrap_or("?")));
+                let sb = &r.sandbox;
+                progress::say(&format!("sandbox: {}", sb.id));
                 say_sandbox(sb);
                 if let Some(w) = no_split_warning(sb) {
                     progress::say(&w);
                 }
-                if let Some(w) = sb["egress_warning"].as_str() {
+                if let Some(w) = &sb.egress_warning {
                     progress::say(w);
                 }
                 Ok(ExitCode::SUCCESS)
@@ -277,26 +283,26 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
         }
         SbCmd::List { json, all } => with_api(home, |api| async move {
             let r = api.get("/v1/sandboxes").await.map_err(|e| e.into_cli())?;
-            for sb in r["sandboxes"].as_array().cloned().unwrap_or_default() {
-                if !all && sb["state"] != "live" {
+            let raw = r["sandboxes"].as_array().cloned().unwrap_or_default();
+            let r: hangar_api::Sandboxes =
+                api.typed("/v1/sandboxes", r).map_err(|e| e.into_cli())?;
+            for (sb, raw) in r.sandboxes.iter().zip(&raw) {
+                let live = sb.state == hangar_api::SandboxState::Live;
+                if !all && !live {
                     continue;
                 }
                 if json {
-                    progress::say(&sb.to_string());
+                    progress::say(&raw.to_string());
                     continue;
                 }
                 progress::say(&format!(
                     "{}  {}  {}  {}  {}{}",
-                    sb["id"].as_str().unwrap_or("?"),
-                    sb["environment"].as_str().unwrap_or("?"),
-                    sb["provider"].as_str().unwrap_or("?"),
-                    sb["person"].as_str().unwrap_or("?"),
-                    sb["host_workspace"].as_str().unwrap_or("?"),
-                    if sb["state"] == "live" {
-                        ""
-                    } else {
-                        "  (removed)"
-                    }
+                    sb.id,
+                    sb.environment,
+                    word(&sb.provider),
+                    sb.person,
+                    sb.host_workspace,
+                    if live { "" } else { "  (removed)" }
                 ));
             }
             Ok(ExitCode::SUCCESS)
@@ -307,15 +313,15 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
             }
             let body = serde_json::json!({"argv": cmd, "as": who});
             with_api(home, |api| async move {
-                let r = api
-                    .post(&format!("/v1/sandboxes/{}/exec", seg(&sb)), &body)
+                let r: hangar_api::ExecOutput = api
+                    .post_as(&format!("/v1/sandboxes/{}/exec", seg(&sb)), &body)
                     .await
                     .map_err(not_found("sandbox", &sb))?;
                 use std::io::Write;
-                let _ = std::io::stdout().write_all(r["stdout"].as_str().unwrap_or("").as_bytes());
+                let _ = std::io::stdout().write_all(r.stdout.as_bytes());
                 let _ = std::io::stdout().flush();
-                let _ = std::io::stderr().write_all(r["stderr"].as_str().unwrap_or("").as_bytes());
-                let status = r["status"].as_i64().unwrap_or(1);
+                let _ = std::io::stderr().write_all(r.stderr.as_bytes());
+                let status = r.status;
                 Ok(ExitCode::from(
                     u8::try_from(status.clamp(0, 255)).unwrap_or(1),
                 ))
@@ -331,33 +337,25 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
             let mut relayed: Option<i32> = None;
             let (slot, relayed_slot) = (&mut argv, &mut relayed);
             with_api(home, |api| async move {
-                let r = api
-                    .post(&path, &body)
+                let r: hangar_api::AttachAnswer = api
+                    .post_as(&path, &body)
                     .await
                     .map_err(not_found("sandbox", &sb))?;
                 progress::note(&format!(
                     "attaching to run {} in sandbox {sb} (detach: Ctrl-b d)",
-                    r["run"].as_str().unwrap_or("?")
+                    r.run
                 ));
-                if let Some(attach) = r["attach"].as_str() {
+                if let Some(attach) = r.attach.as_deref() {
                     // An e2b sandbox: the server relays the terminal (envd's token stays there).
-                    let keepalive = Duration::from_secs(
-                        r["keepalive_secs"].as_u64().unwrap_or(15).clamp(1, 3600),
-                    );
+                    let keepalive =
+                        Duration::from_secs(r.keepalive_secs.unwrap_or(15).clamp(1, 3600));
                     let status = crate::relay::attach(api, attach, &sb, keepalive)
                         .await
                         .map_err(|e| CliError::Failed(e.to_string()))?;
                     *relayed_slot = Some(status);
                     return Ok(ExitCode::SUCCESS);
                 }
-                *slot = r["argv"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|s| s.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                *slot = r.argv;
                 Ok(ExitCode::SUCCESS)
             })?;
             if let Some(status) = relayed {
