@@ -23,10 +23,6 @@ const NOT_YET_SPLIT: &[(&str, usize)] = &[
         328,
     ),
     ("crates/hangar-rules/src/interp/vim.rs command", 281),
-    (
-        "crates/hangar-control/src/plane.rs ControlPlane::start_turn",
-        266,
-    ),
     ("crates/hangar-driver/src/main.rs start", 252),
     ("crates/hangar-server/src/api_doc.rs endpoints", 247),
     ("crates/hangar-treehash/src/hasher.rs reconcile", 240),
@@ -37,10 +33,6 @@ const NOT_YET_SPLIT: &[(&str, usize)] = &[
     (
         "crates/hangar-rules/src/shell/follow.rs Walker::follow",
         222,
-    ),
-    (
-        "crates/hangar-control/src/plane.rs ControlPlane::launch",
-        220,
     ),
     ("crates/hangar-treehash/src/hasher.rs decide", 206),
     ("crates/hangar-treehash/src/wildmatch.rs matches", 200),
