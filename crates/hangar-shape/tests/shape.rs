@@ -42,7 +42,6 @@ const NOT_YET_SPLIT: &[(&str, usize)] = &[
         183,
     ),
     ("crates/hangar-control/src/remote.rs sync_loop", 165),
-    ("crates/hangar-control/src/traces.rs turn_spans", 165),
     (
         "crates/hangar-treehash/src/hasher.rs TreeHasher::step_inner",
         164,
