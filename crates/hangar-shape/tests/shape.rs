@@ -21,7 +21,6 @@ const NOT_YET_SPLIT: &[(&str, usize)] = &[
         "crates/hangar-control/src/fork/mod.rs ControlPlane::fork",
         328,
     ),
-    ("crates/hangar-rules/src/interp/vim.rs command", 281),
     (
         "crates/hangar-control/src/plane.rs ControlPlane::start_turn",
         266,
