@@ -33,10 +33,6 @@ const NOT_YET_SPLIT: &[(&str, usize)] = &[
         232,
     ),
     (
-        "crates/hangar-rules/src/shell/follow.rs Walker::follow",
-        222,
-    ),
-    (
         "crates/hangar-control/src/plane.rs ControlPlane::launch",
         220,
     ),
