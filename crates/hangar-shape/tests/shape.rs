@@ -29,20 +29,12 @@ const NOT_YET_SPLIT: &[(&str, usize)] = &[
     ("crates/hangar-server/src/api_doc.rs endpoints", 247),
     ("crates/hangar-treehash/src/hasher.rs reconcile", 240),
     (
-        "crates/hangar-rules/src/shell/writes.rs Walker::write_targets",
-        232,
-    ),
-    (
         "crates/hangar-control/src/plane.rs ControlPlane::launch",
         220,
     ),
     ("crates/hangar-treehash/src/hasher.rs decide", 206),
     ("crates/hangar-treehash/src/wildmatch.rs matches", 200),
     ("crates/hangar-control/src/watch.rs run_watcher", 187),
-    (
-        "crates/hangar-rules/src/shell/writes.rs download_targets",
-        183,
-    ),
     ("crates/hangar-control/src/remote.rs sync_loop", 165),
     ("crates/hangar-control/src/traces.rs turn_spans", 165),
     (
