@@ -33,7 +33,6 @@ const NOT_YET_SPLIT: &[(&str, usize)] = &[
         220,
     ),
     ("crates/hangar-treehash/src/hasher.rs decide", 206),
-    ("crates/hangar-treehash/src/wildmatch.rs matches", 200),
     ("crates/hangar-control/src/watch.rs run_watcher", 187),
     ("crates/hangar-control/src/remote.rs sync_loop", 165),
     ("crates/hangar-control/src/traces.rs turn_spans", 165),
