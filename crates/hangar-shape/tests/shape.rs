@@ -27,19 +27,13 @@ const NOT_YET_SPLIT: &[(&str, usize)] = &[
     ),
     ("crates/hangar-driver/src/main.rs start", 252),
     ("crates/hangar-server/src/api_doc.rs endpoints", 247),
-    ("crates/hangar-treehash/src/hasher.rs reconcile", 240),
     (
         "crates/hangar-control/src/plane.rs ControlPlane::launch",
         220,
     ),
-    ("crates/hangar-treehash/src/hasher.rs decide", 206),
     ("crates/hangar-control/src/watch.rs run_watcher", 187),
     ("crates/hangar-control/src/remote.rs sync_loop", 165),
     ("crates/hangar-control/src/traces.rs turn_spans", 165),
-    (
-        "crates/hangar-treehash/src/hasher.rs TreeHasher::step_inner",
-        164,
-    ),
     ("crates/hangar-driver/src/args.rs parse", 160),
 ];
 
