@@ -10,9 +10,10 @@ use hangar_shape::{Function, circles, crate_roots, functions, module_files, modu
 /// Longer than this and a function no longer fits in a reader's head (or on two screens).
 const MAX_LINES: usize = 150;
 
-/// Test doubles and test drivers (the scripted model and Tower, the fake clouds, the chaos and
-/// load drivers): test code, though it lives in `src/` of crates of its own.
-const TEST_CRATES: &[&str] = &["hangar-testkit", "hangar-fakecloud", "hangar-chaos"];
+/// Crates of test code left out of the check. None since issue 19 split their long functions
+/// too: the test doubles and drivers (hangar-testkit, hangar-fakecloud, hangar-chaos) are read
+/// as often as the code they test, so they are held to the same limit.
+const TEST_CRATES: &[&str] = &[];
 
 /// The functions still over the limit, while issue 19 splits them: each may only shrink, and
 /// leaves this list once it is under the limit.
