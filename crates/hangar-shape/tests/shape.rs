@@ -10,38 +10,18 @@ use hangar_shape::{Function, circles, crate_roots, functions, module_files, modu
 /// Longer than this and a function no longer fits in a reader's head (or on two screens).
 const MAX_LINES: usize = 150;
 
-/// Test doubles and test drivers (the scripted model and Tower, the fake clouds, the chaos and
-/// load drivers): test code, though it lives in `src/` of crates of its own.
-const TEST_CRATES: &[&str] = &["hangar-testkit", "hangar-fakecloud", "hangar-chaos"];
+/// Crates of test code left out of the check. None since issue 19 split their long functions
+/// too: the test doubles and drivers (hangar-testkit, hangar-fakecloud, hangar-chaos) are read
+/// as often as the code they test, so they are held to the same limit.
+const TEST_CRATES: &[&str] = &[];
 
 /// The functions still over the limit, while issue 19 splits them: each may only shrink, and
 /// leaves this list once it is under the limit.
 const NOT_YET_SPLIT: &[(&str, usize)] = &[
-    ("crates/hangar-sandbox/src/env.rs EnvSpec::from_value", 367),
-    ("crates/hangar-rules/src/interp/vim.rs command", 281),
     ("crates/hangar-driver/src/main.rs start", 252),
     ("crates/hangar-server/src/api_doc.rs endpoints", 247),
-    ("crates/hangar-treehash/src/hasher.rs reconcile", 240),
-    (
-        "crates/hangar-rules/src/shell/writes.rs Walker::write_targets",
-        232,
-    ),
-    (
-        "crates/hangar-rules/src/shell/follow.rs Walker::follow",
-        222,
-    ),
-    ("crates/hangar-treehash/src/hasher.rs decide", 206),
-    ("crates/hangar-treehash/src/wildmatch.rs matches", 200),
     ("crates/hangar-control/src/watch.rs run_watcher", 187),
-    (
-        "crates/hangar-rules/src/shell/writes.rs download_targets",
-        183,
-    ),
     ("crates/hangar-control/src/remote.rs sync_loop", 165),
-    (
-        "crates/hangar-treehash/src/hasher.rs TreeHasher::step_inner",
-        164,
-    ),
     ("crates/hangar-driver/src/args.rs parse", 160),
 ];
 
