@@ -20,7 +20,6 @@ const TEST_CRATES: &[&str] = &[];
 const NOT_YET_SPLIT: &[(&str, usize)] = &[
     ("crates/hangar-driver/src/main.rs start", 252),
     ("crates/hangar-server/src/api_doc.rs endpoints", 247),
-    ("crates/hangar-control/src/watch.rs run_watcher", 187),
     ("crates/hangar-control/src/remote.rs sync_loop", 165),
     ("crates/hangar-driver/src/args.rs parse", 160),
 ];
