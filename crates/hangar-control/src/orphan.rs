@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use hangar_protocol::ctl::safe_ack_name;
+use hangar_mailbox::ctl::safe_ack_name;
 use hangar_protocol::{Ack, AckStatus as WireAck, Command, Kind, RunKey};
 use hangar_store::{AckStatus, Decision};
 
@@ -86,7 +86,7 @@ pub(crate) async fn settle_commands(plane: &ControlPlane, run_id: &str, handed_b
 }
 
 /// Answers every authentic command in `dir` `ended`; the messages' sequence numbers.
-fn answer_all(ctl: &hangar_protocol::ControlDir, dir: &Path, key: &RunKey, run: &str) -> Vec<u64> {
+fn answer_all(ctl: &hangar_mailbox::ControlDir, dir: &Path, key: &RunKey, run: &str) -> Vec<u64> {
     let mut names: Vec<String> = match std::fs::read_dir(dir) {
         Ok(rd) => rd
             .filter_map(Result::ok)
@@ -101,7 +101,7 @@ fn answer_all(ctl: &hangar_protocol::ControlDir, dir: &Path, key: &RunKey, run: 
 /// Answers the authentic commands `names` in `dir` `ended` (in the order given); the messages'
 /// sequence numbers.
 pub(crate) fn answer_named(
-    ctl: &hangar_protocol::ControlDir,
+    ctl: &hangar_mailbox::ControlDir,
     dir: &Path,
     names: &[String],
     key: &RunKey,

@@ -34,7 +34,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hangar_protocol::{Ack, AckStatus, ControlDir, RunKey};
+use hangar_mailbox::ControlDir;
+use hangar_protocol::{Ack, AckStatus, RunKey};
 use hangar_sandbox::{ExecRequest, Output, Provider, ProviderKind, Sandbox, SandboxError, Who};
 use hangar_store::Run;
 

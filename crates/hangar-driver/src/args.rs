@@ -256,7 +256,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         return Err("Codex turns that require the Tower hook are refused: a hardened Codex turn runs with hooks disabled, and turning them on would also run hooks the agent writes in ~/.codex".into());
     }
     let run = run.ok_or("--run is required")?;
-    if !hangar_protocol::ctl::valid_run_id(&run) {
+    if !hangar_mailbox::ctl::valid_run_id(&run) {
         return Err(format!("{run:?} is not a run id"));
     }
     Ok(Settings {

@@ -9,11 +9,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::mpsc::Sender;
 
-use hangar_protocol::ctl::safe_ack_name;
+use hangar_mailbox::ControlDir;
+use hangar_mailbox::ctl::safe_ack_name;
 use hangar_protocol::runlog::HangarLine;
-use hangar_protocol::{
-    Ack, AckStatus, Command, ControlDir, MAX_COMMAND_BYTES, Refusal, Verified, Verifier,
-};
+use hangar_protocol::{Ack, AckStatus, Command, MAX_COMMAND_BYTES, Refusal, Verified, Verifier};
 
 use crate::folder::Folder;
 use crate::runlog::RunLog;

@@ -29,8 +29,9 @@ mod verify;
 use std::ffi::OsString;
 use std::sync::mpsc;
 
+use hangar_mailbox::ControlDir;
+use hangar_protocol::Verifier;
 use hangar_protocol::runlog::{HangarLine, HookDigest};
-use hangar_protocol::{ControlDir, Verifier};
 
 use crate::adapter::Adapter;
 use crate::args::{HarnessKind, Settings};

@@ -1,0 +1,20 @@
+//! hangar's control folder end to end: the mailbox between the control plane and the driver.
+//!
+//! * [`ctl`]: the layout of a run's control folder, `$HANGAR_HOME/runs/<run>.ctl/`.
+//! * [`name`]: command file names (the one parser and formatter).
+//! * [`outbox`]: the sending side: stage a sealed command, rename it into `in/`, and
+//!   ([`wait`]) wait for the driver's signed ack on one schedule.
+//!
+//! The wire types (commands, acks, their seals) are hangar-protocol's; this crate does the file
+//! handling both sides need to agree on byte for byte. Non-goals: no async runtime, no network
+//! (the driver links it: std, libc and the protocol crate only).
+
+pub mod ctl;
+pub mod name;
+pub mod outbox;
+pub mod wait;
+
+pub use ctl::ControlDir;
+pub use name::CommandName;
+pub use outbox::{Delivery, Mailbox, MailboxError, Outcome, Sent};
+pub use wait::{AckWait, Poll};
