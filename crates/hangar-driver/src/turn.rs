@@ -13,15 +13,15 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use hangar_protocol::runlog::HangarLine;
-use hangar_protocol::{AckStatus, Command, Kind, Refusal, Verified};
+use hangar_protocol::{Command, Kind, Refusal, Verified};
 use serde_json::Value;
 
 use crate::adapter::{Adapter, Answer, SendError, Signal};
 use crate::args::Policy;
 use crate::harness::Harness;
-use crate::inbox::{Inbox, Incoming};
 use crate::relay::HarnessEvent;
 use crate::runlog::RunLog;
+use hangar_mailbox::{Inbox, Incoming};
 
 /// What wakes the main loop.
 #[derive(Debug)]
@@ -517,24 +517,14 @@ impl Turn {
             Kind::Approve | Kind::Deny => self.answer(&cmd, kind),
             Kind::End => {
                 self.end_requested = true;
-                for late in self.inbox.close(&self.log) {
-                    self.answer_ended(&late);
-                }
+                let handed_back = self.inbox.end(&self.log);
+                self.handed_back.extend(handed_back);
                 self.harness.close_input();
                 Ok(())
             }
         };
         match result {
-            Ok(()) => {
-                self.log.hangar(&HangarLine::Command {
-                    name: name.clone(),
-                    seq: cmd.seq,
-                    kind: kind.to_string(),
-                    outcome: "done".into(),
-                });
-                self.inbox
-                    .ack(&self.log, &name, Some(&cmd), AckStatus::Done, "");
-            }
+            Ok(()) => self.inbox.answer_done(&self.log, &name, &cmd, kind),
             Err(Refusal::TurnEnded) => {
                 let c = Incoming {
                     name,
@@ -581,23 +571,9 @@ impl Turn {
     }
 
     fn answer_ended(&mut self, c: &Incoming) {
-        let cmd = &c.verified.command;
-        if c.verified.kind.is_message() {
-            self.handed_back.push(cmd.seq);
+        if let Some(seq) = self.inbox.answer_ended(&self.log, c) {
+            self.handed_back.push(seq);
         }
-        self.log.hangar(&HangarLine::Command {
-            name: c.name.clone(),
-            seq: cmd.seq,
-            kind: c.verified.kind.to_string(),
-            outcome: "ended".into(),
-        });
-        self.inbox.ack(
-            &self.log,
-            &c.name,
-            Some(cmd),
-            AckStatus::Ended,
-            "the turn has ended",
-        );
     }
 
     /// The turn is over after it settled: close the harness's input, let the relay write the
@@ -654,9 +630,8 @@ impl Turn {
 
     pub fn harness_gone(&mut self, rx: &Receiver<Event>) -> i32 {
         self.settle_verify_state();
-        for c in self.inbox.close(&self.log) {
-            self.answer_ended(&c);
-        }
+        let handed_back = self.inbox.end(&self.log);
+        self.handed_back.extend(handed_back);
         self.pending.clear();
         if self.failed.is_some() {
             self.harness.close_input();
