@@ -980,7 +980,7 @@ mod loggen {
                 name,
                 seq,
                 kind: kind.into(),
-                outcome: "done".into(),
+                outcome: hangar_protocol::runlog::CommandOutcome::Done,
             });
         }
 
@@ -1078,7 +1078,7 @@ mod loggen {
                         self.command("approve");
                         self.hangar(HangarLine::ApprovalAnswered {
                             request_id,
-                            decision: "allow".into(),
+                            decision: hangar_protocol::runlog::ApprovalDecision::Allow,
                             by: "command".into(),
                             seq: Some(self.seq),
                         });
@@ -1181,7 +1181,7 @@ mod loggen {
                         self.command("approve");
                         self.hangar(HangarLine::ApprovalAnswered {
                             request_id,
-                            decision: "allow".into(),
+                            decision: hangar_protocol::runlog::ApprovalDecision::Allow,
                             by: "command".into(),
                             seq: Some(self.seq),
                         });

@@ -29,7 +29,7 @@ use std::sync::mpsc;
 
 use hangar_mailbox::ControlDir;
 use hangar_protocol::Verifier;
-use hangar_protocol::runlog::{HangarLine, HookDigest};
+use hangar_protocol::runlog::{HangarLine, HookDigest, VerifyOutcome};
 
 use crate::adapter::Adapter;
 use crate::args::{HarnessKind, Settings};
@@ -385,14 +385,14 @@ fn start() -> Result<i32, String> {
                         verify::run_check(v, &s.cwd, s.agent.as_ref(), &harness::harness_env(&s));
                     let rounds = turn.verify_rounds.unwrap_or(0);
                     let outcome = if run.passed() {
-                        "passed"
+                        VerifyOutcome::Passed
                     } else if rounds < v.max_rounds {
-                        "feedback"
+                        VerifyOutcome::Feedback
                     } else {
-                        "failed"
+                        VerifyOutcome::Failed
                     };
-                    turn.record_check(outcome.into(), run.exit_code, run.ms, run.tail.clone());
-                    if outcome == "feedback" {
+                    turn.record_check(outcome, run.exit_code, run.ms, run.tail.clone());
+                    if outcome == VerifyOutcome::Feedback {
                         own += 1;
                         if turn.own_message(
                             &verify::feedback(&v.command, &run),

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use hangar_protocol::runlog::HangarLine;
+use hangar_protocol::runlog::{ApprovalDecision, HangarLine, VerifyOutcome};
 use hangar_protocol::{Command, Kind, Refusal, Verified};
 use serde_json::Value;
 
@@ -264,7 +264,7 @@ impl Turn {
                         self.answered.insert(request_id.clone());
                         self.log.hangar(&HangarLine::ApprovalAnswered {
                             request_id,
-                            decision: "cancelled".into(),
+                            decision: ApprovalDecision::Cancelled,
                             by: "harness".into(),
                             seq: None,
                         });
@@ -303,30 +303,21 @@ impl Turn {
     /// a `feedback` round also lowers the rounds the Stop hook has left.
     pub fn record_check(
         &mut self,
-        outcome: String,
+        outcome: VerifyOutcome,
         exit_code: Option<i32>,
         ms: u64,
         output_tail: String,
     ) {
         self.checks_run += 1;
         let rounds = self.verify_rounds.get_or_insert(0);
-        if outcome == "feedback" {
+        if outcome == VerifyOutcome::Feedback {
             *rounds += 1;
         }
         let rounds = *rounds;
         if let Some((hook, max)) = &self.stop_hook {
             hook.set_rounds_left(max.saturating_sub(rounds));
         }
-        self.verify_state = Some(
-            if outcome == "passed" {
-                "passed"
-            } else if outcome == "feedback" {
-                "feedback"
-            } else {
-                "failed"
-            }
-            .into(),
-        );
+        self.verify_state = Some(outcome.as_str().into());
         self.log.hangar(&HangarLine::Verify {
             round: self.checks_run,
             exit_code,
@@ -442,7 +433,7 @@ impl Turn {
         self.answered.insert(request_id.clone());
         self.log.hangar(&HangarLine::ApprovalAnswered {
             request_id,
-            decision: "allow".into(),
+            decision: ApprovalDecision::Allow,
             by: by.into(),
             seq: None,
         });
@@ -469,7 +460,11 @@ impl Turn {
         }
         self.log.hangar(&HangarLine::ApprovalAnswered {
             request_id,
-            decision: if allow { "allow" } else { "deny" }.into(),
+            decision: if allow {
+                ApprovalDecision::Allow
+            } else {
+                ApprovalDecision::Deny
+            },
             by: "tower".into(),
             seq: None,
         });
@@ -563,7 +558,11 @@ impl Turn {
         self.answered.insert(id.clone());
         self.log.hangar(&HangarLine::ApprovalAnswered {
             request_id: id,
-            decision: if allow { "allow" } else { "deny" }.into(),
+            decision: if allow {
+                ApprovalDecision::Allow
+            } else {
+                ApprovalDecision::Deny
+            },
             by: "command".into(),
             seq: Some(cmd.seq),
         });

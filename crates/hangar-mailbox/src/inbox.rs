@@ -13,7 +13,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
-use hangar_protocol::runlog::HangarLine;
+use hangar_protocol::runlog::{CommandOutcome, HangarLine};
 use hangar_protocol::{
     Ack, AckStatus, Command, Kind, MAX_COMMAND_BYTES, Refusal, Verified, Verifier,
 };
@@ -382,7 +382,7 @@ impl Inbox {
             name: name.to_owned(),
             seq: cmd.seq,
             kind: kind.to_string(),
-            outcome: "done".into(),
+            outcome: CommandOutcome::Done,
         });
         self.ack(log, name, Some(cmd), AckStatus::Done, "");
     }
@@ -396,7 +396,7 @@ impl Inbox {
             name: c.name.clone(),
             seq: cmd.seq,
             kind: c.verified.kind.to_string(),
-            outcome: "ended".into(),
+            outcome: CommandOutcome::Ended,
         });
         self.ack(log, &c.name, Some(cmd), AckStatus::Ended, ENDED);
         c.verified.kind.is_message().then_some(cmd.seq)
