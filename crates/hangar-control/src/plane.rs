@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hangar_protocol::client::{Delivery, Mailbox, Outcome};
+use hangar_mailbox::outbox::{Delivery, Mailbox, Outcome};
 use hangar_protocol::command::body;
 use hangar_protocol::{Kind, RunKey};
 use hangar_store::{
