@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use hangar_mailbox::outbox::Mailbox;
 use hangar_protocol::Kind;
-use hangar_protocol::client::Mailbox;
 use hangar_protocol::command::body;
 use hangar_store::{NewRun, Run, Sandbox as SandboxRow, Secret, Session, Turn, new_id};
 use serde_json::json;
