@@ -2,6 +2,10 @@
 //! it is (`HANGAR_URL`, default `http://127.0.0.1:7700`), the token (`HANGAR_TOKEN`, else the
 //! local user's token in `$HANGAR_HOME/token`), and its answers sorted into what the CLI does
 //! about them (retry, serve locally, or show the person why).
+//!
+//! With no server to reach, a command calls the API's router in this process
+//! ([`Api::in_process`]): the same routes, authentication and answers, with no port bound and
+//! no HTTP spoken to itself.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
@@ -24,7 +28,42 @@ pub const TOKEN_FILE: &str = "token";
 pub struct Api {
     base: String,
     token: Option<String>,
-    http: reqwest::Client,
+    transport: Transport,
+}
+
+/// How requests reach the API.
+#[derive(Clone, Debug)]
+enum Transport {
+    Http(reqwest::Client),
+    /// The router itself, called in this process.
+    InProcess(axum::Router),
+}
+
+/// How long a whole answer may take: a command waits for the driver's signed answer (up to
+/// 30 s) before the server answers.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// An answer whose body is read as it comes (an event stream).
+#[derive(Debug)]
+pub struct Streamed(StreamBody);
+
+#[derive(Debug)]
+enum StreamBody {
+    Http(reqwest::Response),
+    InProcess(axum::body::BodyDataStream),
+}
+
+impl Streamed {
+    /// The next part of the body; `None` at its end.
+    pub async fn chunk(&mut self) -> Result<Option<bytes::Bytes>, String> {
+        match &mut self.0 {
+            StreamBody::Http(r) => r.chunk().await.map_err(|e| chain(&e)),
+            StreamBody::InProcess(s) => {
+                use futures_util::StreamExt;
+                s.next().await.transpose().map_err(|e| e.to_string())
+            }
+        }
+    }
 }
 
 /// What went wrong talking to the server.
@@ -160,9 +199,7 @@ impl Api {
     pub fn new(base: &str, token: Option<String>) -> Result<Api, CliError> {
         let mut b = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
-            // A command waits for the driver's signed answer (up to 30 s) before the server
-            // answers.
-            .timeout(Duration::from_secs(90));
+            .timeout(ANSWER_TIMEOUT);
         if is_loopback_url(base) {
             b = b.no_proxy();
         }
@@ -172,8 +209,18 @@ impl Api {
         Ok(Api {
             base: base.trim_end_matches('/').to_owned(),
             token,
-            http,
+            transport: Transport::Http(http),
         })
+    }
+
+    /// A client that calls `router` in this process, as `token`'s holder. `shown` names it in
+    /// messages.
+    pub fn in_process(router: axum::Router, token: String, shown: &str) -> Api {
+        Api {
+            base: shown.to_owned(),
+            token: Some(token),
+            transport: Transport::InProcess(router),
+        }
     }
 
     /// The server named by `HANGAR_URL`, with the token from the environment.
@@ -207,11 +254,86 @@ impl Api {
         ))
     }
 
-    async fn answer(&self, resp: reqwest::Response) -> Result<Value, ApiError> {
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| self.sort(e))?;
+    /// Sends one request; the answer's status and its body as a stream. `timeout` limits the
+    /// whole answer over HTTP (in process, the caller limits it).
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+        with_token: bool,
+    ) -> Result<(u16, Streamed), ApiError> {
+        let token = self.token.as_deref().filter(|_| with_token);
+        match &self.transport {
+            Transport::Http(http) => {
+                let mut r = http
+                    .request(method, format!("{}{path}", self.base))
+                    .timeout(timeout);
+                if let Some(t) = token {
+                    r = r.bearer_auth(t);
+                }
+                if let Some(b) = body {
+                    r = r.json(b);
+                }
+                let resp = r.send().await.map_err(|e| self.sort(e))?;
+                Ok((resp.status().as_u16(), Streamed(StreamBody::Http(resp))))
+            }
+            Transport::InProcess(router) => {
+                let mut req = axum::http::Request::builder().method(method).uri(path);
+                if let Some(t) = token {
+                    req = req.header(axum::http::header::AUTHORIZATION, format!("Bearer {t}"));
+                }
+                let bytes = match body {
+                    Some(b) => {
+                        req = req.header(axum::http::header::CONTENT_TYPE, "application/json");
+                        serde_json::to_vec(b).map_err(|e| ApiError::Other(e.to_string()))?
+                    }
+                    None => Vec::new(),
+                };
+                let req = req
+                    .body(axum::body::Body::from(bytes))
+                    .map_err(|e| ApiError::Other(format!("request {path}: {e}")))?;
+                let resp = match tower::ServiceExt::oneshot(router.clone(), req).await {
+                    Ok(r) => r,
+                    Err(never) => match never {},
+                };
+                let status = resp.status().as_u16();
+                Ok((
+                    status,
+                    Streamed(StreamBody::InProcess(resp.into_body().into_data_stream())),
+                ))
+            }
+        }
+    }
+
+    /// The whole answer as JSON, or the error it says.
+    async fn answer(&self, (status, mut body): (u16, Streamed)) -> Result<Value, ApiError> {
+        let mut bytes = Vec::new();
+        let read = async {
+            while let Some(part) = body.chunk().await? {
+                bytes.extend_from_slice(&part);
+            }
+            Ok::<(), String>(())
+        };
+        match tokio::time::timeout(ANSWER_TIMEOUT, read).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(ApiError::Unreachable(format!(
+                    "the hangar server at {} did not answer: {e}",
+                    self.base
+                )));
+            }
+            Err(_) => {
+                return Err(ApiError::Unreachable(format!(
+                    "the hangar server at {} did not answer within {} s",
+                    self.base,
+                    ANSWER_TIMEOUT.as_secs()
+                )));
+            }
+        }
         let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        if status.is_success() {
+        if (200..300).contains(&status) {
             return Ok(body);
         }
         // Something in front of the server (a proxy) may answer without hangar's error body.
@@ -219,29 +341,23 @@ impl Api {
             .map(|b| b.error.message)
             .unwrap_or_else(|_| format!("the server at {} answered {status}", self.base));
         Err(ApiError::Status {
-            status: status.as_u16(),
+            status,
             message,
         })
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let r = self.http.request(method, format!("{}{path}", self.base));
-        match &self.token {
-            Some(t) => r.bearer_auth(t),
-            None => r,
-        }
-    }
-
     /// `GET /v1/health` (no token needed): is a hangar server there?
     pub async fn health(&self) -> Result<(), ApiError> {
-        let resp = self
-            .http
-            .get(format!("{}/v1/health", self.base))
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await
-            .map_err(|e| self.sort(e))?;
-        let v = self.answer(resp).await?;
+        let sent = self
+            .send(
+                reqwest::Method::GET,
+                "/v1/health",
+                None,
+                Duration::from_secs(10),
+                false,
+            )
+            .await?;
+        let v = self.answer(sent).await?;
         if serde_json::from_value::<hangar_api::Health>(v).is_ok_and(|h| h.ok) {
             Ok(())
         } else {
@@ -280,50 +396,52 @@ impl Api {
     }
 
     pub async fn get(&self, path: &str) -> Result<Value, ApiError> {
-        let resp = self
-            .request(reqwest::Method::GET, path)
-            .send()
-            .await
-            .map_err(|e| self.sort(e))?;
-        self.answer(resp).await
+        let sent = self
+            .send(reqwest::Method::GET, path, None, ANSWER_TIMEOUT, true)
+            .await?;
+        self.answer(sent).await
     }
 
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, ApiError> {
-        let resp = self
-            .request(reqwest::Method::POST, path)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| self.sort(e))?;
-        self.answer(resp).await
+        let sent = self
+            .send(
+                reqwest::Method::POST,
+                path,
+                Some(body),
+                ANSWER_TIMEOUT,
+                true,
+            )
+            .await?;
+        self.answer(sent).await
     }
 
     /// `GET path` answered as a stream (no time limit on the whole answer: the caller limits
     /// how long it waits between its parts); an error status is read as any other answer's.
-    pub async fn stream(&self, path: &str) -> Result<reqwest::Response, ApiError> {
-        let resp = self
-            .request(reqwest::Method::GET, path)
-            .timeout(Duration::from_secs(365 * 24 * 3600))
-            .send()
-            .await
-            .map_err(|e| self.sort(e))?;
-        if resp.status().is_success() {
-            return Ok(resp);
+    pub async fn stream(&self, path: &str) -> Result<Streamed, ApiError> {
+        let (status, body) = self
+            .send(
+                reqwest::Method::GET,
+                path,
+                None,
+                Duration::from_secs(365 * 24 * 3600),
+                true,
+            )
+            .await?;
+        if (200..300).contains(&status) {
+            return Ok(body);
         }
         Err(self
-            .answer(resp)
+            .answer((status, body))
             .await
             .err()
             .unwrap_or_else(|| ApiError::Other("the server answered an error".into())))
     }
 
     pub async fn delete(&self, path: &str) -> Result<Value, ApiError> {
-        let resp = self
-            .request(reqwest::Method::DELETE, path)
-            .send()
-            .await
-            .map_err(|e| self.sort(e))?;
-        self.answer(resp).await
+        let sent = self
+            .send(reqwest::Method::DELETE, path, None, ANSWER_TIMEOUT, true)
+            .await?;
+        self.answer(sent).await
     }
 }
 

@@ -13,6 +13,9 @@
 //! * [`Mode::Admin`]: the same for a command that sets things up (`env apply`, `sb create`): it
 //!   makes the store in `$HANGAR_HOME` when there is none, as `hangar serve` would.
 //!
+//! Only [`Mode::Embedded`] binds a port (other terminals reach it there); the other modes call
+//! the API's router in this process ([`Api::in_process`]).
+//!
 //! Turns run detached either way: when the CLI's server stops, they go on, and the next server
 //! (`hangar serve`, or another `hangar run`) re-attaches to them from their saved cursors.
 
@@ -49,13 +52,24 @@ pub enum Mode {
     Admin,
 }
 
-/// A server running inside this process.
+/// The API served inside this process.
 #[derive(Debug)]
 pub struct Local {
+    /// Its address (bound), or words naming it (in process).
     pub url: String,
     pub token: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    serving: Serving,
+}
+
+#[derive(Debug)]
+enum Serving {
+    /// On a port, for other terminals too ([`Mode::Embedded`]).
+    Bound {
+        stop: tokio::sync::oneshot::Sender<()>,
+        task: tokio::task::JoinHandle<std::io::Result<()>>,
+    },
+    /// Called in this process through the router, no port bound.
+    InProcess(Arc<ControlPlane>),
 }
 
 /// Why no in-process server was started.
@@ -194,15 +208,24 @@ impl Local {
                 .await
                 .map_err(|e| CliError::Failed(e.to_string()))?;
         }
+        let prefer = match mode {
+            Mode::Embedded { prefer, .. } => prefer,
+            // Nobody else needs to reach it: the router is called in this process.
+            _ => {
+                return Ok(Local {
+                    url: format!("in-process API over {}", home.display()),
+                    token,
+                    serving: Serving::InProcess(plane),
+                });
+            }
+        };
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
-        let listener = match mode {
-            Mode::Embedded {
-                prefer: Some(addr), ..
-            } => match hangar_server::bind(addr).await {
+        let listener = match prefer {
+            Some(addr) => match hangar_server::bind(addr).await {
                 Ok(l) => l,
                 Err(_) => hangar_server::bind(any).await.map_err(CliError::Failed)?,
             },
-            _ => hangar_server::bind(any).await.map_err(CliError::Failed)?,
+            None => hangar_server::bind(any).await.map_err(CliError::Failed)?,
         };
         let addr = listener
             .local_addr()
@@ -223,27 +246,39 @@ impl Local {
         Ok(Local {
             url: format!("http://{addr}"),
             token,
-            stop: Some(stop),
-            task,
+            serving: Serving::Bound { stop, task },
         })
     }
 
     /// A client of this server.
     pub fn api(&self) -> Result<Api, CliError> {
-        Api::new(&self.url, Some(self.token.clone()))
+        match &self.serving {
+            Serving::Bound { .. } => Api::new(&self.url, Some(self.token.clone())),
+            Serving::InProcess(plane) => Ok(Api::in_process(
+                hangar_server::router(Arc::clone(plane)),
+                self.token.clone(),
+                &self.url,
+            )),
+        }
     }
 
     /// Stops serving: requests in flight get a moment to finish (a client's open event stream
     /// does not hold it up).
-    pub async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if tokio::time::timeout(Duration::from_secs(2), &mut self.task)
-            .await
-            .is_err()
-        {
-            self.task.abort();
+    pub async fn stop(self) {
+        match self.serving {
+            Serving::Bound { stop, mut task } => {
+                let _ = stop.send(());
+                if tokio::time::timeout(Duration::from_secs(2), &mut task)
+                    .await
+                    .is_err()
+                {
+                    task.abort();
+                }
+            }
+            // A relayed terminal (`sb attach` on e2b) ends with its process killed.
+            Serving::InProcess(plane) => {
+                plane.end_all_attaches("the command serving it ended").await;
+            }
         }
     }
 }

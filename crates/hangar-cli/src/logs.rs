@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use hangar_protocol::ctl::{self, ControlDir};
+use hangar_mailbox::ctl::{self, ControlDir};
 use hangar_protocol::runlog::HangarLine;
 use serde_json::{Value, json};
 

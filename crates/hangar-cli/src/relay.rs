@@ -65,7 +65,7 @@ impl PtyLink for RelayLink {
 
 /// The relayed output: Server-Sent Events read from the response as they come.
 struct RelayEvents {
-    resp: reqwest::Response,
+    resp: crate::api::Streamed,
     buf: Vec<u8>,
     sandbox: String,
     ended: bool,

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use hangar_protocol::ctl::{self, ControlDir};
+use hangar_mailbox::ctl::{self, ControlDir};
 use serde_json::{Value, json};
 
 use crate::api::{Api, ApiError, seg};

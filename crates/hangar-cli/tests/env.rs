@@ -124,3 +124,39 @@ fn invalid_environments_are_refused_naming_the_key() {
     let out = hangar(home.path(), &["env", "list"]);
     assert_eq!(text(&out.stdout), "", "nothing was stored");
 }
+
+/// With no server, a command calls the API's router in its own process: it binds no port and
+/// connects to none but the one it tried first (issue 19, Deliver 6). Seen by strace.
+#[test]
+fn with_no_server_a_command_calls_the_api_in_process_and_binds_no_port() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("dev.yaml");
+    std::fs::write(&file, "name: dev\nprovider: local\n").unwrap();
+    let trace = home.path().join("trace");
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=bind,listen", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_hangar"))
+        .args(["env", "apply", file.to_str().unwrap()])
+        .env("HANGAR_HOME", home.path())
+        .env("HANGAR_URL", "http://127.0.0.1:9")
+        .env_remove("HANGAR_TOKEN")
+        .env_remove("HANGAR_DATABASE_URL")
+        .output()
+        .expect("strace is installed (scripts/install-tools)");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().next(), Some("environment: dev"));
+    let calls = std::fs::read_to_string(&trace).unwrap();
+    let inet: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.contains("AF_INET") || l.contains("listen("))
+        .collect();
+    assert!(inet.is_empty(), "the command bound or listened: {inet:#?}");
+    // And it did its work: the environment is stored.
+    let out = hangar(home.path(), &["env", "list"]);
+    assert!(
+        text(&out.stdout).starts_with("dev  local"),
+        "{}",
+        text(&out.stdout)
+    );
+}

@@ -35,21 +35,8 @@ use serde_json::json;
 
 use rig::{Check, Rig, text};
 
-/// The two harnesses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Harness {
-    Claude,
-    Codex,
-}
-
-impl Harness {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Harness::Claude => "claude",
-            Harness::Codex => "codex",
-        }
-    }
-}
+/// The two harnesses: hangar's shared word.
+pub use hangar_protocol::Harness;
 
 /// What the suite runs: the CLI under test, the driver, the Tower hook.
 #[derive(Clone, Debug)]

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hangar_mailbox::outbox::{Delivery, Mailbox, Outcome};
 use hangar_protocol::Kind;
-use hangar_protocol::client::{Delivery, Mailbox, Outcome};
 use hangar_protocol::command::body;
 use hangar_testkit::{
     FakeAnthropic, FakeOpenAi, RecordedRequest, Script, claude_env, codex_env, codex_offline_args,

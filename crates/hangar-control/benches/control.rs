@@ -60,8 +60,8 @@ use std::time::{Duration, Instant};
 
 use hangar_control::{ControlPlane, Reply, Tools};
 use hangar_events::{ParseContext, ProgressEvent};
+use hangar_mailbox::outbox::{Mailbox, Outcome};
 use hangar_protocol::Kind;
-use hangar_protocol::client::{Mailbox, Outcome};
 use hangar_protocol::command::body;
 use hangar_protocol::runlog::HangarLine;
 use hangar_store::{
@@ -980,7 +980,7 @@ mod loggen {
                 name,
                 seq,
                 kind: kind.into(),
-                outcome: "done".into(),
+                outcome: hangar_protocol::runlog::CommandOutcome::Done,
             });
         }
 
@@ -1078,7 +1078,7 @@ mod loggen {
                         self.command("approve");
                         self.hangar(HangarLine::ApprovalAnswered {
                             request_id,
-                            decision: "allow".into(),
+                            decision: hangar_protocol::runlog::ApprovalDecision::Allow,
                             by: "command".into(),
                             seq: Some(self.seq),
                         });
@@ -1181,7 +1181,7 @@ mod loggen {
                         self.command("approve");
                         self.hangar(HangarLine::ApprovalAnswered {
                             request_id,
-                            decision: "allow".into(),
+                            decision: hangar_protocol::runlog::ApprovalDecision::Allow,
                             by: "command".into(),
                             seq: Some(self.seq),
                         });
@@ -2895,8 +2895,8 @@ mod approval {
     /// approval's record and audit), returning when each of its first steps ended: [the run
     /// read, the key read from the vault, the mailbox opened, the command landed in `in/`].
     async fn answer_mirror(store: &Store, home: &Path, run: &str, req: &str) -> Res<[u64; 4]> {
+        use hangar_mailbox::outbox::Delivery;
         use hangar_protocol::RunKey;
-        use hangar_protocol::client::Delivery;
         use hangar_store::{AckStatus, Decision};
         let mut at = [0u64; 4];
         let r = store.run(run).await.map_err(err("run"))?;

@@ -1,6 +1,6 @@
 //! What the control plane's callers see go wrong.
 
-use hangar_protocol::client::MailboxError;
+use hangar_mailbox::outbox::MailboxError;
 use hangar_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]

@@ -39,6 +39,7 @@ mod orphan;
 pub mod passport;
 mod plane;
 mod remote;
+mod runs;
 mod sandbox_turn;
 mod sandboxes;
 mod traces;

@@ -5,14 +5,14 @@
 //! permission request anyone could answer, and forgets it when the turn ends.
 //!
 //! A mailbox kept after its turn ended is harmless: the driver renamed `in/` away, so a command
-//! finds the turn over ([`hangar_protocol::client::Delivery::TurnEnded`]).
+//! finds the turn over ([`hangar_mailbox::outbox::Delivery::TurnEnded`]).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hangar_protocol::client::{Mailbox, MailboxError, Outcome, Sent};
+use hangar_mailbox::{AckWait, Mailbox, MailboxError, Outcome, Poll, Sent};
 
 /// The mailboxes of live runs, by run id.
 #[derive(Default)]
@@ -43,24 +43,19 @@ impl Mailboxes {
     }
 }
 
-/// Waits for the driver's signed answer to `sent` on the async runtime: one small read per
-/// pause (1 ms, doubling to 8 ms), and no blocking thread held per waiting command (200
-/// commands waiting at once kept 200 threads polling every 250 us).
+/// Waits for the driver's signed answer to `sent` on the async runtime, on the mailbox's one
+/// schedule ([`AckWait`]; the runtime's timer rounds its pauses up to 1 ms), with no blocking
+/// thread held per waiting command (200 commands waiting at once kept 200 threads polling).
 pub(crate) async fn wait_ack(
     mailbox: &Mailbox,
     sent: &Sent,
     timeout: Duration,
 ) -> Result<Outcome, MailboxError> {
-    let deadline = Instant::now() + timeout;
-    let mut pause = Duration::from_millis(1);
+    let mut wait = AckWait::new(timeout);
     loop {
-        if let Some(outcome) = mailbox.poll_ack(sent) {
-            return Ok(outcome);
+        match wait.poll(mailbox, sent)? {
+            Poll::Answered(outcome) => return Ok(outcome),
+            Poll::Again(pause) => tokio::time::sleep(pause).await,
         }
-        if Instant::now() >= deadline {
-            return Err(MailboxError::Timeout(timeout));
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(8));
     }
 }

@@ -210,7 +210,7 @@ fn slow_limit(tools: &Tools) -> Duration {
 fn hasher(workdir: &Path, ctl: &Path) -> Option<hangar_treehash::TreeHasher> {
     let layout = hangar_treehash::RepoLayout::discover(workdir);
     let alternates: Vec<PathBuf> = layout.objects_dir().into_iter().collect();
-    let store_dir = hangar_protocol::ctl::ControlDir::at(ctl.to_owned()).tree_store();
+    let store_dir = hangar_mailbox::ctl::ControlDir::at(ctl.to_owned()).tree_store();
     let store = hangar_treehash::Store::open(&store_dir, &alternates).ok()?;
     let opts = hangar_treehash::Options {
         watch: false,
@@ -223,7 +223,7 @@ fn hasher(workdir: &Path, ctl: &Path) -> Option<hangar_treehash::TreeHasher> {
 fn finish(h: Option<hangar_treehash::TreeHasher>, ctl: &Path) {
     if let Some(h) = h {
         let store = h.into_store();
-        let dir = hangar_protocol::ctl::ControlDir::at(ctl.to_owned());
+        let dir = hangar_mailbox::ctl::ControlDir::at(ctl.to_owned());
         if let Err(e) = store.export_pack(&dir.trees_pack()) {
             tracing::warn!(ctl = %ctl.display(), error = %e, "cannot write the one-shot turn's pack");
         }
@@ -269,7 +269,7 @@ impl ControlPlane {
         session: &Session,
         sb: Option<hangar_sandbox::Sandbox>,
     ) -> Result<(), ControlError> {
-        let ctl = hangar_protocol::ctl::ControlDir::at(o.ctl.clone());
+        let ctl = hangar_mailbox::ctl::ControlDir::at(o.ctl.clone());
         // Nobody takes the run key from the control folder: it goes now.
         let _ = tokio::fs::remove_file(ctl.key()).await;
         let log = ctl.run_log();

@@ -11,10 +11,8 @@
 //! Found by `scripts/chaos`: before, a message sent after the driver was killed landed in an
 //! `in/` nobody read, its sender waited 30 s for an ack, and the message was lost.
 
-use std::path::Path;
-
-use hangar_protocol::ctl::safe_ack_name;
-use hangar_protocol::{Ack, AckStatus as WireAck, Command, Kind, RunKey};
+use hangar_mailbox::Inbox;
+use hangar_protocol::Verifier;
 use hangar_store::{AckStatus, Decision};
 
 use crate::plane::ControlPlane;
@@ -32,16 +30,18 @@ pub(crate) async fn close(plane: &ControlPlane, run_id: &str) -> Vec<u64> {
             mailbox.key().clone(),
             run_id.to_owned(),
         );
-        let away = ctl.root().join("in.ended-hangar");
-        let closed = tokio::task::spawn_blocking(move || {
-            if std::fs::rename(ctl.inbox(), &away).is_err() {
+        handed_back = tokio::task::spawn_blocking(move || {
+            // No in/ (the driver closed it after all) or one that is not a real folder: nothing
+            // is taken from it.
+            let Ok(mut inbox) = Inbox::open(ctl, Verifier::new(&run, key)) else {
                 return Vec::new();
-            }
-            answer_all(&ctl, &away, &key, &run)
+            };
+            inbox
+                .end_as(&(), "in.ended-hangar", &|_| false)
+                .unwrap_or_default()
         })
         .await
         .unwrap_or_default();
-        handed_back = closed;
     }
     settle_commands(plane, run_id, &handed_back).await;
     // Its permission requests can no longer be answered: settled, saying why.
@@ -73,7 +73,12 @@ pub(crate) async fn settle_commands(plane: &ControlPlane, run_id: &str, handed_b
             if handed_back.contains(&seq) {
                 let _ = plane
                     .store
-                    .record_ack(run_id, c.seq, AckStatus::Ended, Some("the turn has ended"))
+                    .record_ack(
+                        run_id,
+                        c.seq,
+                        AckStatus::Ended,
+                        Some(hangar_mailbox::inbox::ENDED),
+                    )
                     .await;
             } else {
                 let _ = plane
@@ -83,56 +88,4 @@ pub(crate) async fn settle_commands(plane: &ControlPlane, run_id: &str, handed_b
             }
         }
     }
-}
-
-/// Answers every authentic command in `dir` `ended`; the messages' sequence numbers.
-fn answer_all(ctl: &hangar_protocol::ControlDir, dir: &Path, key: &RunKey, run: &str) -> Vec<u64> {
-    let mut names: Vec<String> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd
-            .filter_map(Result::ok)
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => return Vec::new(),
-    };
-    names.sort();
-    answer_named(ctl, dir, &names, key, run)
-}
-
-/// Answers the authentic commands `names` in `dir` `ended` (in the order given); the messages'
-/// sequence numbers.
-pub(crate) fn answer_named(
-    ctl: &hangar_protocol::ControlDir,
-    dir: &Path,
-    names: &[String],
-    key: &RunKey,
-    run: &str,
-) -> Vec<u64> {
-    let mut messages = Vec::new();
-    for name in names {
-        let Ok(bytes) = std::fs::read(dir.join(name)) else {
-            continue;
-        };
-        let Ok(cmd) = serde_json::from_slice::<Command>(&bytes) else {
-            continue;
-        };
-        if !cmd.mac_ok(key) || cmd.run != run {
-            continue;
-        }
-        if Kind::parse(&cmd.kind).is_some_and(Kind::is_message) {
-            messages.push(cmd.seq);
-        }
-        let ack_name = safe_ack_name(name);
-        let ack = Ack::seal(
-            key,
-            run,
-            &ack_name,
-            cmd.seq,
-            &cmd.nonce,
-            WireAck::Ended,
-            "the turn has ended",
-        );
-        let _ =
-            hangar_protocol::atomic::write_atomic(&ctl.ack_for(&ack_name), &ack.to_bytes(), 0o600);
-    }
-    messages
 }

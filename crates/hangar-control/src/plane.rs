@@ -5,24 +5,21 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hangar_protocol::client::{Delivery, Mailbox, Outcome};
+use hangar_mailbox::outbox::{Delivery, Mailbox, Outcome};
 use hangar_protocol::command::body;
 use hangar_protocol::{Kind, RunKey};
 use hangar_store::{
-    AckStatus, AnswerRecord, Decision, Harness, NewRun, NewSandbox, Policy, Run, Secret, Session,
-    Store, StoreError, Turn, TurnState, TurnUpdate, new_id,
+    AckStatus, AnswerRecord, Decision, Harness, NewSandbox, Policy, Run, Session, Store,
+    StoreError, Turn, TurnState, TurnUpdate, new_id,
 };
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::error::ControlError;
-use crate::launch::{self, Launch, Tools, TurnOptions};
+use crate::launch::{self, Tools, TurnOptions};
 
 /// Why a message recorded before it landed is answered without the driver: its turn had ended.
 const NOT_LANDED_ENDED: &str = "not landed: the turn had ended";
-
-/// The environment's reviewed Claude Code settings in a run's control folder.
-const CLAUDE_SETTINGS_FILE: &str = "claude-settings.json";
 
 /// How long a command waits for the driver's signed answer.
 const ACK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -263,499 +260,43 @@ impl ControlPlane {
             .await?)
     }
 
-    /// Starts the next turn of a session with these messages.
+    /// Starts the next turn of a session with these messages: planned (records, mailbox, where
+    /// it runs), then placed; whatever refuses it after its records exist refuses it here,
+    /// once, audited.
     pub async fn start_turn(
         self: &Arc<Self>,
         session_id: &str,
         messages: &[String],
         person: &str,
     ) -> Result<Started, ControlError> {
-        let session = self.store.session(session_id).await?;
-        let sandbox = self.store.sandbox(&session.sandbox_id).await?;
-        let options: TurnOptions =
-            serde_json::from_value(session.options.clone()).unwrap_or_default();
-        let prompt = messages.join("\n\n");
-        let turn = self
-            .store
-            .create_turn(&new_id("turn")?, &session.id, &prompt)
-            .await?;
-        let run_id = new_id("run")?;
-        let home = self.tools.home.clone();
-        let rid = run_id.clone();
-        let mailbox = blocking(move || Mailbox::create_keeping_key(&home, &rid)).await??;
-        let ctl = mailbox.ctl().root().to_owned();
-        let key = Secret::new(mailbox.key().expose().to_vec());
-        let run = self
-            .store
-            .create_run(
-                &NewRun {
-                    id: run_id.clone(),
-                    turn_id: turn.id.clone(),
-                    ctl_path: ctl.display().to_string(),
-                    driver_pid: None,
-                },
-                &key,
-            )
-            .await?;
-        self.store
-            .audit()
-            .append(
-                person,
-                "run.key_made",
-                &json!({"run": run_id, "turn": turn.id}),
-            )
-            .await?;
-        for text in messages {
-            self.deliver(
-                &mailbox,
-                &run_id,
-                Kind::Prompt,
-                body::text(text),
-                person,
-                Then::Return,
-            )
-            .await?;
-        }
-        // A sandbox a provider made: the driver runs inside it, in a tmux session (S1, S2).
-        let in_sandbox = match crate::sandboxes::handle_of(&sandbox) {
-            Ok(Some(_)) if sandbox.state != "live" => Err(ControlError::Conflict(format!(
-                "sandbox {} was removed; start a session in another one",
-                sandbox.id
-            ))),
-            // A sandbox made before its environment's combination was refused (its stored
-            // spec was never checked against the rule).
-            Ok(Some(sb)) if sb.env.refused_now().is_some() => {
-                Err(ControlError::BadRequest(format!(
-                    "sandbox {}'s environment {} is refused now ({}); the turn is refused: make a sandbox of a corrected environment",
-                    sandbox.id,
-                    sb.env.name,
-                    sb.env.refused_now().unwrap_or_default()
-                )))
-            }
-            other => other,
-        };
-        let in_sandbox = match in_sandbox {
-            // A plain folder runs the agent as this server's user: only where the server says so
-            // (also for the later turns of a session started while it did).
-            Ok(None) => crate::folders::unsandboxed_allowed(&self.tools).map(|()| None),
-            // The environment's policy is the floor of every turn in its sandboxes.
-            Ok(Some(sb)) => {
-                crate::envs::session_policy(Some(session.policy), Some(&sb.env)).map(|_| Some(sb))
-            }
+        let plan = self.plan_turn(session_id, messages, person).await?;
+        let placed = match self.placement(&plan).await {
+            Ok(placement) => self.place(&plan, &placement).await,
             Err(e) => Err(e),
         };
-        let in_sandbox = match in_sandbox {
-            Ok(sb) => sb,
+        let launched = match placed {
+            Ok(l) => l,
             Err(e) => {
-                self.refuse_turn(&turn, &run_id, person, &e.to_string())
+                self.refuse_turn(&plan.turn, plan.run_id(), person, &e.to_string())
                     .await?;
                 return Err(e);
             }
         };
-        // One-shot (S29, S30): no driver, the harness once in its plain mode.
-        if let Some(why) = crate::oneshot::reason(&self.tools) {
-            let hooked = launch::hook_required(&self.tools)
-                || in_sandbox
-                    .as_ref()
-                    .is_some_and(|s| crate::sandbox_turn::hook::required(&self.tools, s));
-            if let Some(no) = crate::oneshot::refusal(session.policy, hooked) {
-                self.refuse_turn(&turn, &run_id, person, &no).await?;
-                return Err(ControlError::BadRequest(no));
-            }
-            let prompt = messages.join("\n\n");
-            let argv = crate::oneshot::argv(
-                &self.tools,
-                session.harness,
-                session.policy,
-                &options,
-                session.harness_session_id.as_deref(),
-                &prompt,
-            );
-            let mut manifest = launch::manifest(
-                &self.tools,
-                &launch::Launch {
-                    fork: None,
-                    tower: None,
-                    run_id: &run_id,
-                    ctl: &ctl,
-                    workdir: std::path::Path::new(&sandbox.workdir),
-                    harness: session.harness,
-                    policy: session.policy,
-                    resume: session.harness_session_id.as_deref(),
-                    options: &options,
-                },
-                &[],
-                // No driver, so no deny-risky rules: the manifest says so.
-                hangar_events::RulesRecord {
-                    disabled: Vec::new(),
-                    added: Vec::new(),
-                    digest: "none: one-shot turn, the deny-risky rules do not run".into(),
-                },
-            );
-            manifest.argv = argv.clone();
-            manifest.policy_effective = format!("{} (one-shot)", session.policy.as_str());
-            manifest.driver_digest = "none: one-shot turn, no driver".into();
-            let manifest = manifest.sealed();
-            let one = crate::oneshot::OneShot {
-                run_id: run_id.clone(),
-                turn_id: turn.id.clone(),
-                ctl: ctl.clone(),
-                workdir: PathBuf::from(&sandbox.workdir),
-                argv,
-                policy: session.policy,
-                why,
-            };
-            if let Err(e) = self.start_one_shot(one, &session, in_sandbox.clone()).await {
-                self.refuse_turn(&turn, &run_id, person, &e.to_string())
-                    .await?;
-                return Err(e);
-            }
+        if let Some(pid) = launched.pid {
             self.store
-                .set_driver_pid(&run_id, i64::from(std::process::id()))
+                .set_driver_pid(plan.run_id(), i64::from(pid))
                 .await?;
-            let mut update = TurnUpdate::to(TurnState::Running);
-            update.manifest = serde_json::to_value(&manifest).ok();
-            let turn = self.store.update_turn_state(&turn.id, &update).await?;
-            let run = self.store.run(&run.id).await?;
-            self.watch(run.clone());
-            return Ok(Started {
-                session: self.store.session(&session.id).await?,
-                turn,
-                run,
-            });
-        }
-        if in_sandbox.is_none() && launch::hook_required(&self.tools) {
-            // A plain folder has no uid split: every such turn is refused, audited.
-            let why = launch::hook_refusal(session.harness);
-            self.refuse_turn(&turn, &run_id, person, why).await?;
-            return Err(ControlError::BadRequest(why.into()));
-        }
-        // The harness's version must have passed the conformance suite (or the session says to
-        // run it unverified).
-        // In a Docker sandbox the image's own CLI, when it has one, runs (and is the version
-        // checked); else hangar's pinned copy.
-        let image_cli = match in_sandbox.as_ref() {
-            Some(sb) if sb.env.provider != hangar_sandbox::ProviderKind::Local => {
-                match crate::image_cli::find(self, sb, session.harness).await {
-                    // (Where the Tower hook is required, its refusal says more: it comes first.)
-                    Ok(None)
-                        if crate::remote::is_remote(sb.env.provider)
-                            && !crate::sandbox_turn::hook::required(&self.tools, sb) =>
-                    {
-                        // A pod cannot see this machine's files: the image must have the CLI.
-                        let e = ControlError::BadRequest(format!(
-                            "the image of sandbox {} ({}) has no {} on its system PATH, and a {} sandbox cannot see hangar's pinned copy on this machine; use an image with the harness CLI installed",
-                            sb.id,
-                            sb.env.image.as_deref().unwrap_or("the provider's default"),
-                            session.harness.as_str(),
-                            sb.env.provider
-                        ));
-                        self.refuse_turn(&turn, &run_id, person, &e.to_string())
-                            .await?;
-                        return Err(e);
-                    }
-                    Ok(found) => found,
-                    Err(e) => {
-                        self.refuse_turn(&turn, &run_id, person, &e.to_string())
-                            .await?;
-                        return Err(e);
-                    }
-                }
-            }
-            _ => None,
-        };
-        let version = match &image_cli {
-            Some((_, v)) => v.clone(),
-            None => {
-                let bin = match session.harness {
-                    Harness::Claude => self.tools.claude.clone(),
-                    Harness::Codex => self.tools.codex.clone(),
-                };
-                blocking(move || launch::harness_version(&bin)).await?
-            }
-        };
-        let verdict = match crate::conformance::check(
-            &self.store,
-            session.harness,
-            &version,
-            options.unverified_harness,
-        )
-        .await
-        {
-            Ok(v) => v,
-            Err(e) => {
-                self.refuse_turn(&turn, &run_id, person, &e.to_string())
-                    .await?;
-                return Err(e);
-            }
-        };
-        if !matches!(verdict, crate::conformance::Verdict::Passed { .. }) {
-            self.store.audit().append(person, "harness.unverified", &json!({"run": run_id, "harness": session.harness.as_str(), "version": version, "check": verdict.manifest_value()})).await?;
-        }
-        let launched = self
-            .launch(
-                &session,
-                &options,
-                &run_id,
-                &ctl,
-                &sandbox,
-                in_sandbox.as_ref(),
-                person,
-                (
-                    &verdict,
-                    &version,
-                    image_cli.as_ref().map(|(p, _)| p.as_path()),
-                ),
-            )
-            .await;
-        let (manifest, pid) = match launched {
-            Ok(x) => x,
-            Err(e) => {
-                self.refuse_turn(&turn, &run_id, person, &e.to_string())
-                    .await?;
-                return Err(e);
-            }
-        };
-        if let Some(pid) = pid {
-            self.store.set_driver_pid(&run_id, i64::from(pid)).await?;
         }
         let mut update = TurnUpdate::to(TurnState::Running);
-        update.manifest = serde_json::to_value(&manifest).ok();
-        let turn = self.store.update_turn_state(&turn.id, &update).await?;
-        let run = self.store.run(&run.id).await?;
+        update.manifest = serde_json::to_value(&launched.manifest).ok();
+        let turn = self.store.update_turn_state(&plan.turn.id, &update).await?;
+        let run = self.store.run(plan.run_id()).await?;
         self.watch(run.clone());
         Ok(Started {
-            session: self.store.session(&session.id).await?,
+            session: self.store.session(&plan.session.id).await?,
             turn,
             run,
         })
-    }
-
-    /// Starts the turn's driver: detached on this machine for a plain folder, in a tmux session
-    /// inside the sandbox otherwise. The manifest, and the driver's pid when it is ours to see.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one call site, every argument its own"
-    )]
-    async fn launch(
-        self: &Arc<Self>,
-        session: &Session,
-        options: &TurnOptions,
-        run_id: &str,
-        ctl: &std::path::Path,
-        sandbox: &hangar_store::Sandbox,
-        sb: Option<&hangar_sandbox::Sandbox>,
-        person: &str,
-        (verdict, version, image_cli): (
-            &crate::conformance::Verdict,
-            &str,
-            Option<&std::path::Path>,
-        ),
-    ) -> Result<(hangar_events::Manifest, Option<u32>), ControlError> {
-        let warning = verdict.warning(session.harness, version);
-        let checked = |mut m: hangar_events::Manifest| {
-            m.harness_version = version.to_owned();
-            m.harness_check = verdict.manifest_value();
-            m.sealed()
-        };
-        // Policy governed: the run's copy of Tower's key or its passport, in the control folder
-        // (hangar's user's, read by the driver only), removed when the run ends. With the Tower
-        // hook the hook asks Tower instead, with a key file of its own.
-        let hooked_here = sb.is_some_and(|s| crate::sandbox_turn::hook::required(&self.tools, s));
-        if let Some(sb) = sb
-            && !hooked_here
-            && let Some(why) = crate::sandboxes::turn_unsupported(sb, session.policy)
-        {
-            return Err(ControlError::BadRequest(why));
-        }
-        let tower = if session.policy == Policy::Governed && !hooked_here {
-            Some(self.tower_credential(ctl, sandbox, run_id, person).await?)
-        } else {
-            None
-        };
-        let fork = self.fork_point(session).await?;
-        let fork = fork.as_ref().map(|(p, at)| (p.as_str(), at.as_deref()));
-        let Some(sb) = sb else {
-            let workdir = PathBuf::from(&sandbox.workdir);
-            let l = Launch {
-                fork,
-                tower,
-                run_id,
-                ctl,
-                workdir: &workdir,
-                harness: session.harness,
-                policy: session.policy,
-                resume: session.harness_session_id.as_deref(),
-                options,
-            };
-            let args = launch::driver_args(&self.tools, &l)?;
-            let manifest = checked(launch::manifest(
-                &self.tools,
-                &l,
-                &args,
-                crate::envs::rules_record(None)?,
-            ));
-            if let Some(w) = &warning {
-                self.warn_run(ctl, w).await?;
-            }
-            let pid = launch::spawn_driver(&self.tools, &args, ctl)?;
-            return Ok((manifest, Some(pid)));
-        };
-        // A remote sandbox (kubernetes, e2b) cannot see this machine's folders: the control
-        // folder stays here as the mirror of the one in the pod (`remote.rs`).
-        let remote = crate::remote::is_remote(sb.env.provider);
-        let (real_ctl, ctl_inside) = if remote {
-            (ctl.to_owned(), crate::remote::ctl_inside(sb, run_id))
-        } else {
-            (
-                sb.ctl_host().join(ctl.file_name().unwrap_or_default()),
-                self.ctl_into_sandbox(sb, ctl).await?,
-            )
-        };
-        // Without the uid split the agent is the driver's own user and can read the run's
-        // control folder, Tower's key (or passport) there included: said on the turn.
-        let tower_readable = tower.is_some() && !remote && !sb.capabilities.uid_split;
-        let mut tower = tower.map(|(url, file)| {
-            let name = file.file_name().unwrap_or_default().to_owned();
-            (url, ctl_inside.join(name))
-        });
-        // The Tower hook, where it must hold (T4-T9, T15-T17).
-        let mut hook_flags: Vec<std::ffi::OsString> = Vec::new();
-        let hooked = crate::sandbox_turn::hook::required(&self.tools, sb);
-        if (hooked || session.policy == Policy::Governed)
-            && let Some(why) = crate::sandbox_turn::hook::egress_refusal(&self.tools, &sb.env)
-        {
-            return Err(ControlError::BadRequest(why));
-        }
-        if hooked {
-            if let Some(why) = crate::sandbox_turn::hook::refusal(sb, session.harness) {
-                return Err(ControlError::BadRequest(why));
-            }
-            let h = self.install_hook(sb, sandbox, run_id, person).await?;
-            if let Some(what) = &h.tampered {
-                self.store
-                    .audit()
-                    .append(
-                        "hangar",
-                        "governance.hook_tampered",
-                        &json!({"sandbox": sb.id, "run": run_id, "found": what}),
-                    )
-                    .await?;
-                self.warn_run(&real_ctl, what).await?;
-            }
-            tower = Some((h.url.clone(), h.key_inside.clone()));
-            hook_flags.extend([
-                "--tower-hook".into(),
-                crate::sandbox_turn::hook::path_inside().into_os_string(),
-                "--tower-hook-digest".into(),
-                h.digest.clone().into(),
-            ]);
-        }
-        if let Some(why) = crate::sandboxes::turn_unsupported(sb, session.policy) {
-            return Err(ControlError::BadRequest(why));
-        }
-        let l = Launch {
-            fork,
-            tower,
-            run_id,
-            ctl: &ctl_inside,
-            workdir: &sb.workspace,
-            harness: session.harness,
-            policy: session.policy,
-            resume: session.harness_session_id.as_deref(),
-            options,
-        };
-        let mut args = launch::driver_args(&self.tools, &l)?;
-        args.extend(hook_flags);
-        // The environment's changes to the deny-risky rules, as the run's rules file.
-        let rules_file = crate::envs::rules_file(&sb.env)?;
-        let rules = crate::envs::rules_record(rules_file.as_deref())?;
-        if let Some(text) = rules_file {
-            tokio::fs::write(real_ctl.join("rules.toml"), text)
-                .await
-                .map_err(|e| {
-                    ControlError::Launch(format!("cannot write the run's rules file: {e}"))
-                })?;
-            // The Tower hook runs as the agent, which cannot enter the control folder under the
-            // uid split: its rules (the driver's too) go beside it, hangar's and read-only.
-            let inside = if hooked {
-                self.install_rules(sb, run_id, &real_ctl.join("rules.toml"))
-                    .await?
-            } else {
-                ctl_inside.join("rules.toml")
-            };
-            args.extend(["--rules".into(), inside.into_os_string()]);
-        }
-        // The environment's reviewed Claude Code settings: the driver checks them again (and
-        // refuses the turn on a key it does not allow) and records their digest.
-        if session.harness == Harness::Claude
-            && let Some(settings) = &sb.env.governance.claude_settings
-        {
-            let text = serde_json::to_vec_pretty(settings)
-                .map_err(|e| ControlError::Internal(format!("claude_settings: {e}")))?;
-            tokio::fs::write(real_ctl.join(CLAUDE_SETTINGS_FILE), text)
-                .await
-                .map_err(|e| {
-                    ControlError::Launch(format!(
-                        "cannot write the environment's Claude Code settings: {e}"
-                    ))
-                })?;
-            args.extend([
-                "--claude-settings".into(),
-                ctl_inside.join(CLAUDE_SETTINGS_FILE).into_os_string(),
-            ]);
-        }
-        if sb.env.provider != hangar_sandbox::ProviderKind::Local {
-            // The image's own CLI when it has one; else the container sees the pinned CLI's
-            // real files (bound at the same path), not the links to them.
-            let own_flag = match session.harness {
-                Harness::Claude => "--claude-bin",
-                Harness::Codex => "--codex-bin",
-            };
-            for i in 1..args.len() {
-                if args[i - 1] == "--claude-bin" || args[i - 1] == "--codex-bin" {
-                    if let Some(own) = image_cli.filter(|_| args[i - 1] == own_flag) {
-                        args[i] = own.as_os_str().to_owned();
-                    } else if let Ok(real) = std::path::Path::new(&args[i]).canonicalize() {
-                        args[i] = real.into_os_string();
-                    }
-                }
-            }
-        }
-        if let Some(a) = &sb.agent {
-            args.extend([
-                "--agent-uid".into(),
-                a.uid.to_string().into(),
-                "--agent-gid".into(),
-                a.gid.to_string().into(),
-                "--agent-home".into(),
-                a.home.clone().into_os_string(),
-            ]);
-        }
-        let mut manifest = launch::manifest(&self.tools, &l, &args, rules);
-        if hooked {
-            // T7: the asked policy is kept; what answers is the rules, with Tower through the hook.
-            manifest.policy_effective = "tower_hook".into();
-        }
-        let manifest = checked(manifest);
-        if let Some(w) = &warning {
-            self.warn_run(&real_ctl, w).await?;
-        }
-        if tower_readable {
-            self.warn_run(&real_ctl, &format!(
-                "sandbox {} has no uid split, so the agent (the driver's own user) can read Tower's credential in the run's control folder under policy governed; use a sandbox with the uid split to keep it from the agent",
-                sb.id
-            ))
-            .await?;
-        }
-        if remote {
-            self.start_remote(sb, run_id, &real_ctl, &ctl_inside, &args)
-                .await?;
-        } else {
-            self.start_in_sandbox(sb, run_id, &real_ctl, &ctl_inside, &args)
-                .await?;
-        }
-        Ok((manifest, None))
     }
 
     /// Writes the coding agent's key in Tower (the vault credential) as `<ctl>/tower.key`
@@ -825,7 +366,7 @@ impl ControlPlane {
 
     /// Sends one command, recording and auditing it; then, as `then` says, returns or waits
     /// for the signed ack (and records it with the approval answer the command carried).
-    async fn deliver(
+    pub(crate) async fn deliver(
         &self,
         mailbox: &Mailbox,
         run_id: &str,
@@ -1072,7 +613,7 @@ impl ControlPlane {
 }
 
 /// What [`ControlPlane::deliver`] does once the command landed.
-enum Then<'a> {
+pub(crate) enum Then<'a> {
     /// Returns (the prompts of a turn that is starting: no driver reads them yet).
     Return,
     /// Waits for the driver's ack and records it, with `answer` if the command carried one.
@@ -1080,7 +621,7 @@ enum Then<'a> {
 }
 
 /// Runs blocking file work off the async threads.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ControlError> {
     tokio::task::spawn_blocking(f)

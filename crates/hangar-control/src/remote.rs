@@ -34,7 +34,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hangar_protocol::{Ack, AckStatus, ControlDir, RunKey};
+use hangar_mailbox::{CommandName, ControlDir, Inbox};
+use hangar_protocol::{Ack, AckStatus, RunKey, Verifier};
 use hangar_sandbox::{ExecRequest, Output, Provider, ProviderKind, Sandbox, SandboxError, Who};
 use hangar_store::Run;
 
@@ -106,18 +107,7 @@ const MAX_ACK_BYTES: usize = 64 << 10;
 
 /// `NNNN-hex.cmd.ack`, as the mailbox names a command's ack: nothing that could leave `acks/`.
 fn is_ack_name(name: &str) -> bool {
-    let Some(cmd) = name.strip_suffix(".cmd.ack") else {
-        return false;
-    };
-    let Some((seq, nonce)) = cmd.split_once('-') else {
-        return false;
-    };
-    !seq.is_empty()
-        && seq.len() <= 20
-        && seq.bytes().all(|b| b.is_ascii_digit())
-        && !nonce.is_empty()
-        && nonce.len() <= 64
-        && nonce.bytes().all(|b| b.is_ascii_hexdigit())
+    CommandName::parse_ack(name).is_some()
 }
 
 /// What one pull read.
@@ -717,19 +707,13 @@ struct AckCheck {
 /// hex; or a refusal of a command the driver could not read, which has neither), as the
 /// mailbox itself checks an ack on the local path.
 fn genuine_ack(check: &AckCheck, name: &str, bytes: &[u8]) -> bool {
-    let Some(cmd) = name.strip_suffix(".ack") else {
-        return false;
-    };
-    let Some((seq, prefix)) = cmd.strip_suffix(".cmd").and_then(|c| c.split_once('-')) else {
-        return false;
-    };
-    let Ok(seq) = seq.parse::<u64>() else {
+    let Some((cmd, parts)) = CommandName::parse_ack(name) else {
         return false;
     };
     let Ok(a) = serde_json::from_slice::<Ack>(bytes) else {
         return false;
     };
-    let answers = (a.seq == seq && a.nonce.len() > prefix.len() && a.nonce.starts_with(prefix))
+    let answers = (a.seq == parts.seq && parts.names_nonce(&a.nonce))
         || (a.seq == 0 && a.nonce.is_empty() && a.status == AckStatus::Refused);
     answers && Ack::parse_verified(bytes, &check.key, &check.run, cmd, a.seq, &a.nonce).is_some()
 }
@@ -899,30 +883,24 @@ fn close_mirror(
     key: &hangar_protocol::RunKey,
     run: &str,
     pushed: &HashSet<String>,
-) -> std::io::Result<Vec<u64>> {
-    let mut away = host.root().join(format!("in.ended-{n}"));
-    if away.exists() {
-        away = host.root().join(format!("in.ended-{n}-mirror"));
+) -> Result<Vec<u64>, String> {
+    let mut away = format!("in.ended-{n}");
+    if host.root().join(&away).exists() {
+        away = format!("in.ended-{n}-mirror");
     }
-    std::fs::rename(host.inbox(), &away)?;
-    let late: Vec<String> = waiting(&away)
-        .into_iter()
-        .filter(|name| !pushed.contains(name))
-        .collect();
-    let messages = crate::orphan::answer_named(host, &away, &late, key, run);
+    let mut inbox = Inbox::open(host.clone(), Verifier::new(run, key.clone()))?;
+    let messages = inbox.end_as(&(), &away, &|name| pushed.contains(name))?;
     if !messages.is_empty() {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(host.root().join(LATE))?;
+            .open(host.root().join(LATE))
+            .map_err(|e| e.to_string())?;
         for seq in &messages {
-            writeln!(f, "{seq}")?;
+            writeln!(f, "{seq}").map_err(|e| e.to_string())?;
         }
-        f.sync_all()?;
-    }
-    for name in &late {
-        let _ = std::fs::remove_file(away.join(name));
+        f.sync_all().map_err(|e| e.to_string())?;
     }
     Ok(messages)
 }

@@ -164,144 +164,130 @@ struct Call {
     tree: Option<TreeSeen>,
 }
 
-/// The spans of one ended turn, built from its stored events (`kind`, `payload`,
-/// `created_at`) and its record.
-pub(crate) fn turn_spans(
-    run: &Run,
-    turn: &hangar_store::Turn,
-    session: &hangar_store::Session,
-    events: &[(String, Value, i64)],
-) -> Vec<SpanData> {
-    let trace_id = TraceId::from_bytes(random::<16>());
-    let turn_span = SpanId::from_bytes(random::<8>());
-    let scope = InstrumentationScope::builder("hangar")
-        .with_version(env!("CARGO_PKG_VERSION"))
-        .build();
-    let first = events.first().map_or(turn.created_at, |e| e.2);
-    let last = events.last().map_or(first, |e| e.2);
-    let start = turn.started_at.unwrap_or(first).min(first);
-    let end = turn.ended_at.unwrap_or(last).max(last);
-    let mut calls: Vec<Call> = Vec::new();
-    let (mut tree_start, mut tree_end) = (None, None);
-    let mut all_trusted = true;
-    let mut any_tree = false;
-    let mut skipped: Option<String> = None;
-    // The tree as it stands after each event (none until the start tree).
-    let mut current: Option<TreeSeen> = None;
-    for (kind, p, at) in events {
-        let s = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
-        match kind.as_str() {
-            "tool_call" => calls.push(Call {
-                id: s("tool_use_id").unwrap_or_default(),
-                name: s("name").unwrap_or_default(),
-                start: *at,
-                end: None,
-                tree: None,
-            }),
-            "tool_result" => {
-                if let Some(id) = s("tool_use_id")
-                    && let Some(c) = calls.iter_mut().rev().find(|c| c.id == id)
-                {
-                    c.end.get_or_insert(*at);
-                    c.tree = current.clone();
+/// What a turn's events say: its tool calls and trees.
+#[derive(Default)]
+struct Seen {
+    calls: Vec<Call>,
+    tree_start: Option<String>,
+    tree_end: Option<String>,
+    all_trusted: bool,
+    any_tree: bool,
+    skipped: Option<String>,
+}
+
+impl Seen {
+    /// Reads the stored events (`kind`, `payload`, `created_at`) in order.
+    fn of(events: &[(String, Value, i64)]) -> Seen {
+        let mut seen = Seen {
+            all_trusted: true,
+            ..Seen::default()
+        };
+        // The tree as it stands after each event (none until the start tree).
+        let mut current: Option<TreeSeen> = None;
+        for (kind, p, at) in events {
+            let s = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
+            match kind.as_str() {
+                "tool_call" => seen.calls.push(Call {
+                    id: s("tool_use_id").unwrap_or_default(),
+                    name: s("name").unwrap_or_default(),
+                    start: *at,
+                    end: None,
+                    tree: None,
+                }),
+                "tool_result" => {
+                    if let Some(c) = seen.call(s("tool_use_id")) {
+                        c.end.get_or_insert(*at);
+                        c.tree = current.clone();
+                    }
                 }
+                "tree" => {
+                    let tree = TreeSeen::of(p);
+                    seen.any_tree = true;
+                    seen.all_trusted &= tree.trusted;
+                    if tree.skipped.is_some() {
+                        seen.skipped = tree.skipped.clone();
+                    }
+                    match s("phase").as_deref() {
+                        Some("start") => seen.tree_start = tree.tree.clone(),
+                        Some("end") => seen.tree_end = tree.tree.clone(),
+                        _ => {}
+                    }
+                    if let Some(c) = seen.call(s("tool_use_id")) {
+                        c.tree = Some(tree.clone());
+                    }
+                    current = Some(tree);
+                }
+                _ => {}
             }
-            "tree" => {
-                let seen = TreeSeen::of(p);
-                any_tree = true;
-                all_trusted &= seen.trusted;
-                if seen.skipped.is_some() {
-                    skipped = seen.skipped.clone();
-                }
-                match s("phase").as_deref() {
-                    Some("start") => tree_start = seen.tree.clone(),
-                    Some("end") => tree_end = seen.tree.clone(),
-                    _ => {}
-                }
-                if let Some(id) = s("tool_use_id")
-                    && let Some(c) = calls.iter_mut().rev().find(|c| c.id == id)
-                {
-                    c.tree = Some(seen.clone());
-                }
-                current = Some(seen);
-            }
-            _ => {}
         }
+        seen
     }
-    // A one-shot turn's trees are on its record.
-    if let Some(g) = &turn.git_trees {
+
+    /// The newest call with this id.
+    fn call(&mut self, id: Option<String>) -> Option<&mut Call> {
+        let id = id?;
+        self.calls.iter_mut().rev().find(|c| c.id == id)
+    }
+
+    /// A one-shot turn's trees, which are on its record (`git_trees`), not in events.
+    fn add_record_trees(&mut self, g: &Value) {
         let t = |k: &str| {
             g.get(k)
                 .and_then(|x| x.get("tree"))
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         };
-        tree_start = tree_start.or_else(|| t("start"));
-        tree_end = tree_end.or_else(|| t("end"));
-        any_tree = true;
-        all_trusted = false;
+        self.tree_start = self.tree_start.take().or_else(|| t("start"));
+        self.tree_end = self.tree_end.take().or_else(|| t("end"));
+        self.any_tree = true;
+        self.all_trusted = false;
         for k in ["start", "end"] {
             if let Some(s) = g
                 .get(k)
                 .and_then(|x| x.get("skipped"))
                 .and_then(Value::as_str)
             {
-                skipped = Some(s.to_owned());
+                self.skipped = Some(s.to_owned());
             }
         }
     }
-    let mut turn_attrs = vec![
-        KeyValue::new("hangar.run.id", run.id.clone()),
-        KeyValue::new("hangar.turn.id", turn.id.clone()),
-        KeyValue::new("hangar.session.id", session.id.clone()),
-        KeyValue::new("hangar.harness", session.harness.as_str().to_owned()),
-        KeyValue::new("hangar.git.tree.trusted", any_tree && all_trusted),
-    ];
-    if let Some(st) = turn.status {
-        turn_attrs.push(KeyValue::new("hangar.turn.status", st));
-    }
-    if let Some(t) = tree_start {
-        turn_attrs.push(KeyValue::new("hangar.git.tree.start", t));
-    }
-    if let Some(t) = tree_end {
-        turn_attrs.push(KeyValue::new("hangar.git.tree.end", t));
-    }
-    if let Some(s) = &skipped {
-        turn_attrs.push(KeyValue::new("hangar.git.tree.skipped", s.clone()));
-    }
-    let span = |id: SpanId,
-                parent: SpanId,
-                name: &'static str,
-                from: i64,
-                to: i64,
-                attributes: Vec<KeyValue>| SpanData {
-        span_context: SpanContext::new(
-            trace_id,
-            id,
-            TraceFlags::SAMPLED,
-            false,
-            TraceState::default(),
-        ),
-        parent_span_id: parent,
-        parent_span_is_remote: false,
-        span_kind: SpanKind::Internal,
-        name: Cow::Borrowed(name),
-        start_time: time_of(from),
-        end_time: time_of(to.max(from)),
-        attributes,
-        dropped_attributes_count: 0,
-        events: SpanEvents::default(),
-        links: SpanLinks::default(),
-        status: Status::Unset,
-        instrumentation_scope: scope.clone(),
-    };
-    let mut spans = Vec::with_capacity(calls.len() + 1);
-    for c in &calls {
+
+    fn turn_attributes(
+        &self,
+        run: &Run,
+        turn: &hangar_store::Turn,
+        session: &hangar_store::Session,
+    ) -> Vec<KeyValue> {
         let mut attrs = vec![
-            KeyValue::new("hangar.tool.name", c.name.clone()),
-            KeyValue::new("hangar.tool_use_id", c.id.clone()),
+            KeyValue::new("hangar.run.id", run.id.clone()),
+            KeyValue::new("hangar.turn.id", turn.id.clone()),
+            KeyValue::new("hangar.session.id", session.id.clone()),
+            KeyValue::new("hangar.harness", session.harness.as_str().to_owned()),
+            KeyValue::new("hangar.git.tree.trusted", self.any_tree && self.all_trusted),
         ];
-        if let Some(t) = &c.tree {
+        if let Some(st) = turn.status {
+            attrs.push(KeyValue::new("hangar.turn.status", st));
+        }
+        if let Some(t) = &self.tree_start {
+            attrs.push(KeyValue::new("hangar.git.tree.start", t.clone()));
+        }
+        if let Some(t) = &self.tree_end {
+            attrs.push(KeyValue::new("hangar.git.tree.end", t.clone()));
+        }
+        if let Some(s) = &self.skipped {
+            attrs.push(KeyValue::new("hangar.git.tree.skipped", s.clone()));
+        }
+        attrs
+    }
+}
+
+impl Call {
+    fn attributes(&self) -> Vec<KeyValue> {
+        let mut attrs = vec![
+            KeyValue::new("hangar.tool.name", self.name.clone()),
+            KeyValue::new("hangar.tool_use_id", self.id.clone()),
+        ];
+        if let Some(t) = &self.tree {
             if let Some(tree) = &t.tree
                 && t.skipped.is_none()
             {
@@ -312,22 +298,88 @@ pub(crate) fn turn_spans(
                 attrs.push(KeyValue::new("hangar.git.tree.skipped", s.clone()));
             }
         }
-        spans.push(span(
-            SpanId::from_bytes(random::<8>()),
-            turn_span,
-            "hangar.tool_call",
-            c.start,
-            c.end.unwrap_or(end),
-            attrs,
-        ));
+        attrs
     }
-    spans.push(span(
-        turn_span,
-        SpanId::INVALID,
+}
+
+/// Makes the spans of one trace.
+struct Spans {
+    trace_id: TraceId,
+    scope: InstrumentationScope,
+}
+
+impl Spans {
+    fn span(
+        &self,
+        (id, parent): (SpanId, SpanId),
+        name: &'static str,
+        (from, to): (i64, i64),
+        attributes: Vec<KeyValue>,
+    ) -> SpanData {
+        SpanData {
+            span_context: SpanContext::new(
+                self.trace_id,
+                id,
+                TraceFlags::SAMPLED,
+                false,
+                TraceState::default(),
+            ),
+            parent_span_id: parent,
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Internal,
+            name: Cow::Borrowed(name),
+            start_time: time_of(from),
+            end_time: time_of(to.max(from)),
+            attributes,
+            dropped_attributes_count: 0,
+            events: SpanEvents::default(),
+            links: SpanLinks::default(),
+            status: Status::Unset,
+            instrumentation_scope: self.scope.clone(),
+        }
+    }
+}
+
+/// The spans of one ended turn, built from its stored events (`kind`, `payload`,
+/// `created_at`) and its record.
+pub(crate) fn turn_spans(
+    run: &Run,
+    turn: &hangar_store::Turn,
+    session: &hangar_store::Session,
+    events: &[(String, Value, i64)],
+) -> Vec<SpanData> {
+    let make = Spans {
+        trace_id: TraceId::from_bytes(random::<16>()),
+        scope: InstrumentationScope::builder("hangar")
+            .with_version(env!("CARGO_PKG_VERSION"))
+            .build(),
+    };
+    let turn_span = SpanId::from_bytes(random::<8>());
+    let first = events.first().map_or(turn.created_at, |e| e.2);
+    let last = events.last().map_or(first, |e| e.2);
+    let start = turn.started_at.unwrap_or(first).min(first);
+    let end = turn.ended_at.unwrap_or(last).max(last);
+    let mut seen = Seen::of(events);
+    if let Some(g) = &turn.git_trees {
+        seen.add_record_trees(g);
+    }
+    let mut spans: Vec<SpanData> = seen
+        .calls
+        .iter()
+        .map(|c| {
+            make.span(
+                (SpanId::from_bytes(random::<8>()), turn_span),
+                "hangar.tool_call",
+                (c.start, c.end.unwrap_or(end)),
+                c.attributes(),
+            )
+        })
+        .collect();
+    spans.push(make.span(
+        (turn_span, SpanId::INVALID),
         "hangar.turn",
-        start,
-        end,
-        turn_attrs,
+        (start, end),
+        seen.turn_attributes(run, turn, session),
     ));
     spans
 }

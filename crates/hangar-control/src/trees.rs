@@ -43,7 +43,7 @@ pub(crate) fn kept_dir(home: &Path, run_id: &str) -> PathBuf {
 /// The run's files: its kept copies where they are, else its control folder's.
 pub(crate) fn run_files(home: &Path, run_id: &str, ctl: &Path) -> RunFiles {
     let kept = kept_dir(home, run_id);
-    let ctl = hangar_protocol::ctl::ControlDir::at(ctl.to_owned());
+    let ctl = hangar_mailbox::ctl::ControlDir::at(ctl.to_owned());
     let store = Some(ctl.tree_store()).filter(|p| p.is_dir());
     let pack_at = |dir: &Path| {
         let (pack, idx) = (dir.join("trees.pack"), dir.join("trees.idx"));

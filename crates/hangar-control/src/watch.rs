@@ -71,111 +71,183 @@ impl Totals {
     }
 }
 
+/// Watches a run until its turn ends (or another replica holds it): reads its log from the
+/// saved cursor, commits events, cursor and parser state together, and notices a driver that
+/// stopped without ending the turn.
 pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
-    let log = PathBuf::from(&run.ctl_path).join("run.log");
-    let mut cursor = u64::try_from(run.log_cursor).unwrap_or(0);
-    let mut ctx: ParseContext = run
-        .watch_state
-        .clone()
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_else(|| ParseContext::at(cursor));
-    // Among replicas: renewed while this one watches the run; lost, it stops.
-    let mut hold = crate::lease::Hold::new(&plane);
-    // How the log is read is decided once, when its reading starts, from where the run runs
-    // (`logtrust.rs`), and kept with the parser's state. A run re-attached from before seals
-    // were written is read as it was.
-    if ctx.log.is_none() && cursor == 0 {
-        ctx.log = Some(plane.log_mode(&run).await);
-    }
-    let reader = loop {
-        let r = plane.log_reader(&run).await;
-        if r.has_seal_key() || !ctx.log.as_ref().is_some_and(|m| m.sealed) {
-            break r;
-        }
-        tracing::warn!(run = %run.id, "the run's log is sealed and its key cannot be read; retrying");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if !hold.keep(&plane, &run.id).await {
-            return;
-        }
+    let Some(mut w) = Watcher::open(plane, run).await else {
+        return;
     };
-    let mut totals = Totals {
-        partial: cursor > 0,
-        ..Totals::default()
-    };
-    // Idle polls cost little: the log is only read when it has grown past the cursor, the
-    // driver's pid is kept once known, and /proc is looked at about once a second.
-    let mut pid = run.driver_pid;
-    // A run in a sandbox has no pid of ours: its tmux session is asked instead.
-    let sandboxed = pid.is_none() && plane.sandbox_run_alive(&run.id).await.is_some();
-    let mut last_alive_check = std::time::Instant::now();
-    // A read of the slice at `cursor` already under way.
-    let mut ahead: Option<SliceRead> = None;
-    // The log's length when a read took nothing from it.
-    let mut stuck: Option<u64> = None;
-    // A run in a kubernetes or e2b sandbox: its control folder here is a mirror, kept by a sync
-    // task that lives as long as this watcher (`remote.rs`).
-    let mut sync: Option<crate::remote::Sync> = None;
-    let mut sync_checked = false;
     loop {
-        if !hold.keep(&plane, &run.id).await {
+        if !w.hold.keep(&w.plane, &w.run.id).await {
             return;
         }
-        if !sync_checked {
-            sync_checked = true;
-            sync = crate::remote::start(&plane, &run).await;
+        if !w.sync_checked {
+            w.sync_checked = true;
+            w.sync = crate::remote::start(&w.plane, &w.run).await;
         }
-        let grown = ahead.is_some() || has_news(&log, cursor, stuck);
-        if !grown {
-            if last_alive_check.elapsed() >= Duration::from_secs(1) {
-                last_alive_check = std::time::Instant::now();
-                if pid.is_none() && !sandboxed {
-                    pid = plane
-                        .store
-                        .run(&run.id)
-                        .await
-                        .ok()
-                        .and_then(|r| r.driver_pid);
-                }
-                let mut gone = None;
-                let alive = if let Some(s) = &sync {
-                    match s.status() {
-                        crate::remote::Status::Running => true,
-                        crate::remote::Status::Stopped => false,
-                        crate::remote::Status::Gone(why) => {
-                            gone = Some(why);
-                            false
-                        }
-                    }
-                } else if sandboxed {
-                    plane.sandbox_run_alive(&run.id).await.unwrap_or(true)
-                } else {
-                    driver_alive(pid)
-                };
-                // Looked at again after the check: the driver may have written its last lines.
-                if !alive && !has_news(&log, cursor, stuck) {
-                    // What the driver would have done at the end: `in/` closed, what waited
-                    // there answered, its messages handed to the next turn.
-                    let handed_back = crate::orphan::close(&plane, &run.id).await;
-                    end_turn(
-                        &plane,
-                        &run,
-                        -1,
-                        gone.as_deref()
-                            .unwrap_or("the driver stopped without ending the turn"),
-                        None,
-                        &handed_back,
-                        &totals,
-                    )
-                    .await;
-                    return;
+        let grown = w.ahead.is_some() || has_news(&w.log, w.cursor, w.stuck);
+        let next = if grown {
+            w.take_slice().await
+        } else {
+            w.idle().await
+        };
+        match next {
+            Next::Stop => return,
+            Next::Now => continue,
+            Next::Wait => tokio::time::sleep(w.plane.poll).await,
+        }
+    }
+}
+
+/// What a watcher does after a step.
+enum Next {
+    /// Reads again at once.
+    Now,
+    /// Waits one poll first.
+    Wait,
+    /// The watch is over.
+    Stop,
+}
+
+/// One run's watch: where its log is read up to, and what the reading knows.
+struct Watcher {
+    plane: Arc<ControlPlane>,
+    run: Run,
+    log: PathBuf,
+    cursor: u64,
+    ctx: ParseContext,
+    /// Among replicas: renewed while this one watches the run; lost, it stops.
+    hold: crate::lease::Hold,
+    reader: hangar_events::LogReader,
+    totals: Totals,
+    /// Idle polls cost little: the log is only read when it has grown past the cursor, the
+    /// driver's pid is kept once known, and /proc is looked at about once a second.
+    pid: Option<i64>,
+    /// A run in a sandbox has no pid of ours: its tmux session is asked instead.
+    sandboxed: bool,
+    last_alive_check: std::time::Instant,
+    /// A read of the slice at `cursor` already under way.
+    ahead: Option<SliceRead>,
+    /// The log's length when a read took nothing from it.
+    stuck: Option<u64>,
+    /// A run in a kubernetes or e2b sandbox: its control folder here is a mirror, kept by a
+    /// sync task that lives as long as this watcher (`remote.rs`).
+    sync: Option<crate::remote::Sync>,
+    sync_checked: bool,
+}
+
+impl Watcher {
+    /// Starts where the run's saved cursor and parser state are; `None` if the lease is lost
+    /// while the log's seal key is awaited.
+    async fn open(plane: Arc<ControlPlane>, run: Run) -> Option<Watcher> {
+        let log = PathBuf::from(&run.ctl_path).join("run.log");
+        let cursor = u64::try_from(run.log_cursor).unwrap_or(0);
+        let mut ctx: ParseContext = run
+            .watch_state
+            .clone()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_else(|| ParseContext::at(cursor));
+        let mut hold = crate::lease::Hold::new(&plane);
+        // How the log is read is decided once, when its reading starts, from where the run runs
+        // (`logtrust.rs`), and kept with the parser's state. A run re-attached from before seals
+        // were written is read as it was.
+        if ctx.log.is_none() && cursor == 0 {
+            ctx.log = Some(plane.log_mode(&run).await);
+        }
+        let reader = loop {
+            let r = plane.log_reader(&run).await;
+            if r.has_seal_key() || !ctx.log.as_ref().is_some_and(|m| m.sealed) {
+                break r;
+            }
+            tracing::warn!(run = %run.id, "the run's log is sealed and its key cannot be read; retrying");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if !hold.keep(&plane, &run.id).await {
+                return None;
+            }
+        };
+        let pid = run.driver_pid;
+        let sandboxed = pid.is_none() && plane.sandbox_run_alive(&run.id).await.is_some();
+        Some(Watcher {
+            log,
+            cursor,
+            ctx,
+            hold,
+            reader,
+            totals: Totals {
+                partial: cursor > 0,
+                ..Totals::default()
+            },
+            pid,
+            sandboxed,
+            last_alive_check: std::time::Instant::now(),
+            ahead: None,
+            stuck: None,
+            sync: None,
+            sync_checked: false,
+            plane,
+            run,
+        })
+    }
+
+    /// Nothing new in the log: about once a second, whether the driver still runs; if it
+    /// stopped without ending the turn, the turn is ended for it.
+    async fn idle(&mut self) -> Next {
+        if self.last_alive_check.elapsed() < Duration::from_secs(1) {
+            return Next::Wait;
+        }
+        self.last_alive_check = std::time::Instant::now();
+        let plane = &self.plane;
+        if self.pid.is_none() && !self.sandboxed {
+            self.pid = plane
+                .store
+                .run(&self.run.id)
+                .await
+                .ok()
+                .and_then(|r| r.driver_pid);
+        }
+        let mut gone = None;
+        let alive = if let Some(s) = &self.sync {
+            match s.status() {
+                crate::remote::Status::Running => true,
+                crate::remote::Status::Stopped => false,
+                crate::remote::Status::Gone(why) => {
+                    gone = Some(why);
+                    false
                 }
             }
-            tokio::time::sleep(plane.poll).await;
-            continue;
+        } else if self.sandboxed {
+            plane.sandbox_run_alive(&self.run.id).await.unwrap_or(true)
+        } else {
+            driver_alive(self.pid)
+        };
+        // Looked at again after the check: the driver may have written its last lines.
+        if alive || has_news(&self.log, self.cursor, self.stuck) {
+            return Next::Wait;
         }
-        let read = match ahead.take() {
+        // What the driver would have done at the end: `in/` closed, what waited there
+        // answered, its messages handed to the next turn.
+        let handed_back = crate::orphan::close(plane, &self.run.id).await;
+        end_turn(
+            plane,
+            &self.run,
+            -1,
+            gone.as_deref()
+                .unwrap_or("the driver stopped without ending the turn"),
+            None,
+            &handed_back,
+            &self.totals,
+        )
+        .await;
+        Next::Stop
+    }
+
+    /// Reads the log's next slice and commits its events, cursor and parser state together;
+    /// acts on what they say (an approval asked, the turn's end).
+    async fn take_slice(&mut self) -> Next {
+        let read = match self.ahead.take() {
             Some(h) => h.await,
-            None => read_slice_now(&log, cursor, ctx.clone(), &reader).await,
+            None => read_slice_now(&self.log, self.cursor, self.ctx.clone(), &self.reader).await,
         };
         let Slice {
             batch,
@@ -185,77 +257,80 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
         } = match read {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => {
-                tracing::warn!(run = %run.id, error = %e, "cannot read the run log");
+                tracing::warn!(run = %self.run.id, error = %e, "cannot read the run log");
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
+                return Next::Now;
             }
-            Err(_) => return,
+            Err(_) => return Next::Stop,
         };
-        if batch.new_cursor == cursor {
+        if batch.new_cursor == self.cursor {
             // Nothing complete to take: a partial last line, or bytes no seal covers (yet, or
             // ever: the agent's). Until the log grows again, it is as if it had not grown, so
             // the driver's end is still noticed.
-            stuck = std::fs::metadata(&log).ok().map(|m| m.len());
-        } else {
-            stuck = None;
-            // The next slice is read and parsed while this one commits (two cores at work); it is
-            // used only if this commit lands.
-            let more = std::fs::metadata(&log)
-                .map(|m| m.len() > batch.new_cursor)
-                .unwrap_or(false);
-            let next = more.then(|| read_slice(&log, batch.new_cursor, new_ctx.clone(), &reader));
-            let effects = effects_of(&batch.events);
-            if effects
-                .iter()
-                .any(|e| matches!(e, SliceEffect::ApprovalRequested { .. }))
-                && let Err(e) = plane.mailbox(&run.id).await
-            {
-                // Answers still go through; they read the key from the store first.
-                tracing::warn!(run = %run.id, error = %e, "cannot open the run's mailbox");
+            self.stuck = std::fs::metadata(&self.log).ok().map(|m| m.len());
+            return Next::Wait;
+        }
+        self.stuck = None;
+        let plane = Arc::clone(&self.plane);
+        // The next slice is read and parsed while this one commits (two cores at work); it is
+        // used only if this commit lands.
+        let more = std::fs::metadata(&self.log)
+            .map(|m| m.len() > batch.new_cursor)
+            .unwrap_or(false);
+        let next =
+            more.then(|| read_slice(&self.log, batch.new_cursor, new_ctx.clone(), &self.reader));
+        let effects = effects_of(&batch.events);
+        if effects
+            .iter()
+            .any(|e| matches!(e, SliceEffect::ApprovalRequested { .. }))
+            && let Err(e) = plane.mailbox(&self.run.id).await
+        {
+            // Answers still go through; they read the key from the store first.
+            tracing::warn!(run = %self.run.id, error = %e, "cannot open the run's mailbox");
+        }
+        let commit = plane
+            .store
+            .commit_slice(
+                &self.run.id,
+                self.cursor as i64,
+                batch.new_cursor as i64,
+                &events,
+                state.as_ref(),
+                &effects,
+            )
+            .await;
+        match commit {
+            Ok(ids) => {
+                self.cursor = batch.new_cursor;
+                self.ctx = new_ctx;
+                self.ahead = next;
+                if let Some(newest) = ids.last() {
+                    plane.events_stored(*newest);
+                }
+                if act(&plane, &self.run, &batch.events, &mut self.totals).await {
+                    return Next::Stop;
+                }
+                Next::Now
             }
-            let commit = plane
-                .store
-                .commit_slice(
-                    &run.id,
-                    cursor as i64,
-                    batch.new_cursor as i64,
-                    &events,
-                    state.as_ref(),
-                    &effects,
-                )
-                .await;
-            match commit {
-                Ok(ids) => {
-                    cursor = batch.new_cursor;
-                    ctx = new_ctx;
-                    ahead = next;
-                    if let Some(newest) = ids.last() {
-                        plane.events_stored(*newest);
+            Err(StoreError::CursorMoved { .. }) => {
+                // Another watcher (a replica) got there first: resume from what it stored.
+                match plane.store.run(&self.run.id).await {
+                    Ok(r) if r.state == hangar_store::RunState::Live => {
+                        self.cursor = u64::try_from(r.log_cursor).unwrap_or(self.cursor);
+                        self.ctx = r
+                            .watch_state
+                            .and_then(|v| serde_json::from_value(v).ok())
+                            .unwrap_or_else(|| ParseContext::at(self.cursor));
+                        Next::Wait
                     }
-                    if act(&plane, &run, &batch.events, &mut totals).await {
-                        return;
-                    }
-                    continue;
+                    _ => Next::Stop,
                 }
-                Err(StoreError::CursorMoved { .. }) => {
-                    // Another watcher (a replica) got there first: resume from what it stored.
-                    match plane.store.run(&run.id).await {
-                        Ok(r) if r.state == hangar_store::RunState::Live => {
-                            cursor = u64::try_from(r.log_cursor).unwrap_or(cursor);
-                            ctx = r
-                                .watch_state
-                                .and_then(|v| serde_json::from_value(v).ok())
-                                .unwrap_or_else(|| ParseContext::at(cursor));
-                        }
-                        _ => return,
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(run = %run.id, error = %e, "cannot store the run's events; retrying")
-                }
+            }
+            Err(e) => {
+                tracing::warn!(run = %self.run.id, error = %e, "cannot store the run's events; retrying");
+                Next::Wait
             }
         }
-        tokio::time::sleep(plane.poll).await;
     }
 }
 

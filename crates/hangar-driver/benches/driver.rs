@@ -42,7 +42,7 @@ use std::process::{Command as Process, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use hangar_protocol::client::{Delivery, Mailbox, Outcome};
+use hangar_mailbox::outbox::{Delivery, Mailbox, Outcome};
 use hangar_protocol::command::body;
 use hangar_protocol::{Command, Kind};
 use serde_json::Value;
@@ -396,7 +396,7 @@ mod round_trip {
             "", "p50", "p90", "p99", "max"
         );
         println!(
-            "client waits as Mailbox::wait does (hangar_protocol::client::next_pause: 50 us doubling, at most 250 us in the first 100 ms):"
+            "client waits as Mailbox::wait does (hangar_mailbox::wait::next_pause: 50 us doubling, at most 250 us in the first 100 ms):"
         );
         println!("{}", d.row("hangar-driver"));
         println!("{}", b.row("baseline (fs only)"));
@@ -573,14 +573,14 @@ mod round_trip {
     fn backoff_poll(path: &Path) -> Res<()> {
         let started = Instant::now();
         let deadline = started + TIMEOUT;
-        let mut pause = hangar_protocol::client::FIRST_PAUSE;
+        let mut pause = hangar_mailbox::wait::FIRST_PAUSE;
         loop {
             if ack_there(path) {
                 return Ok(());
             }
             ensure!(Instant::now() < deadline, "no ack within {TIMEOUT:?}");
             std::thread::sleep(pause);
-            pause = hangar_protocol::client::next_pause(pause, started.elapsed());
+            pause = hangar_mailbox::wait::next_pause(pause, started.elapsed());
         }
     }
 
@@ -923,7 +923,7 @@ mod relay {
             .map_err(|e| format!("{e} (the driver ended with {})", exit.describe()));
         // Keep disk use bounded: the control folder (with the run log) and the client folder go.
         let _ = fs::remove_dir_all(mb.ctl().root());
-        let _ = fs::remove_dir_all(hangar_protocol::ctl::client_dir(home, &run));
+        let _ = fs::remove_dir_all(hangar_mailbox::ctl::client_dir(home, &run));
         checked?;
         Ok((dt, exit.max_rss_kib))
     }

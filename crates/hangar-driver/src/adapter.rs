@@ -34,7 +34,7 @@ pub enum Signal {
     /// The job's check ran as Claude Code's Stop hook: `outcome` is `passed`, `feedback` or
     /// `failed` (see `verify.rs`).
     Verified {
-        outcome: String,
+        outcome: hangar_protocol::runlog::VerifyOutcome,
         exit_code: Option<i32>,
         tail: String,
     },

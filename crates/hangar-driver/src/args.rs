@@ -30,43 +30,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How permission requests are answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// A person answers each request through `approve` / `deny` commands.
-    Ask,
-    /// No requests: the harness runs with permissions skipped (hangar's sandbox is the boundary).
-    Auto,
-    /// Each request goes to Tower's `/approvals` (`--tower-url`, `--tower-key-file`); Tower's
-    /// answer is final.
-    Governed,
-}
-
-impl Policy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Policy::Ask => "ask",
-            Policy::Auto => "auto",
-            Policy::Governed => "governed",
-        }
-    }
-}
-
-/// Which coding agent runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HarnessKind {
-    Claude,
-    Codex,
-}
-
-impl HarnessKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HarnessKind::Claude => "claude",
-            HarnessKind::Codex => "codex",
-        }
-    }
-}
+/// How permission requests are answered, and which coding agent runs: hangar's shared words
+/// (`harness::Harness` is the running harness process, hence the other name here).
+pub use hangar_protocol::{Harness as HarnessKind, Policy};
 
 /// The uid the harness runs as, when it is not the driver's own.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -256,7 +222,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         return Err("Codex turns that require the Tower hook are refused: a hardened Codex turn runs with hooks disabled, and turning them on would also run hooks the agent writes in ~/.codex".into());
     }
     let run = run.ok_or("--run is required")?;
-    if !hangar_protocol::ctl::valid_run_id(&run) {
+    if !hangar_mailbox::ctl::valid_run_id(&run) {
         return Err(format!("{run:?} is not a run id"));
     }
     Ok(Settings {

@@ -14,9 +14,7 @@ mod args;
 mod claude;
 mod claude_settings;
 mod codex;
-mod folder;
 mod harness;
-mod inbox;
 mod relay;
 mod runlog;
 mod secure;
@@ -29,8 +27,9 @@ mod verify;
 use std::ffi::OsString;
 use std::sync::mpsc;
 
-use hangar_protocol::runlog::{HangarLine, HookDigest};
-use hangar_protocol::{ControlDir, Verifier};
+use hangar_mailbox::ControlDir;
+use hangar_protocol::Verifier;
+use hangar_protocol::runlog::{HangarLine, HookDigest, VerifyOutcome};
 
 use crate::adapter::Adapter;
 use crate::args::{HarnessKind, Settings};
@@ -174,7 +173,7 @@ fn start() -> Result<i32, String> {
     let seal_key = hangar_protocol::logseal::SealKey::derive(&key);
     let log = RunLog::open_sealed(&ctl.run_log(), seal_key, &s.run)
         .map_err(|e| format!("cannot open the run log {}: {e}", ctl.run_log().display()))?;
-    let inbox = match inbox::Inbox::new(ctl, Verifier::new(&s.run, key)) {
+    let inbox = match hangar_mailbox::Inbox::with_doorbell(ctl, Verifier::new(&s.run, key)) {
         Ok(i) => i,
         Err(message) => {
             log.hangar(&HangarLine::Error {
@@ -184,7 +183,8 @@ fn start() -> Result<i32, String> {
         }
     };
     let (tx, rx) = mpsc::channel();
-    inbox.start_doorbell(tx.clone());
+    let bell = tx.clone();
+    inbox.start_doorbell(move || bell.send(turn::Event::Wake).is_ok());
     // Claude Code's check is a Stop hook in the turn's own settings file (see verify.rs).
     let stop_hook = match (&s.verify, s.harness, &s.raw) {
         (Some(v), HarnessKind::Claude, None) => Some(
@@ -385,14 +385,14 @@ fn start() -> Result<i32, String> {
                         verify::run_check(v, &s.cwd, s.agent.as_ref(), &harness::harness_env(&s));
                     let rounds = turn.verify_rounds.unwrap_or(0);
                     let outcome = if run.passed() {
-                        "passed"
+                        VerifyOutcome::Passed
                     } else if rounds < v.max_rounds {
-                        "feedback"
+                        VerifyOutcome::Feedback
                     } else {
-                        "failed"
+                        VerifyOutcome::Failed
                     };
-                    turn.record_check(outcome.into(), run.exit_code, run.ms, run.tail.clone());
-                    if outcome == "feedback" {
+                    turn.record_check(outcome, run.exit_code, run.ms, run.tail.clone());
+                    if outcome == VerifyOutcome::Feedback {
                         own += 1;
                         if turn.own_message(
                             &verify::feedback(&v.command, &run),

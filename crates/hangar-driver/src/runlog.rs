@@ -95,6 +95,18 @@ impl RunLog {
     }
 }
 
+/// The mailbox's inbox writes its lines (commands carried out, refused, answered `ended`) into
+/// the run log and its notes to the driver's stderr.
+impl hangar_mailbox::Journal for RunLog {
+    fn line(&self, line: &HangarLine) {
+        self.hangar(line);
+    }
+
+    fn diag(&self, message: &str) {
+        crate::diag(message);
+    }
+}
+
 /// `writev` until every slice is written. One call writes them all (a regular file's append is
 /// one step); a short write goes on where it stopped.
 fn write_all_vectored(file: &mut File, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {

@@ -22,7 +22,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hangar_protocol::runlog::HangarLine;
+use hangar_protocol::runlog::{HangarLine, TreePhase};
 use hangar_treehash::{Options, RepoLayout, Store, TreeHasher};
 
 use crate::runlog::RunLog;
@@ -59,7 +59,7 @@ pub fn may_change_files(name: &str) -> bool {
 }
 
 enum Request {
-    Phase(&'static str),
+    Phase(TreePhase),
     Tools(Vec<String>),
     Finish { pack: PathBuf },
 }
@@ -81,7 +81,7 @@ impl Trees {
             .spawn(move || worker(&workdir, store_dir, log, trusted, rx))
             .ok();
         let t = Trees { tx, thread };
-        let _ = t.tx.send(Request::Phase("start"));
+        let _ = t.tx.send(Request::Phase(TreePhase::Start));
         t
     }
 
@@ -94,7 +94,7 @@ impl Trees {
 
     /// Hashes the end, writes the turn's objects to `pack` and deletes the store; waits for it.
     pub fn finish(mut self, pack: &Path) {
-        let _ = self.tx.send(Request::Phase("end"));
+        let _ = self.tx.send(Request::Phase(TreePhase::End));
         let _ = self.tx.send(Request::Finish {
             pack: pack.to_owned(),
         });
@@ -169,7 +169,7 @@ fn worker(workdir: &Path, store_dir: PathBuf, log: RunLog, trusted: bool, rx: Re
 
 impl Worker {
     /// One hash; a line for a phase always, for a tool only when the tree changed.
-    fn hash(&mut self, tool_use_id: Option<String>, phase: Option<&str>) {
+    fn hash(&mut self, tool_use_id: Option<String>, phase: Option<TreePhase>) {
         if self.stopped {
             return;
         }
@@ -193,7 +193,7 @@ impl Worker {
         if phase.is_some() || changed || slow {
             self.log.hangar(&HangarLine::Tree {
                 tool_use_id,
-                phase: phase.map(str::to_owned),
+                phase,
                 tree: tree.clone(),
                 ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
                 skipped: slow.then(|| "slow".to_owned()),

@@ -12,16 +12,16 @@ use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use hangar_protocol::runlog::HangarLine;
-use hangar_protocol::{AckStatus, Command, Kind, Refusal, Verified};
+use hangar_protocol::runlog::{ApprovalDecision, HangarLine, VerifyOutcome};
+use hangar_protocol::{Command, Kind, Refusal, Verified};
 use serde_json::Value;
 
 use crate::adapter::{Adapter, Answer, SendError, Signal};
 use crate::args::Policy;
 use crate::harness::Harness;
-use crate::inbox::{Inbox, Incoming};
 use crate::relay::HarnessEvent;
 use crate::runlog::RunLog;
+use hangar_mailbox::{Inbox, Incoming};
 
 /// What wakes the main loop.
 #[derive(Debug)]
@@ -264,7 +264,7 @@ impl Turn {
                         self.answered.insert(request_id.clone());
                         self.log.hangar(&HangarLine::ApprovalAnswered {
                             request_id,
-                            decision: "cancelled".into(),
+                            decision: ApprovalDecision::Cancelled,
                             by: "harness".into(),
                             seq: None,
                         });
@@ -303,30 +303,21 @@ impl Turn {
     /// a `feedback` round also lowers the rounds the Stop hook has left.
     pub fn record_check(
         &mut self,
-        outcome: String,
+        outcome: VerifyOutcome,
         exit_code: Option<i32>,
         ms: u64,
         output_tail: String,
     ) {
         self.checks_run += 1;
         let rounds = self.verify_rounds.get_or_insert(0);
-        if outcome == "feedback" {
+        if outcome == VerifyOutcome::Feedback {
             *rounds += 1;
         }
         let rounds = *rounds;
         if let Some((hook, max)) = &self.stop_hook {
             hook.set_rounds_left(max.saturating_sub(rounds));
         }
-        self.verify_state = Some(
-            if outcome == "passed" {
-                "passed"
-            } else if outcome == "feedback" {
-                "feedback"
-            } else {
-                "failed"
-            }
-            .into(),
-        );
+        self.verify_state = Some(outcome.as_str().into());
         self.log.hangar(&HangarLine::Verify {
             round: self.checks_run,
             exit_code,
@@ -442,7 +433,7 @@ impl Turn {
         self.answered.insert(request_id.clone());
         self.log.hangar(&HangarLine::ApprovalAnswered {
             request_id,
-            decision: "allow".into(),
+            decision: ApprovalDecision::Allow,
             by: by.into(),
             seq: None,
         });
@@ -469,7 +460,11 @@ impl Turn {
         }
         self.log.hangar(&HangarLine::ApprovalAnswered {
             request_id,
-            decision: if allow { "allow" } else { "deny" }.into(),
+            decision: if allow {
+                ApprovalDecision::Allow
+            } else {
+                ApprovalDecision::Deny
+            },
             by: "tower".into(),
             seq: None,
         });
@@ -517,24 +512,14 @@ impl Turn {
             Kind::Approve | Kind::Deny => self.answer(&cmd, kind),
             Kind::End => {
                 self.end_requested = true;
-                for late in self.inbox.close(&self.log) {
-                    self.answer_ended(&late);
-                }
+                let handed_back = self.inbox.end(&self.log);
+                self.handed_back.extend(handed_back);
                 self.harness.close_input();
                 Ok(())
             }
         };
         match result {
-            Ok(()) => {
-                self.log.hangar(&HangarLine::Command {
-                    name: name.clone(),
-                    seq: cmd.seq,
-                    kind: kind.to_string(),
-                    outcome: "done".into(),
-                });
-                self.inbox
-                    .ack(&self.log, &name, Some(&cmd), AckStatus::Done, "");
-            }
+            Ok(()) => self.inbox.answer_done(&self.log, &name, &cmd, kind),
             Err(Refusal::TurnEnded) => {
                 let c = Incoming {
                     name,
@@ -573,7 +558,11 @@ impl Turn {
         self.answered.insert(id.clone());
         self.log.hangar(&HangarLine::ApprovalAnswered {
             request_id: id,
-            decision: if allow { "allow" } else { "deny" }.into(),
+            decision: if allow {
+                ApprovalDecision::Allow
+            } else {
+                ApprovalDecision::Deny
+            },
             by: "command".into(),
             seq: Some(cmd.seq),
         });
@@ -581,23 +570,9 @@ impl Turn {
     }
 
     fn answer_ended(&mut self, c: &Incoming) {
-        let cmd = &c.verified.command;
-        if c.verified.kind.is_message() {
-            self.handed_back.push(cmd.seq);
+        if let Some(seq) = self.inbox.answer_ended(&self.log, c) {
+            self.handed_back.push(seq);
         }
-        self.log.hangar(&HangarLine::Command {
-            name: c.name.clone(),
-            seq: cmd.seq,
-            kind: c.verified.kind.to_string(),
-            outcome: "ended".into(),
-        });
-        self.inbox.ack(
-            &self.log,
-            &c.name,
-            Some(cmd),
-            AckStatus::Ended,
-            "the turn has ended",
-        );
     }
 
     /// The turn is over after it settled: close the harness's input, let the relay write the
@@ -654,9 +629,8 @@ impl Turn {
 
     pub fn harness_gone(&mut self, rx: &Receiver<Event>) -> i32 {
         self.settle_verify_state();
-        for c in self.inbox.close(&self.log) {
-            self.answer_ended(&c);
-        }
+        let handed_back = self.inbox.end(&self.log);
+        self.handed_back.extend(handed_back);
         self.pending.clear();
         if self.failed.is_some() {
             self.harness.close_input();

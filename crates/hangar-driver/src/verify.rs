@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hangar_protocol::runlog::VerifyOutcome;
+
 use crate::args::{Agent, Verify};
 
 /// The most output fed back or logged, from the end.
@@ -237,8 +239,9 @@ exit 0
     )
 }
 
-/// What a `hook_response` line of the Stop hook says: (outcome, exit code, output tail).
-pub fn parse_hook_response(v: &serde_json::Value) -> Option<(String, Option<i32>, String)> {
+/// What a `hook_response` line of the Stop hook says: (outcome, exit code, output tail). A word
+/// the hook never prints counts as `failed`, as the turn's check state always took it.
+pub fn parse_hook_response(v: &serde_json::Value) -> Option<(VerifyOutcome, Option<i32>, String)> {
     if v.get("type")?.as_str()? != "system" || v.get("subtype")?.as_str()? != "hook_response" {
         return None;
     }
@@ -250,7 +253,7 @@ pub fn parse_hook_response(v: &serde_json::Value) -> Option<(String, Option<i32>
         .lines()
         .find_map(|l| l.strip_prefix("hangar-verify: "))?;
     let mut parts = marker.split_whitespace();
-    let outcome = parts.next()?.to_owned();
+    let outcome = parts.next()?.parse().unwrap_or(VerifyOutcome::Failed);
     let exit = parts
         .next()
         .and_then(|e| e.strip_prefix("exit="))
@@ -340,7 +343,7 @@ mod tests {
         let json = serde_json::json!({"type":"system","subtype":"hook_response","stdout":out,"stderr":"x","exit_code":0});
         assert_eq!(
             parse_hook_response(&json),
-            Some(("failed".into(), Some(4), "x".into()))
+            Some((VerifyOutcome::Failed, Some(4), "x".into()))
         );
     }
 }

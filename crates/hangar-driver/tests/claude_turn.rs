@@ -7,8 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{LONG, Rig};
+use hangar_mailbox::outbox::Outcome;
 use hangar_protocol::Kind;
-use hangar_protocol::client::Outcome;
 use hangar_protocol::command::body;
 use hangar_testkit::{Script, Step};
 use serde_json::json;

@@ -13,8 +13,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{AGENT, LONG, Rig, assert_root, give_to_agent};
+use hangar_mailbox::outbox::{Delivery, Outcome};
 use hangar_protocol::Kind;
-use hangar_protocol::client::{Delivery, Outcome};
 use hangar_protocol::command::body;
 use hangar_testkit::{Script, Step};
 use serde_json::json;

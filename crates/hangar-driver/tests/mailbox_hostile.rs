@@ -6,7 +6,7 @@
 mod common;
 
 use common::{LONG, Rig};
-use hangar_protocol::client::{Outcome, Sent};
+use hangar_mailbox::outbox::{Outcome, Sent};
 use hangar_protocol::command::body;
 use hangar_protocol::{Ack, AckStatus, Command, Kind, RunKey};
 use hangar_testkit::{Script, Step};

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{LONG, Rig};
+use hangar_mailbox::outbox::Outcome;
 use hangar_protocol::Kind;
-use hangar_protocol::client::Outcome;
 use hangar_protocol::command::body;
 use hangar_testkit::{FakeAnthropic, FakeOpenAi, Script, Step, TOWER_KEY, TowerDouble, hostile};
 use serde_json::{Value, json};

@@ -28,24 +28,14 @@ use crate::seal::Canon;
 
 const DOMAIN: &str = "hangar.ack.v1";
 
-/// The outcome a driver reports for a command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AckStatus {
-    Done,
-    Refused,
-    Ended,
-}
-
-impl AckStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AckStatus::Done => "done",
-            AckStatus::Refused => "refused",
-            AckStatus::Ended => "ended",
-        }
+crate::words::words!(
+    /// The outcome a driver reports for a command.
+    AckStatus ("ack status", "done, refused, ended") {
+        Done = "done",
+        Refused = "refused",
+        Ended = "ended",
     }
-}
+);
 
 /// A signed answer (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -57,6 +57,34 @@ impl HookDigest {
     }
 }
 
+crate::words::words!(
+    /// A `hangar.tree` line's moment in the turn.
+    TreePhase ("tree phase", "start, end") { Start = "start", End = "end" }
+);
+
+crate::words::words!(
+    /// How the driver answered a command that passed every check.
+    CommandOutcome ("command outcome", "done, ended") { Done = "done", Ended = "ended" }
+);
+
+crate::words::words!(
+    /// How a permission request was answered (`cancelled`: the harness withdrew it).
+    ApprovalDecision ("approval decision", "allow, deny, cancelled") {
+        Allow = "allow",
+        Deny = "deny",
+        Cancelled = "cancelled",
+    }
+);
+
+crate::words::words!(
+    /// What one run of the job's check found.
+    VerifyOutcome ("check outcome", "passed, feedback, failed") {
+        Passed = "passed",
+        Feedback = "feedback",
+        Failed = "failed",
+    }
+);
+
 /// One line of hangar's own in the run log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -93,7 +121,7 @@ pub enum HangarLine {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         tool_use_id: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none", default)]
-        phase: Option<String>,
+        phase: Option<TreePhase>,
         tree: String,
         ms: u64,
         #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -108,7 +136,7 @@ pub enum HangarLine {
         name: String,
         seq: u64,
         kind: String,
-        outcome: String,
+        outcome: CommandOutcome,
     },
     /// A command was refused; nothing was executed. `code` is machine-readable (e.g. `bad_mac`,
     /// `replay`, `nonce_reuse`, `wrong_run`, `unknown_kind`, `not_json`, `too_large`,
@@ -138,7 +166,7 @@ pub enum HangarLine {
     #[serde(rename = "hangar.approval_answered")]
     ApprovalAnswered {
         request_id: String,
-        decision: String,
+        decision: ApprovalDecision,
         by: String,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         seq: Option<u64>,
@@ -168,7 +196,7 @@ pub enum HangarLine {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         exit_code: Option<i32>,
         ms: u64,
-        outcome: String,
+        outcome: VerifyOutcome,
         output_tail: String,
     },
     /// hangar's deny-risky rules refused a tool call before anyone was asked (under every
@@ -223,6 +251,27 @@ mod tests {
         assert!(s.starts_with(r#"{"type":"hangar.approval","#), "{s}");
         assert_eq!(HangarLine::parse(&s), Some(l));
         assert_eq!(HangarLine::parse(r#"{"type":"result"}"#), None);
+    }
+
+    /// The closed words print exactly as the strings they replaced (the seals cover the bytes),
+    /// and a word outside the set is not one of hangar's lines.
+    #[test]
+    fn closed_words_keep_their_wire_form() {
+        let lines = [
+            r#"{"type":"hangar.command","name":"0000000001-ab.cmd","seq":1,"kind":"prompt","outcome":"done"}"#,
+            r#"{"type":"hangar.command","name":"0000000002-ab.cmd","seq":2,"kind":"steer","outcome":"ended"}"#,
+            r#"{"type":"hangar.approval_answered","request_id":"r","decision":"cancelled","by":"policy"}"#,
+            r#"{"type":"hangar.tree","phase":"start","tree":"t","ms":1}"#,
+            r#"{"type":"hangar.verify","round":1,"exit_code":1,"ms":2,"outcome":"feedback","output_tail":"x"}"#,
+        ];
+        for l in lines {
+            let h = HangarLine::parse(l).unwrap();
+            assert_eq!(h.to_json(), l);
+        }
+        assert_eq!(
+            HangarLine::parse(&lines[0].replace("\"done\"", "\"maybe\"")),
+            None
+        );
     }
 
     #[test]

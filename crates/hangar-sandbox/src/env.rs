@@ -282,6 +282,409 @@ fn valid_host(s: &str) -> bool {
 /// Why `sudo: true` cannot go with an egress allowlist.
 const SUDO_WITH_ALLOWLIST: &str = "true gives the agent root in the sandbox, and root can take the egress proxy's port (and read the sandbox's loopback traffic), so an egress allowlist could not be kept; use sudo: false with the allowlist, or sudo: true with egress none or open";
 
+/// The value of `key`, if it is given and not null (null is the same as leaving a key out).
+fn given<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    map.get(key).filter(|v| !v.is_null())
+}
+
+/// `name`: required, a lowercase name.
+fn read_name(map: &Map<String, Value>) -> Result<&str, SandboxError> {
+    let name = map
+        .get("name")
+        .ok_or_else(|| bad("name", "required (lowercase letters, digits, - _ .)"))
+        .and_then(|v| string("name", v))?;
+    if !valid_name(name) {
+        return Err(bad(
+            "name",
+            format!(
+                "{name:?} is not allowed: 1-63 lowercase letters, digits, - _ . starting with a letter or digit"
+            ),
+        ));
+    }
+    Ok(name)
+}
+
+/// `provider`: required, one of [`ProviderKind::ALL`].
+fn read_provider(map: &Map<String, Value>) -> Result<ProviderKind, SandboxError> {
+    let allowed_providers = ProviderKind::ALL.map(ProviderKind::as_str).join(", ");
+    let provider = map
+        .get("provider")
+        .ok_or_else(|| bad("provider", format!("required; one of {allowed_providers}")))
+        .and_then(|v| string("provider", v))?;
+    ProviderKind::parse(provider).ok_or_else(|| {
+        bad(
+            "provider",
+            format!("{provider:?} is not a provider; one of {allowed_providers}"),
+        )
+    })
+}
+
+/// `image`: required by the providers that run one, refused by the local one.
+fn read_image(
+    map: &Map<String, Value>,
+    provider: ProviderKind,
+) -> Result<Option<String>, SandboxError> {
+    let image = match given(map, "image") {
+        None => None,
+        Some(v) => Some(string("image", v)?.to_owned()),
+    };
+    match (provider, &image) {
+        (ProviderKind::Local, Some(_)) => Err(bad(
+            "image",
+            "the local provider runs this machine's system read-only and takes no image; remove image, or use provider docker or kubernetes",
+        )),
+        (ProviderKind::Docker | ProviderKind::Kubernetes, None) => Err(bad(
+            "image",
+            format!("required for provider {provider} (e.g. image: hangar-base:bookworm)"),
+        )),
+        (_, Some(i)) if i.trim().is_empty() => Err(bad("image", "is empty")),
+        _ => Ok(image),
+    }
+}
+
+/// `network: host`, or nothing.
+fn read_network(map: &Map<String, Value>) -> Result<bool, SandboxError> {
+    let Some(v) = given(map, "network") else {
+        return Ok(false);
+    };
+    match string("network", v)? {
+        "host" => Ok(true),
+        other => Err(bad(
+            "network",
+            format!(
+                "{other:?} is not allowed; the only value is host (share the host's network namespace)"
+            ),
+        )),
+    }
+}
+
+/// `egress`: none, open, or `{allowlist: [hosts], enforcement}`; open by default on the
+/// host's network, none otherwise.
+fn read_egress(
+    map: &Map<String, Value>,
+    provider: ProviderKind,
+    host_network: bool,
+) -> Result<(Egress, Option<EgressEnforcement>), SandboxError> {
+    match given(map, "egress") {
+        None if host_network => Ok((Egress::Open, None)),
+        None => Ok((Egress::None, None)),
+        Some(Value::String(s)) => match s.as_str() {
+            "none" => Ok((Egress::None, None)),
+            "open" => Ok((Egress::Open, None)),
+            "allowlist" => Err(bad(
+                "egress",
+                "allowlist needs its hosts: egress: {allowlist: [github.com, registry.npmjs.org]}",
+            )),
+            other => Err(bad(
+                "egress",
+                format!("{other:?} is not allowed; one of none, open, or {{allowlist: [hosts]}}"),
+            )),
+        },
+        Some(Value::Object(m)) => {
+            check_keys("egress", m, &["allowlist", "enforcement"])?;
+            let enforcement = read_enforcement(m, provider)?;
+            Ok((Egress::Allowlist(read_allowlist(m)?), enforcement))
+        }
+        Some(v) => Err(bad(
+            "egress",
+            format!(
+                "must be none, open, or {{allowlist: [hosts]}}, not {}",
+                type_name(v)
+            ),
+        )),
+    }
+}
+
+/// `egress.enforcement`: only `e2b-firewall`, only for provider e2b.
+fn read_enforcement(
+    m: &Map<String, Value>,
+    provider: ProviderKind,
+) -> Result<Option<EgressEnforcement>, SandboxError> {
+    let Some(v) = given(m, "enforcement") else {
+        return Ok(None);
+    };
+    match string("egress.enforcement", v)? {
+        "e2b-firewall" if provider == ProviderKind::E2b => Ok(Some(EgressEnforcement::E2bFirewall)),
+        "e2b-firewall" => Err(bad(
+            "egress.enforcement",
+            format!(
+                "e2b-firewall is only for provider e2b; hangar's own proxy keeps the allowlist for provider {provider}: remove enforcement"
+            ),
+        )),
+        other => Err(bad(
+            "egress.enforcement",
+            format!(
+                "{other:?} is not allowed; the only value is e2b-firewall (E2B's own firewall, provider e2b)"
+            ),
+        )),
+    }
+}
+
+/// `egress.allowlist`: a non-empty list of host names, lowercased.
+fn read_allowlist(m: &Map<String, Value>) -> Result<Vec<String>, SandboxError> {
+    let hosts = m
+        .get("allowlist")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("egress.allowlist", "must be a list of host names"))?;
+    if hosts.is_empty() {
+        return Err(bad(
+            "egress.allowlist",
+            "is empty; list the hosts, or use egress: none",
+        ));
+    }
+    let mut out = Vec::new();
+    for h in hosts {
+        let h = string("egress.allowlist", h)?;
+        if !valid_host(h) {
+            return Err(bad(
+                "egress.allowlist",
+                format!("{h:?} is not a host name (e.g. github.com or *.npmjs.org)"),
+            ));
+        }
+        out.push(h.to_ascii_lowercase());
+    }
+    Ok(out)
+}
+
+/// The host's network goes only with open egress, and only where a provider can share it.
+fn check_host_network(
+    host_network: bool,
+    egress: &Egress,
+    provider: ProviderKind,
+) -> Result<(), SandboxError> {
+    if host_network && *egress != Egress::Open {
+        return Err(bad(
+            "network",
+            "host shares the host's network, so egress can only be open; drop network: host, or set egress: open",
+        ));
+    }
+    if host_network && !matches!(provider, ProviderKind::Local | ProviderKind::Docker) {
+        return Err(bad(
+            "network",
+            format!("host is only possible with provider local or docker, not {provider}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `uid_split`: on by default where the provider can split uids, refused where it cannot.
+fn read_uid_split(map: &Map<String, Value>, provider: ProviderKind) -> Result<bool, SandboxError> {
+    let uid_split = match given(map, "uid_split") {
+        None => provider.can_split_uids(),
+        Some(v) => boolean("uid_split", v)?,
+    };
+    if uid_split && !provider.can_split_uids() {
+        return Err(bad(
+            "uid_split",
+            format!(
+                "provider {provider} runs one uid per sandbox, so there is no uid split; set uid_split: false"
+            ),
+        ));
+    }
+    Ok(uid_split)
+}
+
+/// `sudo`: off by default; never on the local provider nor with an egress allowlist.
+fn read_sudo(
+    map: &Map<String, Value>,
+    provider: ProviderKind,
+    egress: &Egress,
+) -> Result<bool, SandboxError> {
+    let sudo = match given(map, "sudo") {
+        None => false,
+        Some(v) => boolean("sudo", v)?,
+    };
+    if sudo && provider == ProviderKind::Local {
+        return Err(bad(
+            "sudo",
+            "the local provider cannot give the agent sudo; remove it, or use provider docker",
+        ));
+    }
+    // Root in the sandbox holds the egress proxy's port whenever hangar's proxy is not
+    // listening (a restart of hangar, before the sandbox's next command brings it back), so
+    // every program there, the Tower hook and the driver's Tower client included, would
+    // then talk to the agent's own "proxy"; and it sees the sandbox's loopback traffic.
+    if sudo && matches!(egress, Egress::Allowlist(_)) {
+        return Err(bad("sudo", SUDO_WITH_ALLOWLIST));
+    }
+    Ok(sudo)
+}
+
+/// `governance`: a mapping of policy, hook, rules and claude_settings, each optional.
+fn read_governance(map: &Map<String, Value>) -> Result<Governance, SandboxError> {
+    let g = match given(map, "governance") {
+        None => return Ok(Governance::default()),
+        Some(Value::Object(g)) => g,
+        Some(v) => {
+            return Err(bad(
+                "governance",
+                format!(
+                    "must be a mapping (policy, hook, rules, claude_settings), not {}",
+                    type_name(v)
+                ),
+            ));
+        }
+    };
+    check_keys(
+        "governance",
+        g,
+        &["policy", "hook", "rules", "claude_settings"],
+    )?;
+    let policy = match given(g, "policy") {
+        None => None,
+        Some(v) => {
+            let p = string("governance.policy", v)?;
+            if !["ask", "auto", "governed"].contains(&p) {
+                return Err(bad(
+                    "governance.policy",
+                    format!("{p:?} is not a policy; one of ask, auto, governed"),
+                ));
+            }
+            Some(p.to_owned())
+        }
+    };
+    let hook = match given(g, "hook") {
+        None => None,
+        Some(v) => Some(match string("governance.hook", v)? {
+            "required" => HookMode::Required,
+            "optional" => HookMode::Optional,
+            "off" => HookMode::Off,
+            other => {
+                return Err(bad(
+                    "governance.hook",
+                    format!("{other:?} is not allowed; one of required, optional, off"),
+                ));
+            }
+        }),
+    };
+    let rules = match given(g, "rules") {
+        None => None,
+        Some(v @ Value::Object(r)) => {
+            check_keys("governance.rules", r, &["add", "disable"])?;
+            Some(v.clone())
+        }
+        Some(v) => {
+            return Err(bad(
+                "governance.rules",
+                format!(
+                    "must be a mapping with add and disable, not {}",
+                    type_name(v)
+                ),
+            ));
+        }
+    };
+    let claude_settings = match given(g, "claude_settings") {
+        None => None,
+        Some(v) => {
+            hangar_protocol::claude_settings::check(v.clone())
+                .map_err(|why| bad("governance.claude_settings", why))?;
+            Some(v.clone())
+        }
+    };
+    Ok(Governance {
+        policy,
+        hook,
+        rules,
+        claude_settings,
+    })
+}
+
+/// `resources`: cpu, memory and pids limits, none of which the local provider can keep.
+fn read_resources(
+    map: &Map<String, Value>,
+    provider: ProviderKind,
+) -> Result<Resources, SandboxError> {
+    let resources = match given(map, "resources") {
+        None => Resources::default(),
+        Some(Value::Object(r)) => read_limits(r)?,
+        Some(v) => {
+            return Err(bad(
+                "resources",
+                format!(
+                    "must be a mapping (cpu, memory, pids), not {}",
+                    type_name(v)
+                ),
+            ));
+        }
+    };
+    // pids too: RLIMIT_NPROC would count the agent's uid across sandboxes, not exempt the
+    // driver's harness, and count every process of hangar's user without the split.
+    if provider == ProviderKind::Local && !resources.is_empty() {
+        return Err(bad(
+            "resources",
+            "the local provider cannot limit cpu, memory or pids (bubblewrap has no cgroups); remove them, or use provider docker",
+        ));
+    }
+    Ok(resources)
+}
+
+/// The keys of `resources`, each optional.
+fn read_limits(r: &Map<String, Value>) -> Result<Resources, SandboxError> {
+    check_keys("resources", r, &["cpu", "memory", "pids"])?;
+    let cpu = match given(r, "cpu") {
+        None => None,
+        Some(v) => match v.as_f64() {
+            Some(c) if c > 0.0 && c.is_finite() => Some(c),
+            _ => {
+                return Err(bad(
+                    "resources.cpu",
+                    "must be a number of CPUs above 0, e.g. 1.5",
+                ));
+            }
+        },
+    };
+    let memory = match given(r, "memory") {
+        None => None,
+        Some(v) => Some(parse_size("resources.memory", v)?),
+    };
+    let pids = match given(r, "pids") {
+        None => None,
+        Some(v) => match v.as_u64() {
+            Some(p) if p > 0 && p <= u64::from(u32::MAX) => Some(p as u32),
+            _ => return Err(bad("resources.pids", "must be a whole number above 0")),
+        },
+    };
+    Ok(Resources { cpu, memory, pids })
+}
+
+/// `workspace`: copy (the default) or in-place (local only, without the uid split).
+fn read_workspace(
+    map: &Map<String, Value>,
+    provider: ProviderKind,
+    uid_split: bool,
+) -> Result<bool, SandboxError> {
+    let in_place = match given(map, "workspace") {
+        None => false,
+        Some(v) => match string("workspace", v)? {
+            "copy" => false,
+            "in-place" => true,
+            other => {
+                return Err(bad(
+                    "workspace",
+                    format!(
+                        "{other:?} is not allowed; copy (the default: a copy of the repository) or in-place (the folder itself, local only)"
+                    ),
+                ));
+            }
+        },
+    };
+    if in_place && provider != ProviderKind::Local {
+        return Err(bad(
+            "workspace",
+            format!(
+                "in-place is for the local provider; a {provider} sandbox works on a copy of the repository"
+            ),
+        ));
+    }
+    if in_place && uid_split {
+        return Err(bad(
+            "workspace",
+            "in-place works on your folder as it is, so the agent runs as hangar's user: set uid_split: false",
+        ));
+    }
+    Ok(in_place)
+}
+
 impl EnvSpec {
     /// Why a spec stored with a sandbox made before a rule was added is refused now (what
     /// [`EnvSpec::from_value`] would say), for a turn to be refused in such a sandbox.
@@ -298,6 +701,7 @@ impl EnvSpec {
     }
 
     /// Validates an environment given as a JSON value (the API; also what a YAML file becomes).
+    /// Each key is read by a step of its own, in the order the errors are reported.
     pub fn from_value(v: &Value) -> Result<EnvSpec, SandboxError> {
         let map = v.as_object().ok_or_else(|| {
             SandboxError::Invalid(format!(
@@ -307,350 +711,17 @@ impl EnvSpec {
             ))
         })?;
         check_keys("", map, KEYS)?;
-        let name = map
-            .get("name")
-            .ok_or_else(|| bad("name", "required (lowercase letters, digits, - _ .)"))
-            .and_then(|v| string("name", v))?;
-        if !valid_name(name) {
-            return Err(bad(
-                "name",
-                format!(
-                    "{name:?} is not allowed: 1-63 lowercase letters, digits, - _ . starting with a letter or digit"
-                ),
-            ));
-        }
-        let allowed_providers = ProviderKind::ALL.map(ProviderKind::as_str).join(", ");
-        let provider = map
-            .get("provider")
-            .ok_or_else(|| bad("provider", format!("required; one of {allowed_providers}")))
-            .and_then(|v| string("provider", v))?;
-        let provider = ProviderKind::parse(provider).ok_or_else(|| {
-            bad(
-                "provider",
-                format!("{provider:?} is not a provider; one of {allowed_providers}"),
-            )
-        })?;
-
-        let image = match map.get("image") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(string("image", v)?.to_owned()),
-        };
-        match (provider, &image) {
-            (ProviderKind::Local, Some(_)) => {
-                return Err(bad(
-                    "image",
-                    "the local provider runs this machine's system read-only and takes no image; remove image, or use provider docker or kubernetes",
-                ));
-            }
-            (ProviderKind::Docker | ProviderKind::Kubernetes, None) => {
-                return Err(bad(
-                    "image",
-                    format!("required for provider {provider} (e.g. image: hangar-base:bookworm)"),
-                ));
-            }
-            (_, Some(i)) if i.trim().is_empty() => return Err(bad("image", "is empty")),
-            _ => {}
-        }
-
-        let host_network = match map.get("network") {
-            None | Some(Value::Null) => false,
-            Some(v) => match string("network", v)? {
-                "host" => true,
-                other => {
-                    return Err(bad(
-                        "network",
-                        format!(
-                            "{other:?} is not allowed; the only value is host (share the host's network namespace)"
-                        ),
-                    ));
-                }
-            },
-        };
-
-        let mut egress_enforcement = None;
-        let egress = match map.get("egress") {
-            None | Some(Value::Null) => {
-                if host_network {
-                    Egress::Open
-                } else {
-                    Egress::None
-                }
-            }
-            Some(Value::String(s)) => match s.as_str() {
-                "none" => Egress::None,
-                "open" => Egress::Open,
-                "allowlist" => {
-                    return Err(bad(
-                        "egress",
-                        "allowlist needs its hosts: egress: {allowlist: [github.com, registry.npmjs.org]}",
-                    ));
-                }
-                other => {
-                    return Err(bad(
-                        "egress",
-                        format!(
-                            "{other:?} is not allowed; one of none, open, or {{allowlist: [hosts]}}"
-                        ),
-                    ));
-                }
-            },
-            Some(Value::Object(m)) => {
-                check_keys("egress", m, &["allowlist", "enforcement"])?;
-                egress_enforcement = match m.get("enforcement") {
-                    None | Some(Value::Null) => None,
-                    Some(v) => match string("egress.enforcement", v)? {
-                        "e2b-firewall" if provider == ProviderKind::E2b => {
-                            Some(EgressEnforcement::E2bFirewall)
-                        }
-                        "e2b-firewall" => {
-                            return Err(bad(
-                                "egress.enforcement",
-                                format!(
-                                    "e2b-firewall is only for provider e2b; hangar's own proxy keeps the allowlist for provider {provider}: remove enforcement"
-                                ),
-                            ));
-                        }
-                        other => {
-                            return Err(bad(
-                                "egress.enforcement",
-                                format!(
-                                    "{other:?} is not allowed; the only value is e2b-firewall (E2B's own firewall, provider e2b)"
-                                ),
-                            ));
-                        }
-                    },
-                };
-                let hosts = m
-                    .get("allowlist")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| bad("egress.allowlist", "must be a list of host names"))?;
-                if hosts.is_empty() {
-                    return Err(bad(
-                        "egress.allowlist",
-                        "is empty; list the hosts, or use egress: none",
-                    ));
-                }
-                let mut out = Vec::new();
-                for h in hosts {
-                    let h = string("egress.allowlist", h)?;
-                    if !valid_host(h) {
-                        return Err(bad(
-                            "egress.allowlist",
-                            format!("{h:?} is not a host name (e.g. github.com or *.npmjs.org)"),
-                        ));
-                    }
-                    out.push(h.to_ascii_lowercase());
-                }
-                Egress::Allowlist(out)
-            }
-            Some(v) => {
-                return Err(bad(
-                    "egress",
-                    format!(
-                        "must be none, open, or {{allowlist: [hosts]}}, not {}",
-                        type_name(v)
-                    ),
-                ));
-            }
-        };
-        if host_network && egress != Egress::Open {
-            return Err(bad(
-                "network",
-                "host shares the host's network, so egress can only be open; drop network: host, or set egress: open",
-            ));
-        }
-        if host_network && !matches!(provider, ProviderKind::Local | ProviderKind::Docker) {
-            return Err(bad(
-                "network",
-                format!("host is only possible with provider local or docker, not {provider}"),
-            ));
-        }
-
-        let uid_split = match map.get("uid_split") {
-            None | Some(Value::Null) => provider.can_split_uids(),
-            Some(v) => boolean("uid_split", v)?,
-        };
-        if uid_split && !provider.can_split_uids() {
-            return Err(bad(
-                "uid_split",
-                format!(
-                    "provider {provider} runs one uid per sandbox, so there is no uid split; set uid_split: false"
-                ),
-            ));
-        }
-        let sudo = match map.get("sudo") {
-            None | Some(Value::Null) => false,
-            Some(v) => boolean("sudo", v)?,
-        };
-        if sudo && provider == ProviderKind::Local {
-            return Err(bad(
-                "sudo",
-                "the local provider cannot give the agent sudo; remove it, or use provider docker",
-            ));
-        }
-        // Root in the sandbox holds the egress proxy's port whenever hangar's proxy is not
-        // listening (a restart of hangar, before the sandbox's next command brings it back), so
-        // every program there, the Tower hook and the driver's Tower client included, would
-        // then talk to the agent's own "proxy"; and it sees the sandbox's loopback traffic.
-        if sudo && matches!(egress, Egress::Allowlist(_)) {
-            return Err(bad("sudo", SUDO_WITH_ALLOWLIST));
-        }
-
-        let governance = match map.get("governance") {
-            None | Some(Value::Null) => Governance::default(),
-            Some(Value::Object(g)) => {
-                check_keys(
-                    "governance",
-                    g,
-                    &["policy", "hook", "rules", "claude_settings"],
-                )?;
-                let policy = match g.get("policy") {
-                    None | Some(Value::Null) => None,
-                    Some(v) => {
-                        let p = string("governance.policy", v)?;
-                        if !["ask", "auto", "governed"].contains(&p) {
-                            return Err(bad(
-                                "governance.policy",
-                                format!("{p:?} is not a policy; one of ask, auto, governed"),
-                            ));
-                        }
-                        Some(p.to_owned())
-                    }
-                };
-                let hook = match g.get("hook") {
-                    None | Some(Value::Null) => None,
-                    Some(v) => Some(match string("governance.hook", v)? {
-                        "required" => HookMode::Required,
-                        "optional" => HookMode::Optional,
-                        "off" => HookMode::Off,
-                        other => {
-                            return Err(bad(
-                                "governance.hook",
-                                format!("{other:?} is not allowed; one of required, optional, off"),
-                            ));
-                        }
-                    }),
-                };
-                let rules = match g.get("rules") {
-                    None | Some(Value::Null) => None,
-                    Some(v @ Value::Object(r)) => {
-                        check_keys("governance.rules", r, &["add", "disable"])?;
-                        Some(v.clone())
-                    }
-                    Some(v) => {
-                        return Err(bad(
-                            "governance.rules",
-                            format!(
-                                "must be a mapping with add and disable, not {}",
-                                type_name(v)
-                            ),
-                        ));
-                    }
-                };
-                let claude_settings = match g.get("claude_settings") {
-                    None | Some(Value::Null) => None,
-                    Some(v) => {
-                        hangar_protocol::claude_settings::check(v.clone())
-                            .map_err(|why| bad("governance.claude_settings", why))?;
-                        Some(v.clone())
-                    }
-                };
-                Governance {
-                    policy,
-                    hook,
-                    rules,
-                    claude_settings,
-                }
-            }
-            Some(v) => {
-                return Err(bad(
-                    "governance",
-                    format!(
-                        "must be a mapping (policy, hook, rules, claude_settings), not {}",
-                        type_name(v)
-                    ),
-                ));
-            }
-        };
-
-        let resources = match map.get("resources") {
-            None | Some(Value::Null) => Resources::default(),
-            Some(Value::Object(r)) => {
-                check_keys("resources", r, &["cpu", "memory", "pids"])?;
-                let cpu = match r.get("cpu") {
-                    None | Some(Value::Null) => None,
-                    Some(v) => match v.as_f64() {
-                        Some(c) if c > 0.0 && c.is_finite() => Some(c),
-                        _ => {
-                            return Err(bad(
-                                "resources.cpu",
-                                "must be a number of CPUs above 0, e.g. 1.5",
-                            ));
-                        }
-                    },
-                };
-                let memory = match r.get("memory") {
-                    None | Some(Value::Null) => None,
-                    Some(v) => Some(parse_size("resources.memory", v)?),
-                };
-                let pids = match r.get("pids") {
-                    None | Some(Value::Null) => None,
-                    Some(v) => match v.as_u64() {
-                        Some(p) if p > 0 && p <= u64::from(u32::MAX) => Some(p as u32),
-                        _ => return Err(bad("resources.pids", "must be a whole number above 0")),
-                    },
-                };
-                Resources { cpu, memory, pids }
-            }
-            Some(v) => {
-                return Err(bad(
-                    "resources",
-                    format!(
-                        "must be a mapping (cpu, memory, pids), not {}",
-                        type_name(v)
-                    ),
-                ));
-            }
-        };
-        // pids too: RLIMIT_NPROC would count the agent's uid across sandboxes, not exempt the
-        // driver's harness, and count every process of hangar's user without the split.
-        if provider == ProviderKind::Local && !resources.is_empty() {
-            return Err(bad(
-                "resources",
-                "the local provider cannot limit cpu, memory or pids (bubblewrap has no cgroups); remove them, or use provider docker",
-            ));
-        }
-
-        let in_place = match map.get("workspace") {
-            None | Some(Value::Null) => false,
-            Some(v) => match string("workspace", v)? {
-                "copy" => false,
-                "in-place" => true,
-                other => {
-                    return Err(bad(
-                        "workspace",
-                        format!(
-                            "{other:?} is not allowed; copy (the default: a copy of the repository) or in-place (the folder itself, local only)"
-                        ),
-                    ));
-                }
-            },
-        };
-        if in_place && provider != ProviderKind::Local {
-            return Err(bad(
-                "workspace",
-                format!(
-                    "in-place is for the local provider; a {provider} sandbox works on a copy of the repository"
-                ),
-            ));
-        }
-        if in_place && uid_split {
-            return Err(bad(
-                "workspace",
-                "in-place works on your folder as it is, so the agent runs as hangar's user: set uid_split: false",
-            ));
-        }
-
+        let name = read_name(map)?;
+        let provider = read_provider(map)?;
+        let image = read_image(map, provider)?;
+        let host_network = read_network(map)?;
+        let (egress, egress_enforcement) = read_egress(map, provider, host_network)?;
+        check_host_network(host_network, &egress, provider)?;
+        let uid_split = read_uid_split(map, provider)?;
+        let sudo = read_sudo(map, provider, &egress)?;
+        let governance = read_governance(map)?;
+        let resources = read_resources(map, provider)?;
+        let in_place = read_workspace(map, provider, uid_split)?;
         Ok(EnvSpec {
             in_place,
             name: name.to_owned(),

@@ -33,7 +33,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::db::{Cols, in_tx, on_db};
+use crate::db::{Cols, in_tx, read_db};
 use crate::error::StoreError;
 use crate::{Store, now_ms};
 
@@ -265,7 +265,7 @@ impl AuditLog<'_> {
     pub async fn head(&self) -> Result<(i64, String), StoreError> {
         let sql = "SELECT seq, hash FROM audit_head WHERE id = 1";
         let head: Option<(i64, String)> =
-            on_db!(self.store, pool => sqlx::query_as(sql).fetch_optional(pool).await?);
+            read_db!(self.store, pool => sqlx::query_as(sql).fetch_optional(pool).await?);
         head.ok_or_else(|| {
             AuditError::Broken {
                 seq: 0,
@@ -283,7 +283,7 @@ impl AuditLog<'_> {
     ) -> Result<Vec<AuditRecord>, StoreError> {
         let sql = "SELECT seq, at, actor, action, detail, prev_hash, hash FROM audit_log \
                    WHERE seq > $1 ORDER BY seq LIMIT $2";
-        on_db!(self.store, pool => {
+        read_db!(self.store, pool => {
             let q = sqlx::query(sql).bind(after_seq).bind(limit.clamp(1, PAGE));
             q.fetch_all(pool).await?.iter().map(record_from).collect()
         })

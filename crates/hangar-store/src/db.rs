@@ -1,5 +1,12 @@
-//! Opening a [`Store`]: the URL, the connection pool of either backend, and the two macros the
-//! rest of the crate uses to run one SQL text on whichever backend is open.
+//! Opening a [`Store`]: the URL, the connection pools of either backend, and the macros the
+//! rest of the crate uses to run one SQL text on whichever backend is open: [`read_db!`] for
+//! reads, [`write_db!`] and [`in_tx!`] for writes.
+//!
+//! Reads and writes have separate handles, so no write can skip the writer queue: on SQLite the
+//! reading pool's connections are opened read-only (a write through them fails with
+//! `SQLITE_READONLY`, which the tests would meet), and the writing pool is reached only through
+//! the writer mutex. PostgreSQL needs no queue (its writers do not share one lock), so both
+//! handles are the same pool there.
 //!
 //! Every query is a plain SQL string with `$1`-style parameters, which both SQLite and
 //! PostgreSQL accept; the few places where the dialects differ branch on [`crate::Backend`].
@@ -45,6 +52,9 @@ pub(crate) enum Db {
 /// The control plane's store. Cheap to clone (the pool is shared); see the crate docs.
 #[derive(Clone)]
 pub struct Store {
+    /// For reads only ([`read_db!`]): on SQLite its connections are read-only.
+    pub(crate) reader: Db,
+    /// For writes only, through [`write_db!`] and [`in_tx!`] (which queue on `writer` first).
     pub(crate) db: Db,
     pub(crate) vault: Option<Arc<Vault>>,
     /// SQLite: this process's writers take turns here before asking for the database's write
@@ -65,11 +75,11 @@ impl fmt::Debug for Store {
     }
 }
 
-/// Runs `$body` with `$pool` bound to the open backend's pool (a different type in each arm,
-/// so the body is compiled once per backend).
-macro_rules! on_db {
+/// Runs the read `$body` with `$pool` bound to the open backend's reading pool (a different
+/// type in each arm, so the body is compiled once per backend). A write here fails on SQLite.
+macro_rules! read_db {
     ($store:expr, $pool:ident => $body:expr) => {
-        match &$store.db {
+        match &$store.reader {
             $crate::db::Db::Sqlite($pool) => $body,
             $crate::db::Db::Postgres($pool) => $body,
         }
@@ -98,7 +108,7 @@ macro_rules! in_tx {
     };
 }
 
-/// [`on_db!`] for a write outside a transaction: on SQLite, queued on [`Store`]'s writer mutex
+/// [`read_db!`] for a write outside a transaction: on SQLite, queued on [`Store`]'s writer mutex
 /// first, as [`in_tx!`] is.
 macro_rules! write_db {
     ($store:expr, $pool:ident => $body:expr) => {
@@ -112,7 +122,7 @@ macro_rules! write_db {
     };
 }
 
-pub(crate) use {in_tx, on_db, write_db};
+pub(crate) use {in_tx, read_db, write_db};
 
 impl Store {
     /// Opens (and migrates) the database at `url`:
@@ -155,7 +165,12 @@ impl Store {
             },
             e => e,
         })?;
+        let reader = match &db {
+            Db::Sqlite(_) => reader_of_sqlite(url, &shown).await?,
+            Db::Postgres(pool) => Db::Postgres(pool.clone()),
+        };
         Ok(Store {
+            reader,
             db,
             vault: None,
             writer: Arc::default(),
@@ -178,7 +193,7 @@ impl Store {
 
     /// The schema version the database is at.
     pub async fn schema_version(&self) -> Result<i64, StoreError> {
-        let v: Option<i64> = on_db!(self, pool => {
+        let v: Option<i64> = read_db!(self, pool => {
             sqlx::query_scalar("SELECT MAX(version) FROM schema_version")
                 .fetch_one(pool)
                 .await?
@@ -186,10 +201,35 @@ impl Store {
         Ok(v.unwrap_or(0))
     }
 
-    /// Closes the pool, waiting for connections in use to come back.
+    /// Closes the pools, waiting for connections in use to come back.
     pub async fn close(&self) {
-        on_db!(self, pool => pool.close().await)
+        read_db!(self, pool => pool.close().await);
+        match &self.db {
+            Db::Sqlite(pool) => pool.close().await,
+            Db::Postgres(pool) => pool.close().await,
+        }
     }
+}
+
+/// The reading pool of an open (and migrated) SQLite database: the same file, connections opened
+/// read-only. WAL lets them read while the writer writes.
+async fn reader_of_sqlite(url: &str, shown: &str) -> Result<Db, StoreError> {
+    let path = url.strip_prefix("sqlite://").unwrap_or(url);
+    let opts = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .foreign_keys(true)
+        .busy_timeout(SQLITE_BUSY_TIMEOUT);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect_with(opts)
+        .await
+        .map_err(|source| StoreError::Open {
+            url: shown.to_owned(),
+            source,
+        })?;
+    Ok(Db::Sqlite(pool))
 }
 
 async fn open_sqlite(path: &str, shown: &str) -> Result<Db, StoreError> {
@@ -317,7 +357,27 @@ impl_cols!(PgRow);
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::{Db, Store, redact_url};
+
+    /// The reading handle cannot write on SQLite, so a write that skipped the writer queue (and
+    /// its mutex) fails in the tests instead of racing in production; the writing handle can.
+    #[tokio::test]
+    async fn on_sqlite_only_the_writing_handle_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/h.db", dir.path().display());
+        let store = Store::open(&url).await.unwrap();
+        let insert = "INSERT INTO environments (name, spec, created_at) VALUES ('x', '{}', 0)";
+        let through_reader = read_db!(store, pool => sqlx::query(insert).execute(pool).await.map(|r| r.rows_affected()));
+        let err = through_reader.unwrap_err().to_string();
+        assert!(err.contains("readonly"), "{err}");
+        let through_writer = write_db!(store, pool => sqlx::query(insert).execute(pool).await.map(|r| r.rows_affected()));
+        assert_eq!(through_writer.unwrap(), 1);
+        // And what the writer wrote, the reader reads.
+        let n: i64 = read_db!(store, pool => sqlx::query_scalar("SELECT COUNT(*) FROM environments WHERE name = 'x'").fetch_one(pool).await.unwrap());
+        assert_eq!(n, 1);
+        assert!(matches!(store.reader, Db::Sqlite(_)));
+    }
 
     #[test]
     fn passwords_never_reach_messages() {

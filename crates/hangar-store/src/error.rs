@@ -153,3 +153,13 @@ impl From<sqlx::Error> for StoreError {
         StoreError::Db(e)
     }
 }
+
+/// A stored harness, policy or ack status that is not one of its words.
+impl From<hangar_protocol::UnknownWord> for StoreError {
+    fn from(e: hangar_protocol::UnknownWord) -> StoreError {
+        StoreError::Corrupt {
+            what: e.what,
+            why: format!("unknown value {:?}", e.value),
+        }
+    }
+}

@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::db::{Cols, in_tx, on_db};
+use crate::db::{Cols, in_tx, read_db};
 use crate::error::StoreError;
 use crate::migrate::Backend;
 use crate::model::*;
@@ -801,7 +801,7 @@ impl Store {
                 r,
             ),
         };
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let q = sqlx::query(sql).bind(key).bind(after_id).bind(limit);
             q.fetch_all(pool).await?.iter().map(event_from).collect()
         })

@@ -6,7 +6,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::db::{Cols, on_db};
+use crate::db::{Cols, read_db, write_db};
 use crate::error::StoreError;
 use crate::{Store, now_ms};
 
@@ -55,7 +55,7 @@ impl Store {
     /// Records a fork; its session and run must exist ([`StoreError::Conflict`] otherwise, or
     /// when the session already is a fork).
     pub async fn create_fork(&self, f: &NewFork) -> Result<Fork, StoreError> {
-        on_db!(self, pool => {
+        write_db!(self, pool => {
             sqlx::query(
                 "INSERT INTO forks (session_id, run_id, step, tree, record, person, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -81,7 +81,7 @@ impl Store {
     /// The fork a session was made as, if it was.
     pub async fn fork(&self, session_id: &str) -> Result<Option<Fork>, StoreError> {
         let sql = "SELECT * FROM forks WHERE session_id = $1";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let row = sqlx::query(sql).bind(session_id).fetch_optional(pool).await?;
             row.as_ref().map(fork_from).transpose()
         })
@@ -90,7 +90,7 @@ impl Store {
     /// The forks made from a run's steps, oldest first.
     pub async fn forks_of_run(&self, run_id: &str) -> Result<Vec<Fork>, StoreError> {
         let sql = "SELECT * FROM forks WHERE run_id = $1 ORDER BY created_at, session_id";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let rows = sqlx::query(sql).bind(run_id).fetch_all(pool).await?;
             rows.iter().map(fork_from).collect()
         })

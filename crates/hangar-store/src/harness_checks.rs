@@ -8,7 +8,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::db::{Cols, on_db};
+use crate::db::{Cols, read_db, write_db};
 use crate::error::StoreError;
 use crate::{Harness, Store, now_ms};
 
@@ -52,7 +52,7 @@ impl Store {
         capabilities: &Value,
         person: &str,
     ) -> Result<HarnessCheck, StoreError> {
-        on_db!(self, pool => {
+        write_db!(self, pool => {
             sqlx::query(
                 "INSERT INTO harness_checks (harness, version, suite, passed, capabilities, person, ran_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7) \
@@ -85,7 +85,7 @@ impl Store {
         version: &str,
     ) -> Result<Option<HarnessCheck>, StoreError> {
         let sql = "SELECT * FROM harness_checks WHERE harness = $1 AND version = $2";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let row = sqlx::query(sql)
                 .bind(harness.as_str())
                 .bind(version)
@@ -98,7 +98,7 @@ impl Store {
     /// Every recorded result, by harness then version.
     pub async fn harness_checks(&self) -> Result<Vec<HarnessCheck>, StoreError> {
         let sql = "SELECT * FROM harness_checks ORDER BY harness, version";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let rows = sqlx::query(sql).fetch_all(pool).await?;
             rows.iter().map(check_from).collect()
         })

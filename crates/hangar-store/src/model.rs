@@ -46,14 +46,10 @@ macro_rules! text_enum {
     };
 }
 
-text_enum!(
-    /// The agent a session runs.
-    Harness { Claude = "claude", Codex = "codex" }
-);
-text_enum!(
-    /// How tool calls are governed.
-    Policy { Auto = "auto", Ask = "ask", Governed = "governed" }
-);
+// The agent a session runs, how its tool calls are governed, and the driver's signed answer to
+// a command: hangar's shared words, defined once in the protocol crate.
+pub use hangar_protocol::{AckStatus, Harness, Policy};
+
 text_enum!(
     /// Where a turn is.
     TurnState { Queued = "queued", Running = "running", Ended = "ended", Refused = "refused" }
@@ -61,10 +57,6 @@ text_enum!(
 text_enum!(
     /// Whether a run's driver may still write to its log.
     RunState { Live = "live", Ended = "ended" }
-);
-text_enum!(
-    /// The driver's signed answer to a command.
-    AckStatus { Done = "done", Refused = "refused", Ended = "ended" }
 );
 text_enum!(
     /// A person's answer to a permission request.

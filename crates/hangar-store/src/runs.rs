@@ -4,7 +4,7 @@
 //! Non-goals: starting or watching drivers (the control plane does), moving the cursor outside
 //! [`Store::commit_events`].
 
-use crate::db::{Cols, in_tx, on_db, write_db};
+use crate::db::{Cols, in_tx, read_db, write_db};
 use crate::error::StoreError;
 use crate::model::*;
 use crate::secrets::RUN_KEY;
@@ -73,7 +73,7 @@ impl Store {
     /// The run `id`.
     pub async fn run(&self, id: &str) -> Result<Run, StoreError> {
         let sql = format!("SELECT {RUN_COLS} FROM runs WHERE id = $1");
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id);
             q.fetch_optional(pool).await?.as_ref().map(run_from).transpose()?
         })
@@ -84,7 +84,7 @@ impl Store {
     pub async fn live_runs(&self) -> Result<Vec<Run>, StoreError> {
         let sql =
             format!("SELECT {RUN_COLS} FROM runs WHERE state = 'live' ORDER BY created_at, id");
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(pool).await?;
             rows.iter().map(run_from).collect()
         })
@@ -158,7 +158,7 @@ impl Store {
             "SELECT {RUN_COLS} FROM runs WHERE state = 'live' \
              AND (lease_holder IS NULL OR lease_until < $1) ORDER BY created_at, id"
         );
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now_ms).fetch_all(pool).await?;
             rows.iter().map(run_from).collect()
         })

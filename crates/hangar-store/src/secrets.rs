@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::db::{on_db, write_db};
+use crate::db::{read_db, write_db};
 use crate::error::StoreError;
 use crate::vault::{Secret, Vault, VaultError};
 use crate::{Store, now_ms};
@@ -39,12 +39,12 @@ impl Store {
     /// attached to a database sets the key check.
     pub async fn with_vault(mut self, vault: Vault) -> Result<Store, StoreError> {
         let sql = "SELECT sealed FROM vault_check WHERE id = 1";
-        let mut stored: Option<Vec<u8>> = on_db!(self, pool => {
+        let mut stored: Option<Vec<u8>> = read_db!(self, pool => {
             sqlx::query_scalar(sql).fetch_optional(pool).await?
         });
         if stored.is_none() {
             let sealed = vault.seal("key-check", "vault", KEY_CHECK)?;
-            on_db!(self, pool => {
+            write_db!(self, pool => {
                 sqlx::query(
                     "INSERT INTO vault_check (id, sealed, created_at) VALUES (1, $1, $2) \
                      ON CONFLICT (id) DO NOTHING",
@@ -55,7 +55,7 @@ impl Store {
                 .await?;
             });
             // Another process may have set it first: check against what is stored.
-            stored = on_db!(self, pool => sqlx::query_scalar(sql).fetch_optional(pool).await?);
+            stored = read_db!(self, pool => sqlx::query_scalar(sql).fetch_optional(pool).await?);
         }
         let opened = stored.map(|s| vault.unseal("key-check", "vault", &s));
         match opened {
@@ -78,7 +78,7 @@ impl Store {
     /// Seals and stores a run's key (replacing any).
     pub async fn put_run_key(&self, run_id: &str, key: &Secret) -> Result<(), StoreError> {
         let sealed = self.vault()?.seal(RUN_KEY, run_id, key.expose())?;
-        let n = on_db!(self, pool => {
+        let n = write_db!(self, pool => {
             sqlx::query("UPDATE runs SET run_key = $2 WHERE id = $1")
                 .bind(run_id)
                 .bind(&sealed)
@@ -99,7 +99,7 @@ impl Store {
     pub async fn run_key(&self, run_id: &str) -> Result<Secret, StoreError> {
         let vault = self.vault()?;
         let sql = "SELECT run_key FROM runs WHERE id = $1";
-        let sealed: Option<Option<Vec<u8>>> = on_db!(self, pool => {
+        let sealed: Option<Option<Vec<u8>>> = read_db!(self, pool => {
             sqlx::query_scalar(sql).bind(run_id).fetch_optional(pool).await?
         });
         match sealed {
@@ -132,7 +132,7 @@ impl Store {
         check_credential_name(name)?;
         let sealed = self.vault()?.seal(CREDENTIAL, name, value.expose())?;
         let now = now_ms();
-        on_db!(self, pool => {
+        write_db!(self, pool => {
             sqlx::query(
                 "INSERT INTO credentials (name, sealed, created_at, updated_at) \
                  VALUES ($1, $2, $3, $3) ON CONFLICT (name) DO UPDATE \
@@ -151,7 +151,7 @@ impl Store {
     pub async fn credential(&self, name: &str) -> Result<Secret, StoreError> {
         let vault = self.vault()?;
         let sql = "SELECT sealed FROM credentials WHERE name = $1";
-        let sealed: Option<Vec<u8>> = on_db!(self, pool => {
+        let sealed: Option<Vec<u8>> = read_db!(self, pool => {
             sqlx::query_scalar(sql).bind(name).fetch_optional(pool).await?
         });
         let sealed = sealed.ok_or_else(|| StoreError::NotFound {
@@ -164,12 +164,12 @@ impl Store {
     /// The credentials' names, sorted (never their values).
     pub async fn credential_names(&self) -> Result<Vec<String>, StoreError> {
         let sql = "SELECT name FROM credentials ORDER BY name";
-        Ok(on_db!(self, pool => sqlx::query_scalar(sql).fetch_all(pool).await?))
+        Ok(read_db!(self, pool => sqlx::query_scalar(sql).fetch_all(pool).await?))
     }
 
     /// Removes a credential; true if it existed.
     pub async fn remove_credential(&self, name: &str) -> Result<bool, StoreError> {
-        let n = on_db!(self, pool => {
+        let n = write_db!(self, pool => {
             sqlx::query("DELETE FROM credentials WHERE name = $1")
                 .bind(name)
                 .execute(pool)

@@ -6,7 +6,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::db::{Cols, in_tx, on_db, write_db};
+use crate::db::{Cols, in_tx, read_db, write_db};
 use crate::error::StoreError;
 use crate::model::*;
 use crate::{Store, now_ms};
@@ -102,7 +102,7 @@ fn allowed_from(to: TurnState) -> &'static [&'static str] {
 impl Store {
     /// Creates an environment; fails with [`StoreError::Conflict`] if the name is taken.
     pub async fn create_environment(&self, name: &str, spec: &Value) -> Result<(), StoreError> {
-        on_db!(self, pool => {
+        write_db!(self, pool => {
             sqlx::query("INSERT INTO environments (name, spec, created_at) VALUES ($1, $2, $3)")
                 .bind(name)
                 .bind(Json(spec))
@@ -117,7 +117,7 @@ impl Store {
     /// Sandboxes made earlier keep the spec they were made with (in their handle).
     pub async fn put_environment(&self, name: &str, spec: &Value) -> Result<bool, StoreError> {
         let now = now_ms();
-        let updated = on_db!(self, pool => {
+        let updated = write_db!(self, pool => {
             sqlx::query("UPDATE environments SET spec = $2, updated_at = $3 WHERE name = $1")
                 .bind(name)
                 .bind(Json(spec))
@@ -140,7 +140,7 @@ impl Store {
     /// The environment named `name`.
     pub async fn environment(&self, name: &str) -> Result<Environment, StoreError> {
         let sql = "SELECT name, spec, created_at, updated_at FROM environments WHERE name = $1";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let row = sqlx::query(sql).bind(name).fetch_optional(pool).await?;
             row.as_ref().map(environment_from).transpose()?
         })
@@ -150,7 +150,7 @@ impl Store {
     /// Every environment, by name.
     pub async fn environments(&self) -> Result<Vec<Environment>, StoreError> {
         let sql = "SELECT name, spec, created_at, updated_at FROM environments ORDER BY name";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             sqlx::query(sql).fetch_all(pool).await?.iter().map(environment_from).collect()
         })
     }
@@ -162,7 +162,7 @@ impl Store {
             .as_ref()
             .map(|h| self.seal_handle(&s.id, h))
             .transpose()?;
-        on_db!(self, pool => {
+        write_db!(self, pool => {
             sqlx::query(
                 "INSERT INTO sandboxes (id, environment, kind, workdir, person, created_at, handle) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -183,7 +183,7 @@ impl Store {
     /// The sandbox `id`.
     pub async fn sandbox(&self, id: &str) -> Result<Sandbox, StoreError> {
         let sql = "SELECT * FROM sandboxes WHERE id = $1";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let row = sqlx::query(sql).bind(id).fetch_optional(pool).await?;
             row.as_ref().map(sandbox_from).transpose()?
         })
@@ -231,7 +231,7 @@ impl Store {
 
     /// Marks a sandbox removed (its provider destroyed it); false if it already was.
     pub async fn mark_sandbox_removed(&self, id: &str) -> Result<bool, StoreError> {
-        let n = on_db!(self, pool => {
+        let n = write_db!(self, pool => {
             sqlx::query(
                 "UPDATE sandboxes SET state = 'removed', removed_at = $2 \
                  WHERE id = $1 AND state = 'live'",
@@ -252,7 +252,7 @@ impl Store {
     pub async fn sandboxes(&self, person: Option<&str>) -> Result<Vec<Sandbox>, StoreError> {
         let sql = "SELECT * FROM sandboxes WHERE $1 IS NULL OR person = $1 \
                    ORDER BY created_at, id";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let rows = sqlx::query(sql).bind(person).fetch_all(pool).await?;
             rows.iter().map(sandbox_from).collect::<Result<Vec<_>, _>>()?
         })
@@ -269,7 +269,7 @@ impl Store {
         harness: Harness,
         policy: Policy,
     ) -> Result<Session, StoreError> {
-        on_db!(self, pool => {
+        write_db!(self, pool => {
             sqlx::query(
                 "INSERT INTO sessions (id, sandbox_id, harness, policy, created_at) \
                  VALUES ($1, $2, $3, $4, $5)",
@@ -288,7 +288,7 @@ impl Store {
     /// The session `id`.
     pub async fn session(&self, id: &str) -> Result<Session, StoreError> {
         let sql = "SELECT * FROM sessions WHERE id = $1";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let row = sqlx::query(sql).bind(id).fetch_optional(pool).await?;
             row.as_ref().map(session_from).transpose()?
         })
@@ -299,7 +299,7 @@ impl Store {
     pub async fn sessions(&self, sandbox_id: Option<&str>) -> Result<Vec<Session>, StoreError> {
         let sql = "SELECT * FROM sessions WHERE $1 IS NULL OR sandbox_id = $1 \
                    ORDER BY created_at, id";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let rows = sqlx::query(sql).bind(sandbox_id).fetch_all(pool).await?;
             rows.iter().map(session_from).collect()
         })
@@ -311,7 +311,7 @@ impl Store {
         session_id: &str,
         options: &Value,
     ) -> Result<(), StoreError> {
-        let done = on_db!(self, pool => {
+        let done = write_db!(self, pool => {
             sqlx::query("UPDATE sessions SET options = $2 WHERE id = $1")
                 .bind(session_id)
                 .bind(Json(options.clone()))
@@ -419,7 +419,7 @@ impl Store {
     /// The turn `id`.
     pub async fn turn(&self, id: &str) -> Result<Turn, StoreError> {
         let sql = format!("SELECT {TURN_COLS} FROM turns WHERE id = $1");
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(pool).await?;
             row.as_ref().map(turn_from).transpose()?
         })
@@ -429,7 +429,7 @@ impl Store {
     /// A session's turns in order.
     pub async fn turns(&self, session_id: &str) -> Result<Vec<Turn>, StoreError> {
         let sql = format!("SELECT {TURN_COLS} FROM turns WHERE session_id = $1 ORDER BY idx");
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(session_id);
             q.fetch_all(pool).await?.iter().map(turn_from).collect()
         })

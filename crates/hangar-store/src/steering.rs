@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use sqlx::types::Json;
 
 use crate::audit::{AppendAudit, canonical_json};
-use crate::db::{Cols, in_tx, on_db, write_db};
+use crate::db::{Cols, in_tx, read_db, write_db};
 use crate::error::StoreError;
 use crate::events::storable;
 use crate::migrate::Backend;
@@ -233,7 +233,7 @@ impl Store {
     /// Command `seq` of a run.
     pub async fn command(&self, run_id: &str, seq: i64) -> Result<Command, StoreError> {
         let sql = format!("SELECT {COMMAND_COLS} FROM commands WHERE run_id = $1 AND seq = $2");
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(run_id).bind(seq);
             q.fetch_optional(pool).await?.as_ref().map(command_from).transpose()?
         })
@@ -246,7 +246,7 @@ impl Store {
     /// A run's commands by sequence number.
     pub async fn commands(&self, run_id: &str) -> Result<Vec<Command>, StoreError> {
         let sql = format!("SELECT {COMMAND_COLS} FROM commands WHERE run_id = $1 ORDER BY seq");
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(run_id);
             q.fetch_all(pool).await?.iter().map(command_from).collect()
         })
@@ -318,7 +318,7 @@ impl Store {
     pub async fn approval(&self, run_id: &str, request_id: &str) -> Result<Approval, StoreError> {
         let sql =
             format!("SELECT {APPROVAL_COLS} FROM approvals WHERE run_id = $1 AND request_id = $2");
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(run_id).bind(request_id);
             q.fetch_optional(pool).await?.as_ref().map(approval_from).transpose()?
         })
@@ -343,7 +343,7 @@ impl Store {
             "SELECT {APPROVAL_COLS} FROM approvals WHERE run_id = $1 {pending} \
              ORDER BY requested_at, request_id"
         );
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(run_id);
             q.fetch_all(pool).await?.iter().map(approval_from).collect()
         })

@@ -11,7 +11,7 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use crate::db::{Cols, on_db};
+use crate::db::{Cols, read_db, write_db};
 use crate::error::StoreError;
 use crate::model::ApiToken;
 use crate::{Store, new_id, now_ms};
@@ -79,7 +79,7 @@ impl Store {
         getrandom::fill(bytes.as_mut()).map_err(|e| StoreError::Random(e.to_string()))?;
         let token = format!("{PREFIX}{}", hex::encode(*bytes));
         let id = new_id("tok")?;
-        on_db!(self, pool => {
+        write_db!(self, pool => {
             sqlx::query(
                 "INSERT INTO api_tokens (id, person, token_hash, created_at) \
                  VALUES ($1, $2, $3, $4)",
@@ -98,7 +98,7 @@ impl Store {
     pub async fn token_by_hash(&self, token_hash: &str) -> Result<Option<ApiToken>, StoreError> {
         let sql = "SELECT id, person, token_hash, created_at, revoked_at FROM api_tokens \
                    WHERE token_hash = $1";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let row = sqlx::query(sql).bind(token_hash).fetch_optional(pool).await?;
             row.as_ref().map(token_from).transpose()
         })
@@ -121,7 +121,7 @@ impl Store {
 
     /// Revokes a token; true if it was active.
     pub async fn revoke_token(&self, id: &str) -> Result<bool, StoreError> {
-        let n = on_db!(self, pool => {
+        let n = write_db!(self, pool => {
             sqlx::query("UPDATE api_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
                 .bind(id)
                 .bind(now_ms())
@@ -136,7 +136,7 @@ impl Store {
     pub async fn tokens(&self, person: Option<&str>) -> Result<Vec<ApiToken>, StoreError> {
         let sql = "SELECT id, person, token_hash, created_at, revoked_at FROM api_tokens \
                    WHERE $1 IS NULL OR person = $1 ORDER BY created_at, id";
-        on_db!(self, pool => {
+        read_db!(self, pool => {
             let rows = sqlx::query(sql).bind(person).fetch_all(pool).await?;
             rows.iter().map(token_from).collect()
         })

@@ -425,6 +425,41 @@ fn error(code: &str, message: &str) -> Value {
     json!({"error": code, "message": message})
 }
 
+/// What the double is set to do, read (with the request recorded) under one lock.
+struct Setting {
+    fault: TowerFault,
+    delay: Duration,
+    answer: TowerAnswer,
+    /// The bearer token is a key or a passport the double knows.
+    known: bool,
+    /// The bearer token is one the double refuses (403).
+    forbidden: bool,
+}
+
+/// Records the request and reads the double's setting for it.
+fn record(shared: &Arc<Shared>, req: &HttpRequest, body: &Value) -> Setting {
+    let auth = req.header("authorization").map(str::to_owned);
+    let mut st = shared.lock();
+    st.requests.push(TowerRequest {
+        method: req.method.clone(),
+        target: req.target.clone(),
+        authorization: auth.clone(),
+        body: body.clone(),
+    });
+    let token = auth.as_deref().and_then(|a| a.strip_prefix("Bearer "));
+    Setting {
+        fault: st.fault.clone(),
+        delay: st.delay,
+        answer: st.answer.clone(),
+        known: token.is_some_and(|t| st.keys.iter().any(|k| k == t) || passport_ok(&st, t)),
+        forbidden: token.is_some_and(|t| st.forbidden.iter().any(|k| k == t)),
+    }
+}
+
+fn send(w: &mut TcpStream, status: u16, v: &Value, keep_alive: bool) -> std::io::Result<()> {
+    http::write_json(w, status, &[], v.to_string().as_bytes(), keep_alive)
+}
+
 fn respond(
     shared: &Arc<Shared>,
     req: &HttpRequest,
@@ -432,28 +467,14 @@ fn respond(
     keep_alive: bool,
 ) -> std::io::Result<()> {
     let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-    let auth = req.header("authorization").map(str::to_owned);
-    let (fault, delay, answer, known, forbidden) = {
-        let mut st = shared.lock();
-        st.requests.push(TowerRequest {
-            method: req.method.clone(),
-            target: req.target.clone(),
-            authorization: auth.clone(),
-            body: body.clone(),
-        });
-        let token = auth.as_deref().and_then(|a| a.strip_prefix("Bearer "));
-        (
-            st.fault.clone(),
-            st.delay,
-            st.answer.clone(),
-            token.is_some_and(|t| st.keys.iter().any(|k| k == t) || passport_ok(&st, t)),
-            token.is_some_and(|t| st.forbidden.iter().any(|k| k == t)),
-        )
-    };
+    let Setting {
+        fault,
+        delay,
+        answer,
+        known,
+        forbidden,
+    } = record(shared, req, &body);
     let path = req.path().to_owned();
-    let send = |w: &mut TcpStream, status: u16, v: &Value| {
-        http::write_json(w, status, &[], v.to_string().as_bytes(), keep_alive)
-    };
     // The double's own endpoint: no auth, no faults.
     if let Some(rest) = path.strip_prefix("/_test/approvals/")
         && let Some(id) = rest.strip_suffix("/sign")
@@ -465,12 +486,13 @@ fn respond(
             .and_then(Value::as_str)
             .unwrap_or("someone");
         return if sign(shared, id, allow, person) {
-            send(w, 200, &json!({"id": id, "signed": true}))
+            send(w, 200, &json!({"id": id, "signed": true}), keep_alive)
         } else {
             send(
                 w,
                 404,
                 &error("not_found", "no pending approval with that id"),
+                keep_alive,
             )
         };
     }
@@ -478,56 +500,26 @@ fn respond(
     match (req.method.as_str(), path.as_str()) {
         ("GET", "/.well-known/jwks.json") => {
             let jwks = json!({"keys": [shared.lock().passport_key.public_jwk()]});
-            return send(w, 200, &jwks);
+            return send(w, 200, &jwks, keep_alive);
         }
         ("POST", "/oauth/token") => {
             let (status, v) = exchange(shared, &req.body);
-            return send(w, status, &v);
+            return send(w, status, &v, keep_alive);
         }
         _ => {}
     }
     if !delay.is_zero() {
         thread::sleep(delay);
     }
-    match fault {
-        TowerFault::None => {}
-        TowerFault::Hangup => return Err(std::io::Error::other("hang up")),
-        TowerFault::Status(code) => {
-            return send(
-                w,
-                code,
-                &error("fault", &format!("the Tower double answers {code}")),
-            );
-        }
-        TowerFault::Garbage => {
-            return http::write_json(w, 200, &[], b"<html>not json at all", keep_alive);
-        }
-        TowerFault::WrongShape => return send(w, 200, &json!({"verdict": "yes", "ok": true})),
-        TowerFault::Truncated => {
-            let full = json!({"decision": "allow", "reason": "cut short"}).to_string();
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                full.len() + 100
-            );
-            w.write_all(head.as_bytes())?;
-            w.write_all(&full.as_bytes()[..full.len() / 2])?;
-            w.flush()?;
-            return Err(std::io::Error::other("truncated"));
-        }
-        TowerFault::Huge(n) => {
-            let pad = "x".repeat(n);
-            return send(
-                w,
-                200,
-                &json!({"decision": "allow", "reason": "huge", "pad": pad}),
-            );
-        }
+    if let Some(done) = answer_fault(&fault, w, keep_alive) {
+        return done;
     }
     if !known {
         return send(
             w,
             401,
             &error("unauthorized", "missing, unknown, expired or revoked token"),
+            keep_alive,
         );
     }
     if forbidden {
@@ -535,81 +527,140 @@ fn respond(
             w,
             403,
             &error("forbidden", "this token may not make this call"),
+            keep_alive,
         );
     }
     match (req.method.as_str(), path.as_str()) {
         ("POST", "/hooks/claude-code" | "/approvals") => {
             if body.get("tool_name").and_then(Value::as_str).is_none() {
-                return send(w, 400, &error("invalid_request", "tool_name is required"));
+                return send(
+                    w,
+                    400,
+                    &error("invalid_request", "tool_name is required"),
+                    keep_alive,
+                );
             }
-            let v = match answer {
-                TowerAnswer::Allow(reason) => json!({"decision": "allow", "reason": reason}),
-                TowerAnswer::Deny(reason) => json!({"decision": "deny", "reason": reason}),
-                TowerAnswer::Wait { reason, sign: auto } => {
-                    let id = format!("ap_{}", shared.next_id.fetch_add(1, Ordering::SeqCst));
-                    shared.lock().approvals.insert(
-                        id.clone(),
-                        Approval {
-                            state: "pending",
-                            reason: reason.clone(),
-                            signer: None,
-                        },
-                    );
-                    if let Some((after, allow)) = auto {
-                        let s = Arc::clone(shared);
-                        let id = id.clone();
-                        thread::spawn(move || {
-                            thread::sleep(after);
-                            sign(&s, &id, allow, "signer");
-                        });
-                    }
-                    json!({"decision": "wait", "approval": {"id": id, "url": format!("{}/approvals/{id}", shared.base)}, "reason": reason})
-                }
-            };
-            send(w, 200, &v)
+            send(w, 200, &verdict(shared, answer), keep_alive)
         }
         ("GET", p) if p.starts_with("/approvals/") => {
-            let id = &p["/approvals/".len()..];
-            let wait = req
-                .target
-                .split_once("wait=")
-                .and_then(|(_, v)| v.split('&').next())
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-                .min(60);
-            let deadline = Instant::now() + Duration::from_secs(wait);
-            let mut st = shared.lock();
-            loop {
-                let Some(a) = st.approvals.get(id).cloned() else {
-                    drop(st);
-                    return send(w, 404, &error("not_found", "no approval with that id"));
-                };
-                let now = Instant::now();
-                if a.state != "pending" || now >= deadline || shared.stopping.load(Ordering::SeqCst)
-                {
-                    drop(st);
-                    let signer = a
-                        .signer
-                        .map(|(p, e)| json!({"person": p, "email": e}))
-                        .unwrap_or(Value::Null);
-                    return send(
-                        w,
-                        200,
-                        &json!({"id": id, "state": a.state, "reason": a.reason, "signer": signer}),
-                    );
-                }
-                st = shared
-                    .changed
-                    .wait_timeout(st, deadline - now)
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|p| p.into_inner().0);
-            }
+            let (status, v) = approval_state(shared, req, &p["/approvals/".len()..]);
+            send(w, status, &v, keep_alive)
         }
         _ => send(
             w,
             404,
             &error("not_found", "no such endpoint in the Tower contract"),
+            keep_alive,
         ),
+    }
+}
+
+/// The fault the double is set to, answered (`None`: no fault, answer normally).
+fn answer_fault(
+    fault: &TowerFault,
+    w: &mut TcpStream,
+    keep_alive: bool,
+) -> Option<std::io::Result<()>> {
+    Some(match fault {
+        TowerFault::None => return None,
+        TowerFault::Hangup => Err(std::io::Error::other("hang up")),
+        TowerFault::Status(code) => send(
+            w,
+            *code,
+            &error("fault", &format!("the Tower double answers {code}")),
+            keep_alive,
+        ),
+        TowerFault::Garbage => http::write_json(w, 200, &[], b"<html>not json at all", keep_alive),
+        TowerFault::WrongShape => send(w, 200, &json!({"verdict": "yes", "ok": true}), keep_alive),
+        TowerFault::Truncated => truncated(w),
+        TowerFault::Huge(n) => {
+            let pad = "x".repeat(*n);
+            send(
+                w,
+                200,
+                &json!({"decision": "allow", "reason": "huge", "pad": pad}),
+                keep_alive,
+            )
+        }
+    })
+}
+
+/// An answer cut off halfway through its body.
+fn truncated(w: &mut TcpStream) -> std::io::Result<()> {
+    let full = json!({"decision": "allow", "reason": "cut short"}).to_string();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        full.len() + 100
+    );
+    w.write_all(head.as_bytes())?;
+    w.write_all(&full.as_bytes()[..full.len() / 2])?;
+    w.flush()?;
+    Err(std::io::Error::other("truncated"))
+}
+
+/// The verdict on a tool call the double is set to give; a wait opens a pending approval
+/// (signed after a while when set so).
+fn verdict(shared: &Arc<Shared>, answer: TowerAnswer) -> Value {
+    match answer {
+        TowerAnswer::Allow(reason) => json!({"decision": "allow", "reason": reason}),
+        TowerAnswer::Deny(reason) => json!({"decision": "deny", "reason": reason}),
+        TowerAnswer::Wait { reason, sign: auto } => {
+            let id = format!("ap_{}", shared.next_id.fetch_add(1, Ordering::SeqCst));
+            shared.lock().approvals.insert(
+                id.clone(),
+                Approval {
+                    state: "pending",
+                    reason: reason.clone(),
+                    signer: None,
+                },
+            );
+            if let Some((after, allow)) = auto {
+                let s = Arc::clone(shared);
+                let id = id.clone();
+                thread::spawn(move || {
+                    thread::sleep(after);
+                    sign(&s, &id, allow, "signer");
+                });
+            }
+            json!({"decision": "wait", "approval": {"id": id, "url": format!("{}/approvals/{id}", shared.base)}, "reason": reason})
+        }
+    }
+}
+
+/// `GET /approvals/{id}?wait=S`: the approval's state once it is decided or `S` seconds
+/// (at most 60) have passed.
+fn approval_state(shared: &Arc<Shared>, req: &HttpRequest, id: &str) -> (u16, Value) {
+    let wait = req
+        .target
+        .split_once("wait=")
+        .and_then(|(_, v)| v.split('&').next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
+        .min(60);
+    let deadline = Instant::now() + Duration::from_secs(wait);
+    let mut st = shared.lock();
+    loop {
+        let Some(a) = st.approvals.get(id).cloned() else {
+            drop(st);
+            return (404, error("not_found", "no approval with that id"));
+        };
+        let now = Instant::now();
+        if a.state != "pending" || now >= deadline || shared.stopping.load(Ordering::SeqCst) {
+            drop(st);
+            let signer = a
+                .signer
+                .map(|(p, e)| json!({"person": p, "email": e}))
+                .unwrap_or(Value::Null);
+            return (
+                200,
+                json!({"id": id, "state": a.state, "reason": a.reason, "signer": signer}),
+            );
+        }
+        st = shared
+            .changed
+            .wait_timeout(st, deadline - now)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|p| p.into_inner().0);
     }
 }
 

@@ -11,7 +11,7 @@
 use crate::config::{Config, expand_path};
 use crate::error::{Error, Result, io_err};
 use crate::ignore::{PatternList, is_ignored};
-use crate::index::{MODE_GITLINK, MODE_SYMLINK, MODE_TREE, read_index};
+use crate::index::{IndexEntry, MODE_GITLINK, MODE_SYMLINK, MODE_TREE, read_index};
 use crate::oid::{EMPTY_BLOB, Kind, ObjectId};
 use crate::repo::{Nested, RepoLayout, nested_repo};
 use crate::store::{STREAM_THRESHOLD, Store};
@@ -743,75 +743,15 @@ impl TreeHasher {
             });
         }
         let mut full = force_full || self.need_full || meta_changed || self.watch.is_none();
-        if let Some(w) = self.watch.as_mut() {
-            let drained = w.drain();
-            if drained.overflow {
-                full = true;
-            }
-            // A directory whose watch the kernel dropped was deleted: whatever stands at its
-            // path now (possibly with the same inode number) is another directory.
-            for (wd, rel) in &drained.dropped {
-                if let Some(node) = find_node(&mut self.tree, rel)
-                    && node.wd == Some(*wd)
-                {
-                    node.wd = None;
-                    node.replaced = true;
-                    node.listing = None;
-                }
-                if !rel.is_empty() {
-                    let (dir, name) = match rel.iter().rposition(|&b| b == b'/') {
-                        Some(p) => (&rel[..p], &rel[p + 1..]),
-                        None => (&rel[..0], &rel[..]),
-                    };
-                    mark(&mut self.tree, dir, name, true);
-                }
-            }
-            if !full {
-                for ev in &drained.events {
-                    mark(&mut self.tree, &ev.dir, &ev.name, ev.listing);
-                }
-                let tree = &mut self.tree;
-                self.candidates.retain(|c| {
-                    let (dir, name) = match c.iter().rposition(|&b| b == b'/') {
-                        Some(p) => (&c[..p], &c[p + 1..]),
-                        None => (&c[..0], &c[..]),
-                    };
-                    mark(tree, dir, name, false)
-                });
-            }
+        if self.take_events(full) {
+            full = true;
         }
         let mut stats = ScanStats {
             full_walk: full,
             ..ScanStats::default()
         };
         if full {
-            // Directory descriptors are kept only without a watch (with one, full walks are
-            // rare), only while the mount table can be watched, and from the third step on (a
-            // hasher asked for two trees, a turn's start and end, never pays for opening them).
-            let fds = self.watch.is_none() && step > 2 && {
-                if self.mounts.is_none() {
-                    self.mounts = Mounts::open(&self.root);
-                }
-                self.mounts.is_some()
-            };
-            if let Some(m) = &mut self.mounts
-                && (!fds || m.changed())
-            {
-                walk::drop_fds(&mut self.tree);
-            }
-            if !fds {
-                self.mounts = None;
-            }
-            let w = walk::Walk {
-                root: &self.root,
-                root_stat,
-                fds,
-                threads: self.opts.threads,
-                step,
-                racy,
-                untouched_since_collected: self.watch.is_none(),
-            };
-            let (calls, held) = walk::stat_walk(&mut self.tree, &w)?;
+            let (calls, held) = self.full_walk(root_stat, step, racy)?;
             stats.stats += calls;
             stats.held_dirs = held;
         }
@@ -852,23 +792,97 @@ impl TreeHasher {
         )?;
         let jobs = std::mem::take(&mut ctx.jobs);
         let results = hash_jobs(&root, &jobs, &self.store, self.opts.threads)?;
-        let mut vanished = false;
-        for (_, r) in results.values() {
-            if r.is_none() {
-                vanished = true;
-            }
-        }
-        for (_, (n, r)) in results.iter() {
-            if r.is_some() {
-                ctx.stats.files_hashed += 1;
-                ctx.stats.bytes_hashed += *n;
-            }
-        }
+        let vanished = count_hashed(&results, &mut ctx.stats);
         let id = build(&mut ctx, &mut self.tree, &mut Vec::new(), &results)?
             .unwrap_or(crate::oid::EMPTY_TREE);
         let watch_failed = ctx.watch_failed;
         let unwatch = std::mem::take(&mut ctx.unwatch);
         let mut stats = ctx.stats;
+        self.settle_watch(unwatch, watch_failed, &mut stats);
+        // The step's new objects go to disk as one pack before its id is given out.
+        self.store.flush()?;
+        self.need_full = vanished;
+        stats.elapsed = t0.elapsed();
+        self.last = stats;
+        Ok(id)
+    }
+
+    /// Marks in the model what the watch saw since the last step (`full`: only the dropped
+    /// watches, since everything is stat'ed anyway); whether the step must walk everything (the
+    /// kernel's queue overflowed).
+    fn take_events(&mut self, full: bool) -> bool {
+        let Some(w) = self.watch.as_mut() else {
+            return false;
+        };
+        let drained = w.drain();
+        // A directory whose watch the kernel dropped was deleted: whatever stands at its
+        // path now (possibly with the same inode number) is another directory.
+        for (wd, rel) in &drained.dropped {
+            if let Some(node) = find_node(&mut self.tree, rel)
+                && node.wd == Some(*wd)
+            {
+                node.wd = None;
+                node.replaced = true;
+                node.listing = None;
+            }
+            if !rel.is_empty() {
+                let (dir, name) = split_last(rel);
+                mark(&mut self.tree, dir, name, true);
+            }
+        }
+        if !(full || drained.overflow) {
+            for ev in &drained.events {
+                mark(&mut self.tree, &ev.dir, &ev.name, ev.listing);
+            }
+            let tree = &mut self.tree;
+            self.candidates.retain(|c| {
+                let (dir, name) = split_last(c);
+                mark(tree, dir, name, false)
+            });
+        }
+        drained.overflow
+    }
+
+    /// The full walk's first phase (`walk::stat_walk`), keeping directory descriptors where it
+    /// can; the `lstat` calls it made and the directories it held.
+    fn full_walk(&mut self, root_stat: StatKey, step: u64, racy: Racy) -> Result<(usize, usize)> {
+        // Directory descriptors are kept only without a watch (with one, full walks are
+        // rare), only while the mount table can be watched, and from the third step on (a
+        // hasher asked for two trees, a turn's start and end, never pays for opening them).
+        let fds = self.watch.is_none() && step > 2 && {
+            if self.mounts.is_none() {
+                self.mounts = Mounts::open(&self.root);
+            }
+            self.mounts.is_some()
+        };
+        if let Some(m) = &mut self.mounts
+            && (!fds || m.changed())
+        {
+            walk::drop_fds(&mut self.tree);
+        }
+        if !fds {
+            self.mounts = None;
+        }
+        let w = walk::Walk {
+            root: &self.root,
+            root_stat,
+            fds,
+            threads: self.opts.threads,
+            step,
+            racy,
+            untouched_since_collected: self.watch.is_none(),
+        };
+        walk::stat_walk(&mut self.tree, &w)
+    }
+
+    /// After the step: removes the watches of directories gone, counts the rest, and gives up
+    /// the watch if adding one failed.
+    fn settle_watch(
+        &mut self,
+        unwatch: Vec<(i32, Vec<u8>)>,
+        watch_failed: bool,
+        stats: &mut ScanStats,
+    ) {
         if let Some(w) = self.watch.as_mut() {
             for (wd, rel) in unwatch {
                 w.remove(wd, &rel);
@@ -880,13 +894,32 @@ impl TreeHasher {
             self.watch = None;
             clear_wds(&mut self.tree);
         }
-        // The step's new objects go to disk as one pack before its id is given out.
-        self.store.flush()?;
-        self.need_full = vanished;
-        stats.elapsed = t0.elapsed();
-        self.last = stats;
-        Ok(id)
     }
+}
+
+/// `dir/name` split at its last slash (a name at the top: an empty directory).
+fn split_last(rel: &[u8]) -> (&[u8], &[u8]) {
+    match rel.iter().rposition(|&b| b == b'/') {
+        Some(p) => (&rel[..p], &rel[p + 1..]),
+        None => (&rel[..0], rel),
+    }
+}
+
+/// Counts the files hashed into the step's stats; whether one vanished before it was read.
+fn count_hashed(results: &HashResults, stats: &mut ScanStats) -> bool {
+    let mut vanished = false;
+    for (_, r) in results.values() {
+        if r.is_none() {
+            vanished = true;
+        }
+    }
+    for (_, (n, r)) in results.iter() {
+        if r.is_some() {
+            stats.files_hashed += 1;
+            stats.bytes_hashed += *n;
+        }
+    }
+    vanished
 }
 
 fn has_gitattributes(node: &Node) -> bool {
@@ -1013,7 +1046,7 @@ fn ensure_listing(
 
 /// Brings `node` (the directory at `rel`) up to date: its listing, its `.gitignore`, each entry's
 /// stat and verdict; queues files to hash. Sets `node.dirty` if its tree must be rebuilt.
-#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+#[allow(clippy::too_many_arguments)]
 fn reconcile(
     ctx: &mut Ctx<'_>,
     node: &mut Node,
@@ -1043,26 +1076,84 @@ fn reconcile(
     // 1. The listing.
     match mode {
         DirMode::Listed => ensure_listing(ctx, node, abs, rel, dir_stat, force),
-        DirMode::TrackedOnly => {
-            ctx.watch_dir(node, abs, rel);
-            node.listing = None;
-            let want = ctx.tracked.children(rel);
-            let same = want.len() == node.names.len()
-                && want
-                    .iter()
-                    .zip(&node.names)
-                    .all(|(a, b)| &a[..] == b.as_bytes());
-            if !same {
-                let names = want
-                    .iter()
-                    .filter_map(|n| CString::new(n.to_vec()).ok())
-                    .collect();
-                set_names(ctx, node, names, rel);
-            }
-        }
+        DirMode::TrackedOnly => list_tracked(ctx, node, abs, rel),
     }
-    // 2. Stat every entry that may have changed (many at once relative to the directory, when
-    // the walk's first phase did not).
+    // 2. Every entry's stat that may have changed.
+    let stat_changed = stat_entries(ctx, node, abs, force);
+    // 3. This directory's `.gitignore`.
+    read_gitignore(ctx, node, abs, rel, mode);
+    let inputs = (parent_ver, node.own_ver);
+    if node.inputs != inputs || node.ver == 0 {
+        node.inputs = inputs;
+        node.ver = ctx.next_ver();
+        force = true;
+        redecide = true;
+        node.dirty = true;
+    }
+    let pushed = match &node.gitignore {
+        Some((_, _, l)) => {
+            stack.push(Arc::clone(l));
+            true
+        }
+        None => false,
+    };
+    // 4. Each entry's verdict.
+    let how = Redo {
+        mode,
+        force,
+        redecide,
+    };
+    let result = decide_entries(ctx, node, rel, abs, how, &stat_changed, stack);
+    if pushed {
+        stack.pop();
+    }
+    node.visit = false;
+    node.relist = false;
+    node.settled = result.is_ok()
+        && mode == DirMode::Listed
+        && !node.replaced
+        && dir_stat.is_some()
+        && node.listing == dir_stat.map(|s| (s, true))
+        && node.gitignore.as_ref().is_none_or(|(_, clean, _)| *clean)
+        && node.entries.iter().all(settled_entry);
+    result
+}
+
+/// How [`reconcile`] looks at a directory's entries.
+#[derive(Debug, Clone, Copy)]
+struct Redo {
+    /// How the directory is read.
+    mode: DirMode,
+    /// Stat and decide every entry, not only those marked.
+    force: bool,
+    /// What decides the entries' verdicts changed (the directory's mode or ignore rules).
+    redecide: bool,
+}
+
+/// Step 1 of [`reconcile`] for an ignored directory holding tracked files: its names are the
+/// index's, not a listing.
+fn list_tracked(ctx: &mut Ctx<'_>, node: &mut Node, abs: &Path, rel: &[u8]) {
+    ctx.watch_dir(node, abs, rel);
+    node.listing = None;
+    let want = ctx.tracked.children(rel);
+    let same = want.len() == node.names.len()
+        && want
+            .iter()
+            .zip(&node.names)
+            .all(|(a, b)| &a[..] == b.as_bytes());
+    if !same {
+        let names = want
+            .iter()
+            .filter_map(|n| CString::new(n.to_vec()).ok())
+            .collect();
+        set_names(ctx, node, names, rel);
+    }
+}
+
+/// Step 2 of [`reconcile`]: stats every entry that may have changed (many at once relative to
+/// the directory, when the walk's first phase did not); whether each one's stat changed.
+#[allow(clippy::needless_range_loop)]
+fn stat_entries(ctx: &mut Ctx<'_>, node: &mut Node, abs: &Path, force: bool) -> Vec<bool> {
     let mut use_fresh = node.fresh_step == ctx.step;
     if !use_fresh {
         let need = if force {
@@ -1102,7 +1193,42 @@ fn reconcile(
             e.stat = new;
         }
     }
-    // 3. This directory's `.gitignore` (not followed if a symlink, as git does).
+    stat_changed
+}
+
+/// Step 3 of [`reconcile`]: reads the directory's `.gitignore` again if its source changed; a
+/// new version of the directory's own inputs if its patterns did.
+fn read_gitignore(ctx: &mut Ctx<'_>, node: &mut Node, abs: &Path, rel: &[u8], mode: DirMode) {
+    match gitignore_source(ctx, node, rel, mode) {
+        Some(src) => {
+            let reuse = matches!(&node.gitignore, Some((k, clean, _)) if *k == src && *clean);
+            if !reuse {
+                let (content, clean) = match src {
+                    IgnoreFrom::File(key) => (
+                        std::fs::read(abs.join(".gitignore")).unwrap_or_default(),
+                        ctx.clean(&key),
+                    ),
+                    IgnoreFrom::Index(id) => (ctx.read_blob(&id).unwrap_or_default(), true),
+                };
+                let list = Arc::new(PatternList::parse(&content, rel));
+                let changed = node.gitignore.as_ref().is_none_or(|(_, _, l)| *l != list);
+                node.gitignore = Some((src, clean, list));
+                if changed {
+                    node.own_ver = ctx.next_ver();
+                }
+            }
+        }
+        None => {
+            if node.gitignore.take().is_some() {
+                node.own_ver = ctx.next_ver();
+            }
+        }
+    }
+}
+
+/// Where the directory's `.gitignore` patterns come from: the file (not followed if a symlink,
+/// as git does), or, for a skip-worktree one git cannot open, the index.
+fn gitignore_source(ctx: &Ctx<'_>, node: &Node, rel: &[u8], mode: DirMode) -> Option<IgnoreFrom> {
     let gi = if mode == DirMode::Listed {
         find(&node.names, b".gitignore")
             .and_then(|i| node.entries[i].stat.filter(|s| s.kind() == FileKind::File))
@@ -1129,71 +1255,30 @@ fn reconcile(
         } else {
             None
         };
-    let source = match (gi, from_index) {
+    match (gi, from_index) {
         (Some(key), _) => Some(IgnoreFrom::File(key)),
         (None, Some(id)) => Some(IgnoreFrom::Index(id)),
         (None, None) => None,
-    };
-    match source {
-        Some(src) => {
-            let reuse = matches!(&node.gitignore, Some((k, clean, _)) if *k == src && *clean);
-            if !reuse {
-                let (content, clean) = match src {
-                    IgnoreFrom::File(key) => (
-                        std::fs::read(abs.join(".gitignore")).unwrap_or_default(),
-                        ctx.clean(&key),
-                    ),
-                    IgnoreFrom::Index(id) => (ctx.read_blob(&id).unwrap_or_default(), true),
-                };
-                let list = Arc::new(PatternList::parse(&content, rel));
-                let changed = node.gitignore.as_ref().is_none_or(|(_, _, l)| *l != list);
-                node.gitignore = Some((src, clean, list));
-                if changed {
-                    node.own_ver = ctx.next_ver();
-                }
-            }
-        }
-        None => {
-            if node.gitignore.take().is_some() {
-                node.own_ver = ctx.next_ver();
-            }
-        }
     }
-    let inputs = (parent_ver, node.own_ver);
-    if node.inputs != inputs || node.ver == 0 {
-        node.inputs = inputs;
-        node.ver = ctx.next_ver();
-        force = true;
-        redecide = true;
-        node.dirty = true;
-    }
-    let pushed = match &node.gitignore {
-        Some((_, _, l)) => {
-            stack.push(Arc::clone(l));
-            true
-        }
-        None => false,
-    };
-    // 4. Decide each entry.
+}
+
+/// Step 4 of [`reconcile`]: decides each entry whose verdict may have changed, passing over
+/// the rest; marks the node dirty when one changed. Stops at the first error.
+#[allow(clippy::needless_range_loop)]
+fn decide_entries(
+    ctx: &mut Ctx<'_>,
+    node: &mut Node,
+    rel: &mut Vec<u8>,
+    abs: &Path,
+    how: Redo,
+    stat_changed: &[bool],
+    stack: &mut Vec<Arc<PatternList>>,
+) -> Result<()> {
     let ver = node.ver;
-    let mut result = Ok(());
     for i in 0..node.names.len() {
         let e = &mut node.entries[i];
-        // A directory whose whole subtree the walk found as its last reconcile settled it,
-        // under the same verdicts above it: nothing in it to redo.
-        if !redecide
-            && !e.restat
-            && !stat_changed[i]
-            && !e.candidate
-            && let (State::Dir(m), Some(sub)) = (e.state, e.sub.as_deref())
-            && sub.same_step == ctx.step
-            && sub.mode == Some(m)
-            && sub.inputs.0 == ver
-            && !sub.dirty
-            && !sub.replaced
-            && sub.listing.is_some()
-            && sub.listing == e.stat.map(|s| (s, true))
-        {
+        let unchanged = !how.redecide && !e.restat && !stat_changed[i] && !e.candidate;
+        if unchanged && subtree_same(e, ctx.step, ver) {
             ctx.stats.dirs_skipped += 1;
             if let Some(sub) = e.sub.as_deref_mut() {
                 sub.passed_step = ctx.step;
@@ -1201,21 +1286,10 @@ fn reconcile(
             continue;
         }
         // Nothing that decides this entry changed: its verdict and id stand.
-        let quiet = !redecide
-            && !e.restat
-            && !stat_changed[i]
-            && !e.candidate
-            && match e.state {
-                State::Blob { pending: false } => {
-                    e.blob.is_some_and(|b| b.clean && Some(b.key) == e.stat)
-                }
-                State::Absent | State::Keep(_) => true,
-                State::Blob { pending: true } | State::Dir(_) | State::Gitlink(_) => false,
-            };
-        if quiet {
+        if unchanged && verdict_stands(e) {
             continue;
         }
-        if !(force || e.restat) {
+        if !(how.force || e.restat) {
             let descend = matches!(
                 (e.state, e.sub.as_deref()),
                 (State::Dir(_), Some(sub)) if sub.visit || sub.relist
@@ -1227,10 +1301,13 @@ fn reconcile(
         let restat = std::mem::take(&mut e.restat);
         let name = node.names[i].as_bytes();
         let before = (e.state, e.out);
-        if let Err(err) = decide(ctx, e, rel, abs, name, mode, ver, force, restat, stack) {
-            result = Err(err);
-            break;
-        }
+        let at = At {
+            dir: abs,
+            name,
+            mode: how.mode,
+            ver,
+        };
+        decide(ctx, e, rel, &at, how.force, restat, stack)?;
         if (e.state, e.out) != before || matches!(e.state, State::Blob { pending: true }) {
             node.dirty = true;
         }
@@ -1240,19 +1317,31 @@ fn reconcile(
             node.dirty = true;
         }
     }
-    if pushed {
-        stack.pop();
+    Ok(())
+}
+
+/// A directory whose whole subtree this step's walk found as its last reconcile settled it,
+/// under the same verdicts above it: nothing in it to redo.
+fn subtree_same(e: &Entry, step: u64, ver: u64) -> bool {
+    let (State::Dir(m), Some(sub)) = (e.state, e.sub.as_deref()) else {
+        return false;
+    };
+    sub.same_step == step
+        && sub.mode == Some(m)
+        && sub.inputs.0 == ver
+        && !sub.dirty
+        && !sub.replaced
+        && sub.listing.is_some()
+        && sub.listing == e.stat.map(|s| (s, true))
+}
+
+/// An entry whose stat did not change keeps its verdict and id (a directory is looked into).
+fn verdict_stands(e: &Entry) -> bool {
+    match e.state {
+        State::Blob { pending: false } => e.blob.is_some_and(|b| b.clean && Some(b.key) == e.stat),
+        State::Absent | State::Keep(_) => true,
+        State::Blob { pending: true } | State::Dir(_) | State::Gitlink(_) => false,
     }
-    node.visit = false;
-    node.relist = false;
-    node.settled = result.is_ok()
-        && mode == DirMode::Listed
-        && !node.replaced
-        && dir_stat.is_some()
-        && node.listing == dir_stat.map(|s| (s, true))
-        && node.gitignore.as_ref().is_none_or(|(_, clean, _)| *clean)
-        && node.entries.iter().all(settled_entry);
-    result
 }
 
 /// Whether a reconcile that finds `e`'s stat unchanged leaves it as it is (see `Node::settled`).
@@ -1332,142 +1421,43 @@ fn ignored_cached(
     }
 }
 
-/// Decides what entry `name` of directory `rel` contributes, recursing into directories.
-#[allow(clippy::too_many_arguments)]
+/// Where an entry stands, for [`decide`]: its directory, its name, how the directory is read
+/// and the version of the verdicts above it.
+#[derive(Debug, Clone, Copy)]
+struct At<'a> {
+    dir: &'a Path,
+    name: &'a [u8],
+    mode: DirMode,
+    ver: u64,
+}
+
+/// Decides what entry `at.name` of directory `rel` contributes, recursing into directories.
 fn decide(
     ctx: &mut Ctx<'_>,
     e: &mut Entry,
     rel: &mut Vec<u8>,
-    abs: &Path,
-    name: &[u8],
-    mode: DirMode,
-    ver: u64,
+    at: &At<'_>,
     force: bool,
     restat: bool,
     stack: &mut Vec<Arc<PatternList>>,
 ) -> Result<()> {
-    if name == b".git" {
+    if at.name == b".git" {
         e.state = State::Absent;
         e.out = None;
         return Ok(());
     }
-    let epoch = ctx.epoch;
-    let path = join(rel, name);
-    let info = match e.tracked {
-        Some((ep, info)) if ep == epoch => info,
-        _ => {
-            let info = ctx.tracked.info(&path);
-            e.tracked = Some((epoch, info));
-            info
-        }
-    };
-    let kind = e.stat.map(|s| s.kind());
+    let path = join(rel, at.name);
+    let info = tracked_info(ctx, e, &path);
     let tracked = ctx.tracked;
     let index_entry = info.entry.and_then(|i| tracked.entry(i));
-    let globals = ctx.globals;
-    let mut new_state = State::Absent;
-    let mut candidate = false;
-    let kept = info.entry.filter(|&i| tracked.is_kept(i));
-    // A kept file whose path is now a directory: what `git add -A` adds inside it replaces the
-    // file (git's file/directory conflict rule); if nothing is added, the file stays.
-    let kept_may_yield = kept.is_some()
-        && kind == Some(FileKind::Dir)
-        && mode == DirMode::Listed
-        && index_entry.is_some_and(|ie| ie.mode != MODE_TREE && ie.mode != MODE_GITLINK);
-    e.fallback = if kept_may_yield { kept } else { None };
-    if let (Some(i), false) = (kept, kept_may_yield) {
-        new_state = State::Keep(i);
-    } else {
-        match kind {
-            Some(FileKind::File | FileKind::Symlink) => {
-                let include = info.entry.is_some()
-                    || (mode == DirMode::Listed
-                        && !ignored_cached(e, ver, false, stack, globals, &path));
-                if include {
-                    new_state = State::Blob { pending: false };
-                }
-            }
-            Some(FileKind::Dir) => {
-                if !kept_may_yield && index_entry.is_some_and(|ie| ie.mode == MODE_GITLINK) {
-                    candidate = true;
-                    let head = match nested_repo(&abs.join(OsStr::from_bytes(name))) {
-                        Nested::Head(id) => Some(id),
-                        _ => None,
-                    };
-                    if let Some(id) = head.or(index_entry.map(|ie| ie.oid)) {
-                        new_state = State::Gitlink(id);
-                    }
-                } else if !kept_may_yield && info.is_dir {
-                    let child_mode = if mode == DirMode::TrackedOnly
-                        || ignored_cached(e, ver, true, stack, globals, &path)
-                    {
-                        DirMode::TrackedOnly
-                    } else {
-                        DirMode::Listed
-                    };
-                    new_state = State::Dir(child_mode);
-                } else if mode == DirMode::Listed
-                    && !ignored_cached(e, ver, true, stack, globals, &path)
-                {
-                    // An untracked directory: a nested repository becomes a gitlink.
-                    let sub = e.sub.get_or_insert_with(Box::default);
-                    let sub_abs = abs.join(OsStr::from_bytes(name));
-                    ensure_listing(ctx, sub, &sub_abs, &path, e.stat, force || restat);
-                    if find(&sub.names, b".git").is_some() {
-                        candidate = true;
-                        match nested_repo(&sub_abs) {
-                            Nested::Head(id) => new_state = State::Gitlink(id),
-                            // git refuses to add it (`git add -A` fails): left out.
-                            Nested::Unborn => new_state = State::Absent,
-                            Nested::No => new_state = State::Dir(DirMode::Listed),
-                        }
-                    } else {
-                        new_state = State::Dir(DirMode::Listed);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    if let (State::Absent, Some(i)) = (new_state, e.fallback) {
-        new_state = State::Keep(i);
-    }
+    let (new_state, candidate) = verdict(ctx, e, at, &path, info, force || restat, stack);
     if candidate {
         ctx.candidates.insert(path.clone());
     } else if e.candidate {
         ctx.candidates.remove(&path);
     }
     e.candidate = candidate;
-    // Drop a subtree that is no longer walked; a would-be nested repository keeps its node
-    // (for its listing), but not what was below it.
-    match new_state {
-        State::Dir(_) => {}
-        State::Gitlink(_) | State::Absent if candidate => {
-            if let Some(sub) = e.sub.as_deref_mut()
-                && sub.mode.is_some()
-            {
-                {
-                    sub.mode = None;
-                    let names = std::mem::take(&mut sub.names);
-                    let entries = std::mem::take(&mut sub.entries);
-                    for (n, child) in names.iter().zip(entries) {
-                        if let Some(s) = child.sub {
-                            ctx.drop_subtree(s, &join(&path, n.as_bytes()));
-                        }
-                    }
-                    sub.entries = names.iter().map(|_| Entry::default()).collect();
-                    sub.names = names;
-                    sub.fresh.clear();
-                    sub.tree = None;
-                }
-            }
-        }
-        _ => {
-            if let Some(sub) = e.sub.take() {
-                ctx.drop_subtree(sub, &path);
-            }
-        }
-    }
+    drop_unwalked(ctx, e, new_state, candidate, &path);
     e.state = new_state;
     match new_state {
         State::Absent => e.out = None,
@@ -1478,66 +1468,221 @@ fn decide(
             }
         }
         State::Gitlink(id) => e.out = Some((MODE_GITLINK, id)),
-        State::Blob { .. } => {
-            let Some(stat) = e.stat else {
-                e.state = State::Absent;
-                e.out = None;
-                return Ok(());
-            };
-            let mode_bits = ctx.blob_mode(&stat, index_entry.map(|ie| ie.mode));
-            let cached = e.blob.filter(|b| b.key == stat && b.clean).map(|b| b.oid);
-            let seeded = index_entry.and_then(|ie| {
-                let same_type = (stat.kind() == FileKind::Symlink) == (ie.mode == MODE_SYMLINK);
-                let not_racy = i128::from(stat.mtime) * 1_000_000_000 + i128::from(stat.mtime_ns)
-                    < tracked.index_mtime_ns;
-                let ok = ie.stage == 0
-                    && ie.mode != MODE_GITLINK
-                    && ie.mode != MODE_TREE
-                    && same_type
-                    && not_racy
-                    && stat.matches_index(&ie.stat)
-                    && (ie.stat.size != 0 || ie.oid == EMPTY_BLOB);
-                // A blob the repository gained during the turn is read and stored instead.
-                (ok && ctx.store.available(&ie.oid)).then_some(ie.oid)
-            });
-            match cached.or(seeded) {
-                Some(id) => {
-                    if cached.is_none() {
-                        e.blob = Some(BlobCache {
-                            key: stat,
-                            oid: id,
-                            clean: true,
-                        });
-                    }
-                    e.out = Some((mode_bits, id));
-                }
-                None => {
-                    e.blob = None;
-                    e.state = State::Blob { pending: true };
-                    e.out = Some((mode_bits, ObjectId([0; 20])));
-                    ctx.jobs.push(Job {
-                        rel: path,
-                        symlink: stat.kind() == FileKind::Symlink,
-                    });
-                }
-            }
-        }
-        State::Dir(child_mode) => {
-            let sub = e.sub.get_or_insert_with(Box::default);
-            let sub_abs = abs.join(OsStr::from_bytes(name));
-            let len = rel.len();
-            if !rel.is_empty() {
-                rel.push(b'/');
-            }
-            rel.extend_from_slice(name);
-            let r = reconcile(
-                ctx, sub, rel, &sub_abs, e.stat, child_mode, ver, force, stack,
-            );
-            rel.truncate(len);
-            r?;
-            e.out = None;
+        State::Blob { .. } => set_blob(ctx, e, index_entry, path),
+        State::Dir(child_mode) => descend(ctx, e, rel, at, child_mode, force, stack)?,
+    }
+    Ok(())
+}
+
+/// What the index says of `path`, cached in the entry for the index's epoch.
+fn tracked_info(ctx: &Ctx<'_>, e: &mut Entry, path: &[u8]) -> TrackedInfo {
+    let epoch = ctx.epoch;
+    match e.tracked {
+        Some((ep, info)) if ep == epoch => info,
+        _ => {
+            let info = ctx.tracked.info(path);
+            e.tracked = Some((epoch, info));
+            info
         }
     }
+}
+
+/// What the entry at `path` is now (its content aside), and whether it is a nested repository
+/// or a would-be one (re-checked at every step, since changes inside it are not watched).
+fn verdict(
+    ctx: &mut Ctx<'_>,
+    e: &mut Entry,
+    at: &At<'_>,
+    path: &[u8],
+    info: TrackedInfo,
+    relist: bool,
+    stack: &[Arc<PatternList>],
+) -> (State, bool) {
+    let kind = e.stat.map(|s| s.kind());
+    let tracked = ctx.tracked;
+    let index_entry = info.entry.and_then(|i| tracked.entry(i));
+    let kept = info.entry.filter(|&i| tracked.is_kept(i));
+    // A kept file whose path is now a directory: what `git add -A` adds inside it replaces the
+    // file (git's file/directory conflict rule); if nothing is added, the file stays.
+    let kept_may_yield = kept.is_some()
+        && kind == Some(FileKind::Dir)
+        && at.mode == DirMode::Listed
+        && index_entry.is_some_and(|ie| ie.mode != MODE_TREE && ie.mode != MODE_GITLINK);
+    e.fallback = if kept_may_yield { kept } else { None };
+    let (state, candidate) = match (kept, kind) {
+        (Some(i), _) if !kept_may_yield => (State::Keep(i), false),
+        (_, Some(FileKind::File | FileKind::Symlink)) => {
+            let include = info.entry.is_some()
+                || (at.mode == DirMode::Listed
+                    && !ignored_cached(e, at.ver, false, stack, ctx.globals, path));
+            let state = if include {
+                State::Blob { pending: false }
+            } else {
+                State::Absent
+            };
+            (state, false)
+        }
+        (_, Some(FileKind::Dir)) => match index_entry.filter(|ie| ie.mode == MODE_GITLINK) {
+            Some(ie) if !kept_may_yield => (gitlink(at, ie), true),
+            _ if !kept_may_yield && info.is_dir => {
+                let child_mode = if at.mode == DirMode::TrackedOnly
+                    || ignored_cached(e, at.ver, true, stack, ctx.globals, path)
+                {
+                    DirMode::TrackedOnly
+                } else {
+                    DirMode::Listed
+                };
+                (State::Dir(child_mode), false)
+            }
+            _ => untracked_dir(ctx, e, at, path, relist, stack),
+        },
+        _ => (State::Absent, false),
+    };
+    match (state, e.fallback) {
+        (State::Absent, Some(i)) => (State::Keep(i), candidate),
+        _ => (state, candidate),
+    }
+}
+
+/// A submodule's directory: the commit its repository's HEAD names, or the index's.
+fn gitlink(at: &At<'_>, ie: &IndexEntry) -> State {
+    let head = match nested_repo(&at.dir.join(OsStr::from_bytes(at.name))) {
+        Nested::Head(id) => Some(id),
+        _ => None,
+    };
+    State::Gitlink(head.unwrap_or(ie.oid))
+}
+
+/// An untracked directory not ignored: listed, and a nested repository in it (a `.git`)
+/// becomes a gitlink.
+fn untracked_dir(
+    ctx: &mut Ctx<'_>,
+    e: &mut Entry,
+    at: &At<'_>,
+    path: &[u8],
+    relist: bool,
+    stack: &[Arc<PatternList>],
+) -> (State, bool) {
+    if at.mode != DirMode::Listed || ignored_cached(e, at.ver, true, stack, ctx.globals, path) {
+        return (State::Absent, false);
+    }
+    let sub = e.sub.get_or_insert_with(Box::default);
+    let sub_abs = at.dir.join(OsStr::from_bytes(at.name));
+    ensure_listing(ctx, sub, &sub_abs, path, e.stat, relist);
+    if find(&sub.names, b".git").is_none() {
+        return (State::Dir(DirMode::Listed), false);
+    }
+    let state = match nested_repo(&sub_abs) {
+        Nested::Head(id) => State::Gitlink(id),
+        // git refuses to add it (`git add -A` fails): left out.
+        Nested::Unborn => State::Absent,
+        Nested::No => State::Dir(DirMode::Listed),
+    };
+    (state, true)
+}
+
+/// Drops a subtree that is no longer walked; a would-be nested repository keeps its node (for
+/// its listing), but not what was below it.
+fn drop_unwalked(ctx: &mut Ctx<'_>, e: &mut Entry, state: State, candidate: bool, path: &[u8]) {
+    match state {
+        State::Dir(_) => {}
+        State::Gitlink(_) | State::Absent if candidate => {
+            if let Some(sub) = e.sub.as_deref_mut()
+                && sub.mode.is_some()
+            {
+                sub.mode = None;
+                let names = std::mem::take(&mut sub.names);
+                let entries = std::mem::take(&mut sub.entries);
+                for (n, child) in names.iter().zip(entries) {
+                    if let Some(s) = child.sub {
+                        ctx.drop_subtree(s, &join(path, n.as_bytes()));
+                    }
+                }
+                sub.entries = names.iter().map(|_| Entry::default()).collect();
+                sub.names = names;
+                sub.fresh.clear();
+                sub.tree = None;
+            }
+        }
+        _ => {
+            if let Some(sub) = e.sub.take() {
+                ctx.drop_subtree(sub, path);
+            }
+        }
+    }
+}
+
+/// A file's or symlink's id: cached, or the index's where its stat vouches for it, else
+/// queued for hashing (the entry pending).
+fn set_blob(ctx: &mut Ctx<'_>, e: &mut Entry, index_entry: Option<&IndexEntry>, path: Vec<u8>) {
+    let Some(stat) = e.stat else {
+        e.state = State::Absent;
+        e.out = None;
+        return;
+    };
+    let tracked = ctx.tracked;
+    let mode_bits = ctx.blob_mode(&stat, index_entry.map(|ie| ie.mode));
+    let cached = e.blob.filter(|b| b.key == stat && b.clean).map(|b| b.oid);
+    let seeded = index_entry.and_then(|ie| {
+        let same_type = (stat.kind() == FileKind::Symlink) == (ie.mode == MODE_SYMLINK);
+        let not_racy = i128::from(stat.mtime) * 1_000_000_000 + i128::from(stat.mtime_ns)
+            < tracked.index_mtime_ns;
+        let ok = ie.stage == 0
+            && ie.mode != MODE_GITLINK
+            && ie.mode != MODE_TREE
+            && same_type
+            && not_racy
+            && stat.matches_index(&ie.stat)
+            && (ie.stat.size != 0 || ie.oid == EMPTY_BLOB);
+        // A blob the repository gained during the turn is read and stored instead.
+        (ok && ctx.store.available(&ie.oid)).then_some(ie.oid)
+    });
+    match cached.or(seeded) {
+        Some(id) => {
+            if cached.is_none() {
+                e.blob = Some(BlobCache {
+                    key: stat,
+                    oid: id,
+                    clean: true,
+                });
+            }
+            e.out = Some((mode_bits, id));
+        }
+        None => {
+            e.blob = None;
+            e.state = State::Blob { pending: true };
+            e.out = Some((mode_bits, ObjectId([0; 20])));
+            ctx.jobs.push(Job {
+                rel: path,
+                symlink: stat.kind() == FileKind::Symlink,
+            });
+        }
+    }
+}
+
+/// Reconciles the directory of a directory entry, one level below `rel`.
+fn descend(
+    ctx: &mut Ctx<'_>,
+    e: &mut Entry,
+    rel: &mut Vec<u8>,
+    at: &At<'_>,
+    child_mode: DirMode,
+    force: bool,
+    stack: &mut Vec<Arc<PatternList>>,
+) -> Result<()> {
+    let sub = e.sub.get_or_insert_with(Box::default);
+    let sub_abs = at.dir.join(OsStr::from_bytes(at.name));
+    let len = rel.len();
+    if !rel.is_empty() {
+        rel.push(b'/');
+    }
+    rel.extend_from_slice(at.name);
+    let r = reconcile(
+        ctx, sub, rel, &sub_abs, e.stat, child_mode, at.ver, force, stack,
+    );
+    rel.truncate(len);
+    r?;
+    e.out = None;
     Ok(())
 }
 

@@ -29,192 +29,32 @@ fn matches(p: &[u8], text: &[u8], pathname: bool) -> Outcome {
     let mut pi = 0usize;
     let mut ti = 0usize;
     loop {
-        let mut p_ch = at(p, pi);
+        let p_ch = at(p, pi);
         if p_ch == 0 {
             break;
         }
-        let mut t_ch = at(text, ti);
+        let t_ch = at(text, ti);
         if t_ch == 0 && p_ch != b'*' {
             return Outcome::AbortAll;
         }
-        match p_ch {
+        let step = match p_ch {
             b'\\' => {
                 pi += 1;
-                p_ch = at(p, pi);
-                if t_ch != p_ch {
-                    return Outcome::NoMatch;
-                }
-            }
-            b'?' => {
-                if pathname && t_ch == b'/' {
-                    return Outcome::NoMatch;
-                }
-            }
-            b'*' => {
-                let match_slash;
-                pi += 1;
-                if at(p, pi) == b'*' {
-                    // Two or more stars: `**`.
-                    let at_boundary = pi < 2 || p[pi - 2] == b'/';
-                    pi += 1;
-                    while at(p, pi) == b'*' {
-                        pi += 1;
-                    }
-                    if !pathname {
-                        match_slash = true;
-                    } else if at_boundary
-                        && (at(p, pi) == 0
-                            || at(p, pi) == b'/'
-                            || (at(p, pi) == b'\\' && at(p, pi + 1) == b'/'))
-                    {
-                        // `**/` may match no directory at all.
-                        if at(p, pi) == b'/'
-                            && matches(&p[pi + 1..], &text[ti..], pathname) == Outcome::Match
-                        {
-                            return Outcome::Match;
-                        }
-                        match_slash = true;
-                    } else {
-                        match_slash = false;
-                    }
+                if t_ch == at(p, pi) {
+                    Step::Next
                 } else {
-                    match_slash = !pathname;
-                }
-                if at(p, pi) == 0 {
-                    // A trailing star: `**` matches the rest; `*` only if no slash is left.
-                    if !match_slash && text[ti..].contains(&b'/') {
-                        return Outcome::NoMatch;
-                    }
-                    return Outcome::Match;
-                } else if !match_slash && at(p, pi) == b'/' {
-                    // `*/`: the star takes the rest of this path component.
-                    match text[ti..].iter().position(|&c| c == b'/') {
-                        None => return Outcome::NoMatch,
-                        Some(off) => ti += off,
-                    }
-                    pi += 1;
-                    ti += 1;
-                    continue;
-                }
-                loop {
-                    if t_ch == 0 {
-                        break;
-                    }
-                    let next = at(p, pi);
-                    if !is_glob_special(next) {
-                        // Skip ahead to the next place the following literal occurs.
-                        loop {
-                            t_ch = at(text, ti);
-                            if t_ch == 0 || (!match_slash && t_ch == b'/') || t_ch == next {
-                                break;
-                            }
-                            ti += 1;
-                        }
-                        if t_ch != next {
-                            return Outcome::NoMatch;
-                        }
-                    }
-                    let m = matches(&p[pi..], &text[ti..], pathname);
-                    if m != Outcome::NoMatch {
-                        if !match_slash || m != Outcome::AbortToStarStar {
-                            return m;
-                        }
-                    } else if !match_slash && t_ch == b'/' {
-                        return Outcome::AbortToStarStar;
-                    }
-                    ti += 1;
-                    t_ch = at(text, ti);
-                }
-                return Outcome::AbortAll;
-            }
-            b'[' => {
-                pi += 1;
-                p_ch = at(p, pi);
-                if p_ch == b'^' {
-                    p_ch = b'!';
-                }
-                let negated = p_ch == b'!';
-                if negated {
-                    pi += 1;
-                    p_ch = at(p, pi);
-                }
-                let mut prev_ch = 0u8;
-                let mut matched = false;
-                loop {
-                    if p_ch == 0 {
-                        return Outcome::AbortAll;
-                    }
-                    if p_ch == b'\\' {
-                        pi += 1;
-                        p_ch = at(p, pi);
-                        if p_ch == 0 {
-                            return Outcome::AbortAll;
-                        }
-                        if t_ch == p_ch {
-                            matched = true;
-                        }
-                    } else if p_ch == b'-'
-                        && prev_ch != 0
-                        && at(p, pi + 1) != 0
-                        && at(p, pi + 1) != b']'
-                    {
-                        pi += 1;
-                        p_ch = at(p, pi);
-                        if p_ch == b'\\' {
-                            pi += 1;
-                            p_ch = at(p, pi);
-                            if p_ch == 0 {
-                                return Outcome::AbortAll;
-                            }
-                        }
-                        if t_ch <= p_ch && t_ch >= prev_ch {
-                            matched = true;
-                        }
-                        p_ch = 0;
-                    } else if p_ch == b'[' && at(p, pi + 1) == b':' {
-                        pi += 2;
-                        let start = pi;
-                        while at(p, pi) != 0 && at(p, pi) != b']' {
-                            pi += 1;
-                        }
-                        p_ch = at(p, pi);
-                        if p_ch == 0 {
-                            return Outcome::AbortAll;
-                        }
-                        if pi == start || p[pi - 1] != b':' {
-                            // Not a `[:name:]`: the `[` is an ordinary member.
-                            pi = start - 2;
-                            p_ch = b'[';
-                            if t_ch == p_ch {
-                                matched = true;
-                            }
-                        } else {
-                            match class_contains(&p[start..pi - 1], t_ch) {
-                                Some(true) => matched = true,
-                                Some(false) => {}
-                                None => return Outcome::AbortAll,
-                            }
-                            p_ch = 0;
-                        }
-                    } else if t_ch == p_ch {
-                        matched = true;
-                    }
-                    prev_ch = p_ch;
-                    pi += 1;
-                    p_ch = at(p, pi);
-                    if p_ch == b']' {
-                        break;
-                    }
-                }
-                if matched == negated || (pathname && t_ch == b'/') {
-                    return Outcome::NoMatch;
+                    Step::Done(Outcome::NoMatch)
                 }
             }
-            _ => {
-                if t_ch != p_ch {
-                    return Outcome::NoMatch;
-                }
-            }
+            b'?' if pathname && t_ch == b'/' => Step::Done(Outcome::NoMatch),
+            b'?' => Step::Next,
+            b'*' => star(p, &mut pi, text, &mut ti, pathname),
+            b'[' => class(p, &mut pi, t_ch, pathname),
+            _ if t_ch != p_ch => Step::Done(Outcome::NoMatch),
+            _ => Step::Next,
+        };
+        if let Step::Done(outcome) = step {
+            return outcome;
         }
         pi += 1;
         ti += 1;
@@ -223,6 +63,202 @@ fn matches(p: &[u8], text: &[u8], pathname: bool) -> Outcome {
         Outcome::NoMatch
     } else {
         Outcome::Match
+    }
+}
+
+/// What one element of the pattern decided.
+enum Step {
+    /// It matched: on to the next character of both.
+    Next,
+    /// The match is decided.
+    Done(Outcome),
+}
+
+/// A `*` or `**` at `p[*pi]`: tries the rest of the pattern at each place the star may stop
+/// (`Step::Next` for a `*/` that took the rest of a path component, leaving both at the `/`).
+fn star(p: &[u8], pi: &mut usize, text: &[u8], ti: &mut usize, pathname: bool) -> Step {
+    *pi += 1;
+    let match_slash = if at(p, *pi) == b'*' {
+        // Two or more stars: `**`.
+        let at_boundary = *pi < 2 || p[*pi - 2] == b'/';
+        *pi += 1;
+        while at(p, *pi) == b'*' {
+            *pi += 1;
+        }
+        if !pathname {
+            true
+        } else if at_boundary
+            && (at(p, *pi) == 0
+                || at(p, *pi) == b'/'
+                || (at(p, *pi) == b'\\' && at(p, *pi + 1) == b'/'))
+        {
+            // `**/` may match no directory at all.
+            if at(p, *pi) == b'/'
+                && matches(&p[*pi + 1..], &text[*ti..], pathname) == Outcome::Match
+            {
+                return Step::Done(Outcome::Match);
+            }
+            true
+        } else {
+            false
+        }
+    } else {
+        !pathname
+    };
+    if at(p, *pi) == 0 {
+        // A trailing star: `**` matches the rest; `*` only if no slash is left.
+        if !match_slash && text[*ti..].contains(&b'/') {
+            return Step::Done(Outcome::NoMatch);
+        }
+        return Step::Done(Outcome::Match);
+    } else if !match_slash && at(p, *pi) == b'/' {
+        // `*/`: the star takes the rest of this path component.
+        return match text[*ti..].iter().position(|&c| c == b'/') {
+            None => Step::Done(Outcome::NoMatch),
+            Some(off) => {
+                *ti += off;
+                Step::Next
+            }
+        };
+    }
+    Step::Done(star_stops(p, *pi, text, *ti, pathname, match_slash))
+}
+
+/// The rest of the pattern (`p[pi..]`, after a star) tried at each place of `text` from `ti`
+/// on where the star may stop.
+fn star_stops(
+    p: &[u8],
+    pi: usize,
+    text: &[u8],
+    mut ti: usize,
+    pathname: bool,
+    match_slash: bool,
+) -> Outcome {
+    let mut t_ch = at(text, ti);
+    loop {
+        if t_ch == 0 {
+            break;
+        }
+        let next = at(p, pi);
+        if !is_glob_special(next) {
+            // Skip ahead to the next place the following literal occurs.
+            loop {
+                t_ch = at(text, ti);
+                if t_ch == 0 || (!match_slash && t_ch == b'/') || t_ch == next {
+                    break;
+                }
+                ti += 1;
+            }
+            if t_ch != next {
+                return Outcome::NoMatch;
+            }
+        }
+        let m = matches(&p[pi..], &text[ti..], pathname);
+        if m != Outcome::NoMatch {
+            if !match_slash || m != Outcome::AbortToStarStar {
+                return m;
+            }
+        } else if !match_slash && t_ch == b'/' {
+            return Outcome::AbortToStarStar;
+        }
+        ti += 1;
+        t_ch = at(text, ti);
+    }
+    Outcome::AbortAll
+}
+
+/// A `[...]` class at `p[*pi]` against `t_ch`; leaves `*pi` at its `]`.
+fn class(p: &[u8], pi: &mut usize, t_ch: u8, pathname: bool) -> Step {
+    *pi += 1;
+    let mut p_ch = at(p, *pi);
+    if p_ch == b'^' {
+        p_ch = b'!';
+    }
+    let negated = p_ch == b'!';
+    if negated {
+        *pi += 1;
+        p_ch = at(p, *pi);
+    }
+    let mut prev_ch = 0u8;
+    let mut matched = false;
+    loop {
+        if p_ch == 0 {
+            return Step::Done(Outcome::AbortAll);
+        }
+        let member = if p_ch == b'\\' {
+            escaped_member(p, pi, t_ch)
+        } else if p_ch == b'-' && prev_ch != 0 && at(p, *pi + 1) != 0 && at(p, *pi + 1) != b']' {
+            range_member(p, pi, prev_ch, t_ch)
+        } else if p_ch == b'[' && at(p, *pi + 1) == b':' {
+            named_member(p, pi, t_ch)
+        } else {
+            Ok((p_ch, t_ch == p_ch))
+        };
+        match member {
+            Err(outcome) => return Step::Done(outcome),
+            Ok((ch, hit)) => {
+                matched |= hit;
+                prev_ch = ch;
+            }
+        }
+        *pi += 1;
+        p_ch = at(p, *pi);
+        if p_ch == b']' {
+            break;
+        }
+    }
+    if matched == negated || (pathname && t_ch == b'/') {
+        return Step::Done(Outcome::NoMatch);
+    }
+    Step::Next
+}
+
+/// A class member: the character it leaves as the start of a following range (0: none), and
+/// whether `t_ch` is in it; or the outcome a malformed class gives.
+type Member = Result<(u8, bool), Outcome>;
+
+/// `\c` in a class: `c` itself.
+fn escaped_member(p: &[u8], pi: &mut usize, t_ch: u8) -> Member {
+    *pi += 1;
+    let p_ch = at(p, *pi);
+    if p_ch == 0 {
+        return Err(Outcome::AbortAll);
+    }
+    Ok((p_ch, t_ch == p_ch))
+}
+
+/// `a-z` in a class (`*pi` at the `-`, `prev_ch` the `a`).
+fn range_member(p: &[u8], pi: &mut usize, prev_ch: u8, t_ch: u8) -> Member {
+    *pi += 1;
+    let mut p_ch = at(p, *pi);
+    if p_ch == b'\\' {
+        *pi += 1;
+        p_ch = at(p, *pi);
+        if p_ch == 0 {
+            return Err(Outcome::AbortAll);
+        }
+    }
+    Ok((0, t_ch <= p_ch && t_ch >= prev_ch))
+}
+
+/// `[:name:]` in a class, or a plain `[` if what follows is not one.
+fn named_member(p: &[u8], pi: &mut usize, t_ch: u8) -> Member {
+    *pi += 2;
+    let start = *pi;
+    while at(p, *pi) != 0 && at(p, *pi) != b']' {
+        *pi += 1;
+    }
+    if at(p, *pi) == 0 {
+        return Err(Outcome::AbortAll);
+    }
+    if *pi == start || p[*pi - 1] != b':' {
+        // Not a `[:name:]`: the `[` is an ordinary member.
+        *pi = start - 2;
+        return Ok((b'[', t_ch == b'['));
+    }
+    match class_contains(&p[start..*pi - 1], t_ch) {
+        Some(hit) => Ok((0, hit)),
+        None => Err(Outcome::AbortAll),
     }
 }
 

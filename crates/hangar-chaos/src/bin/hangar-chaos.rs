@@ -227,6 +227,8 @@ struct Chaos {
     must_reach: Vec<(String, String)>,
     /// Every run seen, and the status its turn must end with (None: any the log explains).
     runs: Vec<RunSeen>,
+    /// The PostgreSQL schema of `--postgres`, dropped last (after the store's connections).
+    _pg: Option<PgSchema>,
 }
 
 struct RunSeen {
@@ -250,126 +252,13 @@ enum Want {
 }
 
 async fn chaos(n: usize, seed: u64, postgres: bool, harnesses: &[H]) -> Res<usize> {
-    let driver = exe("HANGAR_DRIVER_BIN", "hangar-driver")?;
-    let claude = claude_bin().map_err(|e| e.to_string())?;
-    let codex = codex_bin().map_err(|e| e.to_string())?;
-    let fake =
-        FakeAnthropic::start(Script::new([]).responder(respond)).map_err(err("the fake model"))?;
-    let fake_codex = FakeOpenAi::start(Script::new([]).responder(respond))
-        .map_err(err("the fake Responses model"))?;
-    let pg = if postgres {
-        let base = std::env::var("HANGAR_TEST_DATABASE_URL").map_err(|_| {
-            "--postgres: HANGAR_TEST_DATABASE_URL is not set (url=$(scripts/start-postgres) && export \"$url\")".to_owned()
-        })?;
-        Some(PgSchema::new(&base, "chaos")?)
-    } else {
-        None
-    };
-    let env0 = Env::new(Vec::new())?;
-    let config = env0.root.path().join("claude-config");
-    std::fs::create_dir_all(&config).map_err(err("claude's config folder"))?;
-    let codex_home = env0.root.path().join("codex-home");
-    std::fs::create_dir_all(&codex_home).map_err(err("codex's home"))?;
-    let mut vars = vec![
-        ("HANGAR_DRIVER_BIN".to_owned(), driver.display().to_string()),
-        ("HANGAR_CLAUDE_BIN".to_owned(), claude.display().to_string()),
-        ("HANGAR_CODEX_BIN".to_owned(), codex.display().to_string()),
-    ];
-    vars.extend(claude_env(&fake.base_url(), &config));
-    vars.extend(codex_env(&codex_home));
-    // The driver adds `--disable plugins` itself; these are the fake provider's settings.
-    let codex_config: Vec<String> = codex_offline_args(&fake_codex.base_url())
-        .chunks(2)
-        .filter(|p| p[0] == "-c")
-        .map(|p| p[1].clone())
-        .collect();
-    if let Some(s) = &pg {
-        vars.push(("HANGAR_DATABASE_URL".to_owned(), s.url()));
-    }
-    let env = Env { vars, ..env0 };
-    let token = env.token("chaos@example.com")?;
-    let database = match &pg {
-        Some(s) => s.url(),
-        None => format!("sqlite://{}", env.home().join("hangar.db").display()),
-    };
-    let store = Store::open(&database)
-        .await
-        .map_err(err("open the store"))?;
-    let serve = Serve::start(&env, &[], &env.root.path().join("serve.log"))?;
-    let api = Api::new(&serve.url, &token)?;
-    let names: Vec<String> = harnesses
-        .iter()
-        .map(|h| match h {
-            H::Claude => format!("Claude Code {}", hangar_testkit::CLAUDE_CODE_VERSION),
-            H::Codex => format!("Codex {}", hangar_testkit::CODEX_VERSION),
-        })
-        .collect();
-    println!(
-        "chaos: {n} turns of {} (policy ask) under {} on {}; hangar serve's log: {}",
-        names.join(" and "),
-        driver.display(),
-        if pg.is_some() { "PostgreSQL" } else { "SQLite" },
-        serve.log.display()
-    );
-    let mut c = Chaos {
-        env,
-        serve,
-        api,
-        store,
-        fake,
-        fake_codex,
-        codex_config,
-        rng: Rng::new(seed),
-        restarts: 0,
-        answered_after_restart: 0,
-        harness_of: BTreeMap::new(),
-        kills: BTreeMap::new(),
-        chosen: BTreeMap::new(),
-        late: BTreeMap::new(),
-        violations: Vec::new(),
-        steers: Vec::new(),
-        must_reach: Vec::new(),
-        runs: Vec::new(),
-    };
+    let mut c = Chaos::start(n, seed, postgres, harnesses).await?;
     // Turns go round a few sessions, one turn at a time (the fake model answers in order); with
     // both harnesses, sessions alternate between them.
     let sessions = n.div_ceil(5).max(1);
     let mut ids: Vec<Option<String>> = vec![None; sessions];
     let started = Instant::now();
-    for t in 0..n {
-        let s = t % sessions;
-        let h = harnesses[s % harnesses.len()];
-        let point = POINTS[c.rng.below(POINTS.len() as u64) as usize];
-        *c.chosen.entry((h, point)).or_default() += 1;
-        let dir = c.env.root.path().join(format!("work-{s}"));
-        std::fs::create_dir_all(&dir).map_err(err("a work folder"))?;
-        if verbose() {
-            println!(
-                "chaos: turn {t} (session {s}, {}): {}",
-                h.name(),
-                point.name()
-            );
-        }
-        let res = c.turn(t, &dir, &mut ids[s], h, point).await;
-        if let Err(e) = res {
-            println!(
-                "chaos: turn {t} ({} {}) failed: {e}",
-                h.name(),
-                point.name()
-            );
-            c.violations
-                .push((h, format!("turn {t} ({} {}): {e}", h.name(), point.name())));
-            // The run can no longer be followed: stop here with what is known.
-            break;
-        }
-        if (t + 1) % 10 == 0 {
-            println!(
-                "chaos: {} turns done ({:.0} s)",
-                t + 1,
-                started.elapsed().as_secs_f64()
-            );
-        }
-    }
+    c.drive(n, harnesses, &mut ids, started).await?;
     let checked = match c.check_all(&ids).await {
         Ok(x) => x,
         Err(e) => {
@@ -381,83 +270,224 @@ async fn chaos(n: usize, seed: u64, postgres: bool, harnesses: &[H]) -> Res<usiz
         c.keep();
     }
     c.serve.stop();
-    let turns = c.runs.len();
-    println!(
-        "chaos: {n} turns driven, {turns} runs in all (turns started with handed-back messages included) in {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    let mut head = format!("  {:<26}", "kill point");
-    for h in harnesses {
-        head += &format!("  {:>7}: turns kills", h.name());
+    c.report(n, harnesses, &checked, started);
+    Ok(c.violations.len())
+}
+
+impl Chaos {
+    /// The fakes, the harness settings, the store and a `hangar serve` for `n` turns.
+    async fn start(n: usize, seed: u64, postgres: bool, harnesses: &[H]) -> Res<Chaos> {
+        let driver = exe("HANGAR_DRIVER_BIN", "hangar-driver")?;
+        let claude = claude_bin().map_err(|e| e.to_string())?;
+        let codex = codex_bin().map_err(|e| e.to_string())?;
+        let fake = FakeAnthropic::start(Script::new([]).responder(respond))
+            .map_err(err("the fake model"))?;
+        let fake_codex = FakeOpenAi::start(Script::new([]).responder(respond))
+            .map_err(err("the fake Responses model"))?;
+        let pg = if postgres {
+            let base = std::env::var("HANGAR_TEST_DATABASE_URL").map_err(|_| {
+                "--postgres: HANGAR_TEST_DATABASE_URL is not set (url=$(scripts/start-postgres) && export \"$url\")".to_owned()
+            })?;
+            Some(PgSchema::new(&base, "chaos")?)
+        } else {
+            None
+        };
+        let env0 = Env::new(Vec::new())?;
+        let config = env0.root.path().join("claude-config");
+        std::fs::create_dir_all(&config).map_err(err("claude's config folder"))?;
+        let codex_home = env0.root.path().join("codex-home");
+        std::fs::create_dir_all(&codex_home).map_err(err("codex's home"))?;
+        let mut vars = vec![
+            ("HANGAR_DRIVER_BIN".to_owned(), driver.display().to_string()),
+            ("HANGAR_CLAUDE_BIN".to_owned(), claude.display().to_string()),
+            ("HANGAR_CODEX_BIN".to_owned(), codex.display().to_string()),
+        ];
+        vars.extend(claude_env(&fake.base_url(), &config));
+        vars.extend(codex_env(&codex_home));
+        // The driver adds `--disable plugins` itself; these are the fake provider's settings.
+        let codex_config: Vec<String> = codex_offline_args(&fake_codex.base_url())
+            .chunks(2)
+            .filter(|p| p[0] == "-c")
+            .map(|p| p[1].clone())
+            .collect();
+        if let Some(s) = &pg {
+            vars.push(("HANGAR_DATABASE_URL".to_owned(), s.url()));
+        }
+        let env = Env { vars, ..env0 };
+        let token = env.token("chaos@example.com")?;
+        let database = match &pg {
+            Some(s) => s.url(),
+            None => format!("sqlite://{}", env.home().join("hangar.db").display()),
+        };
+        let store = Store::open(&database)
+            .await
+            .map_err(err("open the store"))?;
+        let serve = Serve::start(&env, &[], &env.root.path().join("serve.log"))?;
+        let api = Api::new(&serve.url, &token)?;
+        let names: Vec<String> = harnesses
+            .iter()
+            .map(|h| match h {
+                H::Claude => format!("Claude Code {}", hangar_testkit::CLAUDE_CODE_VERSION),
+                H::Codex => format!("Codex {}", hangar_testkit::CODEX_VERSION),
+            })
+            .collect();
+        println!(
+            "chaos: {n} turns of {} (policy ask) under {} on {}; hangar serve's log: {}",
+            names.join(" and "),
+            driver.display(),
+            if pg.is_some() { "PostgreSQL" } else { "SQLite" },
+            serve.log.display()
+        );
+        Ok(Chaos {
+            env,
+            serve,
+            api,
+            store,
+            fake,
+            fake_codex,
+            codex_config,
+            rng: Rng::new(seed),
+            restarts: 0,
+            answered_after_restart: 0,
+            harness_of: BTreeMap::new(),
+            kills: BTreeMap::new(),
+            chosen: BTreeMap::new(),
+            late: BTreeMap::new(),
+            violations: Vec::new(),
+            steers: Vec::new(),
+            must_reach: Vec::new(),
+            runs: Vec::new(),
+            _pg: pg,
+        })
     }
-    println!("{head}");
-    let count =
-        |m: &BTreeMap<(H, Point), usize>, h: H, p: Point| m.get(&(h, p)).copied().unwrap_or(0);
-    for p in POINTS {
-        let mut row = format!("  {:<26}", p.name());
+
+    /// `n` turns round the sessions of `ids`, each with the kill the seed chooses; stops at
+    /// the first turn that cannot be followed.
+    async fn drive(
+        &mut self,
+        n: usize,
+        harnesses: &[H],
+        ids: &mut [Option<String>],
+        started: Instant,
+    ) -> Res<()> {
+        let sessions = ids.len();
+        for t in 0..n {
+            let s = t % sessions;
+            let h = harnesses[s % harnesses.len()];
+            let point = POINTS[self.rng.below(POINTS.len() as u64) as usize];
+            *self.chosen.entry((h, point)).or_default() += 1;
+            let dir = self.env.root.path().join(format!("work-{s}"));
+            std::fs::create_dir_all(&dir).map_err(err("a work folder"))?;
+            if verbose() {
+                println!(
+                    "chaos: turn {t} (session {s}, {}): {}",
+                    h.name(),
+                    point.name()
+                );
+            }
+            let res = self.turn(t, &dir, &mut ids[s], h, point).await;
+            if let Err(e) = res {
+                println!(
+                    "chaos: turn {t} ({} {}) failed: {e}",
+                    h.name(),
+                    point.name()
+                );
+                self.violations
+                    .push((h, format!("turn {t} ({} {}): {e}", h.name(), point.name())));
+                // The run can no longer be followed: stop here with what is known.
+                break;
+            }
+            if (t + 1) % 10 == 0 {
+                println!(
+                    "chaos: {} turns done ({:.0} s)",
+                    t + 1,
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The counts per kill point and harness, and the violations.
+    fn report(&self, n: usize, harnesses: &[H], checked: &Checked, started: Instant) {
+        let c = self;
+        let turns = c.runs.len();
+        println!(
+            "chaos: {n} turns driven, {turns} runs in all (turns started with handed-back messages included) in {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+        let mut head = format!("  {:<26}", "kill point");
         for h in harnesses {
-            row += &format!(
-                "  {:>7}  {:>5} {:>5}",
-                "",
-                count(&c.chosen, *h, p),
-                count(&c.kills, *h, p)
+            head += &format!("  {:>7}: turns kills", h.name());
+        }
+        println!("{head}");
+        let count =
+            |m: &BTreeMap<(H, Point), usize>, h: H, p: Point| m.get(&(h, p)).copied().unwrap_or(0);
+        for p in POINTS {
+            let mut row = format!("  {:<26}", p.name());
+            for h in harnesses {
+                row += &format!(
+                    "  {:>7}  {:>5} {:>5}",
+                    "",
+                    count(&c.chosen, *h, p),
+                    count(&c.kills, *h, p)
+                );
+            }
+            println!("{row}");
+        }
+        for h in harnesses {
+            let runs = c.runs.iter().filter(|r| r.harness == *h).count();
+            let turns: usize = POINTS.iter().map(|p| count(&c.chosen, *h, *p)).sum();
+            let kills: usize = POINTS.iter().map(|p| count(&c.kills, *h, *p)).sum();
+            println!(
+                "  {:<7} {turns} turns driven, {runs} runs, {kills} kills, {} too late (after its work was done; the turn must end normally), {} mismatches",
+                h.name(),
+                c.late.get(h).copied().unwrap_or(0),
+                c.violations.iter().filter(|v| v.0 == *h).count()
             );
         }
-        println!("{row}");
-    }
-    for h in harnesses {
-        let runs = c.runs.iter().filter(|r| r.harness == *h).count();
-        let turns: usize = POINTS.iter().map(|p| count(&c.chosen, *h, *p)).sum();
-        let kills: usize = POINTS.iter().map(|p| count(&c.kills, *h, *p)).sum();
+        println!("  hangar serve restarts       {}", c.restarts);
         println!(
-            "  {:<7} {turns} turns driven, {runs} runs, {kills} kills, {} too late (after its work was done; the turn must end normally), {} mismatches",
-            h.name(),
-            c.late.get(h).copied().unwrap_or(0),
-            c.violations.iter().filter(|v| v.0 == *h).count()
+            "  events checked              {} (stored = rebuilt from the run logs)",
+            checked.events
         );
+        println!(
+            "  approvals answered after a restart {}",
+            checked.answered_after_restart
+        );
+        println!(
+            "  commands checked            {} (acked {}, not landed {})",
+            checked.commands, checked.acked, checked.not_landed
+        );
+        println!(
+            "  steers: {} sent ({} cut off by a kill)",
+            c.steers.len(),
+            c.steers
+                .iter()
+                .filter(|s| s.2.starts_with("transport"))
+                .count()
+        );
+        println!(
+            "  messages handed to exactly one next turn {}/{}",
+            checked.reached,
+            c.must_reach.len()
+        );
+        println!(
+            "  turns whose token totals equal their log's usage {}/{}",
+            checked.usage_ok,
+            c.runs.len()
+        );
+        println!(
+            "  model requests               {} (Anthropic {}, Responses {})",
+            c.fake.requests().len() + c.fake_codex.requests().len(),
+            c.fake.requests().len(),
+            c.fake_codex.requests().len()
+        );
+        println!("  mismatches                   {}", c.violations.len());
+        for (h, v) in c.violations.iter().take(30) {
+            println!("  VIOLATION ({}) {v}", h.name());
+        }
     }
-    println!("  hangar serve restarts       {}", c.restarts);
-    println!(
-        "  events checked              {} (stored = rebuilt from the run logs)",
-        checked.events
-    );
-    println!(
-        "  approvals answered after a restart {}",
-        checked.answered_after_restart
-    );
-    println!(
-        "  commands checked            {} (acked {}, not landed {})",
-        checked.commands, checked.acked, checked.not_landed
-    );
-    println!(
-        "  steers: {} sent ({} cut off by a kill)",
-        c.steers.len(),
-        c.steers
-            .iter()
-            .filter(|s| s.2.starts_with("transport"))
-            .count()
-    );
-    println!(
-        "  messages handed to exactly one next turn {}/{}",
-        checked.reached,
-        c.must_reach.len()
-    );
-    println!(
-        "  turns whose token totals equal their log's usage {}/{}",
-        checked.usage_ok,
-        c.runs.len()
-    );
-    println!(
-        "  model requests               {} (Anthropic {}, Responses {})",
-        c.fake.requests().len() + c.fake_codex.requests().len(),
-        c.fake.requests().len(),
-        c.fake_codex.requests().len()
-    );
-    println!("  mismatches                   {}", c.violations.len());
-    for (h, v) in c.violations.iter().take(30) {
-        println!("  VIOLATION ({}) {v}", h.name());
-    }
-    Ok(c.violations.len())
 }
 
 #[derive(Default)]
@@ -592,45 +622,12 @@ impl Chaos {
         let prompt = format!("CHAOS-TOOL t{t} run the tool");
         let (sid, run, turn) = match session.as_deref() {
             None => {
-                let mut body = json!({"dir": dir, "no_sandbox": true, "policy": "ask", "harness": h.name(), "prompt": prompt});
-                if h == H::Codex {
-                    body["options"] = json!({"codex_config": self.codex_config});
-                }
-                let (s, v) = self.api.call("POST", "/v1/sessions", Some(&body)).await?;
-                if s != 201 {
-                    return Err(format!("start a session: {s} {v}"));
-                }
-                let sid = v["session"]["id"].as_str().unwrap_or_default().to_owned();
-                self.harness_of.insert(sid.clone(), h);
-                *session = Some(sid.clone());
-                (
-                    sid,
-                    v["run"]["id"].as_str().unwrap_or_default().to_owned(),
-                    v["turn"]["id"].as_str().unwrap_or_default().to_owned(),
-                )
+                let started = self.first_turn(dir, h, &prompt).await?;
+                *session = Some(started.0.clone());
+                started
             }
-            Some(sid) => {
-                let sid = sid.to_owned();
-                self.settle(&sid).await?;
-                let (s, v) = self
-                    .api
-                    .call(
-                        "POST",
-                        &format!("/v1/sessions/{sid}/messages"),
-                        Some(&json!({"text": prompt})),
-                    )
-                    .await?;
-                if s != 200 || v["outcome"] != "next_turn" {
-                    return Err(format!("start turn {t}: {s} {v}"));
-                }
-                (
-                    sid,
-                    v["run"].as_str().unwrap_or_default().to_owned(),
-                    v["turn"].as_str().unwrap_or_default().to_owned(),
-                )
-            }
+            Some(sid) => self.next_turn(t, sid, &prompt).await?,
         };
-        let mut want = Want::Ok;
         // The permission request for the tool call.
         let rid = self
             .until("the permission request", 90, async || {
@@ -639,26 +636,7 @@ impl Chaos {
             })
             .await?;
         if point == Point::HarnessHeld {
-            // A steer while the approval is pending: the harness takes it and holds it (Claude
-            // Code queues it, Codex keeps it for after the command); then the harness is killed.
-            let text = format!("CHAOS-HELD t{t} and mention the weather");
-            let (s, v) = self
-                .api
-                .call(
-                    "POST",
-                    &format!("/v1/runs/{run}/steer"),
-                    Some(&json!({"text": text})),
-                )
-                .await?;
-            self.steers
-                .push((sid.clone(), text.clone(), format!("{s} {v}")));
-            self.must_reach.push((sid.clone(), text));
-            tokio::time::sleep(self.rng.ms(100, 500)).await;
-            let Some((_, harness)) = self.pids(&run) else {
-                return Err(format!("run {run}: no hangar.started line"));
-            };
-            kill_group(harness, libc::SIGKILL);
-            self.killed(h, point);
+            self.kill_holding_harness(t, h, &sid, &run).await?;
             self.runs.push(RunSeen {
                 harness: h,
                 session: sid.clone(),
@@ -668,13 +646,125 @@ impl Chaos {
             });
             return self.settle(&sid).await;
         }
+        self.approve(h, point, &run, &rid).await?;
+        // The tool runs and the model streams its summary (about 0.6 s).
+        let want = match point {
+            Point::None | Point::Approval | Point::HarnessHeld => Want::Ok,
+            Point::Streaming => {
+                tokio::time::sleep(self.rng.ms(0, 600)).await;
+                self.restart().await?;
+                self.killed(h, point);
+                Want::Ok
+            }
+            Point::Steer => {
+                self.steer_across_restart(t, h, point, &sid, &run).await?;
+                Want::Ok
+            }
+            Point::Ending => {
+                self.restart_as_it_ends(h, point, &run).await?;
+                Want::Ok
+            }
+            Point::Driver | Point::Harness => {
+                self.kill_and_message(t, h, point, &sid, &run).await?
+            }
+        };
+        self.runs.push(RunSeen {
+            harness: h,
+            session: sid.clone(),
+            run,
+            turn,
+            want,
+        });
+        self.settle(&sid).await
+    }
+
+    /// A new session with harness `h` in `dir`: its id, its first run and turn.
+    async fn first_turn(
+        &mut self,
+        dir: &Path,
+        h: H,
+        prompt: &str,
+    ) -> Res<(String, String, String)> {
+        let mut body = json!({"dir": dir, "no_sandbox": true, "policy": "ask", "harness": h.name(), "prompt": prompt});
+        if h == H::Codex {
+            body["options"] = json!({"codex_config": self.codex_config});
+        }
+        let (s, v) = self.api.call("POST", "/v1/sessions", Some(&body)).await?;
+        if s != 201 {
+            return Err(format!("start a session: {s} {v}"));
+        }
+        let sid = v["session"]["id"].as_str().unwrap_or_default().to_owned();
+        self.harness_of.insert(sid.clone(), h);
+        Ok((
+            sid,
+            v["run"]["id"].as_str().unwrap_or_default().to_owned(),
+            v["turn"]["id"].as_str().unwrap_or_default().to_owned(),
+        ))
+    }
+
+    /// A message that starts session `sid`'s next turn, once its turns have ended: the
+    /// session, the run and the turn.
+    async fn next_turn(
+        &mut self,
+        t: usize,
+        sid: &str,
+        prompt: &str,
+    ) -> Res<(String, String, String)> {
+        let sid = sid.to_owned();
+        self.settle(&sid).await?;
+        let (s, v) = self
+            .api
+            .call(
+                "POST",
+                &format!("/v1/sessions/{sid}/messages"),
+                Some(&json!({"text": prompt})),
+            )
+            .await?;
+        if s != 200 || v["outcome"] != "next_turn" {
+            return Err(format!("start turn {t}: {s} {v}"));
+        }
+        Ok((
+            sid,
+            v["run"].as_str().unwrap_or_default().to_owned(),
+            v["turn"].as_str().unwrap_or_default().to_owned(),
+        ))
+    }
+
+    /// `Point::HarnessHeld`: a steer while the approval is pending, which the harness takes
+    /// and holds (Claude Code queues it, Codex keeps it for after the command); then the
+    /// harness is killed.
+    async fn kill_holding_harness(&mut self, t: usize, h: H, sid: &str, run: &str) -> Res<()> {
+        let text = format!("CHAOS-HELD t{t} and mention the weather");
+        let (s, v) = self
+            .api
+            .call(
+                "POST",
+                &format!("/v1/runs/{run}/steer"),
+                Some(&json!({"text": text})),
+            )
+            .await?;
+        self.steers
+            .push((sid.to_owned(), text.clone(), format!("{s} {v}")));
+        self.must_reach.push((sid.to_owned(), text));
+        tokio::time::sleep(self.rng.ms(100, 500)).await;
+        let Some((_, harness)) = self.pids(run) else {
+            return Err(format!("run {run}: no hangar.started line"));
+        };
+        kill_group(harness, libc::SIGKILL);
+        self.killed(h, Point::HarnessHeld);
+        Ok(())
+    }
+
+    /// Allows the pending request `rid` (`Point::Approval`: after a restart, which must still
+    /// list it).
+    async fn approve(&mut self, h: H, point: Point, run: &str, rid: &str) -> Res<()> {
         let mut answered_after_restart = false;
         if point == Point::Approval {
             tokio::time::sleep(self.rng.ms(0, 200)).await;
             self.restart().await?;
             self.killed(h, point);
             let a = self.api.get(&format!("/v1/runs/{run}/approvals")).await?;
-            if a["approvals"][0]["request_id"].as_str() != Some(rid.as_str()) {
+            if a["approvals"][0]["request_id"].as_str() != Some(rid) {
                 self.violations.push((
                     h,
                     format!(
@@ -707,104 +797,111 @@ impl Chaos {
         } else if answered_after_restart {
             self.answered_after_restart += 1;
         }
-        // The tool runs and the model streams its summary (about 0.6 s).
-        match point {
-            Point::None | Point::Approval | Point::HarnessHeld => {}
-            Point::Streaming => {
-                tokio::time::sleep(self.rng.ms(0, 600)).await;
-                self.restart().await?;
-                self.killed(h, point);
+        Ok(())
+    }
+
+    /// `Point::Steer`: a steer whose HTTP request the restart of `hangar serve` cuts off.
+    async fn steer_across_restart(
+        &mut self,
+        t: usize,
+        h: H,
+        point: Point,
+        sid: &str,
+        run: &str,
+    ) -> Res<()> {
+        tokio::time::sleep(self.rng.ms(50, 400)).await;
+        let text = format!("CHAOS-STEER t{t} also mention the weather");
+        let api = self.api.clone();
+        let path = format!("/v1/runs/{run}/steer");
+        let body = json!({"text": text});
+        let call = tokio::spawn(async move { api.call("POST", &path, Some(&body)).await });
+        tokio::time::sleep(self.rng.ms(0, 40)).await;
+        self.restart().await?;
+        self.killed(h, point);
+        let said = match call.await {
+            Ok(Ok((s, v))) => format!("{s} {v}"),
+            Ok(Err(e)) => format!("transport: {e}"),
+            Err(e) => format!("transport: {e}"),
+        };
+        self.steers.push((sid.to_owned(), text, said));
+        Ok(())
+    }
+
+    /// `Point::Ending`: `hangar serve` restarted once the driver wrote `hangar.turn_end`.
+    async fn restart_as_it_ends(&mut self, h: H, point: Point, run: &str) -> Res<()> {
+        let log = self.env.ctl(run).join("run.log");
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("\"hangar.turn_end\"")) {
+            if Instant::now() > deadline {
+                return Err("timed out waiting for hangar.turn_end".into());
             }
-            Point::Steer => {
-                tokio::time::sleep(self.rng.ms(50, 400)).await;
-                let text = format!("CHAOS-STEER t{t} also mention the weather");
-                let api = self.api.clone();
-                let path = format!("/v1/runs/{run}/steer");
-                let body = json!({"text": text});
-                let call = tokio::spawn(async move { api.call("POST", &path, Some(&body)).await });
-                tokio::time::sleep(self.rng.ms(0, 40)).await;
-                self.restart().await?;
-                self.killed(h, point);
-                let said = match call.await {
-                    Ok(Ok((s, v))) => format!("{s} {v}"),
-                    Ok(Err(e)) => format!("transport: {e}"),
-                    Err(e) => format!("transport: {e}"),
-                };
-                self.steers.push((sid.clone(), text, said));
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        self.restart().await?;
+        self.killed(h, point);
+        Ok(())
+    }
+
+    /// `Point::Driver` or `Point::Harness`: the driver or the harness killed, unless its work
+    /// is done already, and a message sent right after, which must reach a later turn; how
+    /// the turn must end.
+    async fn kill_and_message(
+        &mut self,
+        t: usize,
+        h: H,
+        point: Point,
+        sid: &str,
+        run: &str,
+    ) -> Res<Want> {
+        tokio::time::sleep(self.rng.ms(0, 500)).await;
+        let Some((driver, harness)) = self.pids(run) else {
+            return Err(format!("run {run}: no hangar.started line"));
+        };
+        if self.log_has(run, h.done_line()) {
+            // Too late: the harness's work is done; the turn ends normally.
+            *self.late.entry(h).or_default() += 1;
+            return Ok(Want::Ok);
+        }
+        if point == Point::Driver {
+            kill(driver, libc::SIGKILL);
+        } else {
+            // The harness's process group (Codex: the npm wrapper and the binary).
+            kill_group(harness, libc::SIGKILL);
+        }
+        self.killed(h, point);
+        let want = if point == Point::Driver {
+            Want::DriverStopped
+        } else {
+            Want::HarnessExited
+        };
+        // A message right after: it must reach a later turn.
+        let text = format!(
+            "CHAOS-AFTER-{} t{t} carry on",
+            if point == Point::Driver {
+                "DRIVER"
+            } else {
+                "HARNESS"
             }
-            Point::Ending => {
-                let log = self.env.ctl(&run).join("run.log");
-                let deadline = Instant::now() + Duration::from_secs(90);
-                while !std::fs::read_to_string(&log)
-                    .is_ok_and(|l| l.contains("\"hangar.turn_end\""))
-                {
-                    if Instant::now() > deadline {
-                        return Err("timed out waiting for hangar.turn_end".into());
-                    }
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                self.restart().await?;
-                self.killed(h, point);
-            }
-            Point::Driver | Point::Harness => {
-                tokio::time::sleep(self.rng.ms(0, 500)).await;
-                let Some((driver, harness)) = self.pids(&run) else {
-                    return Err(format!("run {run}: no hangar.started line"));
-                };
-                if self.log_has(&run, h.done_line()) {
-                    // Too late: the harness's work is done; the turn ends normally.
-                    *self.late.entry(h).or_default() += 1;
-                } else {
-                    if point == Point::Driver {
-                        kill(driver, libc::SIGKILL);
-                    } else {
-                        // The harness's process group (Codex: the npm wrapper and the binary).
-                        kill_group(harness, libc::SIGKILL);
-                    }
-                    self.killed(h, point);
-                    want = if point == Point::Driver {
-                        Want::DriverStopped
-                    } else {
-                        Want::HarnessExited
-                    };
-                    // A message right after: it must reach a later turn.
-                    let text = format!(
-                        "CHAOS-AFTER-{} t{t} carry on",
-                        if point == Point::Driver {
-                            "DRIVER"
-                        } else {
-                            "HARNESS"
-                        }
-                    );
-                    let (s, v) = self
-                        .api
-                        .call(
-                            "POST",
-                            &format!("/v1/runs/{run}/steer"),
-                            Some(&json!({"text": text})),
-                        )
-                        .await?;
-                    self.steers
-                        .push((sid.clone(), text.clone(), format!("{s} {v}")));
-                    self.must_reach.push((sid.clone(), text));
-                    if point == Point::Driver {
-                        // The harness goes with its driver (its stdin closed); make sure.
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        if alive(harness) {
-                            kill_group(harness, libc::SIGKILL);
-                        }
-                    }
-                }
+        );
+        let (s, v) = self
+            .api
+            .call(
+                "POST",
+                &format!("/v1/runs/{run}/steer"),
+                Some(&json!({"text": text})),
+            )
+            .await?;
+        self.steers
+            .push((sid.to_owned(), text.clone(), format!("{s} {v}")));
+        self.must_reach.push((sid.to_owned(), text));
+        if point == Point::Driver {
+            // The harness goes with its driver (its stdin closed); make sure.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if alive(harness) {
+                kill_group(harness, libc::SIGKILL);
             }
         }
-        self.runs.push(RunSeen {
-            harness: h,
-            session: sid.clone(),
-            run,
-            turn,
-            want,
-        });
-        self.settle(&sid).await
+        Ok(want)
     }
 
     /// The checks over every run.
@@ -819,100 +916,117 @@ impl Chaos {
         let requests = self.requests();
         let mut v: Vec<(H, String)> = Vec::new();
         for r in &self.runs {
-            let h = r.harness;
-            let t = self.api.get(&format!("/v1/turns/{}", r.turn)).await?;
-            let (status, reason) = (
-                t["status"].as_i64(),
-                t["reason"].as_str().unwrap_or_default(),
-            );
-            let ok = match r.want {
-                Want::Ok | Want::HandedBack => status == Some(0),
-                Want::DriverStopped => status == Some(-1) && reason.contains("driver stopped"),
-                Want::HarnessExited => status == Some(1) && reason.contains("harness_exited"),
-            };
-            if !ok {
-                v.push((
-                    h,
-                    format!(
-                        "run {} ({} {:?}): the turn ended with status {status:?} ({reason})",
-                        r.run,
-                        h.name(),
-                        r.want
-                    ),
-                ));
-            }
-            let log = self.env.ctl(&r.run).join("run.log");
-            let (n, mismatch) = check_events(&self.api, &self.env.home(), &r.run, &log).await?;
-            c.events += n;
-            v.extend(mismatch.map(|m| (h, m)));
-            // The turn's token totals are the sum of its log's usage (a restart included).
-            let mut sum = [0u64; 3];
-            for e in rebuild(&log).iter().filter(|e| e["kind"] == "usage") {
-                for (i, k) in ["input_tokens", "output_tokens", "cached_input_tokens"]
-                    .iter()
-                    .enumerate()
-                {
-                    sum[i] = sum[i].saturating_add(e[k].as_u64().unwrap_or(0));
-                }
-            }
-            let u = &t["usage"];
-            let stored = [
-                u["input_tokens"].as_u64().unwrap_or(0),
-                u["output_tokens"].as_u64().unwrap_or(0),
-                u["cached_input_tokens"].as_u64().unwrap_or(0),
-            ];
-            if stored == sum {
-                c.usage_ok += 1;
-            } else {
-                v.push((
-                    h,
-                    format!(
-                        "run {} ({}): the turn's tokens (input, output, cached) are {stored:?}, its log's usage sums to {sum:?}",
-                        r.run,
-                        h.name()
-                    ),
-                ));
-            }
-            if matches!(r.want, Want::Ok | Want::HandedBack) {
-                let pending = self
-                    .api
-                    .get(&format!("/v1/runs/{}/approvals", r.run))
-                    .await?;
-                if pending["approvals"]
-                    .as_array()
-                    .is_some_and(|a| !a.is_empty())
-                {
-                    v.push((
-                        h,
-                        format!(
-                            "run {}: approvals left pending after the turn ended: {pending}",
-                            r.run
-                        ),
-                    ));
-                }
-            }
-            let commands = self.store.commands(&r.run).await.map_err(err("commands"))?;
-            for cmd in &commands {
-                c.commands += 1;
-                match (&cmd.ack, cmd.ack_reason.as_deref()) {
-                    (Some(hangar_store::AckStatus::Ended), Some(why))
-                        if why.contains("not land") =>
-                    {
-                        c.not_landed += 1
-                    }
-                    (Some(_), _) => c.acked += 1,
-                    (None, _) => v.push((
-                        h,
-                        format!(
-                            "run {}: command {} ({} {}) has no answer after the turn ended",
-                            r.run, cmd.seq, cmd.kind, cmd.body
-                        ),
-                    )),
-                }
+            self.check_run(r, &mut c, &mut v).await?;
+        }
+        self.check_steers(&requests, &mut v).await?;
+        self.check_reached(&mut c, &mut v).await?;
+        self.violations.extend(v);
+        Ok(c)
+    }
+
+    /// One run: how its turn ended, its events, its token totals, its approvals and the
+    /// answers of its commands.
+    async fn check_run(&self, r: &RunSeen, c: &mut Checked, v: &mut Vec<(H, String)>) -> Res<()> {
+        let h = r.harness;
+        let t = self.api.get(&format!("/v1/turns/{}", r.turn)).await?;
+        let (status, reason) = (
+            t["status"].as_i64(),
+            t["reason"].as_str().unwrap_or_default(),
+        );
+        let ok = match r.want {
+            Want::Ok | Want::HandedBack => status == Some(0),
+            Want::DriverStopped => status == Some(-1) && reason.contains("driver stopped"),
+            Want::HarnessExited => status == Some(1) && reason.contains("harness_exited"),
+        };
+        if !ok {
+            v.push((
+                h,
+                format!(
+                    "run {} ({} {:?}): the turn ended with status {status:?} ({reason})",
+                    r.run,
+                    h.name(),
+                    r.want
+                ),
+            ));
+        }
+        let log = self.env.ctl(&r.run).join("run.log");
+        let (n, mismatch) = check_events(&self.api, &self.env.home(), &r.run, &log).await?;
+        c.events += n;
+        v.extend(mismatch.map(|m| (h, m)));
+        // The turn's token totals are the sum of its log's usage (a restart included).
+        let mut sum = [0u64; 3];
+        for e in rebuild(&log).iter().filter(|e| e["kind"] == "usage") {
+            for (i, k) in ["input_tokens", "output_tokens", "cached_input_tokens"]
+                .iter()
+                .enumerate()
+            {
+                sum[i] = sum[i].saturating_add(e[k].as_u64().unwrap_or(0));
             }
         }
+        let u = &t["usage"];
+        let stored = [
+            u["input_tokens"].as_u64().unwrap_or(0),
+            u["output_tokens"].as_u64().unwrap_or(0),
+            u["cached_input_tokens"].as_u64().unwrap_or(0),
+        ];
+        if stored == sum {
+            c.usage_ok += 1;
+        } else {
+            v.push((
+                h,
+                format!(
+                    "run {} ({}): the turn's tokens (input, output, cached) are {stored:?}, its log's usage sums to {sum:?}",
+                    r.run,
+                    h.name()
+                ),
+            ));
+        }
+        if matches!(r.want, Want::Ok | Want::HandedBack) {
+            let pending = self
+                .api
+                .get(&format!("/v1/runs/{}/approvals", r.run))
+                .await?;
+            if pending["approvals"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+            {
+                v.push((
+                    h,
+                    format!(
+                        "run {}: approvals left pending after the turn ended: {pending}",
+                        r.run
+                    ),
+                ));
+            }
+        }
+        let commands = self.store.commands(&r.run).await.map_err(err("commands"))?;
+        for cmd in &commands {
+            c.commands += 1;
+            match (&cmd.ack, cmd.ack_reason.as_deref()) {
+                (Some(hangar_store::AckStatus::Ended), Some(why)) if why.contains("not land") => {
+                    c.not_landed += 1
+                }
+                (Some(_), _) => c.acked += 1,
+                (None, _) => v.push((
+                    h,
+                    format!(
+                        "run {}: command {} ({} {}) has no answer after the turn ended",
+                        r.run, cmd.seq, cmd.kind, cmd.body
+                    ),
+                )),
+            }
+        }
+        Ok(())
+    }
+
+    /// Every steer the harness received is recorded as a command of its session's runs, and
+    /// no model request has one twice.
+    async fn check_steers(
+        &self,
+        requests: &[RecordedRequest],
+        v: &mut Vec<(H, String)>,
+    ) -> Res<()> {
         let harness_of = |s: &str| self.harness_of.get(s).copied().unwrap_or(H::Claude);
-        // Every steer the harness received is recorded as a command of its session's runs.
         for (session, text, said) in &self.steers {
             let seen = requests
                 .iter()
@@ -948,6 +1062,13 @@ impl Chaos {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Every message sent after a kill (or held by a killed harness) started exactly one
+    /// later turn.
+    async fn check_reached(&self, c: &mut Checked, v: &mut Vec<(H, String)>) -> Res<()> {
+        let harness_of = |s: &str| self.harness_of.get(s).copied().unwrap_or(H::Claude);
         for (session, text) in &self.must_reach {
             let turns = self.turns(session).await?;
             let started = turns
@@ -969,7 +1090,6 @@ impl Chaos {
                 ));
             }
         }
-        self.violations.extend(v);
-        Ok(c)
+        Ok(())
     }
 }

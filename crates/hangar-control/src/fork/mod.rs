@@ -80,9 +80,162 @@ pub struct Forked {
     pub started: Option<Started>,
 }
 
+/// What a fork starts from.
+struct Source {
+    step: crate::trees::Step,
+    run: hangar_store::Run,
+    turn: hangar_store::Turn,
+    session: Session,
+    sandbox: Sandbox,
+    /// The provider's sandbox it ran in (none: a plain folder).
+    sandboxed: Option<hangar_sandbox::Sandbox>,
+    /// The run logs of the session's earlier turns, oldest first.
+    earlier: Vec<PathBuf>,
+    /// The session's runs up to this one, newest first.
+    runs: Vec<String>,
+}
+
+/// Where the step is rebuilt: the folder asked for, else under hangar's home (a staging folder
+/// when a sandbox copies it).
+fn fork_dir(
+    home: &Path,
+    req: &ForkRequest,
+    src: &Source,
+    copying: bool,
+    sandbox_id: &str,
+) -> Result<PathBuf, ControlError> {
+    Ok(match &req.dir {
+        Some(_) if copying => {
+            return Err(ControlError::BadRequest(format!(
+                "run {} ran in a sandbox of environment {}, which holds a copy of the repository: the fork is a new sandbox of it, whose work tree is its own workspace (shown as dir:); --dir is for forks whose work tree is a folder of this machine",
+                src.run.id, src.sandbox.environment
+            )));
+        }
+        Some(d) if d.is_absolute() => d.clone(),
+        Some(d) => {
+            return Err(ControlError::BadRequest(format!(
+                "the fork's folder must be an absolute path, not {}",
+                d.display()
+            )));
+        }
+        None if copying => home.join("forks").join(format!(".{sandbox_id}.staging")),
+        None => home.join("forks").join(sandbox_id),
+    })
+}
+
+/// Rebuilds step `n`'s `tree` into `dir` on each base in turn until one reproduces it; a
+/// refusal names what each base gave (and `missing`, the bases there were not). Whatever a
+/// failure leaves in `dir` is removed.
+fn rebuild_on_bases(
+    files: &crate::trees::RunFiles,
+    bases: &[(String, PathBuf, bool)],
+    missing: Vec<String>,
+    tree: &str,
+    n: usize,
+    (d, created): (&Path, bool),
+) -> Result<rebuild::Rebuilt, ControlError> {
+    let single = bases.len() == 1 && missing.is_empty();
+    let mut failures = missing;
+    for (what, base, untrusted) in bases {
+        match rebuild::rebuild(files, base, tree, d, *untrusted) {
+            Ok(r) if r.rehashed == tree => return Ok(r),
+            Ok(r) if single => {
+                clean(d, created);
+                return Err(ControlError::Refused(format!(
+                    "the fork is refused: step {n}'s tree was rebuilt from hangar's store (the turn's objects and the repository's), but it hashes to {}, not to the recorded {tree}; the store does not reproduce the step",
+                    r.rehashed
+                )));
+            }
+            Ok(r) => failures.push(format!(
+                "rebuilt on {what}, it hashes to {}, not to the recorded {tree}",
+                r.rehashed
+            )),
+            Err(rebuild::Failed::Store(m)) if !single => {
+                failures.push(format!("{what}: {m}"));
+            }
+            Err(e) => {
+                clean(d, created);
+                return Err(e.into());
+            }
+        }
+        clean(d, false);
+    }
+    clean(d, created);
+    Err(ControlError::Refused(format!(
+        "the fork is refused: step {n}'s tree {tree} cannot be rebuilt: {}",
+        failures.join("; ")
+    )))
+}
+
 impl ControlPlane {
-    /// Forks `req.run` at `req.step`.
+    /// Forks `req.run` at `req.step`: the step's tree rebuilt (and checked) into a new sandbox
+    /// or folder, the harness's conversation up to the step carried into it, a session whose
+    /// first turn starts with `req.prompt` when there is one.
     pub async fn fork(self: &Arc<Self>, req: ForkRequest) -> Result<Forked, ControlError> {
+        let src = self.fork_source(&req).await?;
+        let sandbox_id = new_id("sb")?;
+        let copying = self.fork_copies(&src).await?;
+        let dir = fork_dir(&self.tools.home, &req, &src, copying, &sandbox_id)?;
+        let (bases, scratches, missing) = match self.rebuild_bases(&src, copying, &sandbox_id).await
+        {
+            Ok(b) => b,
+            Err(ControlError::Refused(why)) => {
+                return Err(self.refused(&req, &src.step.tree, why).await);
+            }
+            Err(e) => return Err(e),
+        };
+        let files =
+            crate::trees::run_files(&self.tools.home, &src.run.id, Path::new(&src.run.ctl_path));
+        let (harness, earlier, tree, n) = (
+            src.session.harness,
+            src.earlier.clone(),
+            src.step.tree.clone(),
+            req.step,
+        );
+        let d = dir.clone();
+        let made = blocking(move || -> Result<_, ControlError> {
+            let conversation = cut::find(harness, &earlier, &files.log, n, &tree)?;
+            let created = prepare(&d)?;
+            let rebuilt = rebuild_on_bases(&files, &bases, missing, &tree, n, (&d, created))?;
+            Ok((conversation, rebuilt, created))
+        })
+        .await?;
+        blocking(move || drop(scratches)).await?;
+        let (conversation, rebuilt, created) = match made {
+            Ok(m) => m,
+            Err(ControlError::Refused(why)) => {
+                return Err(self.refused(&req, &src.step.tree, why).await);
+            }
+            Err(e) => return Err(e),
+        };
+        let sandbox = self
+            .fork_into(
+                &req,
+                &src,
+                &conversation,
+                (&sandbox_id, &dir, created, copying),
+            )
+            .await?;
+        let record = self
+            .record_fork(&req, &src, &sandbox, rebuilt, conversation)
+            .await?;
+        let started = match req.prompt.as_deref() {
+            Some(p) if !p.trim().is_empty() => Some(
+                self.start_turn(&record.session, &[p.to_owned()], &req.person)
+                    .await?,
+            ),
+            _ => None,
+        };
+        Ok(Forked {
+            session: self.store.session(&record.session).await?,
+            record,
+            sandbox,
+            started,
+        })
+    }
+
+    /// The run forked, its step, its session and sandbox, and the session's earlier runs.
+    async fn fork_source(&self, req: &ForkRequest) -> Result<Source, ControlError> {
         let steps = self.steps(&req.run).await?;
         let step = steps.get(req.step).cloned().ok_or_else(|| {
             ControlError::BadRequest(format!(
@@ -95,15 +248,14 @@ impl ControlPlane {
         })?;
         let run = self.store.run(&req.run).await?;
         let turn = self.store.turn(&run.turn_id).await?;
-        let source = self.store.session(&turn.session_id).await?;
-        let source_sandbox = self.store.sandbox(&source.sandbox_id).await?;
-        let sandboxed = crate::sandboxes::handle_of(&source_sandbox)?;
-        let removed = source_sandbox.state != "live";
+        let session = self.store.session(&turn.session_id).await?;
+        let sandbox = self.store.sandbox(&session.sandbox_id).await?;
+        let sandboxed = crate::sandboxes::handle_of(&sandbox)?;
         let mut earlier = Vec::new();
         // The session's runs up to this one, newest first (where kept conversations are looked
         // for).
         let mut runs = vec![run.id.clone()];
-        for t in self.store.turns(&source.id).await? {
+        for t in self.store.turns(&session.id).await? {
             if t.index >= turn.index {
                 break;
             }
@@ -113,59 +265,188 @@ impl ControlPlane {
                 runs.insert(1, r.id.clone());
             }
         }
-        let sandbox_id = new_id("sb")?;
-        // A sandbox whose environment copies the repository: the step is rebuilt into a staging
-        // folder, which the new sandbox copies. Otherwise (a plain folder, or a sandbox working in
-        // place) into the fork's own folder.
-        let copying = match &sandboxed {
-            Some(_) => {
-                let env = self
-                    .store
-                    .environment(&source_sandbox.environment)
-                    .await
-                    .map_err(|e| match e {
-                        hangar_store::StoreError::NotFound { .. } => ControlError::NotFound(format!(
-                            "run {} ran in a sandbox of environment {}, which is gone; the fork is a sandbox of the same environment (`hangar env apply` makes it again)",
-                            run.id, source_sandbox.environment
-                        )),
-                        e => e.into(),
-                    })?;
-                !crate::envs::spec_of(&env)?.in_place
-            }
-            None => false,
+        Ok(Source {
+            step,
+            run,
+            turn,
+            session,
+            sandbox,
+            sandboxed,
+            earlier,
+            runs,
+        })
+    }
+
+    /// Whether the source ran in a sandbox whose environment copies the repository: then the
+    /// step is rebuilt into a staging folder, which the new sandbox copies. Otherwise (a plain
+    /// folder, or a sandbox working in place) into the fork's own folder.
+    async fn fork_copies(&self, src: &Source) -> Result<bool, ControlError> {
+        if src.sandboxed.is_none() {
+            return Ok(false);
+        }
+        let env = self
+            .store
+            .environment(&src.sandbox.environment)
+            .await
+            .map_err(|e| match e {
+                hangar_store::StoreError::NotFound { .. } => ControlError::NotFound(format!(
+                    "run {} ran in a sandbox of environment {}, which is gone; the fork is a sandbox of the same environment (`hangar env apply` makes it again)",
+                    src.run.id, src.sandbox.environment
+                )),
+                e => e.into(),
+            })?;
+        Ok(!crate::envs::spec_of(&env)?.in_place)
+    }
+
+    /// The fork's sandbox (or, for a plain folder, its row), with the harness's conversation up
+    /// to the step carried in: from the source sandbox's agent home, or the copies kept at its
+    /// turns' ends once it was removed. A refusal is audited; a failure removes the folder.
+    async fn fork_into(
+        &self,
+        req: &ForkRequest,
+        src: &Source,
+        conversation: &Conversation,
+        (sandbox_id, dir, created, copying): (&str, &Path, bool, bool),
+    ) -> Result<Sandbox, ControlError> {
+        let Some(sb) = &src.sandboxed else {
+            return Ok(self
+                .store
+                .create_sandbox(&NewSandbox {
+                    id: sandbox_id.to_owned(),
+                    environment: src.sandbox.environment.clone(),
+                    kind: src.sandbox.kind.clone(),
+                    workdir: dir.display().to_string(),
+                    person: req.person.clone(),
+                    handle: None,
+                })
+                .await?);
         };
-        let dir = match &req.dir {
-            Some(_) if copying => {
-                return Err(ControlError::BadRequest(format!(
-                    "run {} ran in a sandbox of environment {}, which holds a copy of the repository: the fork is a new sandbox of it, whose work tree is its own workspace (shown as dir:); --dir is for forks whose work tree is a folder of this machine",
-                    run.id, source_sandbox.environment
-                )));
+        let carried = match conversation.parent.as_deref() {
+            Some(parent) => {
+                self.conversation_files(
+                    (&src.sandbox, sb),
+                    src.session.harness,
+                    parent,
+                    (&src.session.id, src.runs.clone()),
+                )
+                .await
             }
-            Some(d) if d.is_absolute() => d.clone(),
-            Some(d) => {
-                return Err(ControlError::BadRequest(format!(
-                    "the fork's folder must be an absolute path, not {}",
-                    d.display()
-                )));
-            }
-            None if copying => self
-                .tools
-                .home
-                .join("forks")
-                .join(format!(".{sandbox_id}.staging")),
-            None => self.tools.home.join("forks").join(&sandbox_id),
+            None => Ok(sandboxed::ConversationFiles::default()),
         };
-        let harness = source.harness;
-        let files = crate::trees::run_files(&self.tools.home, &run.id, Path::new(&run.ctl_path));
-        let (log, tree, n) = (files.log.clone(), step.tree.clone(), req.step);
-        // What the step is rebuilt on: the source's work tree; for a kubernetes or e2b sandbox
-        // (its workspace is not on this machine) its repository taken out of it; for a removed
-        // sandbox that held a copy, the repository kept when it was removed, else the one it
-        // was made from. Each in turn until one reproduces the step.
+        let made = match carried {
+            Ok(carried) => {
+                self.fork_sandbox(
+                    req,
+                    (sandbox_id, &src.sandbox.environment),
+                    carried,
+                    (dir, created, copying),
+                    &src.step.tree,
+                )
+                .await
+            }
+            Err(e) => {
+                let d = dir.to_owned();
+                blocking(move || clean(&d, created)).await?;
+                Err(e)
+            }
+        };
+        match made {
+            Ok(row) => Ok(row),
+            Err(ControlError::Refused(why)) => Err(self.refused(req, &src.step.tree, why).await),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The fork's session (the source's harness, policy and options) and its record, stored
+    /// and audited.
+    async fn record_fork(
+        &self,
+        req: &ForkRequest,
+        src: &Source,
+        sandbox: &Sandbox,
+        rebuilt: rebuild::Rebuilt,
+        conversation: Conversation,
+    ) -> Result<ForkRecord, ControlError> {
+        let mut warnings = Vec::new();
+        if !src.step.trusted {
+            warnings.push(format!(
+                "step {}'s tree is untrusted: it was recorded where the agent could write hangar's files (no uid split), so it says what the driver saw, not what a separate user checked",
+                req.step
+            ));
+        }
+        if let Some(why) = &conversation.why {
+            warnings.push(why.clone());
+        }
+        let session = self
+            .store
+            .create_session(
+                &new_id("ses")?,
+                &sandbox.id,
+                src.session.harness,
+                src.session.policy,
+            )
+            .await?;
+        self.store
+            .set_session_options(&session.id, &src.session.options)
+            .await?;
+        let record = ForkRecord {
+            session: session.id.clone(),
+            sandbox: sandbox.id.clone(),
+            dir: sandbox.workdir.clone(),
+            run: src.run.id.clone(),
+            turn: src.turn.id.clone(),
+            source_session: src.session.id.clone(),
+            step: req.step,
+            tree: src.step.tree.clone(),
+            trusted: src.step.trusted,
+            head: rebuilt.head,
+            repository: rebuilt.repository,
+            conversation,
+            capability: fork_capability(src.session.harness),
+            warnings,
+        };
+        let value = serde_json::to_value(&record)
+            .map_err(|e| ControlError::Internal(format!("the fork's record: {e}")))?;
+        self.store
+            .create_fork(&NewFork {
+                session_id: session.id.clone(),
+                run_id: src.run.id.clone(),
+                step: i64::try_from(req.step).unwrap_or(i64::MAX),
+                tree: src.step.tree.clone(),
+                record: value.clone(),
+                person: req.person.clone(),
+            })
+            .await?;
+        self.store
+            .audit()
+            .append(&req.person, "fork.created", &value)
+            .await?;
+        Ok(record)
+    }
+
+    /// What the step is rebuilt on: the source's work tree; for a kubernetes or e2b sandbox
+    /// (its workspace is not on this machine) its repository taken out of it; for a removed
+    /// sandbox that held a copy, the repository kept when it was removed, else the one it was
+    /// made from. Each in turn until one reproduces the step. With them, the scratch folders to
+    /// remove afterwards and the bases there were not (why each is missing).
+    async fn rebuild_bases(
+        &self,
+        src: &Source,
+        copying: bool,
+        sandbox_id: &str,
+    ) -> Result<
+        (
+            Vec<(String, PathBuf, bool)>,
+            Vec<crate::trees::Scratch>,
+            Vec<String>,
+        ),
+        ControlError,
+    > {
         let mut bases: Vec<(String, PathBuf, bool)> = Vec::new();
         let mut scratches = Vec::new();
         let mut missing: Vec<String> = Vec::new();
-        match &sandboxed {
+        let removed = src.sandbox.state != "live";
+        match &src.sandboxed {
             Some(sb) if removed && copying => {
                 let (home, id) = (self.tools.home.clone(), sb.id.clone());
                 let kept = blocking(move || sandboxed::kept_repository(&home, &id)).await?;
@@ -224,191 +505,24 @@ impl ControlPlane {
                 };
                 let b = bundle.clone();
                 blocking(move || std::fs::remove_file(b)).await?.ok();
-                let based = match based {
-                    Ok(b) => b,
-                    Err(ControlError::Refused(why)) => {
-                        return Err(self.refused(&req, &step.tree, why).await);
-                    }
-                    Err(e) => return Err(e),
-                };
-                match based {
+                match based? {
                     Ok((scratch, base)) => {
                         scratches.push(scratch);
                         bases.push((format!("the repository of sandbox {}", sb.id), base, true));
                     }
                     Err(rebuild::Failed::Store(why)) => {
-                        let why = format!("the fork is refused: {why}");
-                        return Err(self.refused(&req, &step.tree, why).await);
+                        return Err(ControlError::Refused(format!("the fork is refused: {why}")));
                     }
                     Err(e) => return Err(e.into()),
                 }
             }
             _ => bases.push((
-                format!("the work tree {}", source_sandbox.workdir),
-                PathBuf::from(&source_sandbox.workdir),
+                format!("the work tree {}", src.sandbox.workdir),
+                PathBuf::from(&src.sandbox.workdir),
                 copying,
             )),
         }
-        let d = dir.clone();
-        let made = blocking(move || -> Result<_, ControlError> {
-            let conversation = cut::find(harness, &earlier, &log, n, &tree)?;
-            let created = prepare(&d)?;
-            let single = bases.len() == 1 && missing.is_empty();
-            let mut failures = missing;
-            for (what, base, untrusted) in &bases {
-                match rebuild::rebuild(&files, base, &tree, &d, *untrusted) {
-                    Ok(r) if r.rehashed == tree => return Ok((conversation, r, created)),
-                    Ok(r) if single => {
-                        clean(&d, created);
-                        return Err(ControlError::Refused(format!(
-                            "the fork is refused: step {n}'s tree was rebuilt from hangar's store (the turn's objects and the repository's), but it hashes to {}, not to the recorded {tree}; the store does not reproduce the step",
-                            r.rehashed
-                        )));
-                    }
-                    Ok(r) => failures.push(format!(
-                        "rebuilt on {what}, it hashes to {}, not to the recorded {tree}",
-                        r.rehashed
-                    )),
-                    Err(rebuild::Failed::Store(m)) if !single => {
-                        failures.push(format!("{what}: {m}"));
-                    }
-                    Err(e) => {
-                        clean(&d, created);
-                        return Err(e.into());
-                    }
-                }
-                clean(&d, false);
-            }
-            clean(&d, created);
-            Err(ControlError::Refused(format!(
-                "the fork is refused: step {n}'s tree {tree} cannot be rebuilt: {}",
-                failures.join("; ")
-            )))
-        })
-        .await?;
-        blocking(move || drop(scratches)).await?;
-        let (conversation, rebuilt, created) = match made {
-            Ok(m) => m,
-            Err(ControlError::Refused(why)) => {
-                return Err(self.refused(&req, &step.tree, why).await);
-            }
-            Err(e) => return Err(e),
-        };
-        // The harness's conversation up to the step: from the source sandbox's agent home, or
-        // the copies kept at its turns' ends once it was removed.
-        let carried = match (&sandboxed, conversation.parent.as_deref()) {
-            (Some(sb), Some(parent)) => {
-                self.conversation_files((&source_sandbox, sb), harness, parent, (&source.id, runs))
-                    .await
-            }
-            _ => Ok(sandboxed::ConversationFiles::default()),
-        };
-        let carried = match carried {
-            Ok(f) => f,
-            Err(e) => {
-                let d = dir.clone();
-                blocking(move || clean(&d, created)).await?;
-                return Err(match e {
-                    ControlError::Refused(why) => self.refused(&req, &step.tree, why).await,
-                    e => e,
-                });
-            }
-        };
-        // The new sandbox, and the harness's conversation carried into it.
-        let sandbox = match &sandboxed {
-            Some(_) => {
-                let made = self
-                    .fork_sandbox(
-                        &req,
-                        (&sandbox_id, &source_sandbox.environment),
-                        carried,
-                        (&dir, created, copying),
-                        &step.tree,
-                    )
-                    .await;
-                match made {
-                    Ok(row) => row,
-                    Err(ControlError::Refused(why)) => {
-                        return Err(self.refused(&req, &step.tree, why).await);
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            None => {
-                self.store
-                    .create_sandbox(&NewSandbox {
-                        id: sandbox_id,
-                        environment: source_sandbox.environment.clone(),
-                        kind: source_sandbox.kind.clone(),
-                        workdir: dir.display().to_string(),
-                        person: req.person.clone(),
-                        handle: None,
-                    })
-                    .await?
-            }
-        };
-        let mut warnings = Vec::new();
-        if !step.trusted {
-            warnings.push(format!(
-                "step {}'s tree is untrusted: it was recorded where the agent could write hangar's files (no uid split), so it says what the driver saw, not what a separate user checked",
-                req.step
-            ));
-        }
-        if let Some(why) = &conversation.why {
-            warnings.push(why.clone());
-        }
-        let session = self
-            .store
-            .create_session(&new_id("ses")?, &sandbox.id, source.harness, source.policy)
-            .await?;
-        self.store
-            .set_session_options(&session.id, &source.options)
-            .await?;
-        let record = ForkRecord {
-            session: session.id.clone(),
-            sandbox: sandbox.id.clone(),
-            dir: sandbox.workdir.clone(),
-            run: run.id.clone(),
-            turn: turn.id.clone(),
-            source_session: source.id.clone(),
-            step: req.step,
-            tree: step.tree.clone(),
-            trusted: step.trusted,
-            head: rebuilt.head,
-            repository: rebuilt.repository,
-            conversation,
-            capability: fork_capability(source.harness),
-            warnings,
-        };
-        let value = serde_json::to_value(&record)
-            .map_err(|e| ControlError::Internal(format!("the fork's record: {e}")))?;
-        self.store
-            .create_fork(&NewFork {
-                session_id: session.id.clone(),
-                run_id: run.id.clone(),
-                step: i64::try_from(req.step).unwrap_or(i64::MAX),
-                tree: step.tree.clone(),
-                record: value.clone(),
-                person: req.person.clone(),
-            })
-            .await?;
-        self.store
-            .audit()
-            .append(&req.person, "fork.created", &value)
-            .await?;
-        let started = match req.prompt.as_deref() {
-            Some(p) if !p.trim().is_empty() => Some(
-                self.start_turn(&session.id, &[p.to_owned()], &req.person)
-                    .await?,
-            ),
-            _ => None,
-        };
-        Ok(Forked {
-            record,
-            session: self.store.session(&session.id).await?,
-            sandbox,
-            started,
-        })
+        Ok((bases, scratches, missing))
     }
 
     /// Records a refused fork in the audit log; the error to return (the audit's own failure

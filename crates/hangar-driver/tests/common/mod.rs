@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hangar_protocol::client::{Delivery, Mailbox, Sent};
+use hangar_mailbox::outbox::{Delivery, Mailbox, Sent};
 use hangar_protocol::{Ack, Kind};
 use hangar_testkit::{
     FakeAnthropic, FakeOpenAi, RecordedRequest, Script, TestkitError, claude_bin, claude_env,

@@ -97,7 +97,7 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
             trusted,
         } => EventKind::Tree {
             tool_use_id,
-            phase,
+            phase: phase.map(|p| p.to_string()),
             tree,
             ms,
             skipped: skipped.map(Value::String),
@@ -136,7 +136,7 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
         } => EventKind::CommandAcked {
             seq,
             command: kind,
-            outcome,
+            outcome: outcome.to_string(),
         },
         HangarLine::Refused {
             seq,
@@ -171,7 +171,7 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
             seq,
         } => EventKind::ApprovalAnswered {
             request_id,
-            decision,
+            decision: decision.to_string(),
             by,
             seq,
         },
@@ -197,7 +197,7 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
         } => EventKind::Verify {
             round,
             exit_code,
-            outcome,
+            outcome: outcome.to_string(),
             output_tail,
             ms,
         },

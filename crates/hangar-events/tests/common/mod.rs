@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hangar_protocol::client::{Delivery, Mailbox, Outcome, Sent};
+use hangar_mailbox::outbox::{Delivery, Mailbox, Outcome, Sent};
 use hangar_protocol::command::body;
 use hangar_protocol::{Kind, command::body::text};
 use hangar_testkit::{

@@ -174,65 +174,9 @@ fn embedded(cmd: &str, code: &str, fx: &mut Effects, depth: usize) {
 
 /// Reads one command from the start of `line`; returns what follows a `|` after it.
 fn command<'a>(line: &'a str, fx: &mut Effects, depth: usize) -> &'a str {
-    let mut s = line.trim_start().trim_start_matches(':').trim_start();
-    s = skip_range(s);
-    // Modifiers.
-    loop {
-        let word: String = s.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
-        let after = &s[word.len()..];
-        let after = after.strip_prefix('!').unwrap_or(after);
-        let modifier = matches!(
-            word.as_str(),
-            "sil"
-                | "sile"
-                | "silen"
-                | "silent"
-                | "uns"
-                | "unsilent"
-                | "noa"
-                | "noautocmd"
-                | "keepa"
-                | "keepalt"
-                | "keepj"
-                | "keepjumps"
-                | "keepm"
-                | "keepmarks"
-                | "kee"
-                | "lockm"
-                | "lockmarks"
-                | "vert"
-                | "vertical"
-                | "to"
-                | "topleft"
-                | "bo"
-                | "botright"
-                | "abo"
-                | "aboveleft"
-                | "bel"
-                | "belowright"
-                | "tab"
-                | "conf"
-                | "confirm"
-                | "verb"
-                | "verbose"
-                | "sandbox"
-                | "san"
-                | "bro"
-                | "browse"
-                | "hid"
-                | "hide"
-                | "leg"
-                | "legacy"
-                | "vim9"
-                | "vim9cmd"
-                | "filt"
-                | "filter"
-        );
-        if !modifier || word.is_empty() {
-            break;
-        }
-        s = skip_range(after.trim_start());
-    }
+    let s = skip_modifiers(skip_range(
+        line.trim_start().trim_start_matches(':').trim_start(),
+    ));
     if let Some(rest) = s.strip_prefix('!') {
         fx.shell.push(bang_command(rest));
         return "";
@@ -247,212 +191,388 @@ fn command<'a>(line: &'a str, fx: &mut Effects, depth: usize) -> &'a str {
         rest = &rest[1..];
     }
     let args = rest.trim_start();
-    let is = |full: &str, min: usize| word.len() >= min && full.starts_with(word.as_str());
     let (arg, tail) = split_bar(args);
     if word.is_empty() {
         return tail;
     }
-    if is("edit", 1) && args.starts_with('!') {
-        fx.shell.push(bang_command(&args[1..]));
-        return "";
+    let cmd = Cmd {
+        word,
+        bang,
+        args,
+        arg,
+    };
+    match run(&cmd, fx, depth) {
+        Line::Bar => tail,
+        Line::Whole => "",
     }
-    if is("read", 1) {
-        match args.strip_prefix('!') {
-            Some(cmd) => {
-                fx.shell.push(bang_command(cmd));
-                return "";
-            }
-            None => fx.named.push(arg.trim().to_owned()),
+}
+
+/// Command modifiers (`:silent`, `:keepalt`, `:vertical`, …), which run the command after them.
+const MODIFIERS: &[&str] = &[
+    "sil",
+    "sile",
+    "silen",
+    "silent",
+    "uns",
+    "unsilent",
+    "noa",
+    "noautocmd",
+    "keepa",
+    "keepalt",
+    "keepj",
+    "keepjumps",
+    "keepm",
+    "keepmarks",
+    "kee",
+    "lockm",
+    "lockmarks",
+    "vert",
+    "vertical",
+    "to",
+    "topleft",
+    "bo",
+    "botright",
+    "abo",
+    "aboveleft",
+    "bel",
+    "belowright",
+    "tab",
+    "conf",
+    "confirm",
+    "verb",
+    "verbose",
+    "sandbox",
+    "san",
+    "bro",
+    "browse",
+    "hid",
+    "hide",
+    "leg",
+    "legacy",
+    "vim9",
+    "vim9cmd",
+    "filt",
+    "filter",
+];
+
+/// The command after its modifiers (each may have a `!` and a range after it).
+fn skip_modifiers(mut s: &str) -> &str {
+    loop {
+        let word: String = s.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+        let after = &s[word.len()..];
+        let after = after.strip_prefix('!').unwrap_or(after);
+        if word.is_empty() || !MODIFIERS.contains(&word.as_str()) {
+            return s;
         }
-    } else if [
-        "write",
-        "wq",
-        "xit",
-        "exit",
-        "update",
-        "saveas",
-        "wall",
-        "wnext",
-        "wNext",
-        "wprevious",
-    ]
-    .iter()
-    .zip([1, 2, 1, 3, 2, 3, 2, 2, 2, 2])
-    .any(|(f, m)| is(f, m))
-        || word == "x"
-    {
-        if !bang && let Some(cmd) = args.strip_prefix('!') {
-            fx.shell.push(bang_command(cmd));
-            return "";
-        }
-        let file = arg
-            .split_whitespace()
-            .filter(|w| !w.starts_with("++"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let file = file.trim_start_matches(">>").trim();
-        if file.is_empty() {
-            fx.writes_operands = true;
-        } else {
-            fx.writes.push(file.to_owned());
-        }
-    } else if is("shell", 2) || is("terminal", 3) || word == "sh" {
+        s = skip_range(after.trim_start());
+    }
+}
+
+/// One ex command: its name as typed, its `!`, and what follows.
+struct Cmd<'a> {
+    word: String,
+    bang: bool,
+    /// Everything after the name (and its `!`), a `|` and what follows it included.
+    args: &'a str,
+    /// The argument up to an unquoted `|`.
+    arg: &'a str,
+}
+
+impl Cmd<'_> {
+    /// Whether the name abbreviates `full` (at least `min` letters of it).
+    fn is(&self, full: &str, min: usize) -> bool {
+        self.word.len() >= min && full.starts_with(self.word.as_str())
+    }
+
+    /// Whether the name abbreviates any of `names` (each with its shortest abbreviation).
+    fn is_any(&self, names: &[(&str, usize)]) -> bool {
+        names.iter().any(|&(full, min)| self.is(full, min))
+    }
+}
+
+/// Whether a command took the rest of its line or ended at a `|`.
+enum Line {
+    /// A `|` ends it: the next command follows.
+    Bar,
+    /// The rest of the line is its own (`:!`, code, `:normal`, `:g`, `:au`, `:command`).
+    Whole,
+}
+
+/// The commands that write the buffer, with their shortest abbreviations.
+const WRITES: &[(&str, usize)] = &[
+    ("write", 1),
+    ("wq", 2),
+    ("xit", 1),
+    ("exit", 3),
+    ("update", 2),
+    ("saveas", 3),
+    ("wall", 2),
+    ("wnext", 2),
+    ("wNext", 2),
+    ("wprevious", 2),
+];
+
+/// The commands that run code of an embedded language given on their line.
+const LANGUAGES: &[(&str, usize)] = &[
+    ("python", 2),
+    ("python3", 3),
+    ("pythonx", 3),
+    ("lua", 3),
+    ("perl", 2),
+    ("ruby", 3),
+];
+
+/// The commands whose argument is an expression.
+const EXPRESSIONS: &[(&str, usize)] = &[
+    ("call", 3),
+    ("let", 3),
+    ("echo", 2),
+    ("if", 2),
+    ("elseif", 5),
+    ("while", 2),
+    ("for", 3),
+    ("return", 3),
+    ("eval", 2),
+    ("unlet", 3),
+];
+
+/// The commands that open, add or source the file they name.
+const OPENS: &[(&str, usize)] = &[
+    ("edit", 1),
+    ("split", 2),
+    ("vsplit", 2),
+    ("new", 3),
+    ("vnew", 3),
+    ("tabedit", 4),
+    ("badd", 3),
+    ("argadd", 4),
+    ("view", 3),
+    ("find", 3),
+    ("luafile", 4),
+    ("pyfile", 3),
+    ("py3file", 4),
+];
+
+/// What one command does, by its name (the first that matches, in vim's order of
+/// abbreviations).
+fn run(c: &Cmd<'_>, fx: &mut Effects, depth: usize) -> Line {
+    if c.is("edit", 1) && c.args.starts_with('!') {
+        fx.shell.push(bang_command(&c.args[1..]));
+        Line::Whole
+    } else if c.is("read", 1) {
+        read_file(c, fx)
+    } else if c.is_any(WRITES) || c.word == "x" {
+        write_file(c, fx)
+    } else if c.is("shell", 2) || c.is("terminal", 3) || c.word == "sh" {
         fx.opaque.push("it starts a shell".into());
-    } else if ["python", "python3", "pythonx", "lua", "perl", "ruby"]
-        .iter()
-        .zip([2, 3, 3, 3, 2, 3])
-        .any(|(f, m)| is(f, m))
-        || matches!(word.as_str(), "py3" | "pyx" | "pe")
-    {
-        embedded(&word, args, fx, depth);
-        return "";
-    } else if is("source", 2) || is("runtime", 2) {
-        let f = arg.trim();
-        if f.starts_with("/dev/") || f.starts_with("/proc/") {
-            fx.opaque
-                .push("it sources commands another command writes at run time".into());
-        } else {
-            fx.named.push(f.to_owned());
-        }
-    } else if is("execute", 3) {
-        match vim_string(arg) {
+        Line::Bar
+    } else if c.is_any(LANGUAGES) || matches!(c.word.as_str(), "py3" | "pyx" | "pe") {
+        embedded(&c.word, c.args, fx, depth);
+        Line::Whole
+    } else if c.is("source", 2) || c.is("runtime", 2) {
+        source(c, fx);
+        Line::Bar
+    } else if c.is("execute", 3) {
+        match vim_string(c.arg) {
             Some(cmd) => read(&cmd, fx, depth + 1),
             None => fx
                 .opaque
                 .push("it executes a command built at run time".into()),
         }
-    } else if is("normal", 4) {
-        if args.contains([':', '!', 'Q']) || args.contains("gQ") {
+        Line::Bar
+    } else if c.is("normal", 4) {
+        if c.args.contains([':', '!', 'Q']) || c.args.contains("gQ") {
             fx.opaque
                 .push("it types keys that may run any command".into());
         }
-        return "";
-    } else if is("global", 1) || is("vglobal", 1) {
-        // :g/re/cmd: the command after the pattern.
-        let mut chars = args.chars();
-        if let Some(d) = chars.next() {
-            let body = chars.as_str();
-            let mut esc = false;
-            let mut end = body.len();
-            for (k, ch) in body.char_indices() {
-                if esc {
-                    esc = false;
-                } else if ch == '\\' {
-                    esc = true;
-                } else if ch == d {
-                    end = k + ch.len_utf8();
-                    break;
-                }
-            }
-            read(&body[end.min(body.len())..], fx, depth + 1);
-        }
-        return "";
-    } else if is("autocmd", 2) {
-        // :au EVENT PAT [++once] [++nested] CMD
-        let words: Vec<&str> = args.split_whitespace().collect();
-        let skip = 2 + words
-            .iter()
-            .skip(2)
-            .take_while(|w| w.starts_with("++"))
-            .count();
-        if words.len() > skip {
-            read(&words[skip..].join(" "), fx, depth + 1);
-        }
-        return "";
-    } else if is("command", 3) {
-        // :command [-opts] NAME CMD
-        let words: Vec<&str> = args.split_whitespace().collect();
-        let skip = words.iter().take_while(|w| w.starts_with('-')).count() + 1;
-        if words.len() > skip {
-            read(&words[skip..].join(" "), fx, depth + 1);
-        }
-        return "";
-    } else if is("set", 2) || is("setlocal", 4) || is("setglobal", 4) {
-        let runs = arg.split_whitespace().any(|o| {
-            let name = o.split(['=', '+', '^', '-']).next().unwrap_or("");
-            matches!(
-                name,
-                "shell"
-                    | "sh"
-                    | "shellcmdflag"
-                    | "shcf"
-                    | "makeprg"
-                    | "mp"
-                    | "grepprg"
-                    | "gp"
-                    | "keywordprg"
-                    | "kp"
-                    | "equalprg"
-                    | "ep"
-                    | "formatprg"
-                    | "fp"
-                    | "diffexpr"
-                    | "dex"
-                    | "patchexpr"
-                    | "pex"
-                    | "shellpipe"
-                    | "sp"
-                    | "shellredir"
-                    | "srr"
-                    | "shellquote"
-                    | "shq"
-                    | "shellxquote"
-                    | "sxq"
-            ) && o.contains('=')
-        });
-        if runs {
-            fx.opaque
-                .push("it sets the program vim runs commands with".into());
-        }
-    } else if is("redir", 3) || is("mksession", 3) || is("mkvimrc", 3) || is("mkexrc", 2) {
-        let f = arg.trim().trim_start_matches(['>', '!', ' ']).trim();
-        if !f.starts_with('@') && !f.starts_with("=>") && !f.eq_ignore_ascii_case("END") {
-            fx.writes.push(if f.is_empty() {
-                ".".to_owned()
-            } else {
-                f.to_owned()
-            });
-        }
-    } else if is("make", 3) || is("grep", 2) || is("lmake", 2) {
-        let mut argv = vec![
-            if word.contains("grep") {
-                "grep"
-            } else {
-                "make"
-            }
-            .to_owned(),
-        ];
-        argv.extend(arg.split_whitespace().map(str::to_owned));
-        fx.argv.push(argv);
-    } else if is("call", 3)
-        || is("let", 3)
-        || is("echo", 2)
-        || is("if", 2)
-        || is("elseif", 5)
-        || is("while", 2)
-        || is("for", 3)
-        || is("return", 3)
-        || is("eval", 2)
-        || is("unlet", 3)
-    {
-        expression(arg, fx, depth);
-    } else if is("edit", 1)
-        || is("split", 2)
-        || is("vsplit", 2)
-        || is("new", 3)
-        || is("vnew", 3)
-        || is("tabedit", 4)
-        || is("badd", 3)
-        || is("argadd", 4)
-        || is("view", 3)
-        || is("find", 3)
-        || is("luafile", 4)
-        || is("pyfile", 3)
-        || is("py3file", 4)
-    {
-        fx.named.push(arg.trim().to_owned());
+        Line::Whole
+    } else if c.is("global", 1) || c.is("vglobal", 1) {
+        global(c.args, fx, depth);
+        Line::Whole
+    } else if c.is("autocmd", 2) {
+        autocmd(c.args, fx, depth);
+        Line::Whole
+    } else if c.is("command", 3) {
+        user_command(c.args, fx, depth);
+        Line::Whole
+    } else if c.is("set", 2) || c.is("setlocal", 4) || c.is("setglobal", 4) {
+        set(c.arg, fx);
+        Line::Bar
+    } else if c.is("redir", 3) || c.is("mksession", 3) || c.is("mkvimrc", 3) || c.is("mkexrc", 2) {
+        redirect(c.arg, fx);
+        Line::Bar
+    } else if c.is("make", 3) || c.is("grep", 2) || c.is("lmake", 2) {
+        make(c, fx);
+        Line::Bar
+    } else if c.is_any(EXPRESSIONS) {
+        expression(c.arg, fx, depth);
+        Line::Bar
+    } else if c.is_any(OPENS) {
+        fx.named.push(c.arg.trim().to_owned());
+        Line::Bar
+    } else {
+        Line::Bar
     }
-    tail
+}
+
+/// `:r FILE` reads a file; `:r !cmd` runs a command.
+fn read_file(c: &Cmd<'_>, fx: &mut Effects) -> Line {
+    match c.args.strip_prefix('!') {
+        Some(cmd) => {
+            fx.shell.push(bang_command(cmd));
+            Line::Whole
+        }
+        None => {
+            fx.named.push(c.arg.trim().to_owned());
+            Line::Bar
+        }
+    }
+}
+
+/// `:w FILE` writes a file (the buffer's own without one); `:w !cmd` gives it to a command.
+fn write_file(c: &Cmd<'_>, fx: &mut Effects) -> Line {
+    if !c.bang
+        && let Some(cmd) = c.args.strip_prefix('!')
+    {
+        fx.shell.push(bang_command(cmd));
+        return Line::Whole;
+    }
+    let file = c
+        .arg
+        .split_whitespace()
+        .filter(|w| !w.starts_with("++"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let file = file.trim_start_matches(">>").trim();
+    if file.is_empty() {
+        fx.writes_operands = true;
+    } else {
+        fx.writes.push(file.to_owned());
+    }
+    Line::Bar
+}
+
+/// `:source FILE`, `:runtime FILE`: the commands in the file.
+fn source(c: &Cmd<'_>, fx: &mut Effects) {
+    let f = c.arg.trim();
+    if f.starts_with("/dev/") || f.starts_with("/proc/") {
+        fx.opaque
+            .push("it sources commands another command writes at run time".into());
+    } else {
+        fx.named.push(f.to_owned());
+    }
+}
+
+/// `:g/re/cmd`: the command after the pattern.
+fn global(args: &str, fx: &mut Effects, depth: usize) {
+    let mut chars = args.chars();
+    let Some(d) = chars.next() else {
+        return;
+    };
+    let body = chars.as_str();
+    let mut esc = false;
+    let mut end = body.len();
+    for (k, ch) in body.char_indices() {
+        if esc {
+            esc = false;
+        } else if ch == '\\' {
+            esc = true;
+        } else if ch == d {
+            end = k + ch.len_utf8();
+            break;
+        }
+    }
+    read(&body[end.min(body.len())..], fx, depth + 1);
+}
+
+/// `:au EVENT PAT [++once] [++nested] CMD`: the command.
+fn autocmd(args: &str, fx: &mut Effects, depth: usize) {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let skip = 2 + words
+        .iter()
+        .skip(2)
+        .take_while(|w| w.starts_with("++"))
+        .count();
+    if words.len() > skip {
+        read(&words[skip..].join(" "), fx, depth + 1);
+    }
+}
+
+/// `:command [-opts] NAME CMD`: the command it defines.
+fn user_command(args: &str, fx: &mut Effects, depth: usize) {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let skip = words.iter().take_while(|w| w.starts_with('-')).count() + 1;
+    if words.len() > skip {
+        read(&words[skip..].join(" "), fx, depth + 1);
+    }
+}
+
+/// The options that name a program vim runs (or an expression it evaluates to run one).
+const PROGRAM_OPTIONS: &[&str] = &[
+    "shell",
+    "sh",
+    "shellcmdflag",
+    "shcf",
+    "makeprg",
+    "mp",
+    "grepprg",
+    "gp",
+    "keywordprg",
+    "kp",
+    "equalprg",
+    "ep",
+    "formatprg",
+    "fp",
+    "diffexpr",
+    "dex",
+    "patchexpr",
+    "pex",
+    "shellpipe",
+    "sp",
+    "shellredir",
+    "srr",
+    "shellquote",
+    "shq",
+    "shellxquote",
+    "sxq",
+];
+
+/// `:set OPTION=VALUE …`: whether one sets a program vim runs.
+fn set(arg: &str, fx: &mut Effects) {
+    let runs = arg.split_whitespace().any(|o| {
+        let name = o.split(['=', '+', '^', '-']).next().unwrap_or("");
+        PROGRAM_OPTIONS.contains(&name) && o.contains('=')
+    });
+    if runs {
+        fx.opaque
+            .push("it sets the program vim runs commands with".into());
+    }
+}
+
+/// `:redir > FILE`, `:mksession FILE`, …: the file written (not a register or a variable).
+fn redirect(arg: &str, fx: &mut Effects) {
+    let f = arg.trim().trim_start_matches(['>', '!', ' ']).trim();
+    if !f.starts_with('@') && !f.starts_with("=>") && !f.eq_ignore_ascii_case("END") {
+        fx.writes.push(if f.is_empty() {
+            ".".to_owned()
+        } else {
+            f.to_owned()
+        });
+    }
+}
+
+/// `:make ARGS`, `:grep ARGS`: the program run with them.
+fn make(c: &Cmd<'_>, fx: &mut Effects) {
+    let mut argv = vec![
+        if c.word.contains("grep") {
+            "grep"
+        } else {
+            "make"
+        }
+        .to_owned(),
+    ];
+    argv.extend(c.arg.split_whitespace().map(str::to_owned));
+    fx.argv.push(argv);
 }
 
 /// A range before a command: `%`, `.`, `$`, numbers, marks, patterns, offsets.

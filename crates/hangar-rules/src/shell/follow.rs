@@ -23,177 +23,30 @@ impl Walker {
     /// Wrappers that run their arguments, shells that run a string, `eval`, `find -exec`;
     /// `at` is the command's own record (facts found while following are added to it).
     pub(super) fn follow(&mut self, name: &str, args: &[Arg], call: &Call, at: usize) {
-        let inner = |rest: &[Arg]| Call {
-            argv: rest.to_vec(),
-            redirects: call.redirects.clone(),
-            writes: call.writes.clone(),
-            env: call.env.clone(),
-            fed_by: call.fed_by.clone(),
-            stdin_script: call.stdin_script.clone(),
-            stdin_piped: call.stdin_piped,
-            extra: call.extra.clone(),
-        };
         match name {
             "env" => self.env(args, call, at),
             "command" | "builtin" | "exec" | "nohup" | "setsid" | "time" | "sudo" | "doas"
             | "nice" | "stdbuf" | "ionice" | "busybox" | "chronic" | "unbuffer" | "catchsegv"
             | "torsocks" | "proxychains" | "proxychains4" | "fakeroot" | "pkexec" => {
-                let takes = [
-                    "-a",
-                    "-u",
-                    "-g",
-                    "-n",
-                    "-p",
-                    "-c",
-                    "-t",
-                    "-h",
-                    "-U",
-                    "-C",
-                    "-D",
-                    "-r",
-                    "-i",
-                    "-o",
-                    "-e",
-                    "--adjustment",
-                    "--user",
-                    "--group",
-                    "--host",
-                    "--prompt",
-                    "--class",
-                    "--classdata",
-                    "--chdir",
-                    "--role",
-                    "--type",
-                ];
-                let value_opts: &[&str] = match name {
-                    "command" | "builtin" | "nohup" | "setsid" | "time" | "busybox" => &[],
-                    "exec" => &["-a"],
-                    "stdbuf" => &["-i", "-o", "-e"],
-                    _ => &takes,
-                };
-                let rest = skip_options(args, value_opts, false);
-                if (name == "sudo" || name == "su") && rest.is_empty() {
-                    return;
-                }
-                self.invoke(inner(rest));
+                self.wrapper(name, args, call)
             }
-            "timeout" => {
-                let rest = skip_options(args, &["-s", "--signal", "-k", "--kill-after"], false);
-                if rest.len() > 1 {
-                    self.invoke(inner(&rest[1..]));
-                }
-            }
-            "chrt" | "taskset" => {
-                let rest = skip_options(args, &[], false);
-                if rest.len() > 1 {
-                    self.invoke(inner(&rest[1..]));
-                }
-            }
-            "flock" => {
-                if let Some(s) = option_value(args, &["-c", "--command"]) {
-                    self.run_string(s, "flock -c");
-                    return;
-                }
-                let rest = skip_options(
-                    args,
-                    &["-w", "--timeout", "-E", "--conflict-exit-code"],
-                    false,
-                );
-                if rest.len() > 1 {
-                    self.invoke(inner(&rest[1..]));
-                }
-            }
-            "watch" => {
-                let rest =
-                    skip_options(args, &["-n", "--interval", "-d", "-q", "--equexit"], false);
-                let text: Option<Vec<&str>> = rest.iter().map(Arg::lit).collect();
-                match text {
-                    Some(parts) if !parts.is_empty() => self.run_string(&parts.join(" "), "watch"),
-                    Some(_) => {}
-                    None => self.failures.push(Failure::Computed(
-                        "watch runs a command computed at run time".into(),
-                    )),
-                }
-            }
+            "timeout" => self.after_first(
+                skip_options(args, &["-s", "--signal", "-k", "--kill-after"], false),
+                call,
+            ),
+            "chrt" | "taskset" => self.after_first(skip_options(args, &[], false), call),
+            "flock" => self.flock(args, call),
+            "watch" => self.watch(args),
             "xargs" => self.xargs(args, call),
-            "strace" | "ltrace" => {
-                let spec = Spec {
-                    short: trace_values(name),
-                    long: &[
-                        "--output",
-                        "--trace",
-                        "--user",
-                        "--env",
-                        "--string-limit",
-                        "--columns",
-                        "--trace-path",
-                        "--signal",
-                        "--status",
-                        "--pid",
-                        "--config",
-                        "--library",
-                        "--indent",
-                        "--align",
-                    ],
-                    permute: false,
-                };
-                let p = opts::parse(args, &spec);
-                self.invoke(inner(&args[p.rest..]));
-            }
-            "sg" => {
-                // sg [-] GROUP [-c] COMMAND: COMMAND is given to /bin/sh -c.
-                let mut rest = args;
-                if rest.first().and_then(Arg::lit) == Some("-") {
-                    rest = &rest[1..];
-                }
-                let rest = rest.get(1..).unwrap_or(&[]);
-                let rest = match rest.first().and_then(Arg::lit) {
-                    Some("-c") => &rest[1..],
-                    _ => rest,
-                };
-                self.run_words(rest, "sg");
-            }
+            "strace" | "ltrace" => self.trace(name, args, call),
+            "sg" => self.sg(args),
             "parallel" => self.parallel(args, call),
             "ssh" | "scp" | "sftp" | "slogin" => self.ssh(name, args, call),
             "tmux" => self.tmux(args),
-            "screen" => {
-                let spec = Spec {
-                    short: "cehpsStTX",
-                    long: &["-Logfile"],
-                    permute: false,
-                };
-                let p = opts::parse(args, &spec);
-                if p.has(&["X"]) {
-                    self.failures.push(Failure::Computed(
-                        "screen -X sends commands to another screen session".into(),
-                    ));
-                    return;
-                }
-                if p.rest < args.len() {
-                    self.invoke(inner(&args[p.rest..]));
-                }
-            }
-            "source" | "." => match args.first().map(|a| self.script_of(a)) {
-                Some(Script::Stdin) => self.read_stdin(name, call),
-                Some(Script::Literal(text)) => {
-                    let text = text.to_owned();
-                    self.run_string(&text, name)
-                }
-                Some(Script::Unknown) => self.failures.push(Failure::Computed(format!(
-                    "{name} reads a script that another command writes at run time"
-                ))),
-                Some(Script::File) | None => {}
-            },
+            "screen" => self.screen(args, call),
+            "source" | "." => self.source(name, args, call),
             "find" => self.find_exec(args, call),
-            "eval" => {
-                let text: Option<Vec<&str>> = args.iter().map(Arg::lit).collect();
-                match text {
-                    Some(parts) => self.run_string(&parts.join(" "), "eval"),
-                    None => self.failures.push(Failure::Computed(
-                        "eval runs a string computed at run time".into(),
-                    )),
-                }
-            }
+            "eval" => self.eval(args),
             "alias" => {
                 for a in args {
                     if let Some((_, v)) = a.lit().and_then(|s| s.split_once('=')) {
@@ -201,47 +54,166 @@ impl Walker {
                     }
                 }
             }
-            "trap" => {
-                if let Some(Arg::Lit(s)) = args
-                    .iter()
-                    .find(|a| a.lit().is_none_or(|s| !s.starts_with('-')))
-                {
-                    self.run_string(s, "trap");
-                } else if let Some(Arg::Computed(_)) = args.first() {
-                    self.failures.push(Failure::Computed(
-                        "trap runs a string computed at run time".into(),
-                    ));
-                }
-            }
+            "trap" => self.trap(args),
             "su" | "script" | "runuser" => {
                 if let Some(s) = option_value(args, &["-c", "--command"]) {
                     self.run_string(s, name);
                 }
             }
-            "pwsh" | "powershell" => {
-                // PowerShell code is not read: given inline, it is denied.
-                let inline = args.iter().filter_map(Arg::lit).any(|a| {
-                    matches!(
-                        a.to_ascii_lowercase().as_str(),
-                        "-c" | "-command" | "-e" | "-ec" | "-encodedcommand" | "-encoded" | "-"
-                    )
-                });
-                if inline || (args.is_empty() && (call.stdin_script.is_some() || call.stdin_piped))
-                {
-                    self.out[at].facts.push(super::facts::INLINE_CODE);
-                }
-            }
+            "pwsh" | "powershell" => self.powershell(args, call, at),
             _ if is_shell(name) => self.shell(name, args, call),
-            _ => {
-                if let Some(rest) = runner(name, args) {
-                    match rest {
-                        Runner::Argv(k) => self.invoke(inner(&args[k..])),
-                        Runner::Words(k) => self.run_words(args.get(k..k + 1).unwrap_or(&[]), name),
-                    }
-                    return;
-                }
-                self.code(name, args, call, at)
+            _ => match runner(name, args) {
+                Some(Runner::Argv(k)) => self.invoke(inner(call, &args[k..])),
+                Some(Runner::Words(k)) => self.run_words(args.get(k..k + 1).unwrap_or(&[]), name),
+                None => self.code(name, args, call, at),
+            },
+        }
+    }
+
+    /// Wrappers that run the command after their options (`sudo`, `nice`, `nohup`, …).
+    fn wrapper(&mut self, name: &str, args: &[Arg], call: &Call) {
+        let value_opts: &[&str] = match name {
+            "command" | "builtin" | "nohup" | "setsid" | "time" | "busybox" => &[],
+            "exec" => &["-a"],
+            "stdbuf" => &["-i", "-o", "-e"],
+            _ => WRAPPER_VALUES,
+        };
+        let rest = skip_options(args, value_opts, false);
+        if (name == "sudo" || name == "su") && rest.is_empty() {
+            return;
+        }
+        self.invoke(inner(call, rest));
+    }
+
+    /// Wrappers whose first operand is theirs (`timeout DURATION`, `taskset MASK`): the
+    /// command after it.
+    fn after_first(&mut self, rest: &[Arg], call: &Call) {
+        if rest.len() > 1 {
+            self.invoke(inner(call, &rest[1..]));
+        }
+    }
+
+    /// `flock -c STRING`, or `flock FILE COMMAND…`.
+    fn flock(&mut self, args: &[Arg], call: &Call) {
+        if let Some(s) = option_value(args, &["-c", "--command"]) {
+            self.run_string(s, "flock -c");
+            return;
+        }
+        let rest = skip_options(
+            args,
+            &["-w", "--timeout", "-E", "--conflict-exit-code"],
+            false,
+        );
+        self.after_first(rest, call);
+    }
+
+    /// `watch COMMAND…`: its words, joined, run by a shell.
+    fn watch(&mut self, args: &[Arg]) {
+        let rest = skip_options(args, &["-n", "--interval", "-d", "-q", "--equexit"], false);
+        let text: Option<Vec<&str>> = rest.iter().map(Arg::lit).collect();
+        match text {
+            Some(parts) if !parts.is_empty() => self.run_string(&parts.join(" "), "watch"),
+            Some(_) => {}
+            None => self.failures.push(Failure::Computed(
+                "watch runs a command computed at run time".into(),
+            )),
+        }
+    }
+
+    /// `strace`/`ltrace [options] COMMAND…`.
+    fn trace(&mut self, name: &str, args: &[Arg], call: &Call) {
+        let spec = Spec {
+            short: trace_values(name),
+            long: TRACE_LONG,
+            permute: false,
+        };
+        let p = opts::parse(args, &spec);
+        self.invoke(inner(call, &args[p.rest..]));
+    }
+
+    /// `sg [-] GROUP [-c] COMMAND`: COMMAND is given to /bin/sh -c.
+    fn sg(&mut self, args: &[Arg]) {
+        let mut rest = args;
+        if rest.first().and_then(Arg::lit) == Some("-") {
+            rest = &rest[1..];
+        }
+        let rest = rest.get(1..).unwrap_or(&[]);
+        let rest = match rest.first().and_then(Arg::lit) {
+            Some("-c") => &rest[1..],
+            _ => rest,
+        };
+        self.run_words(rest, "sg");
+    }
+
+    /// `screen [options] COMMAND…`; `screen -X` commands another session.
+    fn screen(&mut self, args: &[Arg], call: &Call) {
+        let spec = Spec {
+            short: "cehpsStTX",
+            long: &["-Logfile"],
+            permute: false,
+        };
+        let p = opts::parse(args, &spec);
+        if p.has(&["X"]) {
+            self.failures.push(Failure::Computed(
+                "screen -X sends commands to another screen session".into(),
+            ));
+            return;
+        }
+        if p.rest < args.len() {
+            self.invoke(inner(call, &args[p.rest..]));
+        }
+    }
+
+    /// `source FILE`, `. FILE`: a script read from stdin or written on the line is read.
+    fn source(&mut self, name: &str, args: &[Arg], call: &Call) {
+        match args.first().map(|a| self.script_of(a)) {
+            Some(Script::Stdin) => self.read_stdin(name, call),
+            Some(Script::Literal(text)) => {
+                let text = text.to_owned();
+                self.run_string(&text, name)
             }
+            Some(Script::Unknown) => self.failures.push(Failure::Computed(format!(
+                "{name} reads a script that another command writes at run time"
+            ))),
+            Some(Script::File) | None => {}
+        }
+    }
+
+    /// `eval WORDS…`: the words, joined, run as a command line.
+    fn eval(&mut self, args: &[Arg]) {
+        let text: Option<Vec<&str>> = args.iter().map(Arg::lit).collect();
+        match text {
+            Some(parts) => self.run_string(&parts.join(" "), "eval"),
+            None => self.failures.push(Failure::Computed(
+                "eval runs a string computed at run time".into(),
+            )),
+        }
+    }
+
+    /// `trap STRING SIGNALS`: the string, run later.
+    fn trap(&mut self, args: &[Arg]) {
+        if let Some(Arg::Lit(s)) = args
+            .iter()
+            .find(|a| a.lit().is_none_or(|s| !s.starts_with('-')))
+        {
+            self.run_string(s, "trap");
+        } else if let Some(Arg::Computed(_)) = args.first() {
+            self.failures.push(Failure::Computed(
+                "trap runs a string computed at run time".into(),
+            ));
+        }
+    }
+
+    /// PowerShell code is not read: given inline, it is denied.
+    fn powershell(&mut self, args: &[Arg], call: &Call, at: usize) {
+        let inline = args.iter().filter_map(Arg::lit).any(|a| {
+            matches!(
+                a.to_ascii_lowercase().as_str(),
+                "-c" | "-command" | "-e" | "-ec" | "-encodedcommand" | "-encoded" | "-"
+            )
+        });
+        if inline || (args.is_empty() && (call.stdin_script.is_some() || call.stdin_piped)) {
+            self.out[at].facts.push(super::facts::INLINE_CODE);
         }
     }
 
@@ -942,6 +914,68 @@ const RUNNERS: &[(&str, &str, &str, &[&str], usize)] = &[
     ("direnv", "exec", "", &[], 1),
     ("devbox", "run", "", &[], 0),
     ("nix", "develop", "", &["--command"], 0),
+];
+
+/// The call a wrapper makes: `rest` as its words, with the wrapper's redirections, input and
+/// environment.
+fn inner(call: &Call, rest: &[Arg]) -> Call {
+    Call {
+        argv: rest.to_vec(),
+        redirects: call.redirects.clone(),
+        writes: call.writes.clone(),
+        env: call.env.clone(),
+        fed_by: call.fed_by.clone(),
+        stdin_script: call.stdin_script.clone(),
+        stdin_piped: call.stdin_piped,
+        extra: call.extra.clone(),
+    }
+}
+
+/// The options of `sudo`, `doas`, `nice`, `ionice`, … that take a value.
+const WRAPPER_VALUES: &[&str] = &[
+    "-a",
+    "-u",
+    "-g",
+    "-n",
+    "-p",
+    "-c",
+    "-t",
+    "-h",
+    "-U",
+    "-C",
+    "-D",
+    "-r",
+    "-i",
+    "-o",
+    "-e",
+    "--adjustment",
+    "--user",
+    "--group",
+    "--host",
+    "--prompt",
+    "--class",
+    "--classdata",
+    "--chdir",
+    "--role",
+    "--type",
+];
+
+/// The long options of `strace` and `ltrace` that take a value.
+const TRACE_LONG: &[&str] = &[
+    "--output",
+    "--trace",
+    "--user",
+    "--env",
+    "--string-limit",
+    "--columns",
+    "--trace-path",
+    "--signal",
+    "--status",
+    "--pid",
+    "--config",
+    "--library",
+    "--indent",
+    "--align",
 ];
 
 /// Where the command of a runner starts, if `name ARGS` is one.

@@ -35,235 +35,83 @@ pub(super) fn is_downloader(name: &str) -> bool {
 impl Walker {
     /// The files `name ARGS` writes (its redirections aside), resolved as it would reach them.
     pub(super) fn write_targets(&self, name: &str, args: &[Arg]) -> Vec<super::PathOperand> {
-        let mut out: Vec<Arg> = Vec::new();
-        let lit = |s: &str| Arg::Lit(s.to_owned());
-        match name {
-            "cp" | "mv" | "install" => {
-                let spec = Spec {
-                    short: if name == "install" { "tSmogZ" } else { "tS" },
-                    long: &[
-                        "--target-directory",
-                        "--suffix",
-                        "--mode",
-                        "--owner",
-                        "--group",
-                        "--strip-program",
-                    ],
-                    permute: true,
-                };
-                let p = opts::parse(args, &spec);
-                let dirs: Vec<&Arg> = p.values(&["t", "--target-directory"]).collect();
-                if name == "mv" {
-                    // What is moved away is gone from where it was.
-                    out.extend(p.operands.iter().cloned());
-                    out.extend(dirs.into_iter().cloned());
-                } else if !dirs.is_empty() {
-                    out.extend(dirs.into_iter().cloned());
-                } else if name == "install" && p.has(&["d", "--directory"]) {
-                    out.extend(p.operands.iter().cloned());
-                } else if p.operands.len() >= 2 {
-                    out.extend(p.operands.last().cloned());
-                }
-            }
-            "ln" => {
-                let (_, made) = self.links(args);
-                for (_, link) in made {
-                    out.push(match link {
-                        Some(l) => Arg::Lit(l.to_string_lossy().into_owned()),
-                        None => Arg::Computed(ANY.to_string()),
-                    });
-                }
-            }
-            "tee" => {
-                let p = opts::parse(args, &permuting("", &[]));
-                out.extend(p.operands);
-            }
-            "sed" | "gsed" => {
-                let (in_place, files) = sed_files(args);
-                if in_place {
-                    out.extend(files);
-                }
-            }
+        let out = match name {
+            "cp" | "mv" | "install" => copy_targets(name, args),
+            "ln" => self.link_targets(args),
+            "tee" | "sponge" => opts::parse(args, &permuting("", &[])).operands,
+            "sed" | "gsed" => match sed_files(args) {
+                (true, files) => files,
+                (false, _) => Vec::new(),
+            },
             _ if matches!(
                 crate::interp::Lang::of(name),
                 Some(crate::interp::Lang::Perl | crate::interp::Lang::Ruby)
             ) =>
             {
-                out.extend(in_place_files(args));
+                in_place_files(args)
             }
-            "dd" => {
-                for a in args {
-                    match a {
-                        Arg::Lit(s) => {
-                            if let Some(v) = s.strip_prefix("of=") {
-                                out.push(lit(v));
-                            }
-                        }
-                        Arg::Computed(_) => out.push(a.clone()),
-                    }
-                }
-            }
-            "tar" | "gtar" | "bsdtar" => out.extend(tar(args).writes),
-            "unzip" => {
-                let p = opts::parse(args, &permuting("dxP", &[]));
-                match p.values(&["d"]).next() {
-                    Some(d) => out.push(d.clone()),
-                    None if !p.has(&["p", "l", "t", "v", "Z"]) => out.push(lit(".")),
-                    None => {}
-                }
-            }
-            "rsync" => {
-                let p = opts::parse(args, &permuting("efTBM", RSYNC_LONG));
-                if p.operands.len() >= 2
-                    && let Some(dest) = p.operands.last()
-                    && !is_remote(dest)
-                {
-                    out.push(dest.clone());
-                }
-                out.extend(
-                    p.values(&[
-                        "--backup-dir",
-                        "--log-file",
-                        "--partial-dir",
-                        "T",
-                        "--temp-dir",
-                    ])
-                    .cloned(),
-                );
-            }
-            "chmod" | "chown" | "chgrp" => {
-                let mut operands = Vec::new();
-                let mut reference = false;
-                let mut options = true;
-                for a in args {
-                    match a.lit() {
-                        Some("--") if options => options = false,
-                        Some(s) if options && s.starts_with("--") => {
-                            reference |= s.starts_with("--reference");
-                        }
-                        // `chmod -w f`: a mode, not an option.
-                        Some(s)
-                            if options
-                                && s.len() > 1
-                                && s.starts_with('-')
-                                && !(name == "chmod" && is_chmod_mode(s)) => {}
-                        _ => operands.push(a.clone()),
-                    }
-                }
-                let skip = usize::from(!reference);
-                out.extend(operands.into_iter().skip(skip));
-            }
-            "truncate" | "touch" | "mkdir" | "mkfifo" | "mknod" => {
-                let p = opts::parse(
-                    args,
-                    &permuting(
-                        "srdtmZ",
-                        &[
-                            "--size",
-                            "--reference",
-                            "--date",
-                            "--time",
-                            "--mode",
-                            "--context",
-                        ],
-                    ),
-                );
-                if name == "mknod" {
-                    out.extend(p.operands.into_iter().take(1));
-                } else {
-                    out.extend(p.operands);
-                }
-            }
-            "patch" => {
-                let p = opts::parse(
-                    args,
-                    &permuting("BDFgiopVYzrd", &["--input", "--output", "--directory"]),
-                );
-                out.extend(p.values(&["o", "--output", "d", "--directory"]).cloned());
-                out.extend(p.operands.into_iter().take(1));
-            }
-            "sponge" => {
-                let p = opts::parse(args, &permuting("", &[]));
-                out.extend(p.operands);
-            }
+            "dd" => dd_targets(args),
+            "tar" | "gtar" | "bsdtar" => tar(args).writes,
+            "unzip" => unzip_targets(args),
+            "rsync" => rsync_targets(args),
+            "chmod" | "chown" | "chgrp" => mode_targets(name, args),
+            "truncate" | "touch" | "mkdir" | "mkfifo" | "mknod" => make_targets(name, args),
+            "patch" => patch_targets(args),
             "cc" | "gcc" | "g++" | "c++" | "clang" | "clang++" | "ld" | "ld.lld" | "ld.gold"
-            | "as" | "rustc" | "tcc" => {
-                let mut it = args.iter();
-                while let Some(a) = it.next() {
-                    match a.lit() {
-                        Some("-o") => out.extend(it.next().cloned()),
-                        Some(s) if s.starts_with("-o") && s.len() > 2 => out.push(lit(&s[2..])),
-                        _ => {}
-                    }
-                }
-            }
+            | "as" | "rustc" | "tcc" => compiler_targets(args),
             "go" if args.first().and_then(Arg::lit) == Some("build") => {
-                let p = opts::parse(&args[1..], &permuting("o", &[]));
-                out.extend(p.values(&["o"]).cloned());
+                option_values(&args[1..], &permuting("o", &[]), &["o"])
             }
-            "iconv" => {
-                let p = opts::parse(
-                    args,
-                    &permuting("oft", &["--output", "--from-code", "--to-code"]),
-                );
-                out.extend(p.values(&["o", "--output"]).cloned());
-            }
+            "iconv" => option_values(
+                args,
+                &permuting("oft", &["--output", "--from-code", "--to-code"]),
+                &["o", "--output"],
+            ),
             "xxd" => {
                 let p = opts::parse(args, &permuting("cglnosC", &[]));
                 if p.has(&["r"]) {
-                    out.extend(p.operands.into_iter().nth(1));
+                    p.operands.into_iter().nth(1).into_iter().collect()
+                } else {
+                    Vec::new()
                 }
             }
-            "sort" => {
-                let p = opts::parse(args, &permuting("okStT", &["--output"]));
-                out.extend(p.values(&["o", "--output"]).cloned());
-            }
+            "sort" => option_values(args, &permuting("okStT", &["--output"]), &["o", "--output"]),
             "uniq" => {
                 let p = opts::parse(args, &permuting("fsw", &[]));
-                out.extend(p.operands.into_iter().nth(1));
+                p.operands.into_iter().nth(1).into_iter().collect()
             }
             "gzip" | "gunzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "lzma" | "unlzma"
             | "zstd" | "unzstd" | "lz4" | "pigz" | "unpigz" | "compress" | "uncompress" => {
-                let p = opts::parse(args, &permuting("oSLTbM", &["--output", "--suffix"]));
-                out.extend(p.values(&["o", "--output"]).cloned());
-                let to_stdout = p.has(&["c", "--stdout", "t", "--test", "l", "--list"]);
-                if !to_stdout {
-                    out.extend(p.operands);
-                }
+                compressor_targets(args)
             }
-            "openssl" => {
-                let mut it = args.iter();
-                while let Some(a) = it.next() {
-                    if matches!(a.lit(), Some("-out" | "-keyout")) {
-                        out.extend(it.next().cloned());
-                    }
-                }
-            }
-            "strace" | "ltrace" => {
-                let p = opts::parse(
-                    args,
-                    &Spec {
-                        short: super::follow::trace_values(name),
-                        long: &["--output"],
-                        permute: false,
-                    },
-                );
-                out.extend(p.values(&["o", "--output"]).cloned());
-            }
-            "find" => {
-                let mut it = args.iter();
-                while let Some(a) = it.next() {
-                    if matches!(a.lit(), Some("-fprint" | "-fprint0" | "-fprintf" | "-fls")) {
-                        out.extend(it.next().cloned());
-                    }
-                }
-            }
-            _ if is_downloader(name) => out.extend(download_targets(name, args).0),
-            _ => {}
-        }
+            "openssl" => values_after(args, &["-out", "-keyout"]),
+            "strace" | "ltrace" => option_values(
+                args,
+                &Spec {
+                    short: super::follow::trace_values(name),
+                    long: &["--output"],
+                    permute: false,
+                },
+                &["o", "--output"],
+            ),
+            "find" => values_after(args, &["-fprint", "-fprint0", "-fprintf", "-fls"]),
+            _ if is_downloader(name) => download_targets(name, args).0,
+            _ => Vec::new(),
+        };
         out.iter()
             .filter(|a| !matches!(a.lit(), Some("-" | "/dev/stdout" | "/dev/stderr")))
             .map(|a| self.path_of(a))
+            .collect()
+    }
+
+    /// `ln`: the links it makes (any path where the link's name is only known at run time).
+    fn link_targets(&self, args: &[Arg]) -> Vec<Arg> {
+        let (_, made) = self.links(args);
+        made.into_iter()
+            .map(|(_, link)| match link {
+                Some(l) => Arg::Lit(l.to_string_lossy().into_owned()),
+                None => Arg::Computed(ANY.to_string()),
+            })
             .collect()
     }
 
@@ -376,6 +224,190 @@ impl Walker {
             .filter(|r| !call.writes.contains(r))
             .any(|r| self.is_download(r))
     }
+}
+
+/// The values of options `names` (parsed by `spec`).
+fn option_values(args: &[Arg], spec: &Spec<'_>, names: &[&str]) -> Vec<Arg> {
+    opts::parse(args, spec).values(names).cloned().collect()
+}
+
+/// The words after each of `flags` (`openssl -out F`, `find -fprint F`).
+fn values_after(args: &[Arg], flags: &[&str]) -> Vec<Arg> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a.lit().is_some_and(|s| flags.contains(&s)) {
+            out.extend(it.next().cloned());
+        }
+    }
+    out
+}
+
+/// `cp`, `mv`, `install`: the target (directory), and for `mv` what is moved away as well.
+fn copy_targets(name: &str, args: &[Arg]) -> Vec<Arg> {
+    let spec = Spec {
+        short: if name == "install" { "tSmogZ" } else { "tS" },
+        long: &[
+            "--target-directory",
+            "--suffix",
+            "--mode",
+            "--owner",
+            "--group",
+            "--strip-program",
+        ],
+        permute: true,
+    };
+    let p = opts::parse(args, &spec);
+    let dirs: Vec<&Arg> = p.values(&["t", "--target-directory"]).collect();
+    let mut out = Vec::new();
+    if name == "mv" {
+        // What is moved away is gone from where it was.
+        out.extend(p.operands.iter().cloned());
+        out.extend(dirs.into_iter().cloned());
+    } else if !dirs.is_empty() {
+        out.extend(dirs.into_iter().cloned());
+    } else if name == "install" && p.has(&["d", "--directory"]) {
+        out.extend(p.operands.iter().cloned());
+    } else if p.operands.len() >= 2 {
+        out.extend(p.operands.last().cloned());
+    }
+    out
+}
+
+/// `dd of=FILE` (any computed word may be one).
+fn dd_targets(args: &[Arg]) -> Vec<Arg> {
+    let mut out = Vec::new();
+    for a in args {
+        match a {
+            Arg::Lit(s) => {
+                if let Some(v) = s.strip_prefix("of=") {
+                    out.push(Arg::Lit(v.to_owned()));
+                }
+            }
+            Arg::Computed(_) => out.push(a.clone()),
+        }
+    }
+    out
+}
+
+/// `unzip`: its `-d` directory, or the current one unless it only lists, tests or prints.
+fn unzip_targets(args: &[Arg]) -> Vec<Arg> {
+    let p = opts::parse(args, &permuting("dxP", &[]));
+    match p.values(&["d"]).next() {
+        Some(d) => vec![d.clone()],
+        None if !p.has(&["p", "l", "t", "v", "Z"]) => vec![Arg::Lit(".".to_owned())],
+        None => Vec::new(),
+    }
+}
+
+/// `rsync`: a local destination, and the files and folders its options name.
+fn rsync_targets(args: &[Arg]) -> Vec<Arg> {
+    let p = opts::parse(args, &permuting("efTBM", RSYNC_LONG));
+    let mut out = Vec::new();
+    if p.operands.len() >= 2
+        && let Some(dest) = p.operands.last()
+        && !is_remote(dest)
+    {
+        out.push(dest.clone());
+    }
+    out.extend(
+        p.values(&[
+            "--backup-dir",
+            "--log-file",
+            "--partial-dir",
+            "T",
+            "--temp-dir",
+        ])
+        .cloned(),
+    );
+    out
+}
+
+/// `chmod`, `chown`, `chgrp`: the files after the mode or owner (all of them with
+/// `--reference`).
+fn mode_targets(name: &str, args: &[Arg]) -> Vec<Arg> {
+    let mut operands = Vec::new();
+    let mut reference = false;
+    let mut options = true;
+    for a in args {
+        match a.lit() {
+            Some("--") if options => options = false,
+            Some(s) if options && s.starts_with("--") => {
+                reference |= s.starts_with("--reference");
+            }
+            // `chmod -w f`: a mode, not an option.
+            Some(s)
+                if options
+                    && s.len() > 1
+                    && s.starts_with('-')
+                    && !(name == "chmod" && is_chmod_mode(s)) => {}
+            _ => operands.push(a.clone()),
+        }
+    }
+    let skip = usize::from(!reference);
+    operands.into_iter().skip(skip).collect()
+}
+
+/// `truncate`, `touch`, `mkdir`, `mkfifo`: their operands; `mknod`: its first.
+fn make_targets(name: &str, args: &[Arg]) -> Vec<Arg> {
+    let p = opts::parse(
+        args,
+        &permuting(
+            "srdtmZ",
+            &[
+                "--size",
+                "--reference",
+                "--date",
+                "--time",
+                "--mode",
+                "--context",
+            ],
+        ),
+    );
+    if name == "mknod" {
+        p.operands.into_iter().take(1).collect()
+    } else {
+        p.operands
+    }
+}
+
+/// `patch`: its output and directory options, and the file it patches.
+fn patch_targets(args: &[Arg]) -> Vec<Arg> {
+    let p = opts::parse(
+        args,
+        &permuting("BDFgiopVYzrd", &["--input", "--output", "--directory"]),
+    );
+    let mut out: Vec<Arg> = p
+        .values(&["o", "--output", "d", "--directory"])
+        .cloned()
+        .collect();
+    out.extend(p.operands.into_iter().take(1));
+    out
+}
+
+/// Compilers and linkers: `-o FILE`, `-oFILE`.
+fn compiler_targets(args: &[Arg]) -> Vec<Arg> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.lit() {
+            Some("-o") => out.extend(it.next().cloned()),
+            Some(s) if s.starts_with("-o") && s.len() > 2 => out.push(Arg::Lit(s[2..].to_owned())),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The compressors: `-o FILE`, and the files they replace unless they write to stdout.
+fn compressor_targets(args: &[Arg]) -> Vec<Arg> {
+    let p = opts::parse(args, &permuting("oSLTbM", &["--output", "--suffix"]));
+    let mut out: Vec<Arg> = p.values(&["o", "--output"]).cloned().collect();
+    let to_stdout = p.has(&["c", "--stdout", "t", "--test", "l", "--list"]);
+    if !to_stdout {
+        out.extend(p.operands);
+    }
+    out
 }
 
 /// A spec for a GNU command whose options may come after its operands.
@@ -685,185 +717,198 @@ fn tar(args: &[Arg]) -> Tar {
 /// What a downloader writes (`curl -o F`, `curl -O URL`, `wget URL`, `wget -O F`, …), and
 /// whether it writes a file whose name only the run knows (`curl -OJ`, a computed URL).
 fn download_targets(name: &str, args: &[Arg]) -> (Vec<Arg>, bool) {
-    let mut out = Vec::new();
-    let mut unknown = false;
-    let remote_name = |url: &Arg, dir: Option<&Arg>| -> Option<Arg> {
-        let url = url.lit()?;
-        let path = url.split(['?', '#']).next().unwrap_or(url);
-        let path = path.split_once("://").map_or(path, |(_, rest)| rest);
-        let base = path.rsplit('/').next().filter(|b| !b.is_empty());
-        let base = base.unwrap_or("index.html");
-        Some(match dir.and_then(Arg::lit) {
-            Some(d) => Arg::Lit(format!("{}/{base}", d.trim_end_matches('/'))),
-            None => Arg::Lit(base.to_owned()),
-        })
-    };
+    let mut found = Downloads::default();
     match name {
-        "curl" => {
-            let p = opts::parse(
-                args,
-                &permuting(
-                    "oDcdFHuUXAeErTwxYyzbCKmQt",
-                    &[
-                        "--output",
-                        "--output-dir",
-                        "--dump-header",
-                        "--cookie-jar",
-                        "--trace",
-                        "--trace-ascii",
-                        "--stderr",
-                        "--libcurl",
-                        "--etag-save",
-                        "--data",
-                        "--data-binary",
-                        "--data-raw",
-                        "--data-urlencode",
-                        "--form",
-                        "--header",
-                        "--user",
-                        "--request",
-                        "--user-agent",
-                        "--referer",
-                        "--cookie",
-                        "--proxy",
-                        "--config",
-                        "--max-time",
-                        "--connect-timeout",
-                        "--retry",
-                        "--url",
-                        "--cacert",
-                        "--cert",
-                        "--key",
-                        "--resolve",
-                        "--write-out",
-                    ],
-                ),
-            );
-            let dir = p.values(&["--output-dir"]).next();
-            for o in p.values(&["o", "--output"]) {
-                match (o, dir.and_then(Arg::lit)) {
-                    (Arg::Lit(f), Some(d)) if !f.starts_with('/') => {
-                        out.push(Arg::Lit(format!("{}/{f}", d.trim_end_matches('/'))))
-                    }
-                    (o, _) => out.push(o.clone()),
-                }
-            }
-            out.extend(
-                p.values(&[
-                    "D",
-                    "--dump-header",
-                    "c",
-                    "--cookie-jar",
-                    "--trace",
-                    "--trace-ascii",
-                    "--stderr",
-                    "--libcurl",
-                    "--etag-save",
-                ])
-                .cloned(),
-            );
-            let remote = p
-                .opts
-                .iter()
-                .filter(|o| matches!(o.name.as_str(), "O" | "--remote-name" | "--remote-name-all"))
-                .count();
-            if remote > 0 {
-                if p.has(&["J", "--remote-header-name"]) {
-                    unknown = true;
-                }
-                let urls: Vec<&Arg> = p.operands.iter().chain(p.values(&["--url"])).collect();
-                for u in urls {
-                    match remote_name(u, dir) {
-                        Some(f) => out.push(f),
-                        None => unknown = true,
-                    }
-                }
-            }
-        }
-        "wget" | "wget2" => {
-            let p = opts::parse(
-                args,
-                &permuting(
-                    "OPoaeUtTwQiBY",
-                    &[
-                        "--output-document",
-                        "--directory-prefix",
-                        "--output-file",
-                        "--append-output",
-                        "--user-agent",
-                        "--header",
-                        "--tries",
-                        "--timeout",
-                        "--input-file",
-                        "--post-data",
-                        "--post-file",
-                        "--user",
-                        "--password",
-                        "--load-cookies",
-                        "--save-cookies",
-                    ],
-                ),
-            );
-            out.extend(
-                p.values(&[
-                    "o",
-                    "--output-file",
-                    "a",
-                    "--append-output",
-                    "--save-cookies",
-                ])
-                .cloned(),
-            );
-            let docs: Vec<&Arg> = p.values(&["O", "--output-document"]).collect();
-            if docs.is_empty() {
-                let dir = p.values(&["P", "--directory-prefix"]).next();
-                if p.has(&[
-                    "i",
-                    "--input-file",
-                    "r",
-                    "--recursive",
-                    "m",
-                    "--mirror",
-                    "--content-disposition",
-                ]) {
-                    unknown = true;
-                }
-                for u in &p.operands {
-                    match remote_name(u, dir) {
-                        Some(f) => out.push(f),
-                        None => unknown = true,
-                    }
-                }
-            } else {
-                out.extend(docs.into_iter().cloned());
-            }
-        }
-        "aria2c" => {
-            let p = opts::parse(
-                args,
-                &permuting("odix", &["--out", "--dir", "--input-file"]),
-            );
-            let dir = p.values(&["d", "--dir"]).next();
-            let named: Vec<&Arg> = p.values(&["o", "--out"]).collect();
-            if named.is_empty() {
-                for u in &p.operands {
-                    match remote_name(u, dir) {
-                        Some(f) => out.push(f),
-                        None => unknown = true,
-                    }
-                }
-            }
-            out.extend(named.into_iter().cloned());
-        }
-        _ => {
-            // fetch -o F, httpie/xh --download [-o F]: a name of its own or the server's.
-            let p = opts::parse(args, &permuting("o", &["--output"]));
-            let named: Vec<&Arg> = p.values(&["o", "--output"]).collect();
-            if named.is_empty() && p.has(&["d", "--download"]) {
-                unknown = true;
-            }
-            out.extend(named.into_iter().cloned());
+        "curl" => found.curl(args),
+        "wget" | "wget2" => found.wget(args),
+        "aria2c" => found.aria2c(args),
+        _ => found.other(args),
+    }
+    (found.out, found.unknown)
+}
+
+/// curl's options that take a value.
+const CURL_LONG: &[&str] = &[
+    "--output",
+    "--output-dir",
+    "--dump-header",
+    "--cookie-jar",
+    "--trace",
+    "--trace-ascii",
+    "--stderr",
+    "--libcurl",
+    "--etag-save",
+    "--data",
+    "--data-binary",
+    "--data-raw",
+    "--data-urlencode",
+    "--form",
+    "--header",
+    "--user",
+    "--request",
+    "--user-agent",
+    "--referer",
+    "--cookie",
+    "--proxy",
+    "--config",
+    "--max-time",
+    "--connect-timeout",
+    "--retry",
+    "--url",
+    "--cacert",
+    "--cert",
+    "--key",
+    "--resolve",
+    "--write-out",
+];
+
+/// wget's options that take a value.
+const WGET_LONG: &[&str] = &[
+    "--output-document",
+    "--directory-prefix",
+    "--output-file",
+    "--append-output",
+    "--user-agent",
+    "--header",
+    "--tries",
+    "--timeout",
+    "--input-file",
+    "--post-data",
+    "--post-file",
+    "--user",
+    "--password",
+    "--load-cookies",
+    "--save-cookies",
+];
+
+/// The files a downloader writes, found option by option.
+#[derive(Default)]
+struct Downloads {
+    out: Vec<Arg>,
+    /// It writes a file whose name only the run knows.
+    unknown: bool,
+}
+
+impl Downloads {
+    /// The file a URL is saved as under the server's name (in `dir`), or unknown.
+    fn remote_name(&mut self, url: &Arg, dir: Option<&Arg>) {
+        match remote_name(url, dir) {
+            Some(f) => self.out.push(f),
+            None => self.unknown = true,
         }
     }
-    (out, unknown)
+
+    fn curl(&mut self, args: &[Arg]) {
+        let p = opts::parse(args, &permuting("oDcdFHuUXAeErTwxYyzbCKmQt", CURL_LONG));
+        let dir = p.values(&["--output-dir"]).next();
+        for o in p.values(&["o", "--output"]) {
+            match (o, dir.and_then(Arg::lit)) {
+                (Arg::Lit(f), Some(d)) if !f.starts_with('/') => self
+                    .out
+                    .push(Arg::Lit(format!("{}/{f}", d.trim_end_matches('/')))),
+                (o, _) => self.out.push(o.clone()),
+            }
+        }
+        self.out.extend(
+            p.values(&[
+                "D",
+                "--dump-header",
+                "c",
+                "--cookie-jar",
+                "--trace",
+                "--trace-ascii",
+                "--stderr",
+                "--libcurl",
+                "--etag-save",
+            ])
+            .cloned(),
+        );
+        let remote = p
+            .opts
+            .iter()
+            .filter(|o| matches!(o.name.as_str(), "O" | "--remote-name" | "--remote-name-all"))
+            .count();
+        if remote > 0 {
+            if p.has(&["J", "--remote-header-name"]) {
+                self.unknown = true;
+            }
+            let urls: Vec<&Arg> = p.operands.iter().chain(p.values(&["--url"])).collect();
+            for u in urls {
+                self.remote_name(u, dir);
+            }
+        }
+    }
+
+    fn wget(&mut self, args: &[Arg]) {
+        let p = opts::parse(args, &permuting("OPoaeUtTwQiBY", WGET_LONG));
+        self.out.extend(
+            p.values(&[
+                "o",
+                "--output-file",
+                "a",
+                "--append-output",
+                "--save-cookies",
+            ])
+            .cloned(),
+        );
+        let docs: Vec<&Arg> = p.values(&["O", "--output-document"]).collect();
+        if !docs.is_empty() {
+            self.out.extend(docs.into_iter().cloned());
+            return;
+        }
+        let dir = p.values(&["P", "--directory-prefix"]).next();
+        if p.has(&[
+            "i",
+            "--input-file",
+            "r",
+            "--recursive",
+            "m",
+            "--mirror",
+            "--content-disposition",
+        ]) {
+            self.unknown = true;
+        }
+        for u in &p.operands {
+            self.remote_name(u, dir);
+        }
+    }
+
+    fn aria2c(&mut self, args: &[Arg]) {
+        let p = opts::parse(
+            args,
+            &permuting("odix", &["--out", "--dir", "--input-file"]),
+        );
+        let dir = p.values(&["d", "--dir"]).next();
+        let named: Vec<&Arg> = p.values(&["o", "--out"]).collect();
+        if named.is_empty() {
+            for u in &p.operands {
+                self.remote_name(u, dir);
+            }
+        }
+        self.out.extend(named.into_iter().cloned());
+    }
+
+    /// fetch -o F, httpie/xh --download [-o F]: a name of its own or the server's.
+    fn other(&mut self, args: &[Arg]) {
+        let p = opts::parse(args, &permuting("o", &["--output"]));
+        let named: Vec<&Arg> = p.values(&["o", "--output"]).collect();
+        if named.is_empty() && p.has(&["d", "--download"]) {
+            self.unknown = true;
+        }
+        self.out.extend(named.into_iter().cloned());
+    }
+}
+
+/// The file a downloader saves `url` as under the server's name (in `dir`); `None` for a
+/// computed URL.
+fn remote_name(url: &Arg, dir: Option<&Arg>) -> Option<Arg> {
+    let url = url.lit()?;
+    let path = url.split(['?', '#']).next().unwrap_or(url);
+    let path = path.split_once("://").map_or(path, |(_, rest)| rest);
+    let base = path.rsplit('/').next().filter(|b| !b.is_empty());
+    let base = base.unwrap_or("index.html");
+    Some(match dir.and_then(Arg::lit) {
+        Some(d) => Arg::Lit(format!("{}/{base}", d.trim_end_matches('/'))),
+        None => Arg::Lit(base.to_owned()),
+    })
 }

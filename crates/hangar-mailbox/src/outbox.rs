@@ -1,5 +1,5 @@
-//! The client side of the mailbox: the control plane (today the `hangar` CLI) writes commands
-//! and reads the driver's signed answers.
+//! The outbox: the control plane (and the `hangar` CLI, the conformance rig, the tests) writes
+//! commands and reads the driver's signed answers.
 //!
 //! Sending is two steps so the driver never reads half a file: the command is written (and
 //! fsynced) in `staging/`, then renamed into `in/`. When the turn has ended the driver has
@@ -10,15 +10,16 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::ack::{Ack, AckStatus};
-use crate::atomic::{self, Durability};
-use crate::command::{Command, Kind};
+use hangar_protocol::atomic::{self, Durability};
+use hangar_protocol::{Ack, AckStatus, Command, Kind, RunKey};
+
 use crate::ctl::{self, ControlDir};
-use crate::key::RunKey;
+use crate::name::{self, CommandName};
+use crate::wait::{AckWait, Poll};
 
 /// What can go wrong on the client side.
 #[derive(Debug, thiserror::Error)]
@@ -229,29 +230,16 @@ impl Mailbox {
     /// The highest sequence number among the command files in the control folder (`staging/`,
     /// `in/`, the ended inboxes, `acks/`): every command that ever landed has its file in one.
     fn highest_landed_seq(&self) -> u64 {
-        let mut highest = 0;
         let Ok(top) = fs::read_dir(self.ctl.root()) else {
             return 0;
         };
-        for dir in top.filter_map(Result::ok) {
-            if !dir.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            let Ok(entries) = fs::read_dir(dir.path()) else {
-                continue;
-            };
-            for e in entries.filter_map(Result::ok) {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                if let Some((digits, _)) = name.split_once('-')
-                    && (name.ends_with(".cmd") || name.ends_with(".cmd.ack"))
-                    && let Ok(n) = digits.parse::<u64>()
-                {
-                    highest = highest.max(n);
-                }
-            }
-        }
-        highest
+        top.filter_map(Result::ok)
+            .filter(|dir| dir.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|dir| fs::read_dir(dir.path()).ok())
+            .flat_map(|entries| entries.filter_map(Result::ok))
+            .filter_map(|e| name::seq_of(&e.file_name().to_string_lossy()))
+            .max()
+            .unwrap_or(0)
     }
 
     /// Seals and delivers a command. `Err(Ok(command))`-like cases are folded into
@@ -275,7 +263,7 @@ impl Mailbox {
         getrandom::fill(&mut nonce)
             .map_err(|e| io_err("OS random source")(io::Error::other(e.to_string())))?;
         let command = Command::seal(&self.key, &self.run, seq, nonce, kind, body);
-        let name = format!("{seq:010}-{}.cmd", hex::encode(&nonce[..4]));
+        let name = CommandName::format(seq, &nonce[..4]);
         record(&command).map_err(|e| io_err("record the command")(io::Error::other(e)))?;
         self.deliver_bytes(&name, &command.to_bytes())
             .map(|landed| {
@@ -306,26 +294,20 @@ impl Mailbox {
         }
     }
 
-    /// Waits for the driver's signed answer to `sent`. Files that do not verify are ignored.
+    /// Waits for the driver's signed answer to `sent`, on [`AckWait`]'s schedule. Files that do
+    /// not verify are ignored.
     pub fn wait(&self, sent: &Sent, timeout: Duration) -> Result<Outcome, MailboxError> {
-        let started = Instant::now();
-        let deadline = started + timeout;
-        let mut pause = FIRST_PAUSE;
+        let mut wait = AckWait::new(timeout);
         loop {
-            if let Some(outcome) = self.poll_ack(sent) {
-                return Ok(outcome);
+            match wait.poll(self, sent)? {
+                Poll::Answered(outcome) => return Ok(outcome),
+                Poll::Again(pause) => std::thread::sleep(pause),
             }
-            if Instant::now() >= deadline {
-                return Err(MailboxError::Timeout(timeout));
-            }
-            std::thread::sleep(pause);
-            pause = next_pause(pause, started.elapsed());
         }
     }
 
     /// The driver's signed answer to `sent` if it is there yet (one small read; a file that does
-    /// not verify counts as not there). [`Mailbox::wait`] polls it; a caller with its own timer
-    /// (an async runtime) can too.
+    /// not verify counts as not there). [`AckWait`] polls it.
     pub fn poll_ack(&self, sent: &Sent) -> Option<Outcome> {
         let bytes = fs::read(self.ctl.ack_for(&sent.name)).ok()?;
         let c = &sent.command;
@@ -362,21 +344,6 @@ impl Mailbox {
     }
 }
 
-/// The client's polling schedule for an ack: start at 50 us and double, at most 250 us while an
-/// answer is due (an idle driver answers in well under a millisecond), at most 5 ms once the
-/// driver is clearly busy (after 100 ms), so a long wait costs little CPU.
-pub fn next_pause(pause: Duration, waited: Duration) -> Duration {
-    let cap = if waited < Duration::from_millis(100) {
-        Duration::from_micros(250)
-    } else {
-        Duration::from_millis(5)
-    };
-    (pause * 2).min(cap)
-}
-
-/// The first pause of [`next_pause`]'s schedule.
-pub const FIRST_PAUSE: Duration = Duration::from_micros(50);
-
 /// Where the client's copy of a new run's key goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum KeyCopy {
@@ -397,8 +364,9 @@ pub enum Delivery {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command::body;
+    use hangar_protocol::command::body;
     use std::os::unix::fs::PermissionsExt;
+    use std::time::Instant;
 
     #[test]
     fn create_lays_out_the_control_folder_with_private_modes() {
@@ -541,7 +509,7 @@ mod tests {
             let mut child = std::process::Command::new(&exe)
                 .args([
                     "--exact",
-                    "client::tests::a_sender_killed_at_any_moment_never_sends_the_sequence_backwards",
+                    "outbox::tests::a_sender_killed_at_any_moment_never_sends_the_sequence_backwards",
                     "--nocapture",
                 ])
                 .env(SEQ_CHILD, home.path())

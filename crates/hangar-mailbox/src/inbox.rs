@@ -1,5 +1,10 @@
-//! The driver's side of the mailbox: a doorbell (inotify on `in/`) that wakes the main loop,
-//! reading and checking command files, signed acks, and closing `in/` when the turn ends.
+//! The inbox: taking command files out of `in/`, checking them ([`Verifier`]), answering them
+//! with signed acks, and closing `in/` at a turn's end, answering what waited there `ended`.
+//!
+//! The driver reads its run's inbox for the whole turn (with a doorbell: inotify on `in/` wakes
+//! its main loop). The control plane closes it in the driver's place when the driver stopped
+//! without doing so (the orphan sweeper) and closes a remote run's mirror of it when the
+//! driver in the pod closed its own: one implementation of the close for all three.
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsString};
@@ -7,17 +12,31 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::mpsc::Sender;
 
-use hangar_protocol::ctl::safe_ack_name;
-use hangar_protocol::runlog::HangarLine;
+use hangar_protocol::runlog::{CommandOutcome, HangarLine};
 use hangar_protocol::{
-    Ack, AckStatus, Command, ControlDir, MAX_COMMAND_BYTES, Refusal, Verified, Verifier,
+    Ack, AckStatus, Command, Kind, MAX_COMMAND_BYTES, Refusal, Verified, Verifier,
 };
 
+use crate::ctl::{ControlDir, safe_ack_name};
 use crate::folder::Folder;
-use crate::runlog::RunLog;
-use crate::turn::Event;
+
+/// Where the inbox says what happened: the driver's run log (and its stderr). The control
+/// plane, which never writes a driver's run log, passes `&()`.
+pub trait Journal {
+    /// One of hangar's lines for the run log.
+    fn line(&self, line: &HangarLine);
+    /// A note for whoever reads the process's diagnostics (the driver's stderr).
+    fn diag(&self, _message: &str) {}
+}
+
+/// Nothing is written: the control plane's side (the run log is the driver's).
+impl Journal for () {
+    fn line(&self, _line: &HangarLine) {}
+}
+
+/// The reason every `ended` ack gives.
+pub const ENDED: &str = "the turn has ended";
 
 /// A command that passed the verifier, with the file name it came in.
 #[derive(Debug)]
@@ -52,9 +71,19 @@ pub struct Inbox {
 }
 
 impl Inbox {
-    /// Opens the mailbox's folders. An `in/` or `acks/` that is not a real folder (a symbolic
-    /// link, a file, missing) is refused, saying which and what it is.
-    pub fn new(ctl: ControlDir, verifier: Verifier) -> Result<Inbox, String> {
+    /// Opens the mailbox's folders, with a doorbell ([`Inbox::start_doorbell`]) when an inotify
+    /// instance is to be had (the driver). An `in/` or `acks/` that is not a real folder (a
+    /// symbolic link, a file, missing) is refused, saying which and what it is.
+    pub fn with_doorbell(ctl: ControlDir, verifier: Verifier) -> Result<Inbox, String> {
+        Inbox::new(ctl, verifier, true)
+    }
+
+    /// [`Inbox::with_doorbell`] without the doorbell: for closing `in/` in the driver's place.
+    pub fn open(ctl: ControlDir, verifier: Verifier) -> Result<Inbox, String> {
+        Inbox::new(ctl, verifier, false)
+    }
+
+    fn new(ctl: ControlDir, verifier: Verifier, doorbell: bool) -> Result<Inbox, String> {
         let refused = |what: String| {
             format!(
                 "the control folder {}: {what}; the driver takes commands and writes acks only in real folders (the agent may have replaced it), so the turn is refused",
@@ -65,9 +94,13 @@ impl Inbox {
             Folder::open_root(ctl.root()).map_err(|e| refused(format!("cannot be opened: {e}")))?;
         let inbox = root.child(IN).map_err(&refused)?;
         let acks = root.child(ACKS).map_err(&refused)?;
-        // SAFETY: inotify_init1 takes flags only; a valid fd (>= 0) is owned by nobody else.
-        let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
-        let inotify = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
+        let inotify = if doorbell {
+            // SAFETY: inotify_init1 takes flags only; a valid fd (>= 0) is owned by nobody else.
+            let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
+            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+        } else {
+            None
+        };
         let mut inbox = Inbox {
             ctl,
             root,
@@ -92,7 +125,7 @@ impl Inbox {
 
     /// Whether `name` in the control folder still is `folder`; if not, the mailbox is given up
     /// (once, with a `hangar.error` line).
-    fn still_there(&mut self, name: &str, log: &RunLog) -> bool {
+    fn still_there(&mut self, name: &str, log: &dyn Journal) -> bool {
         if self.broken.is_some() {
             return false;
         }
@@ -108,10 +141,10 @@ impl Inbox {
             "the control folder {}: {what}; the driver takes commands and writes acks only in the folders it opened at the start, so the turn is stopped",
             self.ctl.root().display()
         );
-        log.hangar(&HangarLine::Error {
+        log.line(&HangarLine::Error {
             message: message.clone(),
         });
-        crate::diag(&message);
+        log.diag(&message);
         self.broken = Some(message);
         false
     }
@@ -141,9 +174,9 @@ impl Inbox {
         self.doorbell
     }
 
-    /// Starts the doorbell thread: each batch of inotify events sends one [`Event::Wake`]. Without
-    /// inotify the main loop's periodic scan still finds every command.
-    pub fn start_doorbell(&self, tx: Sender<Event>) {
+    /// Starts the doorbell thread: each batch of inotify events calls `ring` once, until it
+    /// returns `false`. Without inotify the main loop's periodic scan still finds every command.
+    pub fn start_doorbell(&self, mut ring: impl FnMut() -> bool + Send + 'static) {
         let Some(fd) = &self.inotify else { return };
         let raw: RawFd = fd.as_raw_fd();
         std::thread::spawn(move || {
@@ -155,7 +188,7 @@ impl Inbox {
                 if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
-                if n <= 0 || tx.send(Event::Wake).is_err() {
+                if n <= 0 || !ring() {
                     return;
                 }
             }
@@ -165,19 +198,23 @@ impl Inbox {
     /// Reads, checks and removes every new command file in `in/`, in name (= sequence) order.
     /// Refused ones are answered and logged here; the rest are returned to be carried out.
     /// Nothing is taken once `in/` is not the folder the driver opened ([`Inbox::broken`]).
-    pub fn take(&mut self, log: &RunLog) -> Vec<Incoming> {
+    pub fn take(&mut self, log: &dyn Journal) -> Vec<Incoming> {
         // Both folders are looked at on every scan, so a swap is noticed within one even when
         // no command comes.
         if !self.open || !self.still_there(IN, log) || !self.still_there(ACKS, log) {
             return Vec::new();
         }
-        self.take_here(log)
+        self.take_here(log, &|_| false)
     }
 
-    /// Every new command in the folder held as `in/` (open or renamed away).
-    fn take_here(&mut self, log: &RunLog) -> Vec<Incoming> {
+    /// Every new command in the folder held as `in/` (open or renamed away), but those `skip`
+    /// names (left where they are).
+    fn take_here(&mut self, log: &dyn Journal, skip: &dyn Fn(&str) -> bool) -> Vec<Incoming> {
         let mut names: Vec<OsString> = match self.inbox.names() {
-            Ok(all) => all.into_iter().filter(|n| !self.seen.contains(n)).collect(),
+            Ok(all) => all
+                .into_iter()
+                .filter(|n| !self.seen.contains(n) && !skip(&n.to_string_lossy()))
+                .collect(),
             Err(_) => return Vec::new(),
         };
         names.sort();
@@ -202,33 +239,74 @@ impl Inbox {
         out
     }
 
-    /// Renames `in/` away (S18): from now on a client's rename into `in/` fails at once. Returns
-    /// the commands that landed before the rename, checked, for the caller to carry out.
-    pub fn close(&mut self, log: &RunLog) -> Vec<Incoming> {
+    /// Renames `in/` away (S18) to `in.ended-<n>` (the `n`th close of this inbox): from now on a
+    /// client's rename into `in/` fails at once. Returns the commands that landed before the
+    /// rename, checked, for the caller to carry out or answer `ended`.
+    pub fn close(&mut self, log: &dyn Journal) -> Vec<Incoming> {
+        let away = format!("in.ended-{}", self.closings + 1);
+        match self.close_as(log, &away, &|_| false) {
+            Ok(late) => late,
+            Err(e) => {
+                log.line(&HangarLine::Warning {
+                    message: format!("could not rename in/ away: {e}"),
+                });
+                Vec::new()
+            }
+        }
+    }
+
+    /// [`Inbox::close`] renaming `in/` to `away` (a name in the control folder), and leaving the
+    /// commands `skip` names where they are (unread, unanswered). An error when the rename
+    /// failed.
+    pub fn close_as(
+        &mut self,
+        log: &dyn Journal,
+        away: &str,
+        skip: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<Incoming>, String> {
         if !self.open {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         self.open = false;
         if !self.still_there(IN, log) {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         self.closings += 1;
-        let away = format!("in.ended-{}", self.closings);
-        if let Err(e) = self.root.rename(IN, &away) {
-            log.hangar(&HangarLine::Warning {
-                message: format!("could not rename in/ away: {e}"),
-            });
-            return Vec::new();
-        }
+        self.root.rename(IN, away).map_err(|e| e.to_string())?;
         // What was renamed must be the folder held (it could have been swapped in between).
-        if !self.still_there_as(&away, log) {
-            return Vec::new();
+        if !self.still_there_as(away, log) {
+            return Ok(Vec::new());
         }
-        self.take_here(log)
+        Ok(self.take_here(log, skip))
+    }
+
+    /// Ends the turn's mailbox: [`Inbox::close`], answering every command that waited `ended`;
+    /// the sequence numbers of the messages among them (handed back), in order.
+    pub fn end(&mut self, log: &dyn Journal) -> Vec<u64> {
+        let late = self.close(log);
+        self.answer_all_ended(log, &late)
+    }
+
+    /// [`Inbox::end`] through [`Inbox::close_as`]: what the control plane does in the driver's
+    /// place (a driver that stopped, a remote run's mirror).
+    pub fn end_as(
+        &mut self,
+        log: &dyn Journal,
+        away: &str,
+        skip: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<u64>, String> {
+        let late = self.close_as(log, away, skip)?;
+        Ok(self.answer_all_ended(log, &late))
+    }
+
+    fn answer_all_ended(&mut self, log: &dyn Journal, late: &[Incoming]) -> Vec<u64> {
+        late.iter()
+            .filter_map(|c| self.answer_ended(log, c))
+            .collect()
     }
 
     /// [`Inbox::still_there`] for `in/` under the name it was renamed to.
-    fn still_there_as(&mut self, away: &str, log: &RunLog) -> bool {
+    fn still_there_as(&mut self, away: &str, log: &dyn Journal) -> bool {
         match self.inbox.moved_from(&self.root, away) {
             None => true,
             Some(_) => {
@@ -236,7 +314,7 @@ impl Inbox {
                     "the control folder {}: in/ was replaced while the turn's end renamed it; the driver takes commands only in the folder it opened, so the turn is stopped",
                     self.ctl.root().display()
                 );
-                log.hangar(&HangarLine::Error {
+                log.line(&HangarLine::Error {
                     message: message.clone(),
                 });
                 self.broken = Some(message);
@@ -247,7 +325,7 @@ impl Inbox {
 
     /// Opens a fresh `in/` after a late message continued the turn (made here, opened without
     /// following a link, as at the start).
-    pub fn reopen(&mut self, log: &RunLog) {
+    pub fn reopen(&mut self, log: &dyn Journal) {
         if self.open || self.broken.is_some() {
             return;
         }
@@ -258,7 +336,7 @@ impl Inbox {
                 self.watch();
             }
             Err(what) => {
-                log.hangar(&HangarLine::Warning {
+                log.line(&HangarLine::Warning {
                     message: format!("could not open a fresh in/: {what}"),
                 });
             }
@@ -269,7 +347,7 @@ impl Inbox {
     /// `acks/` is not that folder any more ([`Inbox::broken`]).
     pub fn ack(
         &mut self,
-        log: &RunLog,
+        log: &dyn Journal,
         name: &str,
         cmd: Option<&Command>,
         status: AckStatus,
@@ -294,14 +372,46 @@ impl Inbox {
             &ack.to_bytes(),
             0o600,
         ) {
-            crate::diag(&format!("cannot write the ack for {name}: {e}"));
+            log.diag(&format!("cannot write the ack for {name}: {e}"));
         }
     }
 
+    /// Answers a command that was carried out: a `hangar.command` line and the signed `done`.
+    pub fn answer_done(&mut self, log: &dyn Journal, name: &str, cmd: &Command, kind: Kind) {
+        log.line(&HangarLine::Command {
+            name: name.to_owned(),
+            seq: cmd.seq,
+            kind: kind.to_string(),
+            outcome: CommandOutcome::Done,
+        });
+        self.ack(log, name, Some(cmd), AckStatus::Done, "");
+    }
+
+    /// Answers a command `ended` ("the turn has ended", S19): a `hangar.command` line and the
+    /// signed ack. A message's sequence number comes back: it is handed back, for the next
+    /// turn to start with.
+    pub fn answer_ended(&mut self, log: &dyn Journal, c: &Incoming) -> Option<u64> {
+        let cmd = &c.verified.command;
+        log.line(&HangarLine::Command {
+            name: c.name.clone(),
+            seq: cmd.seq,
+            kind: c.verified.kind.to_string(),
+            outcome: CommandOutcome::Ended,
+        });
+        self.ack(log, &c.name, Some(cmd), AckStatus::Ended, ENDED);
+        c.verified.kind.is_message().then_some(cmd.seq)
+    }
+
     /// Refuses a command: signed ack and a `hangar.refused` line; nothing is executed.
-    pub fn refuse(&mut self, log: &RunLog, name: &str, cmd: Option<&Command>, refusal: &Refusal) {
+    pub fn refuse(
+        &mut self,
+        log: &dyn Journal,
+        name: &str,
+        cmd: Option<&Command>,
+        refusal: &Refusal,
+    ) {
         let reason = refusal.to_string();
-        log.hangar(&HangarLine::Refused {
+        log.line(&HangarLine::Refused {
             name: name.to_owned(),
             seq: cmd.map(|c| c.seq),
             kind: cmd.map(|c| c.kind.clone()),

@@ -1,0 +1,49 @@
+//! A turn in a plain folder on this machine: the driver started detached, as the server's user.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{Checked, Launched};
+use crate::error::ControlError;
+use crate::launch::{self, Launch};
+use crate::plane::ControlPlane;
+use crate::runs::plan::TurnPlan;
+
+impl ControlPlane {
+    pub(super) async fn place_in_folder(
+        self: &Arc<Self>,
+        plan: &TurnPlan,
+        tower: Option<(String, PathBuf)>,
+        checked: &Checked,
+    ) -> Result<Launched, ControlError> {
+        let session = &plan.session;
+        let fork = self.fork_point(session).await?;
+        let workdir = PathBuf::from(&plan.sandbox.workdir);
+        let l = Launch {
+            fork: fork.as_ref().map(|(p, at)| (p.as_str(), at.as_deref())),
+            tower,
+            run_id: plan.run_id(),
+            ctl: &plan.ctl,
+            workdir: &workdir,
+            harness: session.harness,
+            policy: session.policy,
+            resume: session.harness_session_id.as_deref(),
+            options: &plan.options,
+        };
+        let args = launch::driver_args(&self.tools, &l)?;
+        let manifest = checked.seal(launch::manifest(
+            &self.tools,
+            &l,
+            &args,
+            crate::envs::rules_record(None)?,
+        ));
+        if let Some(w) = checked.warning(session.harness) {
+            self.warn_run(&plan.ctl, &w).await?;
+        }
+        let pid = launch::spawn_driver(&self.tools, &args, &plan.ctl)?;
+        Ok(Launched {
+            manifest,
+            pid: Some(pid),
+        })
+    }
+}

@@ -1,0 +1,74 @@
+//! A one-shot turn (S29, S30): no driver, the harness once in its plain mode, here or in a
+//! sandbox. Nothing can ask Tower, so policy governed and the Tower hook refuse it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::Launched;
+use crate::error::ControlError;
+use crate::launch::{self, Launch};
+use crate::plane::ControlPlane;
+use crate::runs::plan::TurnPlan;
+
+impl ControlPlane {
+    pub(super) async fn place_one_shot(
+        self: &Arc<Self>,
+        plan: &TurnPlan,
+        why: &str,
+        sb: Option<&hangar_sandbox::Sandbox>,
+    ) -> Result<Launched, ControlError> {
+        let session = &plan.session;
+        let hooked = launch::hook_required(&self.tools)
+            || sb.is_some_and(|s| crate::sandbox_turn::hook::required(&self.tools, s));
+        if let Some(no) = crate::oneshot::refusal(session.policy, hooked) {
+            return Err(ControlError::BadRequest(no));
+        }
+        let argv = crate::oneshot::argv(
+            &self.tools,
+            session.harness,
+            session.policy,
+            &plan.options,
+            session.harness_session_id.as_deref(),
+            &plan.turn.prompt,
+        );
+        let mut manifest = launch::manifest(
+            &self.tools,
+            &Launch {
+                fork: None,
+                tower: None,
+                run_id: plan.run_id(),
+                ctl: &plan.ctl,
+                workdir: std::path::Path::new(&plan.sandbox.workdir),
+                harness: session.harness,
+                policy: session.policy,
+                resume: session.harness_session_id.as_deref(),
+                options: &plan.options,
+            },
+            &[],
+            // No driver, so no deny-risky rules: the manifest says so.
+            hangar_events::RulesRecord {
+                disabled: Vec::new(),
+                added: Vec::new(),
+                digest: "none: one-shot turn, the deny-risky rules do not run".into(),
+            },
+        );
+        manifest.argv = argv.clone();
+        manifest.policy_effective = format!("{} (one-shot)", session.policy.as_str());
+        manifest.driver_digest = "none: one-shot turn, no driver".into();
+        let one = crate::oneshot::OneShot {
+            run_id: plan.run_id().to_owned(),
+            turn_id: plan.turn.id.clone(),
+            ctl: plan.ctl.clone(),
+            workdir: PathBuf::from(&plan.sandbox.workdir),
+            argv,
+            policy: session.policy,
+            why: why.to_owned(),
+        };
+        self.start_one_shot(one, session, sb.cloned()).await?;
+        // This process runs it: its pid is the run's.
+        Ok(Launched {
+            manifest: manifest.sealed(),
+            pid: Some(std::process::id()),
+        })
+    }
+}
