@@ -340,10 +340,7 @@ impl Api {
         let message = serde_json::from_value::<hangar_api::ErrorBody>(body)
             .map(|b| b.error.message)
             .unwrap_or_else(|_| format!("the server at {} answered {status}", self.base));
-        Err(ApiError::Status {
-            status,
-            message,
-        })
+        Err(ApiError::Status { status, message })
     }
 
     /// `GET /v1/health` (no token needed): is a hangar server there?
