@@ -128,7 +128,7 @@ pub struct StartSession {
     /// Run in `dir` itself, unsandboxed, as the server's user (only where the server allows it).
     #[serde(default)]
     pub no_sandbox: bool,
-    #[serde(default)]
+    #[serde(default = "crate::vocab::default_harness")]
     pub harness: Harness,
     /// Default: the environment's `governance.policy`, else `ask`.
     #[serde(default)]

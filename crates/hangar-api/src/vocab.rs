@@ -4,22 +4,12 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The agent a session runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Harness {
-    #[default]
-    Claude,
-    Codex,
-}
+/// The agent a session runs, and how its tool calls are governed: hangar's shared words.
+pub use hangar_protocol::{Harness, Policy};
 
-/// How tool calls are governed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Policy {
-    Ask,
-    Auto,
-    Governed,
+/// The harness a session runs when the request names none.
+pub fn default_harness() -> Harness {
+    Harness::Claude
 }
 
 /// Where a turn is.

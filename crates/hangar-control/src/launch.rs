@@ -16,7 +16,6 @@ use std::sync::Mutex;
 use hangar_events::{Manifest, file_digest};
 use hangar_protocol::env::{HARNESS_ENV_ALLOW, HARNESS_ENV_FIXED};
 use hangar_store::{Harness, Policy};
-use serde::{Deserialize, Serialize};
 
 use crate::error::ControlError;
 
@@ -32,26 +31,8 @@ pub struct Tools {
     pub env: Vec<(String, String)>,
 }
 
-/// How a session's turns run; kept on the session, so every turn runs the same way.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TurnOptions {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// Codex `-c KEY=VALUE` overrides.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub codex_config: Vec<String>,
-    /// The job's check.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verify: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_verify_rounds: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_timeout: Option<u32>,
-    /// Run the harness even if its version has not passed the conformance suite (each turn
-    /// warns, and its manifest records `harness_check: unverified`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub unverified_harness: bool,
-}
+/// How a session's turns run: the API's type, stored on the session as it came.
+pub use hangar_api::TurnOptions;
 
 /// Everything one launch needs.
 #[derive(Clone, Debug)]

@@ -35,6 +35,17 @@ macro_rules! words {
             }
         }
 
+        /// The set as a JSON Schema: a string, one of the words (for the API's documents).
+        #[cfg(feature = "schema")]
+        impl ::schemars::JsonSchema for $name {
+            fn schema_name() -> ::std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+            fn json_schema(_: &mut ::schemars::SchemaGenerator) -> ::schemars::Schema {
+                ::schemars::json_schema!({"type": "string", "enum": [$($text),+]})
+            }
+        }
+
         impl ::std::str::FromStr for $name {
             type Err = $crate::words::UnknownWord;
             fn from_str(s: &str) -> Result<Self, $crate::words::UnknownWord> {

@@ -12,7 +12,7 @@ use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
 use hangar_api as api;
 use hangar_control::{ControlPlane, Reply, SessionRequest, credentials};
-use hangar_store::{EventScope, Harness, Policy};
+use hangar_store::EventScope;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::Authed;
@@ -115,15 +115,7 @@ async fn start_session(
     who: Authed,
     Json(b): Json<api::StartSession>,
 ) -> ApiResult {
-    let harness = match b.harness {
-        api::Harness::Claude => Harness::Claude,
-        api::Harness::Codex => Harness::Codex,
-    };
-    let policy = b.policy.map(|p| match p {
-        api::Policy::Ask => Policy::Ask,
-        api::Policy::Auto => Policy::Auto,
-        api::Policy::Governed => Policy::Governed,
-    });
+    let (harness, policy) = (b.harness, b.policy);
     let dir = match (b.dir, &b.sandbox) {
         (Some(d), _) => d,
         (None, Some(_)) => PathBuf::new(),
@@ -142,7 +134,7 @@ async fn start_session(
         policy,
         prompt: b.prompt,
         person: who.email,
-        options: views::options_from_api(b.options),
+        options: b.options,
     };
     let s = plane.start_session(req).await?;
     let started = api::Started {

@@ -7,21 +7,6 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 
-pub fn harness(h: hangar_store::Harness) -> api::Harness {
-    match h {
-        hangar_store::Harness::Claude => api::Harness::Claude,
-        hangar_store::Harness::Codex => api::Harness::Codex,
-    }
-}
-
-pub fn policy(p: hangar_store::Policy) -> api::Policy {
-    match p {
-        hangar_store::Policy::Ask => api::Policy::Ask,
-        hangar_store::Policy::Auto => api::Policy::Auto,
-        hangar_store::Policy::Governed => api::Policy::Governed,
-    }
-}
-
 pub fn turn_state(s: hangar_store::TurnState) -> api::TurnState {
     use hangar_store::TurnState as S;
     match s {
@@ -46,40 +31,14 @@ fn decision(d: hangar_store::Decision) -> api::Decision {
     }
 }
 
-/// The API's options from the control plane's (the same fields).
-pub fn options_to_api(o: hangar_control::TurnOptions) -> api::TurnOptions {
-    api::TurnOptions {
-        model: o.model,
-        codex_config: o.codex_config,
-        verify: o.verify,
-        max_verify_rounds: o.max_verify_rounds,
-        model_timeout: o.model_timeout,
-        unverified_harness: o.unverified_harness,
-    }
-}
-
-/// The control plane's options from a request's.
-pub fn options_from_api(o: api::TurnOptions) -> hangar_control::TurnOptions {
-    hangar_control::TurnOptions {
-        model: o.model,
-        codex_config: o.codex_config,
-        verify: o.verify,
-        max_verify_rounds: o.max_verify_rounds,
-        model_timeout: o.model_timeout,
-        unverified_harness: o.unverified_harness,
-    }
-}
-
 pub fn session(s: &Session) -> api::Session {
     // The session keeps the options it was started with, as the control plane wrote them.
-    let options = serde_json::from_value::<hangar_control::TurnOptions>(s.options.clone())
-        .map(options_to_api)
-        .unwrap_or_default();
+    let options = serde_json::from_value::<api::TurnOptions>(s.options.clone()).unwrap_or_default();
     api::Session {
         id: s.id.clone(),
         sandbox_id: s.sandbox_id.clone(),
-        harness: harness(s.harness),
-        policy: policy(s.policy),
+        harness: s.harness,
+        policy: s.policy,
         harness_session_id: s.harness_session_id.clone(),
         options,
         turn_count: s.turn_count,

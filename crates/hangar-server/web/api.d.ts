@@ -365,7 +365,6 @@ export interface Forks {
   run: string;
 }
 
-/** The agent a session runs. */
 export type Harness = "claude" | "codex";
 
 /** `GET /v1/health`. */
@@ -425,7 +424,6 @@ export interface PendingApprovals {
 /** Where in a turn a step's tree was taken, when not after a tool call. */
 export type Phase = "start" | "end";
 
-/** How tool calls are governed. */
 export type Policy = "ask" | "auto" | "governed";
 
 /** Where sandboxes of an environment run. */
