@@ -220,6 +220,11 @@ async fn reader_of_sqlite(url: &str, shown: &str) -> Result<Db, StoreError> {
         .read_only(true)
         .foreign_keys(true)
         .busy_timeout(SQLITE_BUSY_TIMEOUT);
+    sqlite_pool(opts, shown).await
+}
+
+/// A pool of SQLite connections made with `opts`.
+async fn sqlite_pool(opts: SqliteConnectOptions, shown: &str) -> Result<Db, StoreError> {
     let pool = SqlitePoolOptions::new()
         .max_connections(4)
         .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -262,16 +267,7 @@ async fn open_sqlite(path: &str, shown: &str) -> Result<Db, StoreError> {
         .synchronous(SqliteSynchronous::Normal)
         .foreign_keys(true)
         .busy_timeout(SQLITE_BUSY_TIMEOUT);
-    let pool = SqlitePoolOptions::new()
-        .max_connections(4)
-        .acquire_timeout(ACQUIRE_TIMEOUT)
-        .connect_with(opts)
-        .await
-        .map_err(|source| StoreError::Open {
-            url: shown.to_owned(),
-            source,
-        })?;
-    Ok(Db::Sqlite(pool))
+    sqlite_pool(opts, shown).await
 }
 
 /// Creates an empty database file readable by its owner only (SQLite gives its `-wal` and
