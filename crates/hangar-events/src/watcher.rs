@@ -150,26 +150,14 @@ impl LogReader {
             });
         };
         let (key, run) = (&seals.0, seals.1.as_str());
-        let file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Ok(SealedRead {
-                    lines: Vec::new(),
-                    new_cursor: cursor,
-                    last_seal: None,
-                    at_end: true,
-                });
-            }
-            Err(e) => return Err(CoreError::io(path, e)),
-        };
-        let len = file.metadata().map_err(|e| CoreError::io(path, e))?.len();
-        if cursor > len {
-            return Err(CoreError::CursorPastEnd {
-                path: path.to_owned(),
-                cursor,
-                len,
+        let Some(file) = open_at(path, cursor)? else {
+            return Ok(SealedRead {
+                lines: Vec::new(),
+                new_cursor: cursor,
+                last_seal: None,
+                at_end: true,
             });
-        }
+        };
         let scan = logseal::scan(
             &file,
             cursor,
@@ -229,19 +217,9 @@ impl LogReader {
         cursor: u64,
         max_bytes: u64,
     ) -> Result<(Vec<(u64, String)>, u64), CoreError> {
-        let mut file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((Vec::new(), cursor)),
-            Err(e) => return Err(CoreError::io(path, e)),
+        let Some(mut file) = open_at(path, cursor)? else {
+            return Ok((Vec::new(), cursor));
         };
-        let len = file.metadata().map_err(|e| CoreError::io(path, e))?.len();
-        if cursor > len {
-            return Err(CoreError::CursorPastEnd {
-                path: path.to_owned(),
-                cursor,
-                len,
-            });
-        }
         file.seek(SeekFrom::Start(cursor))
             .map_err(|e| CoreError::io(path, e))?;
         let mut reader = BufReader::with_capacity(BUF_BYTES, file);
@@ -380,6 +358,24 @@ pub fn rebuild_with(path: &Path, reader: &LogReader, mode: Option<LogMode>) -> V
     }
 }
 
+/// The log opened for reading from `cursor`; `None` while it does not exist. A cursor past its
+/// end is [`CoreError::CursorPastEnd`].
+fn open_at(path: &Path, cursor: u64) -> Result<Option<File>, CoreError> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(CoreError::io(path, e)),
+    };
+    let len = file.metadata().map_err(|e| CoreError::io(path, e))?.len();
+    if cursor > len {
+        return Err(CoreError::CursorPastEnd {
+            path: path.to_owned(),
+            cursor,
+            len,
+        });
+    }
+    Ok(Some(file))
+}
 #[cfg(test)]
 #[path = "watcher_tests.rs"]
 mod tests;
