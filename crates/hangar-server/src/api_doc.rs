@@ -38,14 +38,16 @@ fn string() -> Value {
 
 /// Routes served without a token.
 const PUBLIC: &[&str] = &["/v1/health", "/.well-known/jwks.json", "/v1/openapi.json"];
-/// The documented endpoints.
-pub fn endpoints() -> Vec<Endpoint> {
-    let e = |method: &'static str,
-             path: &'static str,
-             summary: &'static str,
-             request: Option<SchemaFn>,
-             response: SchemaFn,
-             status: u16| Endpoint {
+/// One documented JSON endpoint.
+fn e(
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    request: Option<SchemaFn>,
+    response: SchemaFn,
+    status: u16,
+) -> Endpoint {
+    Endpoint {
         method,
         path,
         summary,
@@ -53,8 +55,23 @@ pub fn endpoints() -> Vec<Endpoint> {
         response,
         stream: false,
         status,
-    };
-    let mut list = vec![
+    }
+}
+
+/// Every documented endpoint: the route table `routes::routes` must serve exactly these.
+pub fn endpoints() -> Vec<Endpoint> {
+    let mut list = service_endpoints();
+    list.extend(session_endpoints());
+    list.extend(run_endpoints());
+    list.extend(record_endpoints());
+    list.extend(stream_endpoints());
+    list.extend(crate::sandboxes::endpoints());
+    list
+}
+
+/// The server itself, served without a token.
+fn service_endpoints() -> Vec<Endpoint> {
+    vec![
         e(
             "GET",
             "/v1/health",
@@ -79,6 +96,12 @@ pub fn endpoints() -> Vec<Endpoint> {
             of::<Map<String, Value>>,
             200,
         ),
+    ]
+}
+
+/// Sessions and their turns.
+fn session_endpoints() -> Vec<Endpoint> {
+    vec![
         e(
             "GET",
             "/v1/sessions",
@@ -135,6 +158,12 @@ pub fn endpoints() -> Vec<Endpoint> {
             of::<api::Turn>,
             200,
         ),
+    ]
+}
+
+/// Runs: commands, approvals, events, steps and forks.
+fn run_endpoints() -> Vec<Endpoint> {
+    vec![
         e("GET", "/v1/runs/{id}", "A run", None, of::<api::Run>, 200),
         e(
             "POST",
@@ -224,6 +253,12 @@ pub fn endpoints() -> Vec<Endpoint> {
             of::<api::Forks>,
             200,
         ),
+    ]
+}
+
+/// Credentials, the audit log, who is asking, the board.
+fn record_endpoints() -> Vec<Endpoint> {
+    vec![
         e(
             "GET",
             "/v1/credentials",
@@ -288,7 +323,12 @@ pub fn endpoints() -> Vec<Endpoint> {
             of::<api::TurnAudit>,
             200,
         ),
-    ];
+    ]
+}
+
+/// The live event streams (SSE).
+fn stream_endpoints() -> Vec<Endpoint> {
+    let mut list = Vec::new();
     for path in [
         "/v1/sessions/{id}/events/stream",
         "/v1/runs/{id}/events/stream",
@@ -303,7 +343,6 @@ pub fn endpoints() -> Vec<Endpoint> {
             status: 200,
         });
     }
-    list.extend(crate::sandboxes::endpoints());
     list
 }
 

@@ -19,7 +19,6 @@ const TEST_CRATES: &[&str] = &[];
 /// leaves this list once it is under the limit.
 const NOT_YET_SPLIT: &[(&str, usize)] = &[
     ("crates/hangar-driver/src/main.rs start", 253),
-    ("crates/hangar-server/src/api_doc.rs endpoints", 267),
     ("crates/hangar-control/src/remote.rs sync_loop", 165),
     ("crates/hangar-driver/src/args.rs parse", 160),
 ];
