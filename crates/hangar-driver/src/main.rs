@@ -175,125 +175,27 @@ fn start() -> Result<i32, String> {
         .map_err(|e| format!("cannot open the run log {}: {e}", ctl.run_log().display()))?;
     let inbox = match hangar_mailbox::Inbox::with_doorbell(ctl, Verifier::new(&s.run, key)) {
         Ok(i) => i,
-        Err(message) => {
-            log.hangar(&HangarLine::Error {
-                message: message.clone(),
-            });
-            return Err(message);
-        }
+        Err(message) => return Err(logged(&log, message)),
     };
     let (tx, rx) = mpsc::channel();
     let bell = tx.clone();
     inbox.start_doorbell(move || bell.send(turn::Event::Wake).is_ok());
-    // Claude Code's check is a Stop hook in the turn's own settings file (see verify.rs).
-    let stop_hook = match (&s.verify, s.harness, &s.raw) {
-        (Some(v), HarnessKind::Claude, None) => Some(
-            verify::StopHook::write(&std::env::temp_dir(), &s.run, v)
-                .map_err(|e| format!("cannot write the job's Stop hook: {e}"))?,
-        ),
-        _ => None,
-    };
-    let mut hooks: Vec<HookDigest> = stop_hook.iter().filter_map(|h| h.digest().ok()).collect();
-    let mut early_warnings = Vec::new();
-    // Claude Code: the turn's own settings, on every turn (see claude_settings.rs).
-    let claude_turn = match (s.harness, &s.raw) {
-        (HarnessKind::Claude, None) => {
-            let reviewed = match &s.claude_settings {
-                Some(f) => Some(claude_settings::Reviewed::load(f).inspect_err(|message| {
-                    log.hangar(&HangarLine::Error {
-                        message: message.clone(),
-                    });
-                })?),
-                None => None,
-            };
-            hooks.extend(reviewed.iter().map(|r| r.digest.clone()));
-            Some(
-                claude_settings::TurnSettings::write(
-                    &std::env::temp_dir(),
-                    &s.run,
-                    reviewed.as_ref(),
-                    stop_hook.as_ref().map(|h| h.settings.as_path()),
-                )
-                .map_err(|e| format!("cannot write the turn's Claude Code settings: {e}"))?,
-            )
-        }
-        _ => None,
-    };
-    // Codex: the turn's own CODEX_HOME (see codex/home.rs).
-    let codex_home = match (s.harness, &s.raw) {
-        (HarnessKind::Codex, None) => Some(
-            codex::CodexHome::prepare(
-                &std::env::temp_dir(),
-                &s.run,
-                &agent_codex_home(&s)?,
-                s.agent.as_ref(),
-            )
-            .map_err(|e| format!("cannot make the turn's Codex home: {e}"))?,
-        ),
-        _ => None,
-    };
-    s.codex_home = codex_home.as_ref().map(|h| h.dir.clone());
-    // The Tower hook: the turn's own settings run it before every tool call (see tower.rs).
-    let tower_settings = match (&s.tower_hook, &s.tower, s.harness, &s.raw) {
-        (Some(hook), Some(t), HarnessKind::Claude, None) => {
-            let digest = HookDigest::of_file(tower::HOOK_NAME, hook);
-            // T16: the hook in the sandbox must be the one hangar installed, or no turn.
-            if let Some(want) = &s.tower_hook_digest {
-                let found = match &digest {
-                    Ok(d) => d.digest.clone(),
-                    Err(e) => format!("unreadable ({e})"),
-                };
-                if *want != found {
-                    let message = format!(
-                        "the Tower hook {} is not the one hangar installed (SHA-256 {found}, expected {want}); the turn is refused",
-                        hook.display()
-                    );
-                    log.hangar(&HangarLine::Error {
-                        message: message.clone(),
-                    });
-                    return Err(message);
-                }
-            }
-            match digest {
-                Ok(d) => hooks.push(d),
-                Err(e) => early_warnings.push(format!(
-                    "the Tower hook {} cannot be read ({e}); every tool call will be blocked",
-                    hook.display()
-                )),
-            }
-            Some(
-                tower::write_hook_settings(
-                    &std::env::temp_dir(),
-                    &s.run,
-                    hook,
-                    t,
-                    &s.cwd,
-                    s.rules_file.as_deref(),
-                    claude_turn.as_ref().map(|t| t.settings.as_path()),
-                )
-                .map_err(|e| format!("cannot write the turn's Tower hook settings: {e}"))?,
-            )
-        }
-        _ => None,
-    };
-    let settings_file = tower_settings
+    let files = TurnFiles::write(&s, &log)?;
+    s.codex_home = files.codex_home.as_ref().map(|h| h.dir.clone());
+    let settings_file = files
+        .tower_settings
         .as_ref()
         .map(|t| t.settings.clone())
-        .or_else(|| claude_turn.as_ref().map(|t| t.settings.clone()));
+        .or_else(|| files.claude_turn.as_ref().map(|t| t.settings.clone()));
     let claude_files = settings_file.as_deref().map(|f| claude::TurnFiles {
         settings: f,
-        mcp: claude_turn.as_ref().and_then(|t| t.mcp.as_deref()),
-        hook_events: stop_hook.is_some() || tower_settings.is_some(),
+        mcp: files.claude_turn.as_ref().and_then(|t| t.mcp.as_deref()),
+        hook_events: files.stop_hook.is_some() || files.tower_settings.is_some(),
     });
     let (program, argv, adapter) = harness_for(&s, claude_files)?;
     let (harness, stdout) = match harness::spawn(&program, &argv, &s) {
         Ok(h) => h,
-        Err(e) => {
-            log.hangar(&HangarLine::Error {
-                message: e.to_string(),
-            });
-            return Err(e.to_string());
-        }
+        Err(e) => return Err(logged(&log, e.to_string())),
     };
     log.hangar(&HangarLine::Started {
         run: s.run.clone(),
@@ -313,7 +215,7 @@ fn start() -> Result<i32, String> {
             .chain(&argv)
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
-        hooks,
+        hooks: files.hooks.clone(),
     });
     let relay_log = log.clone();
     let tower_tx = tx.clone();
@@ -336,53 +238,196 @@ fn start() -> Result<i32, String> {
             ctl.trees_pack(),
         ));
     }
-    turn.verify_configured = s.verify.is_some() && s.raw.is_none();
-    for message in early_warnings {
-        turn.log.hangar(&HangarLine::Warning { message });
-    }
-    turn.hook_on = tower_settings.is_some();
-    if turn.hook_on && s.policy != args::Policy::Auto {
-        turn.log.hangar(&HangarLine::Warning {
-            message: format!(
-                "the Tower hook asks Tower before every tool call, so the driver answers permission requests from the deny-risky rules only and never asks Tower as well (the turn's policy stays {})",
-                s.policy.as_str()
-            ),
-        });
-    }
-    turn.tower_settings = tower_settings;
-    turn.remove_at_end.extend(claude_turn.map(|t| t.dir));
-    turn.remove_at_end.extend(codex_home.map(|h| h.dir));
-    if let (args::Policy::Governed, Some(t), false) = (s.policy, &s.tower, turn.hook_on) {
-        turn.governed = Some(tower::Governed {
-            tower: t.clone(),
-            tx: tower_tx,
-            harness: if s.harness == HarnessKind::Codex {
-                "codex"
-            } else {
-                "claude-code"
-            },
-            run: s.run.clone(),
-        });
-    }
-    turn.stop_hook = stop_hook.zip(s.verify.as_ref().map(|v| v.max_rounds));
+    files.hand_to(&mut turn, &s, tower_tx);
     if let Err(message) = turn.start() {
         turn.log.hangar(&HangarLine::Error { message });
         return Ok(turn.harness_gone(&rx));
     }
+    Ok(drive(&mut turn, &s, &rx))
+}
+
+/// Writes `message` to the run log as an error; the message.
+fn logged(log: &RunLog, message: String) -> String {
+    log.hangar(&HangarLine::Error {
+        message: message.clone(),
+    });
+    message
+}
+
+/// The files a turn writes for its harness besides the prompt (the job's Stop hook, Claude
+/// Code's own settings, Codex's home, the Tower hook's settings), with the digests of the hooks
+/// they run and what to warn of.
+struct TurnFiles {
+    stop_hook: Option<verify::StopHook>,
+    claude_turn: Option<claude_settings::TurnSettings>,
+    codex_home: Option<codex::CodexHome>,
+    tower_settings: Option<tower::HookSettings>,
+    hooks: Vec<HookDigest>,
+    early_warnings: Vec<String>,
+}
+
+impl TurnFiles {
+    fn write(s: &Settings, log: &RunLog) -> Result<TurnFiles, String> {
+        // Claude Code's check is a Stop hook in the turn's own settings file (see verify.rs).
+        let stop_hook = match (&s.verify, s.harness, &s.raw) {
+            (Some(v), HarnessKind::Claude, None) => Some(
+                verify::StopHook::write(&std::env::temp_dir(), &s.run, v)
+                    .map_err(|e| format!("cannot write the job's Stop hook: {e}"))?,
+            ),
+            _ => None,
+        };
+        let mut files = TurnFiles {
+            hooks: stop_hook.iter().filter_map(|h| h.digest().ok()).collect(),
+            stop_hook,
+            claude_turn: None,
+            codex_home: None,
+            tower_settings: None,
+            early_warnings: Vec::new(),
+        };
+        files.claude_turn = files.claude_settings(s, log)?;
+        // Codex: the turn's own CODEX_HOME (see codex/home.rs).
+        files.codex_home = match (s.harness, &s.raw) {
+            (HarnessKind::Codex, None) => Some(
+                codex::CodexHome::prepare(
+                    &std::env::temp_dir(),
+                    &s.run,
+                    &agent_codex_home(s)?,
+                    s.agent.as_ref(),
+                )
+                .map_err(|e| format!("cannot make the turn's Codex home: {e}"))?,
+            ),
+            _ => None,
+        };
+        files.tower_settings = files.tower_hook(s, log)?;
+        Ok(files)
+    }
+
+    /// Claude Code: the turn's own settings, on every turn (see claude_settings.rs), with the
+    /// environment's reviewed settings when it has them.
+    fn claude_settings(
+        &mut self,
+        s: &Settings,
+        log: &RunLog,
+    ) -> Result<Option<claude_settings::TurnSettings>, String> {
+        let (HarnessKind::Claude, None) = (s.harness, &s.raw) else {
+            return Ok(None);
+        };
+        let reviewed = match &s.claude_settings {
+            Some(f) => {
+                Some(claude_settings::Reviewed::load(f).map_err(|message| logged(log, message))?)
+            }
+            None => None,
+        };
+        self.hooks.extend(reviewed.iter().map(|r| r.digest.clone()));
+        claude_settings::TurnSettings::write(
+            &std::env::temp_dir(),
+            &s.run,
+            reviewed.as_ref(),
+            self.stop_hook.as_ref().map(|h| h.settings.as_path()),
+        )
+        .map(Some)
+        .map_err(|e| format!("cannot write the turn's Claude Code settings: {e}"))
+    }
+
+    /// The Tower hook: the turn's own settings run it before every tool call (see tower.rs).
+    /// T16: the hook in the sandbox must be the one hangar installed, or no turn.
+    fn tower_hook(
+        &mut self,
+        s: &Settings,
+        log: &RunLog,
+    ) -> Result<Option<tower::HookSettings>, String> {
+        let (Some(hook), Some(t), HarnessKind::Claude, None) =
+            (&s.tower_hook, &s.tower, s.harness, &s.raw)
+        else {
+            return Ok(None);
+        };
+        let digest = HookDigest::of_file(tower::HOOK_NAME, hook);
+        if let Some(want) = &s.tower_hook_digest {
+            let found = match &digest {
+                Ok(d) => d.digest.clone(),
+                Err(e) => format!("unreadable ({e})"),
+            };
+            if *want != found {
+                return Err(logged(
+                    log,
+                    format!(
+                        "the Tower hook {} is not the one hangar installed (SHA-256 {found}, expected {want}); the turn is refused",
+                        hook.display()
+                    ),
+                ));
+            }
+        }
+        match digest {
+            Ok(d) => self.hooks.push(d),
+            Err(e) => self.early_warnings.push(format!(
+                "the Tower hook {} cannot be read ({e}); every tool call will be blocked",
+                hook.display()
+            )),
+        }
+        tower::write_hook_settings(
+            &std::env::temp_dir(),
+            &s.run,
+            hook,
+            t,
+            &s.cwd,
+            s.rules_file.as_deref(),
+            self.claude_turn.as_ref().map(|t| t.settings.as_path()),
+        )
+        .map(Some)
+        .map_err(|e| format!("cannot write the turn's Tower hook settings: {e}"))
+    }
+
+    /// Gives the turn what it keeps of these files (to remove at its end, to check with), and
+    /// how it is governed.
+    fn hand_to(self, turn: &mut Turn, s: &Settings, tower_tx: mpsc::Sender<turn::Event>) {
+        turn.verify_configured = s.verify.is_some() && s.raw.is_none();
+        for message in self.early_warnings {
+            turn.log.hangar(&HangarLine::Warning { message });
+        }
+        turn.hook_on = self.tower_settings.is_some();
+        if turn.hook_on && s.policy != args::Policy::Auto {
+            turn.log.hangar(&HangarLine::Warning {
+                message: format!(
+                    "the Tower hook asks Tower before every tool call, so the driver answers permission requests from the deny-risky rules only and never asks Tower as well (the turn's policy stays {})",
+                    s.policy.as_str()
+                ),
+            });
+        }
+        turn.tower_settings = self.tower_settings;
+        turn.remove_at_end.extend(self.claude_turn.map(|t| t.dir));
+        turn.remove_at_end.extend(self.codex_home.map(|h| h.dir));
+        if let (args::Policy::Governed, Some(t), false) = (s.policy, &s.tower, turn.hook_on) {
+            turn.governed = Some(tower::Governed {
+                tower: t.clone(),
+                tx: tower_tx,
+                harness: if s.harness == HarnessKind::Codex {
+                    "codex"
+                } else {
+                    "claude-code"
+                },
+                run: s.run.clone(),
+            });
+        }
+        turn.stop_hook = self.stop_hook.zip(s.verify.as_ref().map(|v| v.max_rounds));
+    }
+}
+
+/// Runs the started turn to its end: each time it settles, Codex's check (between turns of the
+/// thread, S22) and what waits in the inbox; the exit status.
+fn drive(turn: &mut Turn, s: &Settings, rx: &mpsc::Receiver<turn::Event>) -> i32 {
     let mut own = 0u32;
     loop {
-        match turn.run_until_settled(&rx) {
-            Outcome::Gone => return Ok(turn.harness_gone(&rx)),
+        match turn.run_until_settled(rx) {
+            Outcome::Gone => return turn.harness_gone(rx),
             Outcome::Settled {
                 is_error,
                 interrupted,
             } => {
-                // Codex's check runs here, between turns of the thread (S22).
                 if let (Some(v), HarnessKind::Codex, None, false, false) =
                     (&s.verify, s.harness, &s.raw, is_error, interrupted)
                 {
                     let run =
-                        verify::run_check(v, &s.cwd, s.agent.as_ref(), &harness::harness_env(&s));
+                        verify::run_check(v, &s.cwd, s.agent.as_ref(), &harness::harness_env(s));
                     let rounds = turn.verify_rounds.unwrap_or(0);
                     let outcome = if run.passed() {
                         VerifyOutcome::Passed
@@ -405,7 +450,7 @@ fn start() -> Result<i32, String> {
                 if turn.close_and_drain() {
                     continue;
                 }
-                return Ok(turn.finish(&rx));
+                return turn.finish(rx);
             }
         }
     }

@@ -18,7 +18,6 @@ const TEST_CRATES: &[&str] = &[];
 /// The functions still over the limit, while issue 19 splits them: each may only shrink, and
 /// leaves this list once it is under the limit.
 const NOT_YET_SPLIT: &[(&str, usize)] = &[
-    ("crates/hangar-driver/src/main.rs start", 253),
     ("crates/hangar-control/src/remote.rs sync_loop", 165),
     ("crates/hangar-driver/src/args.rs parse", 160),
 ];
