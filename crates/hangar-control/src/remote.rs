@@ -536,93 +536,27 @@ async fn sync_loop(
     let mut last_pull = Instant::now() - PULL_EVERY;
     let mut last_keep = Instant::now();
     let keep_every = keep_alive_every(&plane, &sb).await;
-    // The run's key, to tell the driver's acks from any other.
-    let check = loop {
-        match plane.mailbox(&run_id).await {
-            Ok(m) => {
-                break AckCheck {
-                    run: run_id.clone(),
-                    key: m.key().clone(),
-                    said: Mutex::default(),
-                };
-            }
-            Err(e) => {
-                let since = *failing_since.get_or_insert_with(Instant::now);
-                tracing::warn!(run = %run_id, error = %e, "cannot read the run's key");
-                if since.elapsed() >= GONE_AFTER {
-                    set(
-                        &status,
-                        Status::Gone(format!("cannot read run {run_id}'s key: {e}")),
-                    );
-                    return;
-                }
-                tokio::time::sleep(PULL_EVERY).await;
-            }
-        }
+    let Some(check) = ack_check(&plane, &run_id, &status).await else {
+        return;
     };
-    failing_since = None;
     loop {
         let step = async {
-            // In: what the mailbox left in the mirror's in/.
-            let mut pushed_now = false;
-            let waiting_now: Vec<String> = waiting(&host.inbox())
-                .into_iter()
-                .filter(|n| !pushed.contains(n))
-                .collect();
-            for (i, name) in waiting_now.iter().enumerate() {
-                let Ok(bytes) = tokio::fs::read(host.inbox().join(name)).await else {
-                    continue;
-                };
-                // Waiting for the ack holds the sync: only the last of several waits for it
-                // (the others' acks come with the next pull).
-                let wait = if i + 1 == waiting_now.len() {
-                    PUSH_WAITS_FOR_ACK
-                } else {
-                    0
-                };
-                if let Pushed::Landed(ack) = push(&plane, &sb, &inside, name, bytes, wait).await? {
-                    if let Some(ack) = ack {
-                        take_ack(&host, &check, &mut acks, &format!("{name}.ack"), &ack)?;
-                    }
-                    pushed.insert(name.clone());
-                    pushed_now = true;
-                }
-            }
+            let pushed_now = push_waiting(
+                &plane,
+                &sb,
+                (&host, &inside),
+                &check,
+                &mut acks,
+                &mut pushed,
+            )
+            .await?;
             if !pushed_now && last_pull.elapsed() < PULL_EVERY {
                 return Ok(None);
             }
             last_pull = Instant::now();
-            // Out: one pull.
-            let off = tokio::fs::metadata(host.run_log())
+            pull(&plane, &sb, (&host, &inside), &run_id, &acks)
                 .await
-                .map(|m| m.len())
-                .unwrap_or(0);
-            let mut argv: Vec<String> = vec![
-                "sh".into(),
-                "-c".into(),
-                PULL.into(),
-                "pull".into(),
-                inside.display().to_string(),
-                off.to_string(),
-                PULL_MAX.to_string(),
-                run_id.clone(),
-                hangar_cloud::TMUX_SOCKET.into(),
-            ];
-            argv.extend(acks.iter().cloned());
-            let req = ExecRequest {
-                argv,
-                cwd: Some(PathBuf::from("/")),
-                ..ExecRequest::default()
-            };
-            let out = exec(&plane, &sb, &req).await?;
-            let pulled = parse_pull(&out.stdout).map_err(|message| ExecFailed {
-                gone: false,
-                message: format!(
-                    "{message} ({})",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-            })?;
-            Ok::<_, ExecFailed>(Some(pulled))
+                .map(Some)
         };
         match step.await {
             Ok(None) => {}
@@ -685,6 +619,110 @@ async fn sync_loop(
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// The run's key, to tell the driver's acks from any other; `None` (the status says why) when
+/// it cannot be read for [`GONE_AFTER`].
+async fn ack_check(plane: &ControlPlane, run_id: &str, status: &Mutex<Status>) -> Option<AckCheck> {
+    let mut failing_since: Option<Instant> = None;
+    loop {
+        match plane.mailbox(run_id).await {
+            Ok(m) => {
+                return Some(AckCheck {
+                    run: run_id.to_owned(),
+                    key: m.key().clone(),
+                    said: Mutex::default(),
+                });
+            }
+            Err(e) => {
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                tracing::warn!(run = %run_id, error = %e, "cannot read the run's key");
+                if since.elapsed() >= GONE_AFTER {
+                    set(
+                        status,
+                        Status::Gone(format!("cannot read run {run_id}'s key: {e}")),
+                    );
+                    return None;
+                }
+                tokio::time::sleep(PULL_EVERY).await;
+            }
+        }
+    }
+}
+
+/// In: pushes what the mailbox left in the mirror's `in/` into the sandbox; whether any landed.
+async fn push_waiting(
+    plane: &ControlPlane,
+    sb: &Sandbox,
+    (host, inside): (&ControlDir, &Path),
+    check: &AckCheck,
+    acks: &mut HashSet<String>,
+    pushed: &mut HashSet<String>,
+) -> Result<bool, ExecFailed> {
+    let mut pushed_now = false;
+    let waiting_now: Vec<String> = waiting(&host.inbox())
+        .into_iter()
+        .filter(|n| !pushed.contains(n))
+        .collect();
+    for (i, name) in waiting_now.iter().enumerate() {
+        let Ok(bytes) = tokio::fs::read(host.inbox().join(name)).await else {
+            continue;
+        };
+        // Waiting for the ack holds the sync: only the last of several waits for it (the
+        // others' acks come with the next pull).
+        let wait = if i + 1 == waiting_now.len() {
+            PUSH_WAITS_FOR_ACK
+        } else {
+            0
+        };
+        if let Pushed::Landed(ack) = push(plane, sb, inside, name, bytes, wait).await? {
+            if let Some(ack) = ack {
+                take_ack(host, check, acks, &format!("{name}.ack"), &ack)?;
+            }
+            pushed.insert(name.clone());
+            pushed_now = true;
+        }
+    }
+    Ok(pushed_now)
+}
+
+/// Out: one pull of what the driver wrote past the mirror's log, and the acks not yet here.
+async fn pull(
+    plane: &ControlPlane,
+    sb: &Sandbox,
+    (host, inside): (&ControlDir, &Path),
+    run_id: &str,
+    acks: &HashSet<String>,
+) -> Result<Pulled, ExecFailed> {
+    let off = tokio::fs::metadata(host.run_log())
+        .await
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let mut argv: Vec<String> = vec![
+        "sh".into(),
+        "-c".into(),
+        PULL.into(),
+        "pull".into(),
+        inside.display().to_string(),
+        off.to_string(),
+        PULL_MAX.to_string(),
+        run_id.to_owned(),
+        hangar_cloud::TMUX_SOCKET.into(),
+    ];
+    argv.extend(acks.iter().cloned());
+    let req = ExecRequest {
+        argv,
+        cwd: Some(PathBuf::from("/")),
+        ..ExecRequest::default()
+    };
+    let out = exec(plane, sb, &req).await?;
+    parse_pull(&out.stdout).map_err(|message| ExecFailed {
+        gone: false,
+        message: format!(
+            "{message} ({})",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+    })
 }
 
 fn gone_reason(sb: &Sandbox, message: &str) -> String {
