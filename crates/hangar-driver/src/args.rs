@@ -187,40 +187,13 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
             _ => return Err(format!("unknown argument {flag:?}\n{USAGE}")),
         }
     }
-    let agent = match (uid, gid, home) {
-        (Some(uid), Some(gid), Some(home)) => Some(Agent { uid, gid, home }),
-        (None, None, None) => None,
-        _ => return Err("--agent-uid, --agent-gid and --agent-home go together".into()),
-    };
-    if resume.is_some() && fork.is_some() {
-        return Err("--resume and --fork exclude each other".into());
-    }
-    if fork_at.is_some() && fork.is_none() {
-        return Err("--fork-at needs --fork".into());
-    }
-    let tower = match (tower_url, tower_key) {
-        (Some(url), Some(key_file)) => Some(crate::tower::TowerSettings {
-            url,
-            key_file,
-            wait_seconds: tower_wait,
-            call_seconds: tower_call,
-        }),
-        (None, None) => None,
-        _ => return Err("--tower-url and --tower-key-file go together".into()),
-    };
-    if (tower_hook.is_some() || policy == Policy::Governed) && tower.is_none() {
-        return Err(
-            "the Tower hook and the governed policy need --tower-url and --tower-key-file".into(),
-        );
-    }
-    if claude_settings.is_some() && harness == HarnessKind::Codex {
-        return Err(
-            "--claude-settings is a Claude Code settings file; a Codex turn takes none".into(),
-        );
-    }
-    if tower_hook.is_some() && harness == HarnessKind::Codex {
-        return Err("Codex turns that require the Tower hook are refused: a hardened Codex turn runs with hooks disabled, and turning them on would also run hooks the agent writes in ~/.codex".into());
-    }
+    let (agent, tower) = combined(
+        (harness, policy),
+        (uid, gid, home),
+        (resume.is_some(), fork.is_some(), fork_at.is_some()),
+        (tower_url, tower_key, tower_wait, tower_call),
+        (tower_hook.is_some(), claude_settings.is_some()),
+    )?;
     let run = run.ok_or("--run is required")?;
     if !hangar_mailbox::ctl::valid_run_id(&run) {
         return Err(format!("{run:?} is not a run id"));
@@ -255,6 +228,52 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         claude_settings,
         codex_home: None,
     })
+}
+
+/// The flags that go together, checked together, in this order: the agent's uid split, what
+/// excludes what, Tower's address and key and what needs them.
+fn combined(
+    (harness, policy): (HarnessKind, Policy),
+    (uid, gid, home): (Option<u32>, Option<u32>, Option<PathBuf>),
+    (resume, fork, fork_at): (bool, bool, bool),
+    (tower_url, tower_key, tower_wait, tower_call): (Option<String>, Option<PathBuf>, u64, u64),
+    (tower_hook, claude_settings): (bool, bool),
+) -> Result<(Option<Agent>, Option<crate::tower::TowerSettings>), String> {
+    let agent = match (uid, gid, home) {
+        (Some(uid), Some(gid), Some(home)) => Some(Agent { uid, gid, home }),
+        (None, None, None) => None,
+        _ => return Err("--agent-uid, --agent-gid and --agent-home go together".into()),
+    };
+    if resume && fork {
+        return Err("--resume and --fork exclude each other".into());
+    }
+    if fork_at && !fork {
+        return Err("--fork-at needs --fork".into());
+    }
+    let tower = match (tower_url, tower_key) {
+        (Some(url), Some(key_file)) => Some(crate::tower::TowerSettings {
+            url,
+            key_file,
+            wait_seconds: tower_wait,
+            call_seconds: tower_call,
+        }),
+        (None, None) => None,
+        _ => return Err("--tower-url and --tower-key-file go together".into()),
+    };
+    if (tower_hook || policy == Policy::Governed) && tower.is_none() {
+        return Err(
+            "the Tower hook and the governed policy need --tower-url and --tower-key-file".into(),
+        );
+    }
+    if claude_settings && harness == HarnessKind::Codex {
+        return Err(
+            "--claude-settings is a Claude Code settings file; a Codex turn takes none".into(),
+        );
+    }
+    if tower_hook && harness == HarnessKind::Codex {
+        return Err("Codex turns that require the Tower hook are refused: a hardened Codex turn runs with hooks disabled, and turning them on would also run hooks the agent writes in ~/.codex".into());
+    }
+    Ok((agent, tower))
 }
 
 fn text(v: OsString) -> String {
