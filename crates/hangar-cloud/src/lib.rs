@@ -8,8 +8,8 @@
 //!
 //! No Kubernetes API server or E2B account is reachable from hangar's machines: both providers
 //! are tested against `hangar-fakecloud`, fakes of the few endpoints they call on 127.0.0.1 whose
-//! pods and sandboxes are containers of the local dockerd (see crates/README.md for what that
-//! does and does not verify).
+//! pods and sandboxes are containers of the local dockerd (its crate docs say what that does and
+//! does not verify).
 
 use std::path::{Path, PathBuf};
 
