@@ -440,3 +440,61 @@ fn read_command_file(opened: io::Result<File>) -> Result<Vec<u8>, Refusal> {
         .map_err(unreadable)?;
     Ok(bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+    use crate::outbox::Mailbox;
+
+    /// Closing `in/` in a stopped driver's place (the orphan sweeper, the remote mirror) opens it
+    /// as the driver does: an `in/` the agent replaced with a link to a folder of its choosing is
+    /// refused, and nothing there is renamed, read or answered.
+    #[test]
+    fn closing_in_the_drivers_place_refuses_an_in_folder_swapped_for_a_link() {
+        let home = tempfile::tempdir().unwrap();
+        let m = Mailbox::create_keeping_key(home.path(), "run-1").unwrap();
+        let elsewhere = home.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("0000000001-aaaaaaaa.cmd"), b"{}").unwrap();
+        let inbox = m.ctl().inbox();
+        std::fs::remove_dir(&inbox).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &inbox).unwrap();
+
+        let verifier = Verifier::new("run-1", m.key().clone());
+        let err = Inbox::open(m.ctl().clone(), verifier)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(err.contains("the agent may have replaced it"), "{err}");
+        // The link and what it points at are as they were; no ack was written anywhere.
+        assert!(
+            std::fs::symlink_metadata(&inbox)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        let names: Vec<_> = std::fs::read_dir(&elsewhere)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from("0000000001-aaaaaaaa.cmd")]
+        );
+        assert_eq!(std::fs::read_dir(m.ctl().acks()).unwrap().count(), 0);
+    }
+
+    /// The same folders, real: the sweeper renames `in/` away and answers what waited there
+    /// `ended` (so the refusal above is the link's doing).
+    #[test]
+    fn closing_in_the_drivers_place_renames_a_real_in_folder_away() {
+        let home = tempfile::tempdir().unwrap();
+        let m = Mailbox::create_keeping_key(home.path(), "run-1").unwrap();
+        let verifier = Verifier::new("run-1", m.key().clone());
+        let mut inbox = Inbox::open(m.ctl().clone(), verifier).unwrap();
+        let answered = inbox.end_as(&(), "in.ended-1", &|_| false).unwrap();
+        assert!(answered.is_empty());
+        assert!(!m.ctl().inbox().exists());
+        assert!(m.ctl().root().join("in.ended-1").is_dir());
+    }
+}
