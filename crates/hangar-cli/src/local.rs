@@ -19,9 +19,7 @@
 //! Turns run detached either way: when the CLI's server stops, they go on, and the next server
 //! (`hangar serve`, or another `hangar run`) re-attaches to them from their saved cursors.
 
-use std::io::Write;
 use std::net::SocketAddr;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,26 +132,8 @@ pub async fn ensure_local_token(store: &Store, home: &Path) -> Result<String, Cl
 
 /// Writes `text` to `path`, readable by its owner only, replacing it atomically.
 fn write_private(path: &Path, text: &str) -> Result<(), CliError> {
-    let mut rnd = [0u8; 6];
-    getrandom::fill(&mut rnd).map_err(|e| CliError::Failed(format!("OS random source: {e}")))?;
-    let tmp = path.with_extension(format!("tmp-{}", hex::encode(rnd)));
-    let fail =
-        |e: std::io::Error| CliError::Failed(format!("cannot write {}: {e}", path.display()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(fail)?;
-    let written = f
-        .write_all(format!("{text}\n").as_bytes())
-        .and_then(|()| f.sync_all());
-    drop(f);
-    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail(e));
-    }
-    Ok(())
+    hangar_protocol::atomic::write_atomic(path, format!("{text}\n").as_bytes(), 0o600)
+        .map_err(|e| CliError::Failed(format!("cannot write {}: {e}", path.display())))
 }
 
 /// The tools for a server that only answers commands: a missing driver matters only if a turn

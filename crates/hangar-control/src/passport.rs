@@ -639,8 +639,11 @@ impl ControlPlane {
         let Some(sb) = self.sandbox_of_run(run_id).await else {
             return false;
         };
-        let Ok(host_tmp) = write_temp(&sb.host_dir.join(format!("{run_id}.tower-key")), bytes)
-        else {
+        let Ok(host_tmp) = hangar_protocol::atomic::write_temp(
+            &sb.host_dir.join(format!("{run_id}.tower-key")),
+            bytes,
+            0o600,
+        ) else {
             return false;
         };
         let name = inside
@@ -741,50 +744,16 @@ async fn refresh_loop(plane: &Arc<ControlPlane>, k: Keep) {
     }
 }
 
-fn temp_beside(file: &Path) -> std::io::Result<PathBuf> {
-    let mut b = [0u8; 8];
-    getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let suffix: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    Ok(file.with_file_name(format!(".{name}.{suffix}.new")))
-}
-
-fn write_temp(file: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = temp_beside(file)?;
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
-            f.sync_all()
-        });
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    Ok(tmp)
-}
-
 /// Writes a run's key file (0600) through a rename, so a reader never sees half of it.
 pub(crate) fn write_key_file(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = write_temp(file, bytes)?;
-    std::fs::rename(&tmp, file).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    hangar_protocol::atomic::write_atomic(file, bytes, 0o600)
 }
 
 /// Replaces a run's key file atomically, only if it is still there: `renameat2` with
 /// `RENAME_EXCHANGE` swaps the new file with the old one (and fails when there is no old one,
 /// so an ended run's file is never put back); then the old content is removed.
 pub(crate) fn swap_key_file(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = write_temp(file, bytes)?;
+    let tmp = hangar_protocol::atomic::write_temp(file, bytes, 0o600)?;
     let swapped = rustix::fs::renameat_with(
         rustix::fs::CWD,
         &tmp,

@@ -64,7 +64,7 @@ pub(crate) fn run_files(home: &Path, run_id: &str, ctl: &Path) -> RunFiles {
 /// written under a temporary name and renamed, so a reader never sees half of one. Files the
 /// run does not have (a turn that never hashed, a driver that died) are skipped.
 pub(crate) fn keep_run(home: &Path, run_id: &str, ctl: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     let dir = kept_dir(home, run_id);
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -75,10 +75,7 @@ pub(crate) fn keep_run(home: &Path, run_id: &str, ctl: &Path) -> std::io::Result
         if !from.is_file() {
             continue;
         }
-        let tmp = dir.join(format!(".{name}.tmp"));
-        std::fs::copy(&from, &tmp)?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
-        std::fs::rename(&tmp, dir.join(name))?;
+        hangar_protocol::atomic::copy_atomic(&from, &dir.join(name), 0o600)?;
     }
     Ok(())
 }

@@ -61,10 +61,46 @@ pub fn write_new_with(
 
 /// Writes `bytes` to `dest` atomically through a temp file beside it.
 pub fn write_atomic(dest: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    write_via(&temp_beside(dest)?, dest, bytes, mode)
+}
+
+/// A new file beside `dest` holding `bytes` (fsynced, `mode`), for the caller to rename or swap
+/// into place; its path.
+pub fn write_temp(dest: &Path, bytes: &[u8], mode: u32) -> io::Result<std::path::PathBuf> {
+    let tmp = temp_beside(dest)?;
+    write_new(&tmp, bytes, mode).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })?;
+    Ok(tmp)
+}
+
+/// Copies `src` to `dest` atomically (a reader of `dest` sees the old file or the whole copy),
+/// as `mode`, fsynced.
+pub fn copy_atomic(src: &Path, dest: &Path, mode: u32) -> io::Result<()> {
+    let tmp = temp_beside(dest)?;
+    let copied = (|| {
+        let mut from = fs::File::open(src)?;
+        let mut to = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        io::copy(&mut from, &mut to)?;
+        to.sync_all()?;
+        fs::rename(&tmp, dest)
+    })();
+    copied.inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })
+}
+
+/// A name for a temp file beside `dest` that no other writer picks: `.NAME.<random>.tmp`.
+fn temp_beside(dest: &Path) -> io::Result<std::path::PathBuf> {
     let name = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dest.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    write_via(&tmp, dest, bytes, mode)
+    let mut rnd = [0u8; 8];
+    getrandom::fill(&mut rnd).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(dest.with_file_name(format!(".{name}.{}.tmp", hex::encode(rnd))))
 }

@@ -122,21 +122,14 @@ fn plain_relative(rel: &Path) -> bool {
 
 /// Writes `bytes` as `path` (hangar's user's only), through a temporary file renamed into place.
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     if let Some(dir) = path.parent() {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)?;
     }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
-    std::fs::rename(&tmp, path)
+    hangar_protocol::atomic::write_atomic(path, bytes, 0o600)
 }
 
 /// The harness's conversation ids a run log names: Claude Code's session ids, Codex's thread
