@@ -86,7 +86,7 @@ pub fn allowing_unsandboxed(mut tools: Tools) -> Tools {
 pub fn serve(home: &Path, listen: SocketAddr, unsandboxed: bool) -> Result<ExitCode, CliError> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("HANGAR_LOG")
+            tracing_subscriber::EnvFilter::try_from_env(hangar_protocol::env::HANGAR_LOG)
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)

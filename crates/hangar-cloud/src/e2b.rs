@@ -83,16 +83,18 @@ impl E2bProvider {
     /// `HANGAR_E2B_ENVD_URL` (envd's address with `{sandbox}` for the id; by default
     /// `https://49983-{sandbox}.{domain}`).
     pub fn from_env() -> Result<E2bProvider, SandboxError> {
-        let key = env_var("HANGAR_E2B_API_KEY").ok_or_else(|| {
+        let key = env_var(hangar_protocol::env::HANGAR_E2B_API_KEY).ok_or_else(|| {
             SandboxError::Unavailable(
                 "no E2B API key: set HANGAR_E2B_API_KEY (and HANGAR_E2B_URL for an API other than https://api.e2b.dev)".into(),
             )
         })?;
-        let api = env_var("HANGAR_E2B_URL").unwrap_or_else(|| "https://api.e2b.dev".into());
-        let domain = env_var("HANGAR_E2B_DOMAIN").unwrap_or_else(|| "e2b.app".into());
-        let envd = env_var("HANGAR_E2B_ENVD_URL")
+        let api = env_var(hangar_protocol::env::HANGAR_E2B_URL)
+            .unwrap_or_else(|| "https://api.e2b.dev".into());
+        let domain =
+            env_var(hangar_protocol::env::HANGAR_E2B_DOMAIN).unwrap_or_else(|| "e2b.app".into());
+        let envd = env_var(hangar_protocol::env::HANGAR_E2B_ENVD_URL)
             .unwrap_or_else(|| format!("https://{ENVD_PORT}-{{sandbox}}.{{domain}}"));
-        let timeout = env_var("HANGAR_E2B_TIMEOUT_SECS")
+        let timeout = env_var(hangar_protocol::env::HANGAR_E2B_TIMEOUT_SECS)
             .and_then(|s| s.parse().ok())
             .map(Duration::from_secs)
             .unwrap_or(Duration::from_secs(3600));

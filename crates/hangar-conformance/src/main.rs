@@ -79,8 +79,16 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     // Absolute paths: the driver starts the CLI from the scenario's work folder.
     let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
     let tools = Tools {
-        driver: absolute(found(driver, "HANGAR_DRIVER_BIN", "hangar-driver")?),
-        tower_hook: absolute(found(hook, "HANGAR_TOWER_HOOK_BIN", "hangar-tower-hook")?),
+        driver: absolute(found(
+            driver,
+            hangar_protocol::env::HANGAR_DRIVER_BIN,
+            "hangar-driver",
+        )?),
+        tower_hook: absolute(found(
+            hook,
+            hangar_protocol::env::HANGAR_TOWER_HOOK_BIN,
+            "hangar-tower-hook",
+        )?),
         bin: absolute(bin),
     };
     let version = harness_version(&tools.bin);
@@ -152,10 +160,10 @@ fn found(flag: Option<PathBuf>, var: &str, name: &str) -> Result<PathBuf, String
 }
 
 fn record_result(r: &SuiteResult, person: &str) -> Result<(), String> {
-    let url = match std::env::var("HANGAR_DATABASE_URL") {
+    let url = match std::env::var(hangar_protocol::env::HANGAR_DATABASE_URL) {
         Ok(u) if !u.is_empty() => u,
         _ => {
-            let home = std::env::var_os("HANGAR_HOME")
+            let home = std::env::var_os(hangar_protocol::env::HANGAR_HOME)
                 .map(PathBuf::from)
                 .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".hangar")))
                 .ok_or("set HANGAR_HOME or HANGAR_DATABASE_URL to record")?;

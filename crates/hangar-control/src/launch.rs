@@ -56,9 +56,9 @@ pub fn hook_required(tools: &Tools) -> bool {
     tools
         .env
         .iter()
-        .find(|(k, _)| k == "HANGAR_GOVERNANCE_HOOK")
+        .find(|(k, _)| k == hangar_protocol::env::HANGAR_GOVERNANCE_HOOK)
         .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var("HANGAR_GOVERNANCE_HOOK").ok())
+        .or_else(|| std::env::var(hangar_protocol::env::HANGAR_GOVERNANCE_HOOK).ok())
         .is_some_and(|v| v == "required")
 }
 
@@ -89,7 +89,7 @@ pub fn governance(tools: &Tools) -> Result<(String, String), ControlError> {
             .or_else(|| std::env::var(name).ok())
             .filter(|v| !v.is_empty())
     };
-    match (get("HANGAR_GOVERNANCE_URL"), get("HANGAR_GOVERNANCE_HOOK_CREDENTIAL")) {
+    match (get(hangar_protocol::env::HANGAR_GOVERNANCE_URL), get(hangar_protocol::env::HANGAR_GOVERNANCE_HOOK_CREDENTIAL)) {
         (Some(url), Some(cred)) => Ok((url, cred)),
         _ => Err(ControlError::BadRequest(
             "policy governed needs HANGAR_GOVERNANCE_URL (Tower's address) and HANGAR_GOVERNANCE_HOOK_CREDENTIAL (the vault credential holding the coding agent's key in Tower); set both, or use ask or auto".into(),
@@ -185,12 +185,12 @@ pub fn tower_limits(tools: &Tools) -> Result<(u64, u64), ControlError> {
     };
     Ok((
         number(
-            "HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS",
+            hangar_protocol::env::HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS,
             tower_defaults::WAIT_SECONDS,
             0,
         )?,
         number(
-            "HANGAR_GOVERNANCE_HOOK_CALL_SECONDS",
+            hangar_protocol::env::HANGAR_GOVERNANCE_HOOK_CALL_SECONDS,
             tower_defaults::CALL_SECONDS,
             1,
         )?,

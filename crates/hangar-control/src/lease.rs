@@ -26,7 +26,7 @@ pub(crate) fn configured(store: &Store) -> Option<Duration> {
     if store.backend() != Backend::Postgres {
         return None;
     }
-    match std::env::var("HANGAR_RUN_LEASE_MS")
+    match std::env::var(hangar_protocol::env::HANGAR_RUN_LEASE_MS)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
     {

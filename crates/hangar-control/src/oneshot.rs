@@ -39,7 +39,7 @@ use crate::plane::ControlPlane;
 use crate::sandboxes::with_provider;
 
 /// The variable that makes every turn one-shot when it is `false` (S30).
-pub const HANGAR_LIVE_TURNS: &str = "HANGAR_LIVE_TURNS";
+pub use hangar_protocol::env::HANGAR_LIVE_TURNS;
 
 /// A start hash slower than this is the turn's only one (as the driver's `SLOW`).
 const SLOW: Duration = Duration::from_secs(2);

@@ -72,7 +72,7 @@ pub(crate) fn setting(tools: &Tools, name: &str) -> Option<String> {
 
 /// `HANGAR_GOVERNANCE_HOOK_AUTH`: `key` (default) or `passport`.
 pub fn hook_auth(tools: &Tools) -> Result<HookAuth, ControlError> {
-    match setting(tools, "HANGAR_GOVERNANCE_HOOK_AUTH").as_deref() {
+    match setting(tools, hangar_protocol::env::HANGAR_GOVERNANCE_HOOK_AUTH).as_deref() {
         None | Some("key") => Ok(HookAuth::Key),
         Some("passport") => Ok(HookAuth::Passport),
         Some(other) => Err(ControlError::BadRequest(format!(
@@ -83,7 +83,8 @@ pub fn hook_auth(tools: &Tools) -> Result<HookAuth, ControlError> {
 
 /// `HANGAR_GOVERNANCE_HOOK_AGENT`: the agent a passport must name (default `hangar`).
 pub fn agent(tools: &Tools) -> String {
-    setting(tools, "HANGAR_GOVERNANCE_HOOK_AGENT").unwrap_or_else(|| "hangar".into())
+    setting(tools, hangar_protocol::env::HANGAR_GOVERNANCE_HOOK_AGENT)
+        .unwrap_or_else(|| "hangar".into())
 }
 
 /// hangar's own URL, the sandbox token's issuer (Tower finds hangar's keys at
@@ -129,7 +130,7 @@ pub struct TowerAt {
 
 impl TowerAt {
     pub fn from_tools(tools: &Tools) -> Result<TowerAt, ControlError> {
-        let url = setting(tools, "HANGAR_GOVERNANCE_URL").ok_or_else(|| {
+        let url = setting(tools, hangar_protocol::env::HANGAR_GOVERNANCE_URL).ok_or_else(|| {
             ControlError::BadRequest(
                 "policy governed with HANGAR_GOVERNANCE_HOOK_AUTH=passport needs HANGAR_GOVERNANCE_URL (Tower's address); set it, or use ask or auto".into(),
             )

@@ -464,7 +464,7 @@ pub(crate) mod hook {
         let hangar_sandbox::Egress::Allowlist(hosts) = &env.egress else {
             return None;
         };
-        let url = crate::passport::setting(tools, "HANGAR_GOVERNANCE_URL")?;
+        let url = crate::passport::setting(tools, hangar_protocol::env::HANGAR_GOVERNANCE_URL)?;
         let host = url_host(&url)?;
         if hosts.iter().any(|h| host_matches(h, &host)) {
             // E2B's firewall lets a listed name through only on port 80 (by the Host header)
@@ -578,9 +578,11 @@ pub(crate) mod hook {
         let named = tools
             .env
             .iter()
-            .find(|(k, _)| k == "HANGAR_TOWER_HOOK_BIN")
+            .find(|(k, _)| k == hangar_protocol::env::HANGAR_TOWER_HOOK_BIN)
             .map(|(_, v)| PathBuf::from(v))
-            .or_else(|| std::env::var_os("HANGAR_TOWER_HOOK_BIN").map(PathBuf::from));
+            .or_else(|| {
+                std::env::var_os(hangar_protocol::env::HANGAR_TOWER_HOOK_BIN).map(PathBuf::from)
+            });
         let path = named.unwrap_or_else(|| {
             tools
                 .driver

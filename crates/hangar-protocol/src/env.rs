@@ -28,6 +28,53 @@ pub const HANGAR_TREE_SLOW_MS: &str = "HANGAR_TREE_SLOW_MS";
 /// its PTY process.
 pub const HANGAR_ATTACH_IDLE_SECS: &str = "HANGAR_ATTACH_IDLE_SECS";
 
+/// The Tower hook's own executable to install in sandboxes (default: `hangar-tower-hook` beside
+/// the `hangar` executable).
+pub const HANGAR_TOWER_HOOK_BIN: &str = "HANGAR_TOWER_HOOK_BIN";
+/// `hangar serve`'s log filter (tracing's `EnvFilter` syntax, e.g. `info,hangar_control=debug`).
+pub const HANGAR_LOG: &str = "HANGAR_LOG";
+/// `false` (or `0`, `no`, `off`): every turn is one-shot, the harness once in its plain mode
+/// with no driver (S30). Default: live turns.
+pub const HANGAR_LIVE_TURNS: &str = "HANGAR_LIVE_TURNS";
+/// Among replicas on PostgreSQL, how long a claim on a run holds, in milliseconds (default 5000,
+/// at least 300; `0`: no leases).
+pub const HANGAR_RUN_LEASE_MS: &str = "HANGAR_RUN_LEASE_MS";
+
+/// Tower's address, for policy `governed` and the Tower hook.
+pub const HANGAR_GOVERNANCE_URL: &str = "HANGAR_GOVERNANCE_URL";
+/// `required`: every turn runs with the Tower hook (sandboxes with the uid split only).
+pub const HANGAR_GOVERNANCE_HOOK: &str = "HANGAR_GOVERNANCE_HOOK";
+/// The vault credential holding the coding agent's key in Tower.
+pub const HANGAR_GOVERNANCE_HOOK_CREDENTIAL: &str = "HANGAR_GOVERNANCE_HOOK_CREDENTIAL";
+/// How a run authenticates to Tower: `key` (default, the agent's key) or `passport` (a token
+/// hangar mints per sandbox).
+pub const HANGAR_GOVERNANCE_HOOK_AUTH: &str = "HANGAR_GOVERNANCE_HOOK_AUTH";
+/// The agent a passport must name (default `hangar`).
+pub const HANGAR_GOVERNANCE_HOOK_AGENT: &str = "HANGAR_GOVERNANCE_HOOK_AGENT";
+/// How long a tool call waits for Tower's answer in all, in seconds.
+pub const HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS: &str = "HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS";
+/// How long one call to Tower may take, in seconds.
+pub const HANGAR_GOVERNANCE_HOOK_CALL_SECONDS: &str = "HANGAR_GOVERNANCE_HOOK_CALL_SECONDS";
+
+/// The E2B API key (the e2b provider needs it).
+pub const HANGAR_E2B_API_KEY: &str = "HANGAR_E2B_API_KEY";
+/// The E2B API (default `https://api.e2b.dev`).
+pub const HANGAR_E2B_URL: &str = "HANGAR_E2B_URL";
+/// The domain of E2B sandboxes' own addresses (default `e2b.app`).
+pub const HANGAR_E2B_DOMAIN: &str = "HANGAR_E2B_DOMAIN";
+/// envd's address in a sandbox, `{sandbox}` and `{domain}` filled in (default
+/// `https://49983-{sandbox}.{domain}`).
+pub const HANGAR_E2B_ENVD_URL: &str = "HANGAR_E2B_ENVD_URL";
+/// How long an E2B sandbox lives unless kept alive, in seconds (default 3600).
+pub const HANGAR_E2B_TIMEOUT_SECS: &str = "HANGAR_E2B_TIMEOUT_SECS";
+/// The Kubernetes namespace of sandbox pods (default: the kubeconfig's).
+pub const HANGAR_K8S_NAMESPACE: &str = "HANGAR_K8S_NAMESPACE";
+/// How long a sandbox pod may take to start, in seconds.
+pub const HANGAR_K8S_START_TIMEOUT_SECS: &str = "HANGAR_K8S_START_TIMEOUT_SECS";
+
+/// Tests only: `name=IP:PORT,...`, names a sandbox's egress proxy resolves to those addresses.
+pub const HANGAR_EGRESS_TEST_RESOLVE: &str = "HANGAR_EGRESS_TEST_RESOLVE";
+
 /// `allow`: `hangar serve` may run a session in a plain folder, the driver and the agent as the
 /// server's own user with no sandbox, when the request asks for it (`"no_sandbox": true`,
 /// `hangar run --no-sandbox`). Unset (the default), such a request is refused and every session

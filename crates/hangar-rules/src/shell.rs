@@ -39,7 +39,11 @@ pub const JOB: char = '\u{2}';
 pub const HANGAR_HOME_SHAPE: &str = "/\u{3}HANGAR_HOME";
 /// Variables naming folders that hold hangar's or the harnesses' secrets: in a shape each is
 /// a folder of its own (`/\u{3}NAME`), which the rules' patterns name `$NAME`.
-pub const SECRET_ROOTS: &[&str] = &["HANGAR_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR"];
+pub const SECRET_ROOTS: &[&str] = &[
+    hangar_protocol::env::HANGAR_HOME,
+    "CODEX_HOME",
+    "CLAUDE_CONFIG_DIR",
+];
 
 /// The shape a secret root variable stands for.
 pub fn root_shape(name: &str) -> String {

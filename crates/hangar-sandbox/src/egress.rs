@@ -65,7 +65,7 @@ pub const PROXY_PORT: u16 = 980;
 /// The proxy's URL inside the sandbox.
 pub const PROXY_URL: &str = "http://127.0.0.1:980";
 /// Test only: `name=IP:PORT,...`, names the proxy resolves to those addresses.
-pub const TEST_RESOLVE_VAR: &str = "HANGAR_EGRESS_TEST_RESOLVE";
+pub const TEST_RESOLVE_VAR: &str = hangar_protocol::env::HANGAR_EGRESS_TEST_RESOLVE;
 /// Where the proxy's record goes, under the sandbox's folder.
 pub const LOG: &str = "ctl/egress.log";
 

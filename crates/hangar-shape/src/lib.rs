@@ -247,6 +247,87 @@ impl<'ast> Visit<'ast> for FnVisitor<'_> {
     }
 }
 
+/// A string literal of non-test code: where, and its text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Literal {
+    /// The file, relative to the workspace root.
+    pub file: PathBuf,
+    pub line: usize,
+    pub text: String,
+}
+
+/// Every string literal of non-test code in `files` that `wanted` picks.
+pub fn literals(
+    files: &[SourceFile],
+    workspace: &Path,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Vec<Literal> {
+    let mut out = Vec::new();
+    for f in files {
+        let mut v = LitVisitor {
+            file: f
+                .path
+                .strip_prefix(workspace)
+                .unwrap_or(&f.path)
+                .to_path_buf(),
+            wanted,
+            out: &mut out,
+        };
+        v.visit_file(&f.ast);
+    }
+    out
+}
+
+struct LitVisitor<'a> {
+    file: PathBuf,
+    wanted: &'a dyn Fn(&str) -> bool,
+    out: &'a mut Vec<Literal>,
+}
+
+impl<'ast> Visit<'ast> for LitVisitor<'_> {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_cfg_test(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if !is_cfg_test(&f.attrs) {
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !is_cfg_test(&f.attrs) {
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+    fn visit_lit_str(&mut self, l: &'ast syn::LitStr) {
+        let text = l.value();
+        if (self.wanted)(&text) {
+            self.out.push(Literal {
+                file: self.file.clone(),
+                line: l.span().start().line,
+                text,
+            });
+        }
+    }
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        // String literals inside macro calls (`format!`, `json!`) are tokens: read them too.
+        for t in m.tokens.clone() {
+            if let proc_macro2::TokenTree::Literal(lit) = t
+                && let Ok(l) = syn::parse_str::<syn::LitStr>(&lit.to_string())
+                && (self.wanted)(&l.value())
+            {
+                self.out.push(Literal {
+                    file: self.file.clone(),
+                    line: lit.span().start().line,
+                    text: l.value(),
+                });
+            }
+        }
+        syn::visit::visit_macro(self, m);
+    }
+}
+
 /// Which top-level modules of a crate each top-level module uses: an edge `a -> b` for every
 /// path in `a` (or below it) that names `crate::b…`, `super::b…` from a top-level module, or an
 /// item the crate root re-exports from `b`.

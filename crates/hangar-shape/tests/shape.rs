@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use hangar_shape::{Function, circles, crate_roots, functions, module_files, module_graph};
+use hangar_shape::{
+    Function, Literal, circles, crate_roots, functions, literals, module_files, module_graph,
+};
 
 /// Longer than this and a function no longer fits in a reader's head (or on two screens).
 /// Test doubles and test drivers (hangar-testkit, hangar-fakecloud, hangar-chaos) are held to it
@@ -53,6 +55,66 @@ fn no_function_of_non_test_code_is_over_150_lines() {
         })
         .collect();
     assert!(long.is_empty(), "{}", long.join("\n"));
+}
+
+/// Test support, which reads the test suite's own variables (`HANGAR_TEST_*`, the binaries to
+/// test): the one-list rule is for what hangar itself reads.
+const TEST_SUPPORT: &[&str] = &[
+    "hangar-testkit",
+    "hangar-chaos",
+    "hangar-fakecloud",
+    "hangar-shape",
+];
+
+fn hangar_variable(s: &str) -> bool {
+    s.len() > "HANGAR_".len()
+        && s.starts_with("HANGAR_")
+        && s.bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+fn named_variables() -> Vec<Literal> {
+    let ws = workspace();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(ws.join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .filter(|p| !TEST_SUPPORT.iter().any(|t| p.ends_with(t)))
+        .collect();
+    dirs.sort();
+    let mut all = Vec::new();
+    for d in dirs {
+        for root in crate_roots(&d) {
+            let files = module_files(&root).unwrap();
+            all.extend(literals(&files, &ws, &hangar_variable));
+        }
+    }
+    all
+}
+
+/// Every `HANGAR_*` variable hangar reads is named once, in `hangar-protocol/src/env.rs`, with
+/// what it means; everything else uses those names.
+#[test]
+fn hangar_variables_are_named_in_one_place() {
+    let all = named_variables();
+    let listed = all
+        .iter()
+        .filter(|l| l.file == Path::new("crates/hangar-protocol/src/env.rs"))
+        .count();
+    assert!(listed > 10, "env.rs names only {listed} variables");
+    let elsewhere: Vec<String> = all
+        .iter()
+        .filter(|l| l.file != Path::new("crates/hangar-protocol/src/env.rs"))
+        .map(|l| {
+            format!(
+                "{}:{} \"{}\": name it in hangar-protocol/src/env.rs and use that",
+                l.file.display(),
+                l.line,
+                l.text
+            )
+        })
+        .collect();
+    assert!(elsewhere.is_empty(), "{}", elsewhere.join("\n"));
 }
 
 #[test]
