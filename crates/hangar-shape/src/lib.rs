@@ -84,6 +84,28 @@ fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
     }) || attrs.iter().any(|a| a.path().is_ident("test"))
 }
 
+/// The `visit_*` overrides that keep a visitor out of test code: `#[cfg(test)]` modules, and
+/// `#[test]` or `#[cfg(test)]` functions and methods.
+macro_rules! skip_test_code {
+    () => {
+        fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+            if !is_cfg_test(&m.attrs) {
+                syn::visit::visit_item_mod(self, m);
+            }
+        }
+        fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+            if !is_cfg_test(&f.attrs) {
+                syn::visit::visit_item_fn(self, f);
+            }
+        }
+        fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+            if !is_cfg_test(&f.attrs) {
+                syn::visit::visit_impl_item_fn(self, f);
+            }
+        }
+    };
+}
+
 fn parse(path: &Path) -> Result<syn::File, ShapeError> {
     let text = std::fs::read_to_string(path).map_err(|source| ShapeError::Read {
         path: path.to_path_buf(),
@@ -285,21 +307,7 @@ struct LitVisitor<'a> {
 }
 
 impl<'ast> Visit<'ast> for LitVisitor<'_> {
-    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-        if !is_cfg_test(&m.attrs) {
-            syn::visit::visit_item_mod(self, m);
-        }
-    }
-    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
-        if !is_cfg_test(&f.attrs) {
-            syn::visit::visit_item_fn(self, f);
-        }
-    }
-    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
-        if !is_cfg_test(&f.attrs) {
-            syn::visit::visit_impl_item_fn(self, f);
-        }
-    }
+    skip_test_code!();
     fn visit_lit_str(&mut self, l: &'ast syn::LitStr) {
         let text = l.value();
         if (self.wanted)(&text) {
@@ -457,16 +465,7 @@ impl PathVisitor {
 }
 
 impl<'ast> Visit<'ast> for PathVisitor {
-    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-        if !is_cfg_test(&m.attrs) {
-            syn::visit::visit_item_mod(self, m);
-        }
-    }
-    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
-        if !is_cfg_test(&f.attrs) {
-            syn::visit::visit_item_fn(self, f);
-        }
-    }
+    skip_test_code!();
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
         self.use_tree(&u.tree, &mut Vec::new());
     }
