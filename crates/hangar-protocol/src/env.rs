@@ -1,7 +1,10 @@
 //! Every environment variable hangar reads, in one place, and the allow-list of variables a
 //! harness may inherit.
 
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 /// hangar's home: `runs/` with each run's control folder lives here. Default `~/.hangar`.
 pub const HANGAR_HOME: &str = "HANGAR_HOME";
@@ -123,12 +126,34 @@ pub fn harness_may_inherit(name: &str) -> bool {
     HARNESS_ENV_ALLOW.contains(&name)
 }
 
+/// The process's environment as hangar reads it: taken once, the first time any variable is
+/// read through [`var`] or [`var_os`], and kept for the life of the process. Every part of a
+/// process sees the same values, and nothing reads a variable half-way through being changed.
+fn settings() -> &'static HashMap<OsString, OsString> {
+    static SETTINGS: OnceLock<HashMap<OsString, OsString>> = OnceLock::new();
+    SETTINGS.get_or_init(|| std::env::vars_os().collect())
+}
+
+/// A variable of the process's environment, as it was when hangar first read one: `None` when
+/// unset, empty or not UTF-8 (an empty variable counts as unset everywhere in hangar).
+pub fn var(name: &str) -> Option<String> {
+    var_os(name).and_then(|v| v.into_string().ok())
+}
+
+/// [`var`], for values that need not be UTF-8 (paths).
+pub fn var_os(name: &str) -> Option<OsString> {
+    settings()
+        .get(OsStr::new(name))
+        .filter(|v| !v.is_empty())
+        .cloned()
+}
+
 /// `$HANGAR_HOME`, else `$HOME/.hangar`, else `./.hangar`.
 pub fn hangar_home() -> PathBuf {
-    if let Some(h) = std::env::var_os(HANGAR_HOME).filter(|v| !v.is_empty()) {
+    if let Some(h) = var_os(HANGAR_HOME) {
         return PathBuf::from(h);
     }
-    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+    match var_os("HOME") {
         Some(home) => PathBuf::from(home).join(".hangar"),
         None => PathBuf::from(".hangar"),
     }
