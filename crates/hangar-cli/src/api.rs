@@ -137,8 +137,7 @@ impl std::fmt::Display for ApiError {
 
 /// `HANGAR_URL`, else the default, without a trailing slash.
 pub fn url_from_env() -> String {
-    std::env::var(HANGAR_URL)
-        .ok()
+    hangar_protocol::env::var(HANGAR_URL)
         .map(|u| u.trim().trim_end_matches('/').to_owned())
         .filter(|u| !u.is_empty())
         .unwrap_or_else(|| DEFAULT_URL.to_owned())
@@ -146,8 +145,7 @@ pub fn url_from_env() -> String {
 
 /// `HANGAR_TOKEN`, else the local user's token file, else none.
 pub fn token_from_env(home: &Path) -> Option<String> {
-    std::env::var(HANGAR_TOKEN)
-        .ok()
+    hangar_protocol::env::var(HANGAR_TOKEN)
         .map(|t| t.trim().to_owned())
         .filter(|t| !t.is_empty())
         .or_else(|| {

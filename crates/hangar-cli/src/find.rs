@@ -8,7 +8,7 @@ use crate::exit::CliError;
 
 /// The driver: `$HANGAR_DRIVER_BIN`, else `hangar-driver` beside this executable.
 pub fn driver() -> Result<PathBuf, CliError> {
-    if let Some(p) = std::env::var_os(HANGAR_DRIVER_BIN).filter(|v| !v.is_empty()) {
+    if let Some(p) = hangar_protocol::env::var_os(HANGAR_DRIVER_BIN).filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(p));
     }
     let beside = std::env::current_exe()
@@ -33,7 +33,7 @@ pub fn codex() -> Result<PathBuf, CliError> {
 }
 
 fn tool(what: &str, name: &str, var: &str) -> Result<PathBuf, CliError> {
-    if let Some(p) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+    if let Some(p) = hangar_protocol::env::var_os(var) {
         return Ok(PathBuf::from(p));
     }
     let path = std::env::var_os("PATH").unwrap_or_default();

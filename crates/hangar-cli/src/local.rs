@@ -219,6 +219,7 @@ impl Local {
                 let _ = stopped.await;
                 // A relayed terminal (`sb attach` on e2b) ends with its process killed.
                 stopping
+                    .sandboxes()
                     .end_all_attaches("the command serving it ended")
                     .await;
             },
@@ -257,7 +258,10 @@ impl Local {
             }
             // A relayed terminal (`sb attach` on e2b) ends with its process killed.
             Serving::InProcess(plane) => {
-                plane.end_all_attaches("the command serving it ended").await;
+                plane
+                    .sandboxes()
+                    .end_all_attaches("the command serving it ended")
+                    .await;
             }
         }
     }

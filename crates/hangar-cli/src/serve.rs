@@ -24,11 +24,10 @@ pub struct Plane {
 
 impl Plane {
     pub fn from_env(home: &Path) -> Plane {
-        let database = std::env::var(HANGAR_DATABASE_URL)
-            .ok()
+        let database = hangar_protocol::env::var(HANGAR_DATABASE_URL)
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| format!("sqlite://{}", home.join("hangar.db").display()));
-        let master_key = std::env::var_os(HANGAR_MASTER_KEY_FILE)
+        let master_key = hangar_protocol::env::var_os(HANGAR_MASTER_KEY_FILE)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
             .unwrap_or_else(|| home.join("master.key"));
@@ -111,7 +110,7 @@ pub fn serve(home: &Path, listen: SocketAddr, unsandboxed: bool) -> Result<ExitC
             shutdown_signal().await;
             // Relayed terminals end first (their processes killed), so their output streams
             // do not hold the graceful shutdown open.
-            stopping.end_all_attaches("hangar serve is stopping").await;
+            stopping.sandboxes().end_all_attaches("hangar serve is stopping").await;
         };
         hangar_server::serve(listener, Arc::clone(&plane), shutdown)
             .await
@@ -166,8 +165,8 @@ pub fn credential(home: &Path, action: &str, name: Option<&str>) -> Result<ExitC
     runtime()?.block_on(async {
         let store = settings.open(home).await?;
         let fail = |e: hangar_store::StoreError| CliError::Failed(e.to_string());
-        let control = |e: hangar_control::ControlError| match e {
-            hangar_control::ControlError::BadRequest(m) => CliError::Usage(m),
+        let control = |e: hangar_control::ControlError| match e.cause() {
+            hangar_control::ControlError::Invalid(m) => CliError::Usage(m.clone()),
             e => CliError::Failed(e.to_string()),
         };
         let here = hangar_control::credentials::Origin::ServerMachine;

@@ -74,7 +74,7 @@ impl std::fmt::Debug for E2bProvider {
 }
 
 fn env_var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
+    hangar_protocol::env::var(name).filter(|v| !v.is_empty())
 }
 
 impl E2bProvider {

@@ -122,8 +122,7 @@ impl KubernetesProvider {
         let kubeconfig = std::env::var_os("KUBECONFIG")
             .map(PathBuf::from)
             .filter(|p| !p.as_os_str().is_empty() && !p.to_string_lossy().contains(':'));
-        let namespace = std::env::var(hangar_protocol::env::HANGAR_K8S_NAMESPACE)
-            .ok()
+        let namespace = hangar_protocol::env::var(hangar_protocol::env::HANGAR_K8S_NAMESPACE)
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| config.default_namespace.clone());
         Self::with_config(config, namespace, kubeconfig)
@@ -155,11 +154,11 @@ impl KubernetesProvider {
         let client = Client::try_from(config).map_err(|e| {
             SandboxError::Unavailable(format!("cannot make a Kubernetes client: {e}"))
         })?;
-        let start_timeout = std::env::var(hangar_protocol::env::HANGAR_K8S_START_TIMEOUT_SECS)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .map(Duration::from_secs)
-            .unwrap_or(Duration::from_secs(180));
+        let start_timeout =
+            hangar_protocol::env::var(hangar_protocol::env::HANGAR_K8S_START_TIMEOUT_SECS)
+                .and_then(|s| s.parse().ok())
+                .map(Duration::from_secs)
+                .unwrap_or(Duration::from_secs(180));
         Ok(KubernetesProvider {
             client,
             namespace,

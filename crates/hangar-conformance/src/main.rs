@@ -137,11 +137,7 @@ fn found(flag: Option<PathBuf>, var: &str, name: &str) -> Result<PathBuf, String
         .ok()
         .and_then(|p| p.parent().map(|d| d.join(name)));
     let p = flag
-        .or_else(|| {
-            std::env::var_os(var)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        })
+        .or_else(|| hangar_protocol::env::var_os(var).map(PathBuf::from))
         .or(beside)
         .unwrap_or_else(|| Path::new("target/debug").join(name));
     if p.is_file() {
@@ -160,10 +156,10 @@ fn found(flag: Option<PathBuf>, var: &str, name: &str) -> Result<PathBuf, String
 }
 
 fn record_result(r: &SuiteResult, person: &str) -> Result<(), String> {
-    let url = match std::env::var(hangar_protocol::env::HANGAR_DATABASE_URL) {
-        Ok(u) if !u.is_empty() => u,
-        _ => {
-            let home = std::env::var_os(hangar_protocol::env::HANGAR_HOME)
+    let url = match hangar_protocol::env::var(hangar_protocol::env::HANGAR_DATABASE_URL) {
+        Some(u) => u,
+        None => {
+            let home = hangar_protocol::env::var_os(hangar_protocol::env::HANGAR_HOME)
                 .map(PathBuf::from)
                 .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".hangar")))
                 .ok_or("set HANGAR_HOME or HANGAR_DATABASE_URL to record")?;

@@ -2852,6 +2852,7 @@ mod approval {
         match via {
             Via::Plane => {
                 let r = plane
+                    .runs()
                     .answer(&run, &req, true, None, None, PERSON)
                     .await
                     .map_err(err(format!("answer {run}/{req}")))?;

@@ -1,4 +1,6 @@
-//! What the control plane's callers see go wrong.
+//! What the control plane's callers see go wrong, in the control plane's own words: the server
+//! alone turns these into HTTP statuses (`hangar-server/src/error.rs`), the CLI alone into exit
+//! codes. Every message says what was wrong and, where there is one, what to do instead.
 
 use hangar_mailbox::outbox::MailboxError;
 use hangar_store::StoreError;
@@ -9,19 +11,30 @@ pub enum ControlError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Mailbox(#[from] MailboxError),
+    /// What was asked cannot be done as asked: an argument is wrong, missing or contradicts
+    /// another (the message says which, and what to give).
     #[error("{0}")]
-    BadRequest(String),
+    Invalid(String),
+    /// Something named does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// It exists, but its state does not allow this now (removed, in use, gone).
     #[error("{0}")]
-    Conflict(String),
+    WrongState(String),
     /// The control plane's own settings do not allow it (e.g. a session unsandboxed); the
     /// message says which setting.
     #[error("{0}")]
-    Forbidden(String),
+    NotAllowed(String),
     /// Refused, and why (e.g. a fork whose rebuilt tree is not the recorded one).
     #[error("{0}")]
     Refused(String),
+    /// A turn was refused after its records were made (audited `turn.refused`): `why` is what
+    /// refused it (its policy, the sandbox, the hook, the harness), kept as it was.
+    #[error("{why}")]
+    TurnRefused {
+        turn: String,
+        why: Box<ControlError>,
+    },
     /// Something this machine lacks (a program, a daemon, an image); the message says what.
     #[error("{0}")]
     Unavailable(String),
@@ -29,4 +42,14 @@ pub enum ControlError {
     Launch(String),
     #[error("{0}")]
     Internal(String),
+}
+
+impl ControlError {
+    /// What refused it, under any [`ControlError::TurnRefused`] around it.
+    pub fn cause(&self) -> &ControlError {
+        match self {
+            ControlError::TurnRefused { why, .. } => why.cause(),
+            other => other,
+        }
+    }
 }

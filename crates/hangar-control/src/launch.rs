@@ -53,13 +53,7 @@ pub struct Launch<'a> {
 /// Whether every turn must run with the Tower hook (`HANGAR_GOVERNANCE_HOOK=required`, from
 /// [`Tools::env`] or the control plane's environment).
 pub fn hook_required(tools: &Tools) -> bool {
-    tools
-        .env
-        .iter()
-        .find(|(k, _)| k == hangar_protocol::env::HANGAR_GOVERNANCE_HOOK)
-        .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var(hangar_protocol::env::HANGAR_GOVERNANCE_HOOK).ok())
-        .is_some_and(|v| v == "required")
+    setting(tools, hangar_protocol::env::HANGAR_GOVERNANCE_HOOK).is_some_and(|v| v == "required")
 }
 
 /// Why a turn that requires the Tower hook cannot run here (T9, T18): the hook must sit where
@@ -80,18 +74,10 @@ pub fn hook_refusal(harness: Harness) -> &'static str {
 /// with the coding agent's key in Tower (`HANGAR_GOVERNANCE_HOOK_CREDENTIAL`): from the
 /// driver's variables in [`Tools::env`], else the control plane's own environment.
 pub fn governance(tools: &Tools) -> Result<(String, String), ControlError> {
-    let get = |name: &str| {
-        tools
-            .env
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var(name).ok())
-            .filter(|v| !v.is_empty())
-    };
+    let get = |name: &str| setting(tools, name);
     match (get(hangar_protocol::env::HANGAR_GOVERNANCE_URL), get(hangar_protocol::env::HANGAR_GOVERNANCE_HOOK_CREDENTIAL)) {
         (Some(url), Some(cred)) => Ok((url, cred)),
-        _ => Err(ControlError::BadRequest(
+        _ => Err(ControlError::Invalid(
             "policy governed needs HANGAR_GOVERNANCE_URL (Tower's address) and HANGAR_GOVERNANCE_HOOK_CREDENTIAL (the vault credential holding the coding agent's key in Tower); set both, or use ask or auto".into(),
         )),
     }
@@ -105,7 +91,7 @@ pub fn driver_args(tools: &Tools, l: &Launch<'_>) -> Result<Vec<OsString>, Contr
         Policy::Governed => "governed",
     };
     if l.policy == Policy::Governed && l.tower.is_none() {
-        return Err(ControlError::BadRequest(
+        return Err(ControlError::Invalid(
             "policy governed needs Tower: set HANGAR_GOVERNANCE_URL and HANGAR_GOVERNANCE_HOOK_CREDENTIAL".into(),
         ));
     }
@@ -173,11 +159,11 @@ pub fn driver_args(tools: &Tools, l: &Launch<'_>) -> Result<Vec<OsString>, Contr
 /// settings is longer than both together, so the hook always answers first.
 pub fn tower_limits(tools: &Tools) -> Result<(u64, u64), ControlError> {
     let number = |name: &str, default: u64, min: u64| -> Result<u64, ControlError> {
-        match crate::passport::setting(tools, name) {
+        match setting(tools, name) {
             None => Ok(default),
             Some(v) => match v.trim().parse::<u64>() {
                 Ok(n) if (min..=86_400).contains(&n) => Ok(n),
-                _ => Err(ControlError::BadRequest(format!(
+                _ => Err(ControlError::Invalid(format!(
                     "{name}={v:?} is not a number of seconds from {min} to 86400"
                 ))),
             },
@@ -295,6 +281,19 @@ pub fn manifest(
         harness_digest: String::new(),
     }
     .sealed()
+}
+
+/// A setting: from the driver's variables in [`Tools::env`], else the control plane's own
+/// environment as the process read it once ([`hangar_protocol::env::var`]); empty counts as
+/// unset. Every setting of the control plane is read through here.
+pub(crate) fn setting(tools: &Tools, name: &str) -> Option<String> {
+    tools
+        .env
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .or_else(|| hangar_protocol::env::var(name))
+        .filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]

@@ -1,60 +1,47 @@
 //! The control plane: sessions, turns and runs on top of the store, the driver and the run log.
 //!
-//! * [`ControlPlane::start_session`] makes a sandbox (the environment's, else the in-place local
-//!   one on the folder; a plain folder only where the server allows it), a session and its
-//!   first turn; each turn is one run of the driver, started detached so a restart of the control
-//!   plane never touches it. The run key lives only in the vault (and, until the driver takes it,
-//!   in the run's control folder).
-//! * A watcher per live run reads the run log from the saved cursor, turns complete lines into
-//!   events and commits events, cursor and parser state in one transaction (S21); after a restart
-//!   [`ControlPlane::reattach`] resumes every live run from where its cursor is.
-//! * Commands (`steer`, `interrupt`, `approve`, `deny`) go through the signed mailbox, recorded
-//!   and audited with the person who sent them; a live run's mailbox is kept in memory, so a
-//!   command reads nothing from the store before it is delivered. A message that finds the turn ended starts the
-//!   next turn (S19), as do messages the driver handed back.
-//! * A run's steps are its trees; [`ControlPlane::fork`] rebuilds one into a new sandbox,
-//!   checks it, and makes a session whose conversation is the source's up to that step (S31).
-//! * Policy `governed` gives each run a key file for Tower: the coding agent's key, or a passport
-//!   (`passport`: minted, exchanged at Tower, checked and kept fresh while the run lives).
+//! [`ControlPlane`] is a thin facade over five services, each in its own folder, each owning its
+//! own state and seeing only the services below it (a test in hangar-shape fails on an import
+//! circle between this crate's modules):
+//!
+//! * [`runs`]: sessions and turns (a turn planned once, then placed in a folder, a sandbox, a
+//!   mirrored remote sandbox or as a one-shot), commands through the signed mailbox, one watcher
+//!   per live run (run log to events, S21), leases among replicas, orphans and hand-backs.
+//! * [`sandboxes`]: providers, environments, attaches, what a removed sandbox leaves for forks.
+//! * [`governance`]: the Tower key file, passports kept fresh, API credentials.
+//! * [`steps`]: trees, diffs, traces, run-log trust, transcripts, the forks' records.
+//! * [`forks`]: a step rebuilt (and checked) into a new sandbox with its conversation (S31).
+//!
+//! Below them are plain modules: the launch of the driver (`launch`), the Tower hook's settings
+//! (`tower`), the harness conformance check ([`conformance`]) and the errors ([`ControlError`]).
 //!
 //! Non-goals: no HTTP server (the server crate; the only HTTP here is the passport exchange with
-//! Tower), no sandbox providers yet (local folders only).
+//! Tower).
 
-pub mod attaches;
+mod blocking;
 pub mod conformance;
-pub mod credentials;
-mod envs;
 mod error;
-mod folders;
-mod fork;
-mod handback;
-mod image_cli;
-pub mod jwt;
+pub mod forks;
+pub mod governance;
 mod launch;
-mod lease;
-mod live;
-pub mod logtrust;
-mod oneshot;
-mod orphan;
-pub mod passport;
 mod plane;
-mod remote;
-mod runs;
-mod sandbox_turn;
-mod sandboxes;
-mod traces;
-pub mod transcript;
-mod trees;
-mod watch;
+pub mod runs;
+pub mod sandboxes;
+pub mod steps;
+mod tower;
 
-pub use envs::EnvView;
 pub use error::ControlError;
-pub use folders::ALLOW as UNSANDBOXED_FOLDERS_ALLOW;
-pub use fork::{Conversation, ForkCapability, ForkRecord, ForkRequest, Forked, fork_capability};
+pub use forks::{ForkRequest, Forked, Forks};
+pub use governance::{Governance, credentials, jwt, passport};
 pub use hangar_sandbox as sandbox;
 pub use launch::{Tools, TurnOptions};
-pub use oneshot::HANGAR_LIVE_TURNS;
-pub use plane::{ControlPlane, Reply, SessionRequest, Started};
-pub use sandboxes::{Attach, IN_PLACE_ENV, SandboxView};
-pub use trees::{FileChange, Step, TreeDiff, run_log_path};
-pub use watch::stored_event;
+pub use plane::ControlPlane;
+pub use runs::oneshot::HANGAR_LIVE_TURNS;
+pub use runs::watch::stored_event;
+pub use runs::{Reply, Runs, SessionRequest, Started};
+pub use sandboxes::envs::EnvView;
+pub use sandboxes::folders::ALLOW as UNSANDBOXED_FOLDERS_ALLOW;
+pub use sandboxes::{Attach, IN_PLACE_ENV, SandboxView, Sandboxes, attaches};
+pub use steps::forks::{Conversation, ForkCapability, ForkRecord, fork_capability};
+pub use steps::trees::{FileChange, Step, TreeDiff, run_log_path};
+pub use steps::{Steps, logtrust, transcript};

@@ -64,6 +64,7 @@ async fn a_message_sent_after_the_driver_was_killed_starts_the_next_turn() {
     let vault = Vault::open_or_create(&home.path().join("master.key")).unwrap();
     let plane: Arc<ControlPlane> = ControlPlane::new(store.with_vault(vault).await.unwrap(), tools);
     let started = plane
+        .runs()
         .start_session(SessionRequest {
             dir: work.path().to_owned(),
             sandbox: None,
@@ -102,6 +103,7 @@ async fn a_message_sent_after_the_driver_was_killed_starts_the_next_turn() {
     // turn over; either way it starts the next turn (before, it waited 30 s and was lost).
     let t0 = Instant::now();
     let reply = plane
+        .runs()
         .steer(&run, "after the kill, carry on", "ada@example.com")
         .await
         .unwrap();

@@ -108,8 +108,8 @@ async fn wait_turn_ended(plane: &ControlPlane, turn: &str) -> hangar_store::Turn
 async fn assert_events_equal_rebuild(plane: &ControlPlane, run: &str) {
     let r = plane.store().run(run).await.unwrap();
     // Read as the watcher read it: in the mode it stored, with the run's seal key.
-    let reader = plane.log_reader(&r).await;
-    let mode = ControlPlane::stored_log_mode(&r);
+    let reader = plane.steps().log_reader(&r).await;
+    let mode = hangar_control::Steps::stored_log_mode(&r);
     let rebuilt: Vec<Value> =
         hangar_events::rebuild_with(&PathBuf::from(&r.ctl_path).join("run.log"), &reader, mode)
             .iter()
@@ -142,6 +142,7 @@ async fn an_approval_answered_through_the_control_plane_runs_the_tool() {
     ]));
     let plane = env.plane().await;
     let started = plane
+        .runs()
         .start_session(env.request(Policy::Ask, "make a file"))
         .await
         .unwrap();
@@ -153,6 +154,7 @@ async fn an_approval_answered_through_the_control_plane_runs_the_tool() {
     .await;
     assert_eq!(pending.tool_name, "Bash");
     let reply = plane
+        .runs()
         .answer(
             &run,
             &pending.request_id,
@@ -250,6 +252,7 @@ fn a_restarted_control_plane_reattaches_and_the_approval_is_still_answerable() {
         let ids = rt.block_on(async {
             let plane = env.plane().await;
             let s = plane
+                .runs()
                 .start_session(env.request(Policy::Ask, "make a file"))
                 .await
                 .unwrap();
@@ -275,6 +278,7 @@ fn a_restarted_control_plane_reattaches_and_the_approval_is_still_answerable() {
         let pending = plane.store().pending_approvals(&run).await.unwrap();
         assert_eq!(pending.len(), 1, "still pending after the restart");
         let reply = plane
+            .runs()
             .answer(
                 &run,
                 &pending[0].request_id,
@@ -303,11 +307,13 @@ async fn a_message_after_the_turn_ended_starts_the_next_turn_in_the_same_convers
     ]));
     let plane = env.plane().await;
     let started = plane
+        .runs()
         .start_session(env.request(Policy::Auto, "FIRST-PROMPT"))
         .await
         .unwrap();
     wait_turn_ended(&plane, &started.turn.id).await;
     let reply = plane
+        .runs()
         .send(&started.session.id, "SECOND-PROMPT", "ada@example.com")
         .await
         .unwrap();
@@ -339,6 +345,7 @@ async fn a_handed_back_message_starts_the_next_turn_exactly_once() {
     ]));
     let plane = env.plane().await;
     let started = plane
+        .runs()
         .start_session(env.request(Policy::Ask, "make a file"))
         .await
         .unwrap();
@@ -367,8 +374,11 @@ async fn a_handed_back_message_starts_the_next_turn_exactly_once() {
     unsafe { libc::kill(driver, libc::SIGSTOP) };
     let p = Arc::clone(&plane);
     let run2 = run.clone();
-    let steer =
-        tokio::spawn(async move { p.steer(&run2, "HANDED-BACK-MSG", "ada@example.com").await });
+    let steer = tokio::spawn(async move {
+        p.runs()
+            .steer(&run2, "HANDED-BACK-MSG", "ada@example.com")
+            .await
+    });
     let inbox = PathBuf::from(&r.ctl_path).join("in");
     until("the steer to land", async || {
         (std::fs::read_dir(&inbox).map(|d| d.count()).unwrap_or(0) > 0).then_some(())
@@ -459,6 +469,7 @@ async fn governed_asks_tower_with_the_vault_credential() {
         .unwrap();
     let plane = ControlPlane::new(store, tools);
     let started = plane
+        .runs()
         .start_session(env.request(Policy::Governed, "make a file"))
         .await
         .unwrap();
@@ -491,6 +502,7 @@ async fn governed_asks_tower_with_the_vault_credential() {
     let env2 = Env::new(Script::new([Step::text("never")]));
     let plane2 = env2.plane().await;
     let err = plane2
+        .runs()
         .start_session(env2.request(Policy::Governed, "x"))
         .await
         .unwrap_err();
@@ -508,13 +520,14 @@ async fn a_required_hook_refuses_turns_where_the_agent_could_remove_it() {
         .push(("HANGAR_GOVERNANCE_HOOK".into(), "required".into()));
     let plane = env.plane_with(tools).await;
     let err = plane
+        .runs()
         .start_session(env.request(Policy::Ask, "x"))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("no uid split"), "{err}");
     let mut codex = env.request(Policy::Ask, "x");
     codex.harness = Harness::Codex;
-    let err = plane.start_session(codex).await.unwrap_err();
+    let err = plane.runs().start_session(codex).await.unwrap_err();
     assert!(
         err.to_string()
             .contains("Codex turns that require the Tower hook"),
@@ -558,6 +571,7 @@ async fn a_harness_version_that_has_not_passed_the_suite_is_refused_unless_the_s
     // The pinned version passes: built in.
     let pinned = env.plane().await;
     let started = pinned
+        .runs()
         .start_session(env.request(Policy::Auto, "pinned"))
         .await
         .unwrap();
@@ -573,6 +587,7 @@ async fn a_harness_version_that_has_not_passed_the_suite_is_refused_unless_the_s
 
     // Never checked: refused, saying how to check it or run it anyway; audited; nothing ran.
     let err = plane
+        .runs()
         .start_session(env.request(Policy::Auto, "x"))
         .await
         .unwrap_err();
@@ -599,6 +614,7 @@ async fn a_harness_version_that_has_not_passed_the_suite_is_refused_unless_the_s
         .await
         .unwrap();
     let err = plane
+        .runs()
         .start_session(env.request(Policy::Auto, "x"))
         .await
         .unwrap_err();
@@ -608,7 +624,7 @@ async fn a_harness_version_that_has_not_passed_the_suite_is_refused_unless_the_s
     // The session says to run it unverified: it runs, warns, and the manifest records it.
     let mut req = env.request(Policy::Auto, "run it anyway");
     req.options.unverified_harness = true;
-    let started = plane.start_session(req).await.unwrap();
+    let started = plane.runs().start_session(req).await.unwrap();
     let t = wait_turn_ended(&plane, &started.turn.id).await;
     let m = t.manifest.clone().unwrap();
     assert_eq!(m["harness_check"], "unverified");
@@ -642,6 +658,7 @@ async fn a_harness_version_that_has_not_passed_the_suite_is_refused_unless_the_s
         .await
         .unwrap();
     let started = plane
+        .runs()
         .start_session(env.request(Policy::Auto, "checked now"))
         .await
         .unwrap();
@@ -685,6 +702,7 @@ async fn a_prompt_handed_back_again_by_its_own_retry_is_not_retried_without_end(
     tools.claude = broken;
     let plane = env.plane_with(tools).await;
     let started = plane
+        .runs()
         .start_session(env.request(Policy::Auto, "LOOPING-PROMPT"))
         .await
         .unwrap();

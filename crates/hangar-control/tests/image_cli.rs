@@ -108,6 +108,7 @@ impl Env {
             image.rsplit(':').next().unwrap().replace('.', "-")
         );
         plane
+            .sandboxes()
             .apply_environment(
                 &json!({"name": name, "provider": "docker", "image": image, "network": "host"}),
                 "ada@example.com",
@@ -115,6 +116,7 @@ impl Env {
             .await
             .unwrap();
         plane
+            .sandboxes()
             .create_sandbox(&name, self.repo.path(), "ada@example.com")
             .await
             .unwrap()
@@ -169,7 +171,7 @@ async fn the_images_own_claude_runs_and_its_version_is_the_one_checked() {
     // The image's CLI is of the pinned version: it passes (built in) and it is what runs.
     let good = Image::with_claude(hangar_testkit::CLAUDE_CODE_VERSION);
     let sb = env.sandbox(&plane, &good.0).await;
-    let started = plane.start_session(env.request(&sb)).await.unwrap();
+    let started = plane.runs().start_session(env.request(&sb)).await.unwrap();
     let t = ended(&plane, &started.turn.id).await;
     assert_eq!(t.status, Some(0), "{t:?}");
     let m: hangar_events::Manifest = serde_json::from_value(t.manifest.unwrap()).unwrap();
@@ -183,6 +185,7 @@ async fn the_images_own_claude_runs_and_its_version_is_the_one_checked() {
         "the model was asked"
     );
     plane
+        .sandboxes()
         .remove_sandbox(&sb, false, true, "ada@example.com")
         .await
         .unwrap();
@@ -191,7 +194,11 @@ async fn the_images_own_claude_runs_and_its_version_is_the_one_checked() {
     // hangar's own pinned copy would have passed.
     let other = Image::with_claude("0.0.3-image");
     let sb = env.sandbox(&plane, &other.0).await;
-    let err = plane.start_session(env.request(&sb)).await.unwrap_err();
+    let err = plane
+        .runs()
+        .start_session(env.request(&sb))
+        .await
+        .unwrap_err();
     assert!(
         err.to_string()
             .contains("claude 0.0.3-image has not passed hangar's conformance suite"),
@@ -199,6 +206,7 @@ async fn the_images_own_claude_runs_and_its_version_is_the_one_checked() {
     );
     assert_eq!(env.fake.requests().len(), 1, "no second turn ran");
     plane
+        .sandboxes()
         .remove_sandbox(&sb, false, true, "ada@example.com")
         .await
         .unwrap();

@@ -85,7 +85,8 @@ impl Env {
         let vault = Vault::open_or_create(&self.home.path().join("master.key")).unwrap();
         let plane = ControlPlane::new(store.with_vault(vault).await.unwrap(), tools);
         // Tower trusts this hangar's keys (`/.well-known/jwks.json`, served by hangar-server).
-        self.tower.trust_keys(HANGAR, plane.jwks().await.unwrap());
+        self.tower
+            .trust_keys(HANGAR, plane.governance().jwks().await.unwrap());
         plane
     }
 
@@ -174,6 +175,7 @@ async fn a_governed_turn_shows_tower_a_checked_passport() {
     ]));
     let plane = env.plane().await;
     let started = plane
+        .runs()
         .start_session(env.request("make a file"))
         .await
         .unwrap();
@@ -225,7 +227,10 @@ async fn a_governed_turn_shows_tower_a_checked_passport() {
     assert!(!key_file(&run).exists(), "the key file outlived the run");
     let made = audit(&plane, "governance.signing_key_made").await;
     assert_eq!(made.len(), 1);
-    assert_eq!(made[0]["kid"], plane.signing_key().await.unwrap().kid());
+    assert_eq!(
+        made[0]["kid"],
+        plane.governance().signing_key().await.unwrap().kid()
+    );
     let issued = audit(&plane, "governance.passport_issued").await;
     assert_eq!(issued.len(), 1);
     assert_eq!(issued[0]["run"], started.run.id);
@@ -233,6 +238,7 @@ async fn a_governed_turn_shows_tower_a_checked_passport() {
     // The next turn: a fresh exchange, and an ES256 passport checks too.
     env.tower.set_passport_alg(PassportAlg::Es256).unwrap();
     let reply = plane
+        .runs()
         .send(&started.session.id, "and another", ADA)
         .await
         .unwrap();
@@ -284,6 +290,7 @@ async fn a_passport_that_fails_a_check_refuses_the_turn() {
     for (i, (fault, want)) in cases.iter().enumerate() {
         env.tower.set_passport_fault(fault.clone());
         let err = plane
+            .runs()
             .start_session(env.request("x"))
             .await
             .unwrap_err()
@@ -318,6 +325,7 @@ async fn a_passport_that_fails_a_check_refuses_the_turn() {
     // Tower unreachable: no passport either.
     let plane = env.plane_at(&TowerDouble::down_url().unwrap()).await;
     let err = plane
+        .runs()
         .start_session(env.request("x"))
         .await
         .unwrap_err()
@@ -338,6 +346,7 @@ async fn the_passport_is_renewed_while_the_run_lives_and_never_after() {
     env.tower.set_passport_seconds(9);
     let plane = env.plane().await;
     let started = plane
+        .runs()
         .start_session(env.request("make files slowly"))
         .await
         .unwrap();
@@ -418,6 +427,7 @@ fn a_restarted_control_plane_resumes_renewing_the_passports_of_live_runs() {
         let started = rt.block_on(async {
             let plane = env.plane().await;
             plane
+                .runs()
                 .start_session(env.request("make files slowly"))
                 .await
                 .unwrap()

@@ -201,12 +201,14 @@ async fn a_one_shot_claude_turn_records_its_start_and_end_trees() {
     let plane = place.plane(place.tools(env)).await;
     let start = git_tree(place.work.path());
     let started = plane
+        .runs()
         .start_session(place.request(Harness::Claude, "make b", TurnOptions::default()))
         .await
         .unwrap();
     // Nothing reads a one-shot turn's commands: a steer is refused at once, saying why.
     let t = Instant::now();
     let reply = plane
+        .runs()
         .steer(&started.run.id, "and c", "ada@example.com")
         .await
         .unwrap();
@@ -281,6 +283,7 @@ async fn a_one_shot_codex_turn_records_its_start_and_end_trees() {
         ..TurnOptions::default()
     };
     let started = plane
+        .runs()
         .start_session(place.request(Harness::Codex, "make x and notes", options))
         .await
         .unwrap();
@@ -470,6 +473,7 @@ async fn turns_are_exported_as_otlp_traces_with_their_trees() {
     ));
     let plane = place.plane(place.tools(env.clone())).await;
     let started = plane
+        .runs()
         .start_session(place.request(Harness::Claude, "write notes", TurnOptions::default()))
         .await
         .unwrap();
@@ -525,6 +529,7 @@ async fn turns_are_exported_as_otlp_traces_with_their_trees() {
     drop(plane);
     let plane = place.plane(place.tools(env)).await;
     let reply = plane
+        .runs()
         .send(&started.session.id, "one shot", "ada@example.com")
         .await
         .unwrap();
@@ -561,6 +566,7 @@ async fn a_slow_hash_is_exported_as_skipped() {
     env.push(("HANGAR_TREE_SLOW_MS".into(), "0".into()));
     let plane = place.plane(place.tools(env)).await;
     let started = plane
+        .runs()
         .start_session(place.request(Harness::Claude, "make b", TurnOptions::default()))
         .await
         .unwrap();

@@ -32,8 +32,7 @@ use crate::runlog::RunLog;
 pub const SLOW: Duration = Duration::from_secs(2);
 
 fn slow_limit() -> Duration {
-    std::env::var(hangar_protocol::env::HANGAR_TREE_SLOW_MS)
-        .ok()
+    hangar_protocol::env::var(hangar_protocol::env::HANGAR_TREE_SLOW_MS)
         .and_then(|v| v.parse().ok())
         .map_or(SLOW, Duration::from_millis)
 }

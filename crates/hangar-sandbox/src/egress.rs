@@ -163,7 +163,7 @@ fn entry_matches(entry: &str, host: &str) -> bool {
 
 /// The test-only name map from [`TEST_RESOLVE_VAR`].
 pub fn test_resolve_from_env() -> HashMap<String, SocketAddr> {
-    std::env::var(TEST_RESOLVE_VAR)
+    hangar_protocol::env::var(TEST_RESOLVE_VAR)
         .map(|v| parse_test_resolve(&v))
         .unwrap_or_default()
 }

@@ -106,10 +106,11 @@ impl From<hangar_control::ControlError> for ApiError {
         use hangar_control::ControlError as C;
         match e {
             C::Store(s) => s.into(),
-            C::BadRequest(m) => ApiError::BadRequest(m),
+            C::TurnRefused { why, .. } => (*why).into(),
+            C::Invalid(m) => ApiError::BadRequest(m),
             C::NotFound(m) => ApiError::NotFound(m),
-            C::Conflict(m) => ApiError::Conflict(m),
-            C::Forbidden(m) => ApiError::Forbidden(m),
+            C::WrongState(m) => ApiError::Conflict(m),
+            C::NotAllowed(m) => ApiError::Forbidden(m),
             C::Refused(m) => ApiError::Refused(m),
             C::Unavailable(m) => ApiError::Unavailable(m),
             other => ApiError::Internal(other.to_string()),

@@ -21,6 +21,7 @@ pub(crate) async fn fork(
     Json(b): Json<api::ForkRequest>,
 ) -> Result<axum::response::Response, ApiError> {
     let f = plane
+        .forks()
         .fork(ForkRequest {
             run: id,
             step: usize::try_from(b.step).map_err(|_| {
@@ -46,7 +47,7 @@ pub(crate) async fn forks(
     _who: Authed,
     Path(id): Path<String>,
 ) -> Result<axum::response::Response, ApiError> {
-    let forks = plane.forks_of_run(&id).await?;
+    let forks = plane.steps().forks_of_run(&id).await?;
     let forks = forks
         .into_iter()
         .map(views::fork_record)

@@ -15,7 +15,7 @@ use crate::error::ApiError;
 pub(crate) async fn jwks(
     State(plane): State<Arc<ControlPlane>>,
 ) -> Result<axum::response::Response, ApiError> {
-    let keys: hangar_api::Jwks = serde_json::from_value(plane.jwks().await?)
+    let keys: hangar_api::Jwks = serde_json::from_value(plane.governance().jwks().await?)
         .map_err(|e| ApiError::Internal(format!("the control plane's JWKS: {e}")))?;
     Ok(([(header::CACHE_CONTROL, "public, max-age=300")], Json(keys)).into_response())
 }

@@ -136,7 +136,7 @@ async fn start_session(
         person: who.email,
         options: b.options,
     };
-    let s = plane.start_session(req).await?;
+    let s = plane.runs().start_session(req).await?;
     let started = api::Started {
         session: views::session(&s.session),
         turn: views::turn(&s.turn),
@@ -199,7 +199,7 @@ async fn send_message(
     Path(id): Path<String>,
     Json(b): Json<api::Text>,
 ) -> ApiResult {
-    reply(plane.send(&id, checked(&b)?, &who.email).await?)
+    reply(plane.runs().send(&id, checked(&b)?, &who.email).await?)
 }
 
 #[derive(Deserialize)]
@@ -228,11 +228,11 @@ async fn steer(
             return reply(Reply::Ended { run: id });
         }
     }
-    reply(plane.steer(&id, text, &who.email).await?)
+    reply(plane.runs().steer(&id, text, &who.email).await?)
 }
 
 async fn interrupt(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
-    reply(plane.interrupt(&id, &who.email).await?)
+    reply(plane.runs().interrupt(&id, &who.email).await?)
 }
 
 async fn transcript(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
@@ -253,7 +253,7 @@ async fn get_turn(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiR
 }
 
 async fn steps(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
-    let steps = plane.steps(&id).await?;
+    let steps = plane.steps().steps(&id).await?;
     ok(api::Steps {
         run: id,
         steps: steps
@@ -275,7 +275,7 @@ async fn diff(
     Path(id): Path<String>,
     Query(q): Query<DiffQuery>,
 ) -> ApiResult {
-    ok(views::diff(plane.diff(&id, q.from, q.to).await?)?)
+    ok(views::diff(plane.steps().diff(&id, q.from, q.to).await?)?)
 }
 
 async fn get_run(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
@@ -298,6 +298,7 @@ async fn answer(
     let allow = b.decision == api::Decision::Allow;
     reply(
         plane
+            .runs()
             .answer(
                 &id,
                 &request_id,

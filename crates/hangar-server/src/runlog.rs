@@ -47,10 +47,10 @@ pub(crate) async fn run_log(
 ) -> Result<Response, ApiError> {
     let run = plane.store().run(&id).await?;
     let ended = run.state != RunState::Live;
-    let path = plane.run_log_path(&run);
+    let path = plane.steps().run_log_path(&run);
     let max = q.max.unwrap_or(DEFAULT_MAX).clamp(4096, 16 << 20);
     let offset = q.offset;
-    let mode = ControlPlane::stored_log_mode(&run);
+    let mode = hangar_control::Steps::stored_log_mode(&run);
     let verified = mode.as_ref().is_some_and(|m| m.trusted);
     let why = match &mode {
         Some(m) => m.why.clone(),
@@ -67,7 +67,7 @@ pub(crate) async fn run_log(
             at_end: true,
         })),
         Some(m) if m.sealed => {
-            let reader = plane.log_reader(&run).await;
+            let reader = plane.steps().log_reader(&run).await;
             tokio::task::spawn_blocking(move || {
                 reader
                     .read_sealed(&path, offset, max, Order::Any)

@@ -53,13 +53,17 @@ async fn create_sandbox(
             "person {person:?} is not an email address"
         )));
     }
-    let sb = plane.create_sandbox(&b.env, &b.repo, &person).await?;
+    let sb = plane
+        .sandboxes()
+        .create_sandbox(&b.env, &b.repo, &person)
+        .await?;
     let sandbox = views::sandbox(sb)?;
     Ok((StatusCode::CREATED, Json(api::SandboxOne { sandbox })).into_response())
 }
 
 async fn list_sandboxes(State(plane): S, _who: Authed) -> ApiResult {
     let sandboxes = plane
+        .sandboxes()
         .list_sandboxes()
         .await?
         .into_iter()
@@ -69,7 +73,7 @@ async fn list_sandboxes(State(plane): S, _who: Authed) -> ApiResult {
 }
 
 async fn get_sandbox(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
-    let sandbox = views::sandbox(plane.sandbox_view(&id).await?)?;
+    let sandbox = views::sandbox(plane.sandboxes().sandbox_view(&id).await?)?;
     Ok(Json(api::SandboxOne { sandbox }).into_response())
 }
 
@@ -88,6 +92,7 @@ async fn remove_sandbox(
     Query(q): Query<RemoveQuery>,
 ) -> ApiResult {
     let sb = plane
+        .sandboxes()
         .remove_sandbox(&id, q.keep_logs, q.force, &who.email)
         .await?;
     let sandbox = views::sandbox(sb)?;
@@ -107,6 +112,7 @@ async fn exec(
         )));
     }
     let out = plane
+        .sandboxes()
         .sandbox_exec(
             &id,
             match b.who {
@@ -145,6 +151,7 @@ async fn attach(
     // terminal (e2b) uses the size and type.
     term.check()?;
     let (run, how) = plane
+        .sandboxes()
         .sandbox_attach(&id, b.run.as_deref(), &who.email, &who.token_id, &term)
         .await?;
     Ok((
@@ -162,7 +169,7 @@ async fn attach(
                 run,
                 argv: Vec::new(),
                 attach: Some(attach),
-                keepalive_secs: Some(plane.attach_keepalive().as_secs()),
+                keepalive_secs: Some(plane.sandboxes().attach_keepalive().as_secs()),
             },
         }),
     )
@@ -174,7 +181,7 @@ async fn attach(
 /// Dropping the stream ends the attach.
 async fn attach_output(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
     use axum::response::sse::{Event, KeepAlive, Sse};
-    let out = plane.attach_output(&id, &who.token_id)?;
+    let out = plane.sandboxes().attach_output(&id, &who.token_id)?;
     let events = futures_util::stream::unfold(out, |mut out| async move {
         let ev = match out.next().await? {
             RelayEvent::Data(b) => Event::default().event("data").data(B64.encode(b)),
@@ -203,7 +210,10 @@ async fn attach_input(
     let bytes = B64.decode(b.data.as_bytes()).map_err(|e| {
         ApiError::BadRequest(format!("data must be base64 of the bytes typed: {e}"))
     })?;
-    plane.attach_input(&id, &who.token_id, &bytes).await?;
+    plane
+        .sandboxes()
+        .attach_input(&id, &who.token_id, &bytes)
+        .await?;
     Ok(Json(api::AttachOne { attach: id }).into_response())
 }
 
@@ -214,18 +224,20 @@ async fn attach_resize(
     Json(b): Json<api::AttachResize>,
 ) -> ApiResult {
     plane
+        .sandboxes()
         .attach_resize(&id, &who.token_id, b.cols, b.rows)
         .await?;
     Ok(Json(api::AttachOne { attach: id }).into_response())
 }
 
 async fn end_attach(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
-    plane.end_attach(&id, &who.token_id)?;
+    plane.sandboxes().end_attach(&id, &who.token_id)?;
     Ok(Json(api::AttachOne { attach: id }).into_response())
 }
 
 async fn list_environments(State(plane): S, _who: Authed) -> ApiResult {
     let environments = plane
+        .sandboxes()
         .environments()
         .await?
         .into_iter()
@@ -239,7 +251,10 @@ async fn apply_environment(
     who: Authed,
     Json(spec): Json<api::EnvironmentSpec>,
 ) -> ApiResult {
-    let (env, created) = plane.apply_environment(&spec.0, &who.email).await?;
+    let (env, created) = plane
+        .sandboxes()
+        .apply_environment(&spec.0, &who.email)
+        .await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -256,7 +271,7 @@ async fn apply_environment(
 }
 
 async fn get_environment(State(plane): S, _who: Authed, Path(name): Path<String>) -> ApiResult {
-    let environment = views::environment(plane.environment(&name).await?);
+    let environment = views::environment(plane.sandboxes().environment(&name).await?);
     Ok(Json(api::EnvironmentOne { environment }).into_response())
 }
 

@@ -336,6 +336,70 @@ impl<'ast> Visit<'ast> for LitVisitor<'_> {
     }
 }
 
+/// Every call of non-test code in `files` that reads the process's environment directly
+/// (`std::env::var`, `var_os`, `vars`, `vars_os`, by any path ending `env::…`), with the
+/// variable it names when the argument is a constant or a literal (`""` when it is not).
+pub fn env_reads(files: &[SourceFile], workspace: &Path) -> Vec<Literal> {
+    let mut out = Vec::new();
+    for f in files {
+        let mut v = EnvVisitor {
+            file: f
+                .path
+                .strip_prefix(workspace)
+                .unwrap_or(&f.path)
+                .to_path_buf(),
+            out: &mut out,
+        };
+        v.visit_file(&f.ast);
+    }
+    out
+}
+
+struct EnvVisitor<'a> {
+    file: PathBuf,
+    out: &'a mut Vec<Literal>,
+}
+
+impl<'ast> Visit<'ast> for EnvVisitor<'_> {
+    skip_test_code!();
+    fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+        if let syn::Expr::Path(f) = &*c.func {
+            let segs: Vec<String> = f
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            let reads = matches!(
+                segs.as_slice(),
+                [.., env, read] if env == "env"
+                    && matches!(read.as_str(), "var" | "var_os" | "vars" | "vars_os")
+            ) && !matches!(segs.first().map(String::as_str), Some("hangar_protocol"));
+            if reads {
+                let text = match c.args.first() {
+                    Some(syn::Expr::Path(p)) => p
+                        .path
+                        .segments
+                        .last()
+                        .map(|s| s.ident.to_string())
+                        .unwrap_or_default(),
+                    Some(syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(l),
+                        ..
+                    })) => l.value(),
+                    _ => String::new(),
+                };
+                self.out.push(Literal {
+                    file: self.file.clone(),
+                    line: c.span().start().line,
+                    text,
+                });
+            }
+        }
+        syn::visit::visit_expr_call(self, c);
+    }
+}
+
 /// Which top-level modules of a crate each top-level module uses: an edge `a -> b` for every
 /// path in `a` (or below it) that names `crate::b…`, `super::b…` from a top-level module, or an
 /// item the crate root re-exports from `b`.

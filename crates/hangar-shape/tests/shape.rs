@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use hangar_shape::{
-    Function, Literal, SourceFile, circles, crate_roots, functions, literals, module_files,
-    module_graph,
+    Function, Literal, SourceFile, circles, crate_roots, env_reads, functions, literals,
+    module_files, module_graph,
 };
 
 /// Longer than this and a function no longer fits in a reader's head (or on two screens).
@@ -107,8 +107,50 @@ fn hangar_variables_are_named_in_one_place() {
     assert!(elsewhere.is_empty(), "{}", elsewhere.join("\n"));
 }
 
+/// hangar's settings are read once: a `HANGAR_*` variable is read only through
+/// `hangar_protocol::env::var` (a snapshot of the environment taken on first use), never with
+/// `std::env::var` on its own, so no two parts of a process see it differently.
 #[test]
-#[ignore = "issue 19: hangar-control's services slice makes this hold; until then it lists the circle"]
+fn hangar_variables_are_read_through_the_settings_snapshot() {
+    let reads = env_reads(&source_files(TEST_SUPPORT), &workspace());
+    assert!(
+        reads.iter().any(|r| r.text == "PATH"),
+        "found none of the direct reads of PATH: {reads:?}"
+    );
+    let direct: Vec<String> = reads
+        .iter()
+        .filter(|r| r.file != Path::new("crates/hangar-protocol/src/env.rs"))
+        .filter(|r| r.text.starts_with("HANGAR_") || r.text.ends_with("_VAR"))
+        .map(|r| {
+            format!(
+                "{}:{} reads {} directly: use hangar_protocol::env::var",
+                r.file.display(),
+                r.line,
+                r.text
+            )
+        })
+        .collect();
+    assert!(direct.is_empty(), "{}", direct.join("\n"));
+}
+
+#[test]
+fn a_direct_read_of_a_hangar_variable_is_found_and_test_code_is_not_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "src/lib.rs",
+        "use hangar_protocol::env::HANGAR_X;\npub fn a() { let _ = std::env::var(HANGAR_X); let _ = hangar_protocol::env::var(HANGAR_X); let _ = std::env::var_os(\"PATH\"); }\n#[cfg(test)]\nmod t { fn b() { let _ = std::env::var(super::HANGAR_X); } }\n",
+    );
+    let files = module_files(&root.join("src/lib.rs")).unwrap();
+    let found: Vec<(String, usize)> = env_reads(&files, root)
+        .into_iter()
+        .map(|r| (r.text, r.line))
+        .collect();
+    assert_eq!(found, vec![("HANGAR_X".to_string(), 2), ("PATH".into(), 2)]);
+}
+
+#[test]
 fn hangar_control_modules_import_each_other_in_no_circle() {
     let files = module_files(&workspace().join("crates/hangar-control/src/lib.rs")).unwrap();
     let graph = module_graph(&files);

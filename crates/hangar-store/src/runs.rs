@@ -90,6 +90,22 @@ impl Store {
         })
     }
 
+    /// The session's current run: its last turn's, while that turn runs (or is queued) and the
+    /// run is live.
+    pub async fn live_run_of(&self, session_id: &str) -> Result<Option<Run>, StoreError> {
+        let turns = self.turns(session_id).await?;
+        let Some(last) = turns.last() else {
+            return Ok(None);
+        };
+        match (&last.run_id, last.state) {
+            (Some(run), crate::TurnState::Running | crate::TurnState::Queued) => {
+                let run = self.run(run).await?;
+                Ok(Some(run).filter(|r| r.state == crate::RunState::Live))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Records the driver's process id.
     pub async fn set_driver_pid(&self, run_id: &str, pid: i64) -> Result<(), StoreError> {
         let n = write_db!(self, pool => {

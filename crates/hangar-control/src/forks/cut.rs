@@ -17,56 +17,11 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use hangar_store::Harness;
-use serde::{Deserialize, Serialize};
+
+use crate::steps::forks::Conversation;
 use serde_json::Value;
 
 use crate::error::ControlError;
-
-/// How far into the source's conversation a fork goes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Conversation {
-    /// The harness's session (Claude Code) or thread (Codex) the fork's first turn forks from;
-    /// none when the fork starts a new conversation (the step came before anything was said).
-    pub parent: Option<String>,
-    /// The last entry kept: Claude Code's message uuid, or Codex's turn id. None with a parent:
-    /// everything of it.
-    pub at: Option<String>,
-    /// Whether the conversation ends exactly at the step.
-    pub exact: bool,
-    /// Why it does not, when it does not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub why: Option<String>,
-}
-
-/// How exactly a harness's conversation can be cut at a step (the capability flag).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ForkCapability {
-    pub harness: String,
-    /// `message`: at any entry (every step); `turn`: only between turns.
-    pub cut: String,
-    /// Whether a fork from any step gets exactly the conversation up to it.
-    pub exact_at_every_step: bool,
-    /// How the harness is told.
-    pub how: String,
-}
-
-/// What each harness allows (the pinned versions: Claude Code 2.1.328, Codex 0.169.0).
-pub fn fork_capability(harness: Harness) -> ForkCapability {
-    match harness {
-        Harness::Claude => ForkCapability {
-            harness: "claude".into(),
-            cut: "message".into(),
-            exact_at_every_step: true,
-            how: "--resume SESSION --fork-session --resume-session-at MESSAGE".into(),
-        },
-        Harness::Codex => ForkCapability {
-            harness: "codex".into(),
-            cut: "turn".into(),
-            exact_at_every_step: false,
-            how: "thread/fork with lastTurnId (whole turns only; no rollback inside a turn)".into(),
-        },
-    }
-}
 
 /// Reads the logs of the runs before the step's run (in order), then the step's run up to its
 /// `step`-th tree line, which must name `tree` (the stored step and the log must agree).

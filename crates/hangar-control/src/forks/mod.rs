@@ -7,7 +7,7 @@
 //! from the run logs (`cut`); a harness that cannot cut exactly at the step (Codex inside a
 //! turn) forks at the nearest turn before it, and the fork's record and the capability flag
 //! say so. The fork's first turn starts the harness with `--fork PARENT --fork-at CUT` (see
-//! [`ControlPlane::fork_point`]); later turns resume the fork's own session.
+//! [`Steps::fork_point`]); later turns resume the fork's own session.
 //!
 //! A run in a provider's sandbox forks into a new sandbox of the same environment, with the
 //! harness's conversation carried across from the source sandbox's agent home, or once it was
@@ -16,23 +16,37 @@
 //! a run in an in-place sandbox (`hangar run`'s default) forks into a new folder, never into the
 //! person's own. A kubernetes or e2b sandbox's repository is taken out of it for the rebuild,
 //! and the new sandbox's work tree is hashed again inside it (`remote`).
+//!
+//! The [`Forks`] service makes forks with the sandboxes, steps and runs services; the records
+//! it leaves are read through the steps ([`crate::steps::forks`]).
 
 mod cut;
-mod rebuild;
-mod remote;
-mod sandboxed;
+pub(crate) mod rebuild;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use hangar_store::{Fork, NewFork, NewSandbox, Sandbox, Session, new_id};
-use serde::{Deserialize, Serialize};
+use hangar_store::{NewFork, NewSandbox, Sandbox, Session, Store, new_id};
 use serde_json::json;
 
-pub use cut::{Conversation, ForkCapability, fork_capability};
-
+use crate::blocking::blocking;
 use crate::error::ControlError;
-use crate::plane::{ControlPlane, Started};
+use crate::launch::Tools;
+use crate::runs::{Runs, Started};
+use crate::sandboxes::Sandboxes;
+use crate::steps::Steps;
+use crate::steps::forks::{Conversation, ForkRecord, fork_capability};
+
+/// The forks service (see the module's page): it owns no state of its own; it works the
+/// services below it.
+#[derive(Debug)]
+pub struct Forks {
+    pub(crate) store: Store,
+    pub(crate) tools: Arc<Tools>,
+    pub(crate) runs: Arc<Runs>,
+    pub(crate) sandboxes: Arc<Sandboxes>,
+    pub(crate) steps: Arc<Steps>,
+}
 
 /// A request to fork a run at a step.
 #[derive(Clone, Debug)]
@@ -47,29 +61,6 @@ pub struct ForkRequest {
     pub person: String,
 }
 
-/// The fork's record (kept with the fork, returned by the API).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ForkRecord {
-    pub session: String,
-    pub sandbox: String,
-    pub dir: String,
-    /// Where it came from.
-    pub run: String,
-    pub turn: String,
-    pub source_session: String,
-    pub step: usize,
-    /// The step's tree: recorded by the driver, and what the fork's work tree hashes to.
-    pub tree: String,
-    pub trusted: bool,
-    /// The commit the fork's checkout is on (none for a plain folder or an unborn branch).
-    pub head: Option<String>,
-    /// Whether the fork's folder is a clone of the source's repository.
-    pub repository: bool,
-    pub conversation: Conversation,
-    pub capability: ForkCapability,
-    pub warnings: Vec<String>,
-}
-
 /// What a fork made.
 #[derive(Clone, Debug)]
 pub struct Forked {
@@ -82,7 +73,7 @@ pub struct Forked {
 
 /// What a fork starts from.
 struct Source {
-    step: crate::trees::Step,
+    step: crate::steps::trees::Step,
     run: hangar_store::Run,
     turn: hangar_store::Turn,
     session: Session,
@@ -106,14 +97,14 @@ fn fork_dir(
 ) -> Result<PathBuf, ControlError> {
     Ok(match &req.dir {
         Some(_) if copying => {
-            return Err(ControlError::BadRequest(format!(
+            return Err(ControlError::Invalid(format!(
                 "run {} ran in a sandbox of environment {}, which holds a copy of the repository: the fork is a new sandbox of it, whose work tree is its own workspace (shown as dir:); --dir is for forks whose work tree is a folder of this machine",
                 src.run.id, src.sandbox.environment
             )));
         }
         Some(d) if d.is_absolute() => d.clone(),
         Some(d) => {
-            return Err(ControlError::BadRequest(format!(
+            return Err(ControlError::Invalid(format!(
                 "the fork's folder must be an absolute path, not {}",
                 d.display()
             )));
@@ -127,7 +118,7 @@ fn fork_dir(
 /// refusal names what each base gave (and `missing`, the bases there were not). Whatever a
 /// failure leaves in `dir` is removed.
 fn rebuild_on_bases(
-    files: &crate::trees::RunFiles,
+    files: &crate::steps::trees::RunFiles,
     bases: &[(String, PathBuf, bool)],
     missing: Vec<String>,
     tree: &str,
@@ -167,11 +158,11 @@ fn rebuild_on_bases(
     )))
 }
 
-impl ControlPlane {
+impl Forks {
     /// Forks `req.run` at `req.step`: the step's tree rebuilt (and checked) into a new sandbox
     /// or folder, the harness's conversation up to the step carried into it, a session whose
     /// first turn starts with `req.prompt` when there is one.
-    pub async fn fork(self: &Arc<Self>, req: ForkRequest) -> Result<Forked, ControlError> {
+    pub async fn fork(&self, req: ForkRequest) -> Result<Forked, ControlError> {
         let src = self.fork_source(&req).await?;
         let sandbox_id = new_id("sb")?;
         let copying = self.fork_copies(&src).await?;
@@ -184,8 +175,11 @@ impl ControlPlane {
             }
             Err(e) => return Err(e),
         };
-        let files =
-            crate::trees::run_files(&self.tools.home, &src.run.id, Path::new(&src.run.ctl_path));
+        let files = crate::steps::trees::run_files(
+            &self.tools.home,
+            &src.run.id,
+            Path::new(&src.run.ctl_path),
+        );
         let (harness, earlier, tree, n) = (
             src.session.harness,
             src.earlier.clone(),
@@ -221,7 +215,8 @@ impl ControlPlane {
             .await?;
         let started = match req.prompt.as_deref() {
             Some(p) if !p.trim().is_empty() => Some(
-                self.start_turn(&record.session, &[p.to_owned()], &req.person)
+                self.runs
+                    .start_turn(&record.session, &[p.to_owned()], &req.person)
                     .await?,
             ),
             _ => None,
@@ -236,9 +231,9 @@ impl ControlPlane {
 
     /// The run forked, its step, its session and sandbox, and the session's earlier runs.
     async fn fork_source(&self, req: &ForkRequest) -> Result<Source, ControlError> {
-        let steps = self.steps(&req.run).await?;
+        let steps = self.steps.steps(&req.run).await?;
         let step = steps.get(req.step).cloned().ok_or_else(|| {
-            ControlError::BadRequest(format!(
+            ControlError::Invalid(format!(
                 "run {} has {} steps (0 to {}); there is no step {}",
                 req.run,
                 steps.len(),
@@ -261,7 +256,7 @@ impl ControlPlane {
             }
             if let Some(r) = &t.run_id {
                 let r = self.store.run(r).await?;
-                earlier.push(self.run_log_path(&r));
+                earlier.push(self.steps.run_log_path(&r));
                 runs.insert(1, r.id.clone());
             }
         }
@@ -295,7 +290,7 @@ impl ControlPlane {
                 )),
                 e => e.into(),
             })?;
-        Ok(!crate::envs::spec_of(&env)?.in_place)
+        Ok(!crate::sandboxes::envs::spec_of(&env)?.in_place)
     }
 
     /// The fork's sandbox (or, for a plain folder, its row), with the harness's conversation up
@@ -323,15 +318,16 @@ impl ControlPlane {
         };
         let carried = match conversation.parent.as_deref() {
             Some(parent) => {
-                self.conversation_files(
-                    (&src.sandbox, sb),
-                    src.session.harness,
-                    parent,
-                    (&src.session.id, src.runs.clone()),
-                )
-                .await
+                self.sandboxes
+                    .conversation_files(
+                        (&src.sandbox, sb),
+                        src.session.harness,
+                        parent,
+                        (&src.session.id, src.runs.clone()),
+                    )
+                    .await
             }
-            None => Ok(sandboxed::ConversationFiles::default()),
+            None => Ok(crate::sandboxes::keep::ConversationFiles::default()),
         };
         let made = match carried {
             Ok(carried) => {
@@ -437,7 +433,7 @@ impl ControlPlane {
     ) -> Result<
         (
             Vec<(String, PathBuf, bool)>,
-            Vec<crate::trees::Scratch>,
+            Vec<crate::steps::trees::Scratch>,
             Vec<String>,
         ),
         ControlError,
@@ -449,7 +445,8 @@ impl ControlPlane {
         match &src.sandboxed {
             Some(sb) if removed && copying => {
                 let (home, id) = (self.tools.home.clone(), sb.id.clone());
-                let kept = blocking(move || sandboxed::kept_repository(&home, &id)).await?;
+                let kept =
+                    blocking(move || crate::sandboxes::keep::kept_repository(&home, &id)).await?;
                 let what = format!("the repository kept when sandbox {} was removed", sb.id);
                 match kept {
                     Some(Ok(taken)) => match blocking(move || rebuild::base_from(&taken)).await? {
@@ -490,14 +487,15 @@ impl ControlPlane {
                     )),
                 }
             }
-            Some(sb) if crate::remote::is_remote(sb.env.provider) => {
+            Some(sb) if crate::sandboxes::is_remote(sb.env.provider) => {
                 let bundle = self
                     .tools
                     .home
                     .join("tmp")
                     .join(format!("{sandbox_id}.bundle"));
                 let taken = self
-                    .take_repository(sb, remote::INSIDE_TIMEOUT, &bundle)
+                    .sandboxes
+                    .take_repository(sb, crate::sandboxes::take::INSIDE_TIMEOUT, &bundle)
                     .await;
                 let based = match taken {
                     Ok(taken) => blocking(move || rebuild::base_from(&taken)).await,
@@ -550,11 +548,11 @@ impl ControlPlane {
         &self,
         req: &ForkRequest,
         (id, env): (&str, &str),
-        files: sandboxed::ConversationFiles,
+        files: crate::sandboxes::keep::ConversationFiles,
         (dir, created, copying): (&Path, bool, bool),
         tree: &str,
     ) -> Result<hangar_store::Sandbox, ControlError> {
-        let made = self.make_sandbox(id, env, dir, &req.person).await;
+        let made = self.sandboxes.make_sandbox(id, env, dir, &req.person).await;
         if copying || made.is_err() {
             let (d, c) = (dir.to_owned(), created || copying);
             blocking(move || clean(&d, c)).await?;
@@ -562,8 +560,8 @@ impl ControlPlane {
         let (row, sb) = made?;
         let checked = async {
             if copying {
-                let again = if crate::remote::is_remote(sb.env.provider) {
-                    self.tree_inside(&sb).await?
+                let again = if crate::sandboxes::is_remote(sb.env.provider) {
+                    self.sandboxes.tree_inside(&sb).await?
                 } else {
                     let ws = PathBuf::from(&row.workdir);
                     blocking(move || hangar_treehash::tree_id(&ws)).await?.map_err(|e| {
@@ -578,13 +576,16 @@ impl ControlPlane {
                 }
             }
             if !files.is_empty() {
-                self.write_conversation(&sb, &files).await?;
+                self.sandboxes.write_conversation(&sb, &files).await?;
             }
             Ok(())
         }
         .await;
         if let Err(e) = checked {
-            let _ = self.remove_sandbox(&sb.id, false, true, &req.person).await;
+            let _ = self
+                .sandboxes
+                .remove_sandbox(&sb.id, false, true, &req.person)
+                .await;
             if !copying {
                 let d = dir.to_owned();
                 blocking(move || clean(&d, created)).await?;
@@ -618,49 +619,6 @@ impl ControlPlane {
             }
         }
     }
-
-    /// The forks made from a run's steps.
-    pub async fn forks_of_run(&self, run_id: &str) -> Result<Vec<ForkRecord>, ControlError> {
-        self.store.run(run_id).await?;
-        Ok(self
-            .store
-            .forks_of_run(run_id)
-            .await?
-            .iter()
-            .filter_map(record_of)
-            .collect())
-    }
-
-    /// The fork a session was made as, if it was.
-    pub async fn fork_of(&self, session_id: &str) -> Result<Option<ForkRecord>, ControlError> {
-        Ok(self
-            .store
-            .fork(session_id)
-            .await?
-            .as_ref()
-            .and_then(record_of))
-    }
-
-    /// Where a forked session's first turn forks the harness's conversation from: (parent, last
-    /// entry kept). None once the session has its own harness session (later turns resume it),
-    /// and for a session that is no fork or whose fork starts a new conversation.
-    pub(crate) async fn fork_point(
-        &self,
-        session: &Session,
-    ) -> Result<Option<(String, Option<String>)>, ControlError> {
-        if session.harness_session_id.is_some() {
-            return Ok(None);
-        }
-        Ok(self.fork_of(&session.id).await?.and_then(|r| {
-            r.conversation
-                .parent
-                .map(|parent| (parent, r.conversation.at))
-        }))
-    }
-}
-
-fn record_of(f: &Fork) -> Option<ForkRecord> {
-    serde_json::from_value(f.record.clone()).ok()
 }
 
 /// Makes `dir` ready for the fork: it must not exist (it is created) or be an empty folder.
@@ -669,7 +627,7 @@ fn prepare(dir: &Path) -> Result<bool, ControlError> {
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
-                return Err(ControlError::BadRequest(format!(
+                return Err(ControlError::Invalid(format!(
                     "{} is not empty: give a new folder (or an empty one) for the fork",
                     dir.display()
                 )));
@@ -678,11 +636,11 @@ fn prepare(dir: &Path) -> Result<bool, ControlError> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             std::fs::create_dir_all(dir).map_err(|e| {
-                ControlError::BadRequest(format!("cannot create {}: {e}", dir.display()))
+                ControlError::Invalid(format!("cannot create {}: {e}", dir.display()))
             })?;
             Ok(true)
         }
-        Err(e) => Err(ControlError::BadRequest(format!(
+        Err(e) => Err(ControlError::Invalid(format!(
             "{} cannot be used for the fork: {e}",
             dir.display()
         ))),
@@ -706,12 +664,4 @@ fn clean(dir: &Path, created: bool) {
             };
         }
     }
-}
-
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, ControlError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ControlError::Internal(format!("a blocking task failed: {e}")))
 }

@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::error::ControlError;
-use crate::trees::{RunFiles, Scratch};
+use crate::sandboxes::take::Taken;
+use crate::steps::trees::{RunFiles, Scratch};
 
 /// What the rebuild made.
 #[derive(Clone, Debug, PartialEq)]
@@ -229,17 +230,6 @@ pub(crate) fn rebuild(
         repository: layout.gitdir.is_some(),
         rehashed,
     })
-}
-
-/// What a sandbox's workspace held of a repository, as taken out of it (see `fork/remote.rs`).
-#[derive(Debug)]
-pub(crate) enum Taken {
-    /// No repository: a plain folder.
-    Plain,
-    /// A repository with no refs (nothing committed).
-    Unborn,
-    /// `git bundle create --all`'s file, on this machine (under `$HANGAR_HOME`).
-    Bundle(PathBuf),
 }
 
 /// A work tree in a scratch folder whose repository (if any) is what `taken` holds: the
@@ -511,7 +501,7 @@ mod tests {
         let status_before = sh(&work, &["status", "--porcelain"]);
 
         let r = rebuild(
-            &crate::trees::run_files(t.path(), "run-t", &ctl),
+            &crate::steps::trees::run_files(t.path(), "run-t", &ctl),
             &work,
             &tree,
             &dest,
@@ -566,7 +556,7 @@ mod tests {
         let tree = hash_like_the_driver(&work, &ctl);
         std::fs::create_dir(&dest).unwrap();
         let r = rebuild(
-            &crate::trees::run_files(t.path(), "run-t", &ctl),
+            &crate::steps::trees::run_files(t.path(), "run-t", &ctl),
             &work,
             &tree,
             &dest,
@@ -587,7 +577,7 @@ mod tests {
         std::fs::create_dir(&other).unwrap();
         let missing = "0123456789012345678901234567890123456789";
         match rebuild(
-            &crate::trees::run_files(t.path(), "run-t", &ctl),
+            &crate::steps::trees::run_files(t.path(), "run-t", &ctl),
             &work,
             missing,
             &other,
@@ -617,7 +607,7 @@ mod tests {
         sh(&work, &["add", "-A"]);
         sh(&work, &["commit", "-qm", "one"]);
         let tree = hash_like_the_driver(&work, &ctl);
-        let files = crate::trees::run_files(t.path(), "run-t", &ctl);
+        let files = crate::steps::trees::run_files(t.path(), "run-t", &ctl);
 
         // Its own repository: cloned (through git's transport) and rebuilt.
         let dest = t.path().join("f0");

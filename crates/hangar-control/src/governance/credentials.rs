@@ -11,8 +11,8 @@ use hangar_store::{Secret, Store};
 use serde_json::json;
 
 use crate::error::ControlError;
-use crate::jwt::EdKey;
-use crate::passport::SIGNING_KEY;
+use crate::governance::jwt::EdKey;
+use crate::governance::passport::SIGNING_KEY;
 
 /// The prefix of hangar's own credentials.
 pub const RESERVED_PREFIX: &str = "hangar.";
@@ -44,7 +44,7 @@ pub const HANGAR_CREDENTIALS: &[(&str, &str, &str)] = &[(
 )];
 
 fn refused_through_api(name: &str) -> ControlError {
-    ControlError::Forbidden(format!(
+    ControlError::NotAllowed(format!(
         "credential {name:?} is hangar's own (names starting with {RESERVED_PREFIX:?} are): it cannot be set or removed through the API; set it on the server's machine with `hangar credential set {name}` (value on stdin)"
     ))
 }
@@ -61,7 +61,7 @@ fn stored_value(name: &str, value: &[u8]) -> Result<Vec<u8>, ControlError> {
             .ok()
             .and_then(|b| b.try_into().ok())
             .ok_or_else(|| {
-                ControlError::BadRequest(format!(
+                ControlError::Invalid(format!(
                     "{SIGNING_KEY} must be {}, not {} bytes of something else",
                     HANGAR_CREDENTIALS[0].2,
                     value.len()
@@ -75,7 +75,7 @@ fn stored_value(name: &str, value: &[u8]) -> Result<Vec<u8>, ControlError> {
         .iter()
         .map(|(n, what, _)| format!("{n}: {what}"))
         .collect();
-    Err(ControlError::BadRequest(format!(
+    Err(ControlError::Invalid(format!(
         "{name:?} is not one of hangar's credentials, and names starting with {RESERVED_PREFIX:?} are reserved for them ({}); choose another name",
         known.join("; ")
     )))
@@ -91,7 +91,7 @@ pub async fn set(
     origin: Origin,
 ) -> Result<(), ControlError> {
     if name.is_empty() {
-        return Err(ControlError::BadRequest("a credential needs a name".into()));
+        return Err(ControlError::Invalid("a credential needs a name".into()));
     }
     if origin == Origin::Api && name.starts_with(RESERVED_PREFIX) {
         return Err(refuse(store, name, actor, "set").await);

@@ -29,10 +29,10 @@ use hangar_sandbox::Provider as _;
 use hangar_store::{Run, RunState, Sandbox, Secret, StoreError};
 use serde_json::{Value, json};
 
+use super::Governance;
 use crate::error::ControlError;
-use crate::jwt::{self, EdKey};
-use crate::launch::Tools;
-use crate::plane::ControlPlane;
+use crate::governance::jwt::{self, EdKey};
+use crate::launch::{Tools, setting};
 
 /// The vault credential holding the control plane's passport signing key (an Ed25519 seed).
 pub const SIGNING_KEY: &str = "hangar.passport-signing-key";
@@ -58,24 +58,12 @@ pub enum HookAuth {
     Passport,
 }
 
-/// A setting from the driver's variables in [`Tools::env`], else the control plane's own
-/// environment; empty counts as unset.
-pub(crate) fn setting(tools: &Tools, name: &str) -> Option<String> {
-    tools
-        .env
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var(name).ok())
-        .filter(|v| !v.is_empty())
-}
-
 /// `HANGAR_GOVERNANCE_HOOK_AUTH`: `key` (default) or `passport`.
 pub fn hook_auth(tools: &Tools) -> Result<HookAuth, ControlError> {
     match setting(tools, hangar_protocol::env::HANGAR_GOVERNANCE_HOOK_AUTH).as_deref() {
         None | Some("key") => Ok(HookAuth::Key),
         Some("passport") => Ok(HookAuth::Passport),
-        Some(other) => Err(ControlError::BadRequest(format!(
+        Some(other) => Err(ControlError::Invalid(format!(
             "HANGAR_GOVERNANCE_HOOK_AUTH={other:?} is neither key nor passport"
         ))),
     }
@@ -131,7 +119,7 @@ pub struct TowerAt {
 impl TowerAt {
     pub fn from_tools(tools: &Tools) -> Result<TowerAt, ControlError> {
         let url = setting(tools, hangar_protocol::env::HANGAR_GOVERNANCE_URL).ok_or_else(|| {
-            ControlError::BadRequest(
+            ControlError::Invalid(
                 "policy governed with HANGAR_GOVERNANCE_HOOK_AUTH=passport needs HANGAR_GOVERNANCE_URL (Tower's address); set it, or use ask or auto".into(),
             )
         })?;
@@ -274,7 +262,7 @@ pub fn renew_at(iat: i64, exp: i64) -> i64 {
     (exp - margin).max(iat + lifetime / 3)
 }
 
-impl ControlPlane {
+impl Governance {
     /// The control plane's passport signing key: from the vault, or made now (audited
     /// `governance.signing_key_made`).
     pub async fn signing_key(&self) -> Result<EdKey, ControlError> {
@@ -447,7 +435,7 @@ impl ControlPlane {
                         &json!({"run": run_id, "sandbox": holder.sandbox, "why": why}),
                     )
                     .await?;
-                Err(ControlError::BadRequest(why))
+                Err(ControlError::Invalid(why))
             }
         }
     }
@@ -498,7 +486,7 @@ impl ControlPlane {
             HookAuth::Key => {
                 let (url, cred) = crate::launch::governance(&self.tools)?;
                 let key = self.store.credential(&cred).await.map_err(|e| {
-                    ControlError::BadRequest(format!(
+                    ControlError::Invalid(format!(
                         "the Tower hook: the credential {cred:?} (HANGAR_GOVERNANCE_HOOK_CREDENTIAL) cannot be read: {e}"
                     ))
                 })?;
@@ -559,11 +547,11 @@ impl ControlPlane {
         let (file, token) = match tokio::fs::read_to_string(&local).await {
             Ok(t) => (KeyFile::Local(local), t),
             Err(_) => {
-                let Some(sb) = self.sandbox_of_run(&run.id).await else {
+                let Some(sb) = self.sandboxes.sandbox_of_run(&run.id).await else {
                     return;
                 };
-                let inside = crate::sandbox_turn::hook::key_inside(&run.id);
-                let read = crate::sandboxes::with_provider!(self, sb.env.provider, |p| p
+                let inside = crate::tower::key_inside(&run.id);
+                let read = crate::sandboxes::with_provider!(self.sandboxes, sb.env.provider, |p| p
                     .read_file(&sb, &inside)
                     .await
                     .map_err(ControlError::from));
@@ -637,7 +625,7 @@ impl ControlPlane {
     /// renamed over it only if it is still there.
     async fn swap_inside(&self, run_id: &str, inside: &Path, bytes: &[u8]) -> bool {
         use hangar_sandbox::{ExecRequest, Who};
-        let Some(sb) = self.sandbox_of_run(run_id).await else {
+        let Some(sb) = self.sandboxes.sandbox_of_run(run_id).await else {
             return false;
         };
         let Ok(host_tmp) = hangar_protocol::atomic::write_temp(
@@ -652,7 +640,7 @@ impl ControlPlane {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let tmp_inside = inside.with_file_name(format!(".{name}.new"));
-        let copied = crate::sandboxes::with_provider!(self, sb.env.provider, |p| p
+        let copied = crate::sandboxes::with_provider!(self.sandboxes, sb.env.provider, |p| p
             .copy_in(&sb, &host_tmp, &tmp_inside, Who::Hangar, 0o444)
             .await
             .map_err(ControlError::from));
@@ -668,7 +656,7 @@ impl ControlPlane {
             inside.display().to_string(),
             tmp_inside.display().to_string(),
         ]);
-        let done = crate::sandboxes::with_provider!(self, sb.env.provider, |p| p
+        let done = crate::sandboxes::with_provider!(self.sandboxes, sb.env.provider, |p| p
             .exec(&sb, Who::Hangar, &req)
             .await
             .map_err(ControlError::from));
@@ -696,7 +684,7 @@ pub(crate) struct Keep {
     exp: i64,
 }
 
-async fn refresh_loop(plane: &Arc<ControlPlane>, k: Keep) {
+async fn refresh_loop(plane: &Arc<Governance>, k: Keep) {
     let mut due = renew_at(k.iat, k.exp);
     let mut failing = false;
     loop {

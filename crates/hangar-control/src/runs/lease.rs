@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use hangar_store::{Backend, Store, now_ms};
 
-use crate::plane::ControlPlane;
+use crate::runs::Runs;
 
 /// The default lease.
 const DEFAULT_LEASE: Duration = Duration::from_secs(5);
@@ -26,8 +26,7 @@ pub(crate) fn configured(store: &Store) -> Option<Duration> {
     if store.backend() != Backend::Postgres {
         return None;
     }
-    match std::env::var(hangar_protocol::env::HANGAR_RUN_LEASE_MS)
-        .ok()
+    match hangar_protocol::env::var(hangar_protocol::env::HANGAR_RUN_LEASE_MS)
         .and_then(|v| v.parse::<u64>().ok())
     {
         Some(0) => None,
@@ -37,7 +36,7 @@ pub(crate) fn configured(store: &Store) -> Option<Duration> {
 }
 
 /// Claims (or renews) the run for this replica; true if it holds it. Always true without leases.
-pub(crate) async fn claim(plane: &ControlPlane, run_id: &str) -> bool {
+pub(crate) async fn claim(plane: &Runs, run_id: &str) -> bool {
     let Some(ttl) = plane.lease else { return true };
     let now = now_ms();
     let until = now + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
@@ -62,14 +61,14 @@ pub(crate) struct Hold {
 
 impl Hold {
     /// Just claimed.
-    pub(crate) fn new(plane: &ControlPlane) -> Hold {
+    pub(crate) fn new(plane: &Runs) -> Hold {
         Hold {
             next: Instant::now() + plane.lease.unwrap_or_default() / 3,
         }
     }
 
     /// False once the run is no longer this replica's (the watcher stops).
-    pub(crate) async fn keep(&mut self, plane: &ControlPlane, run_id: &str) -> bool {
+    pub(crate) async fn keep(&mut self, plane: &Runs, run_id: &str) -> bool {
         let Some(ttl) = plane.lease else { return true };
         if Instant::now() < self.next {
             return true;
@@ -85,7 +84,7 @@ impl Hold {
 
 /// With leases, looks for live runs no one holds every half lease and watches them (once per
 /// control plane).
-pub(crate) fn take_over_orphans(plane: &Arc<ControlPlane>) {
+pub(crate) fn take_over_orphans(plane: &Arc<Runs>) {
     let Some(ttl) = plane.lease else { return };
     if plane.taking_over.swap(true, Ordering::SeqCst) {
         return;
@@ -102,7 +101,7 @@ pub(crate) fn take_over_orphans(plane: &Arc<ControlPlane>) {
                     continue;
                 }
                 tracing::info!(run = %run.id, "taking over a run no replica holds");
-                me.resume_passport(&run).await;
+                me.governance.resume_passport(&run).await;
                 me.watch(run);
             }
         }

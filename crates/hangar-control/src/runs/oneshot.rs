@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 
 use crate::error::ControlError;
 use crate::launch::{Tools, TurnOptions};
-use crate::plane::ControlPlane;
+use crate::runs::Runs;
 use crate::sandboxes::with_provider;
 
 /// The variable that makes every turn one-shot when it is `false` (S30).
@@ -46,12 +46,7 @@ const SLOW: Duration = Duration::from_secs(2);
 
 /// Why the turn is one-shot, or `None` for a live turn with the driver.
 pub(crate) fn reason(tools: &Tools) -> Option<String> {
-    let var = tools
-        .env
-        .iter()
-        .find(|(k, _)| k == HANGAR_LIVE_TURNS)
-        .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var(HANGAR_LIVE_TURNS).ok());
+    let var = crate::launch::setting(tools, HANGAR_LIVE_TURNS);
     if let Some(v) = var
         && matches!(
             v.trim().to_ascii_lowercase().as_str(),
@@ -196,12 +191,7 @@ fn hash_once(h: &mut Option<hangar_treehash::TreeHasher>, limit: Duration) -> (V
 
 fn slow_limit(tools: &Tools) -> Duration {
     let name = hangar_protocol::env::HANGAR_TREE_SLOW_MS;
-    tools
-        .env
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var(name).ok())
+    crate::launch::setting(tools, name)
         .and_then(|v| v.parse().ok())
         .map_or(SLOW, Duration::from_millis)
 }
@@ -260,7 +250,7 @@ pub(crate) struct OneShot {
     pub why: String,
 }
 
-impl ControlPlane {
+impl Runs {
     /// Starts a one-shot turn in the background (see the module's page). The driver's pid of the
     /// run is the control plane's own: the turn lives as long as this process does.
     pub(crate) async fn start_one_shot(
@@ -381,7 +371,7 @@ impl ControlPlane {
             cwd: Some(sb.workspace.clone()),
             stdin: Some(Vec::new()),
         };
-        let out = with_provider!(self, sb.env.provider, |p| p
+        let out = with_provider!(self.sandboxes, sb.env.provider, |p| p
             .exec(sb, Who::Agent, &req)
             .await
             .map_err(ControlError::from));

@@ -15,14 +15,14 @@ use hangar_mailbox::Inbox;
 use hangar_protocol::Verifier;
 use hangar_store::{AckStatus, Decision};
 
-use crate::plane::ControlPlane;
+use crate::runs::Runs;
 
 /// The reason recorded for a command the driver never answered.
 pub const NOT_LANDED: &str = "not landed: no answer from the driver before the turn ended";
 
 /// Closes the orphaned run's `in/`, answers what waited there, and records the commands left
 /// unanswered; the sequence numbers of the messages handed back, in order.
-pub(crate) async fn close(plane: &ControlPlane, run_id: &str) -> Vec<u64> {
+pub(crate) async fn close(plane: &Runs, run_id: &str) -> Vec<u64> {
     let mut handed_back = Vec::new();
     if let Ok(mailbox) = plane.mailbox(run_id).await {
         let (ctl, key, run) = (
@@ -66,7 +66,7 @@ pub(crate) async fn close(plane: &ControlPlane, run_id: &str) -> Vec<u64> {
 /// a command with no answer never reached the driver (its sender recorded it, then was
 /// stopped before it landed) or reached a driver that stopped; it is recorded as not landed,
 /// `handed_back` ones as ended.
-pub(crate) async fn settle_commands(plane: &ControlPlane, run_id: &str, handed_back: &[u64]) {
+pub(crate) async fn settle_commands(plane: &Runs, run_id: &str, handed_back: &[u64]) {
     if let Ok(commands) = plane.store.commands(run_id).await {
         for c in commands.iter().filter(|c| c.ack.is_none()) {
             let seq = u64::try_from(c.seq).unwrap_or(0);

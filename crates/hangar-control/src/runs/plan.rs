@@ -11,9 +11,11 @@ use hangar_store::{NewRun, Run, Sandbox as SandboxRow, Secret, Session, Turn, ne
 use serde_json::json;
 
 use super::place::Placement;
+use crate::blocking::blocking;
 use crate::error::ControlError;
 use crate::launch::TurnOptions;
-use crate::plane::{ControlPlane, Then, blocking};
+use crate::runs::Runs;
+use crate::runs::commands::Then;
 
 /// A turn whose records exist and whose prompts wait in its mailbox; not yet placed.
 #[derive(Debug)]
@@ -35,7 +37,7 @@ impl TurnPlan {
     }
 }
 
-impl ControlPlane {
+impl Runs {
     /// Makes the turn and its run (key in the vault, audited) and puts `messages` in its
     /// mailbox, for no driver yet to read.
     pub(crate) async fn plan_turn(
@@ -110,7 +112,7 @@ impl ControlPlane {
         // A sandbox a provider made: the driver runs inside it, in a tmux session (S1, S2).
         let in_sandbox = match crate::sandboxes::handle_of(sandbox)? {
             Some(_) if sandbox.state != "live" => {
-                return Err(ControlError::Conflict(format!(
+                return Err(ControlError::WrongState(format!(
                     "sandbox {} was removed; start a session in another one",
                     sandbox.id
                 )));
@@ -118,7 +120,7 @@ impl ControlPlane {
             // A sandbox made before its environment's combination was refused (its stored
             // spec was never checked against the rule).
             Some(sb) if sb.env.refused_now().is_some() => {
-                return Err(ControlError::BadRequest(format!(
+                return Err(ControlError::Invalid(format!(
                     "sandbox {}'s environment {} is refused now ({}); the turn is refused: make a sandbox of a corrected environment",
                     sandbox.id,
                     sb.env.name,
@@ -127,18 +129,18 @@ impl ControlPlane {
             }
             // The environment's policy is the floor of every turn in its sandboxes.
             Some(sb) => {
-                crate::envs::session_policy(Some(plan.session.policy), Some(&sb.env))?;
+                crate::sandboxes::envs::session_policy(Some(plan.session.policy), Some(&sb.env))?;
                 Some(sb)
             }
             // A plain folder runs the agent as this server's user: only where the server says
             // so (also for the later turns of a session started while it did).
             None => {
-                crate::folders::unsandboxed_allowed(&self.tools)?;
+                crate::sandboxes::folders::unsandboxed_allowed(&self.tools)?;
                 None
             }
         };
         // One-shot (S29, S30): no driver, the harness once in its plain mode.
-        if let Some(why) = crate::oneshot::reason(&self.tools) {
+        if let Some(why) = crate::runs::oneshot::reason(&self.tools) {
             return Ok(Placement::OneShot {
                 why,
                 sandbox: in_sandbox,
@@ -146,7 +148,7 @@ impl ControlPlane {
         }
         Ok(match in_sandbox {
             None => Placement::Folder,
-            Some(sb) if crate::remote::is_remote(sb.env.provider) => Placement::Remote(sb),
+            Some(sb) if crate::sandboxes::is_remote(sb.env.provider) => Placement::Remote(sb),
             Some(sb) => Placement::Sandbox(sb),
         })
     }

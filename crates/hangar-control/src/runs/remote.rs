@@ -40,12 +40,8 @@ use hangar_sandbox::{ExecRequest, Output, Provider, ProviderKind, Sandbox, Sandb
 use hangar_store::Run;
 
 use crate::error::ControlError;
-use crate::plane::ControlPlane;
-
-/// Whether turns in sandboxes of `kind` run with a mirrored control folder.
-pub(crate) fn is_remote(kind: ProviderKind) -> bool {
-    matches!(kind, ProviderKind::Kubernetes | ProviderKind::E2b)
-}
+use crate::runs::Runs;
+use crate::sandboxes::is_remote;
 
 /// How long a pod may fail to answer before the turn ends as gone.
 pub(crate) const GONE_AFTER: Duration = Duration::from_secs(30);
@@ -247,7 +243,7 @@ const EXEC_TIMEOUT: Duration = Duration::from_secs(20);
 const MAX_PACK_BYTES: u64 = 1 << 30;
 const MAX_STDERR_BYTES: u64 = 1 << 20;
 
-async fn exec(plane: &ControlPlane, sb: &Sandbox, req: &ExecRequest) -> Result<Output, ExecFailed> {
+async fn exec(plane: &Runs, sb: &Sandbox, req: &ExecRequest) -> Result<Output, ExecFailed> {
     tokio::time::timeout(EXEC_TIMEOUT, exec_once(plane, sb, req))
         .await
         .map_err(|_| ExecFailed {
@@ -259,19 +255,17 @@ async fn exec(plane: &ControlPlane, sb: &Sandbox, req: &ExecRequest) -> Result<O
         })?
 }
 
-async fn exec_once(
-    plane: &ControlPlane,
-    sb: &Sandbox,
-    req: &ExecRequest,
-) -> Result<Output, ExecFailed> {
+async fn exec_once(plane: &Runs, sb: &Sandbox, req: &ExecRequest) -> Result<Output, ExecFailed> {
     match sb.env.provider {
         ProviderKind::Kubernetes => Ok(plane
+            .sandboxes
             .providers
             .kubernetes()
             .await?
             .exec(sb, Who::Hangar, req)
             .await?),
         ProviderKind::E2b => Ok(plane
+            .sandboxes
             .providers
             .e2b()
             .await?
@@ -287,7 +281,7 @@ async fn exec_once(
 /// A file of the pod's control folder, at most `max` bytes of it (more refuses: the agent can
 /// make these files as large as it likes), read through one exec.
 async fn read_file(
-    plane: &ControlPlane,
+    plane: &Runs,
     sb: &Sandbox,
     path: &Path,
     max: u64,
@@ -337,7 +331,7 @@ enum Pushed {
 /// Pushes one command file into the pod's `in/`, waiting up to `wait_ack` hundredths of a
 /// second for its ack there.
 async fn push(
-    plane: &ControlPlane,
+    plane: &Runs,
     sb: &Sandbox,
     ctl_inside: &Path,
     name: &str,
@@ -403,7 +397,7 @@ pub(crate) fn late_handed_back(ctl: &Path) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-impl ControlPlane {
+impl Runs {
     /// Lays out the run's control folder in the pod and starts the driver there: the folder,
     /// the driver (copied in for this turn, S2), the key (then removed from the mirror: the
     /// vault has it), the run script, what the mirror already holds (the run log's warnings,
@@ -484,7 +478,7 @@ impl ControlPlane {
         dest: &Path,
         mode: u32,
     ) -> Result<(), ControlError> {
-        crate::sandboxes::with_provider!(self, sb.env.provider, |p| p
+        crate::sandboxes::with_provider!(self.sandboxes, sb.env.provider, |p| p
             .copy_in(sb, src, dest, Who::Hangar, mode)
             .await
             .map_err(|e| ControlError::Launch(format!(
@@ -496,8 +490,8 @@ impl ControlPlane {
 }
 
 /// Starts the sync of `run` if it runs in a remote sandbox.
-pub(crate) async fn start(plane: &Arc<ControlPlane>, run: &Run) -> Option<Sync> {
-    let sb = plane.sandbox_of_run(&run.id).await?;
+pub(crate) async fn start(plane: &Arc<Runs>, run: &Run) -> Option<Sync> {
+    let sb = plane.sandboxes.sandbox_of_run(&run.id).await?;
     if !is_remote(sb.env.provider) {
         return None;
     }
@@ -522,7 +516,7 @@ fn set(status: &Mutex<Status>, s: Status) {
 const PULL_EVERY: Duration = Duration::from_millis(150);
 
 async fn sync_loop(
-    plane: Arc<ControlPlane>,
+    plane: Arc<Runs>,
     sb: Sandbox,
     run_id: String,
     ctl_host: PathBuf,
@@ -623,7 +617,7 @@ async fn sync_loop(
 
 /// The run's key, to tell the driver's acks from any other; `None` (the status says why) when
 /// it cannot be read for [`GONE_AFTER`].
-async fn ack_check(plane: &ControlPlane, run_id: &str, status: &Mutex<Status>) -> Option<AckCheck> {
+async fn ack_check(plane: &Runs, run_id: &str, status: &Mutex<Status>) -> Option<AckCheck> {
     let mut failing_since: Option<Instant> = None;
     loop {
         match plane.mailbox(run_id).await {
@@ -652,7 +646,7 @@ async fn ack_check(plane: &ControlPlane, run_id: &str, status: &Mutex<Status>) -
 
 /// In: pushes what the mailbox left in the mirror's `in/` into the sandbox; whether any landed.
 async fn push_waiting(
-    plane: &ControlPlane,
+    plane: &Runs,
     sb: &Sandbox,
     (host, inside): (&ControlDir, &Path),
     check: &AckCheck,
@@ -688,7 +682,7 @@ async fn push_waiting(
 
 /// Out: one pull of what the driver wrote past the mirror's log, and the acks not yet here.
 async fn pull(
-    plane: &ControlPlane,
+    plane: &Runs,
     sb: &Sandbox,
     (host, inside): (&ControlDir, &Path),
     run_id: &str,
@@ -805,7 +799,7 @@ fn take_ack(
 /// the log last.
 #[allow(clippy::too_many_arguments, reason = "one call site")]
 async fn apply(
-    plane: &ControlPlane,
+    plane: &Runs,
     sb: &Sandbox,
     run_id: &str,
     host: &ControlDir,
@@ -944,20 +938,25 @@ fn close_mirror(
 }
 
 /// How often an e2b sandbox's timeout is extended while a turn runs (a third of it), or `None`.
-async fn keep_alive_every(plane: &ControlPlane, sb: &Sandbox) -> Option<Duration> {
+async fn keep_alive_every(plane: &Runs, sb: &Sandbox) -> Option<Duration> {
     if sb.env.provider != ProviderKind::E2b {
         return None;
     }
-    let p = plane.providers.e2b().await.ok()?;
+    let p = plane.sandboxes.providers.e2b().await.ok()?;
     Some(p.timeout() / 3).filter(|d| !d.is_zero())
 }
 
 /// Extends an e2b sandbox's timeout; nothing for other providers.
-async fn keep_alive(plane: &ControlPlane, sb: &Sandbox) -> Result<(), String> {
+async fn keep_alive(plane: &Runs, sb: &Sandbox) -> Result<(), String> {
     if sb.env.provider != ProviderKind::E2b {
         return Ok(());
     }
-    let p = plane.providers.e2b().await.map_err(|e| e.to_string())?;
+    let p = plane
+        .sandboxes
+        .providers
+        .e2b()
+        .await
+        .map_err(|e| e.to_string())?;
     p.keep_alive(sb).await.map_err(|e| e.to_string())
 }
 

@@ -22,18 +22,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use hangar_protocol::env::HARNESS_ENV_ALLOW;
-use hangar_sandbox::layout::HANGAR_LIB;
 use hangar_sandbox::{ExecRequest, Provider, Sandbox, Who};
 
 use crate::error::ControlError;
 use crate::launch::Tools;
-use crate::plane::ControlPlane;
+use crate::runs::Runs;
 use crate::sandboxes::with_provider;
-
-/// Where the driver is copied to inside.
-pub(crate) fn driver_inside() -> PathBuf {
-    Path::new(HANGAR_LIB).join("hangar-driver")
-}
 
 /// The harness's variables a sandbox gets from the control plane's environment: the allow-list
 /// without what names this machine's own paths and user (the sandbox has its own).
@@ -100,7 +94,7 @@ fn run_script(run_id: &str, ctl_inside: &Path, argv: &[String]) -> String {
     )
 }
 
-impl ControlPlane {
+impl Runs {
     /// Moves the run's control folder under the sandbox and links the old path to it; the folder
     /// as the sandbox sees it.
     pub(crate) async fn ctl_into_sandbox(
@@ -163,11 +157,11 @@ impl ControlPlane {
         ctl_inside: &Path,
         args: &[OsString],
     ) -> Result<(), ControlError> {
-        if !crate::remote::is_remote(sb.env.provider) {
+        if !crate::sandboxes::is_remote(sb.env.provider) {
             self.harness_runs_inside(sb, args).await?;
         }
-        let driver = driver_inside();
-        with_provider!(self, sb.env.provider, |p| {
+        let driver = crate::sandboxes::driver_inside();
+        with_provider!(self.sandboxes, sb.env.provider, |p| {
             p.copy_in(sb, &self.tools.driver, &driver, Who::Hangar, 0o755)
                 .await
                 .map_err(|e| ControlError::Launch(format!("cannot copy the driver in: {e}")))
@@ -195,11 +189,11 @@ impl ControlPlane {
         .await
         .map_err(|e| ControlError::Internal(e.to_string()))?
         .map_err(|e| ControlError::Launch(format!("cannot write the run script: {e}")))?;
-        if crate::remote::is_remote(sb.env.provider) {
+        if crate::sandboxes::is_remote(sb.env.provider) {
             // The pod does not see this machine's control folder (`remote.rs`).
             let script = ctl_host.join("run.sh");
             let dest = ctl_inside.join("run.sh");
-            with_provider!(self, sb.env.provider, |p| {
+            with_provider!(self.sandboxes, sb.env.provider, |p| {
                 p.copy_in(sb, &script, &dest, Who::Hangar, 0o700)
                     .await
                     .map_err(|e| {
@@ -217,7 +211,8 @@ impl ControlPlane {
             stdin: None,
         };
         let started = if local {
-            self.providers
+            self.sandboxes
+                .providers
                 .local
                 .start_tmux_handing(
                     sb,
@@ -230,7 +225,7 @@ impl ControlPlane {
                 .await
                 .map_err(ControlError::from)
         } else {
-            with_provider!(self, sb.env.provider, |p| {
+            with_provider!(self.sandboxes, sb.env.provider, |p| {
                 p.start_tmux(sb, run_id, Who::Hangar, &req)
                     .await
                     .map_err(ControlError::from)
@@ -275,7 +270,7 @@ exit 1
             cwd: Some(PathBuf::from("/")),
             ..ExecRequest::default()
         };
-        let out = with_provider!(self, sb.env.provider, |p| {
+        let out = with_provider!(self.sandboxes, sb.env.provider, |p| {
             p.exec(sb, Who::Agent, &req)
                 .await
                 .map_err(ControlError::from)
@@ -284,7 +279,7 @@ exit 1
             return Ok(());
         }
         let known = (sb.env.provider == hangar_sandbox::ProviderKind::Local)
-            .then(|| self.providers.local.hidden(sb, Path::new(&bin)))
+            .then(|| self.sandboxes.providers.local.hidden(sb, Path::new(&bin)))
             .flatten();
         let why = known.unwrap_or_else(|| {
             let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
@@ -294,7 +289,7 @@ exit 1
                 said
             }
         });
-        Err(ControlError::BadRequest(format!(
+        Err(ControlError::Invalid(format!(
             "the harness CLI {bin} cannot be run by the agent in sandbox {}: {why}; the turn is refused",
             sb.id
         )))
@@ -311,7 +306,7 @@ exit 1
         if row.state != "live" {
             return Some(false);
         }
-        with_provider!(self, sb.env.provider, |p| {
+        with_provider!(self.sandboxes, sb.env.provider, |p| {
             p.tmux_alive(&sb, run_id).await.map_err(ControlError::from)
         })
         .ok()
@@ -325,7 +320,7 @@ mod tests {
 
     #[test]
     fn towers_host_is_read_from_its_url_and_matched_against_an_allowlist() {
-        use super::hook::{host_matches, url_host};
+        use crate::tower::{host_matches, url_host};
         for (url, host) in [
             ("http://127.0.0.1:7700", "127.0.0.1"),
             ("https://Tower.Example.com/api", "tower.example.com"),
@@ -345,7 +340,7 @@ mod tests {
 
     #[test]
     fn e2bs_firewall_lets_tower_through_only_on_port_80_or_443() {
-        use super::hook::{egress_refusal, url_port};
+        use crate::tower::{egress_refusal, url_port};
         assert_eq!(url_port("https://tower.example.com/api"), Some(443));
         assert_eq!(url_port("http://tower.example.com"), Some(80));
         assert_eq!(url_port("http://u@tower.example.com:7700/x"), Some(7700));
@@ -418,189 +413,6 @@ mod tests {
     }
 }
 
-/// The Tower hook in a sandbox (T4-T9, T15-T17).
-pub(crate) mod hook {
-    use std::path::{Path, PathBuf};
-
-    use hangar_sandbox::layout::HANGAR_LIB;
-    use hangar_sandbox::{ProviderKind, Sandbox};
-    use hangar_store::Harness;
-
-    use crate::launch::{self, Tools};
-
-    /// Where the hook is installed inside (the driver's settings point Claude Code at it).
-    pub(crate) fn path_inside() -> PathBuf {
-        Path::new(HANGAR_LIB).join("tower_hook")
-    }
-
-    /// The run's Tower credential inside: a file of the run, hangar's, readable by the agent (the
-    /// hook runs as the agent) but not changeable by it; removed when the run ends.
-    pub(crate) fn key_inside(run: &str) -> PathBuf {
-        Path::new(HANGAR_LIB).join(format!("{run}.tower-key"))
-    }
-
-    /// The run's deny-risky rules file inside, where the hook (run as the agent) reads it:
-    /// hangar's, readable by the agent but not changeable by it; removed when the run ends.
-    pub(crate) fn rules_inside(run: &str) -> PathBuf {
-        Path::new(HANGAR_LIB).join(format!("{run}.rules.toml"))
-    }
-
-    /// Whether turns in `sb` must run with the hook: `HANGAR_GOVERNANCE_HOOK=required` for all,
-    /// or the environment's `governance: {hook: required}` (an environment cannot loosen the
-    /// first).
-    pub(crate) fn required(tools: &Tools, sb: &Sandbox) -> bool {
-        required_for(tools, &sb.env)
-    }
-
-    /// [`required`] for the sandboxes an environment makes.
-    pub(crate) fn required_for(tools: &Tools, env: &hangar_sandbox::EnvSpec) -> bool {
-        launch::hook_required(tools)
-            || env.governance.hook == Some(hangar_sandbox::HookMode::Required)
-    }
-
-    /// Why the sandboxes of `env` could not reach Tower: an egress allowlist that does not name
-    /// Tower's host (`HANGAR_GOVERNANCE_URL`), for the hook or the `governed` policy.
-    pub(crate) fn egress_refusal(tools: &Tools, env: &hangar_sandbox::EnvSpec) -> Option<String> {
-        let hangar_sandbox::Egress::Allowlist(hosts) = &env.egress else {
-            return None;
-        };
-        let url = crate::passport::setting(tools, hangar_protocol::env::HANGAR_GOVERNANCE_URL)?;
-        let host = url_host(&url)?;
-        if hosts.iter().any(|h| host_matches(h, &host)) {
-            // E2B's firewall lets a listed name through only on port 80 (by the Host header)
-            // and 443 (by TLS's SNI).
-            let port = url_port(&url);
-            if env.egress_enforcement == Some(hangar_sandbox::EgressEnforcement::E2bFirewall)
-                && !matches!(port, Some(80 | 443))
-            {
-                let port = port.map_or_else(|| "?".to_owned(), |p| p.to_string());
-                return Some(format!(
-                    "environment {} keeps its egress allowlist with E2B's firewall, which lets a listed name through only on port 80 or 443, and Tower's URL (HANGAR_GOVERNANCE_URL) uses port {port}, so every call to Tower would fail; serve Tower on port 443 (or 80)",
-                    env.name
-                ));
-            }
-            return None;
-        }
-        Some(format!(
-            "environment {} reaches only the hosts on its egress allowlist ({}), and Tower's host {host} (HANGAR_GOVERNANCE_URL) is not one of them, so every call to Tower would fail; add {host} to egress.allowlist",
-            env.name,
-            hosts.join(", ")
-        ))
-    }
-
-    /// The host of an http(s) URL, lowercase, without port or brackets.
-    pub(crate) fn url_host(url: &str) -> Option<String> {
-        let rest = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("https://"))?;
-        let authority = rest.split(['/', '?', '#']).next()?;
-        let authority = authority.rsplit('@').next()?;
-        let host = if let Some(v6) = authority.strip_prefix('[') {
-            v6.split(']').next()?
-        } else {
-            authority.split(':').next()?
-        };
-        (!host.is_empty()).then(|| host.to_ascii_lowercase())
-    }
-
-    /// The port of an http(s) URL (the scheme's when none is written).
-    pub(crate) fn url_port(url: &str) -> Option<u16> {
-        let (rest, default) = if let Some(r) = url.strip_prefix("http://") {
-            (r, 80)
-        } else {
-            (url.strip_prefix("https://")?, 443)
-        };
-        let authority = rest.split(['/', '?', '#']).next()?;
-        let authority = authority.rsplit('@').next()?;
-        let after_host = match authority.strip_prefix('[') {
-            Some(v6) => v6.split_once(']')?.1,
-            None => authority.split_once(':').map_or("", |(_, p)| p),
-        };
-        let port = after_host.strip_prefix(':').unwrap_or(after_host);
-        if port.is_empty() {
-            Some(default)
-        } else {
-            port.parse().ok()
-        }
-    }
-
-    /// Whether an allowlist entry (`github.com`, `*.npmjs.org`) names `host`.
-    pub(crate) fn host_matches(entry: &str, host: &str) -> bool {
-        let entry = entry.to_ascii_lowercase();
-        match entry.strip_prefix('*') {
-            Some(suffix) if suffix.starts_with('.') => {
-                host.len() > suffix.len() && host.ends_with(suffix)
-            }
-            _ => entry == host,
-        }
-    }
-
-    /// Why no sandbox of this kind can hold the hook, whatever else it says: kubernetes and
-    /// e2b run the agent as the only uid (T18).
-    pub(crate) fn provider_refusal(kind: ProviderKind) -> Option<String> {
-        match kind {
-            ProviderKind::Kubernetes | ProviderKind::E2b => Some(format!(
-                "the Tower hook is required, but a {kind} sandbox runs the agent as the only uid, so the agent could remove the hook; the turn is refused"
-            )),
-            ProviderKind::Local | ProviderKind::Docker => None,
-        }
-    }
-
-    /// Why the hook cannot be made to hold in `sb` for `harness`, if it cannot (T9, T18).
-    /// `HANGAR_UID_SPLIT` plays no part: only what the provider reports does.
-    pub(crate) fn refusal(sb: &Sandbox, harness: Harness) -> Option<String> {
-        if harness == Harness::Codex {
-            return Some(launch::hook_refusal(Harness::Codex).to_owned());
-        }
-        let caps = &sb.capabilities;
-        if let Some(why) = provider_refusal(sb.env.provider) {
-            return Some(why);
-        }
-        if !caps.uid_split {
-            return Some(format!(
-                "the Tower hook is required, but sandbox {} has no uid split ({}), so the agent could remove the hook; the turn is refused",
-                sb.id,
-                caps.uid_split_off.as_deref().unwrap_or("uid_split is off")
-            ));
-        }
-        if caps.sudo || sb.env.sudo {
-            return Some(format!(
-                "the Tower hook is required, but sandbox {} gives the agent sudo (sudo: true), so the agent could remove the hook; the turn is refused",
-                sb.id
-            ));
-        }
-        None
-    }
-
-    /// The hook executable on this machine: `HANGAR_TOWER_HOOK_BIN`, else `hangar-tower-hook`
-    /// beside the driver.
-    pub(crate) fn binary(tools: &Tools) -> Result<PathBuf, String> {
-        let named = tools
-            .env
-            .iter()
-            .find(|(k, _)| k == hangar_protocol::env::HANGAR_TOWER_HOOK_BIN)
-            .map(|(_, v)| PathBuf::from(v))
-            .or_else(|| {
-                std::env::var_os(hangar_protocol::env::HANGAR_TOWER_HOOK_BIN).map(PathBuf::from)
-            });
-        let path = named.unwrap_or_else(|| {
-            tools
-                .driver
-                .parent()
-                .unwrap_or(Path::new("."))
-                .join("hangar-tower-hook")
-        });
-        if path.is_file() {
-            Ok(path)
-        } else {
-            Err(format!(
-                "the Tower hook is required, but its executable {} is missing (build it with scripts/build-hook and set HANGAR_TOWER_HOOK_BIN); the turn is refused",
-                path.display()
-            ))
-        }
-    }
-}
-
 /// What installing the hook for a turn gave.
 #[derive(Debug)]
 pub(crate) struct HookInstalled {
@@ -617,7 +429,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(bytes))
 }
 
-impl ControlPlane {
+impl Runs {
     /// Installs the Tower hook for a turn in `sb` (T16, T17): reads what is there first (a hook
     /// other than the one hangar installed last time is reported as tampered), writes hangar's
     /// hook again, checks its digest inside, and writes the run's key file. The last installed
@@ -629,19 +441,20 @@ impl ControlPlane {
         run_id: &str,
         person: &str,
     ) -> Result<HookInstalled, ControlError> {
-        let bin = hook::binary(&self.tools).map_err(ControlError::BadRequest)?;
+        let bin = crate::tower::binary(&self.tools).map_err(ControlError::Invalid)?;
         // What the hook shows Tower: the key, or the sandbox's passport (T11-T14).
-        let key_inside = hook::key_inside(run_id);
+        let key_inside = crate::tower::key_inside(run_id);
         let (url, bytes, keep) = self
+            .governance
             .hook_credential(row, run_id, person, &key_inside)
             .await?;
-        let inside = hook::path_inside();
+        let inside = crate::tower::path_inside();
         let want = hangar_events::file_digest(&bin).map_err(|e| {
             ControlError::Internal(format!("the Tower hook {}: {e}", bin.display()))
         })?;
         let record = sb.host_dir.join("tower_hook.sha256");
         let last = tokio::fs::read_to_string(&record).await.ok();
-        let found = with_provider!(self, sb.env.provider, |p| Ok::<_, ControlError>(
+        let found = with_provider!(self.sandboxes, sb.env.provider, |p| Ok::<_, ControlError>(
             p.read_file(sb, &inside).await.ok()
         ))?;
         let tampered = match (&last, &found) {
@@ -662,13 +475,13 @@ impl ControlPlane {
             )),
             _ => None,
         };
-        with_provider!(self, sb.env.provider, |p| p
+        with_provider!(self.sandboxes, sb.env.provider, |p| p
             .copy_in(sb, &bin, &inside, Who::Hangar, 0o755)
             .await
             .map_err(|e| ControlError::Launch(format!(
                 "cannot install the Tower hook: {e}"
             ))))?;
-        let now = with_provider!(self, sb.env.provider, |p| p
+        let now = with_provider!(self.sandboxes, sb.env.provider, |p| p
             .read_file(sb, &inside)
             .await
             .map_err(|e| ControlError::Launch(format!(
@@ -700,14 +513,14 @@ impl ControlPlane {
         .await
         .map_err(|e| ControlError::Internal(e.to_string()))?
         .map_err(|e| ControlError::Internal(format!("{}: {e}", tmp.display())))?;
-        let copied = with_provider!(self, sb.env.provider, |p| p
+        let copied = with_provider!(self.sandboxes, sb.env.provider, |p| p
             .copy_in(sb, &tmp, &key_inside, Who::Hangar, 0o444)
             .await
             .map_err(|e| ControlError::Launch(format!("cannot write the run's Tower key: {e}"))));
         let _ = tokio::fs::remove_file(&tmp).await;
         copied?;
         if let Some(k) = keep {
-            self.keep_passport(k).await;
+            self.governance.keep_passport(k).await;
         }
         Ok(HookInstalled {
             digest: want,
@@ -718,15 +531,15 @@ impl ControlPlane {
     }
 
     /// Installs the run's rules file (`host`, on this machine) beside the Tower hook, where the
-    /// hook, run as the agent, can read it ([`hook::rules_inside`]); the path inside.
+    /// hook, run as the agent, can read it ([`crate::tower::rules_inside`]); the path inside.
     pub(crate) async fn install_rules(
         &self,
         sb: &Sandbox,
         run_id: &str,
         host: &Path,
     ) -> Result<PathBuf, ControlError> {
-        let inside = hook::rules_inside(run_id);
-        with_provider!(self, sb.env.provider, |p| p
+        let inside = crate::tower::rules_inside(run_id);
+        with_provider!(self.sandboxes, sb.env.provider, |p| p
             .copy_in(sb, host, &inside, Who::Hangar, 0o444)
             .await
             .map_err(|e| ControlError::Launch(format!(
@@ -738,27 +551,27 @@ impl ControlPlane {
     /// After a sandboxed run ends: its Tower key file and rules file go (T15), and the
     /// harness's conversation is kept (`fork/sandboxed.rs`).
     pub(crate) async fn sandbox_run_ended(&self, run_id: &str) {
-        let Some(sb) = self.sandbox_of_run(run_id).await else {
+        let Some(sb) = self.sandboxes.sandbox_of_run(run_id).await else {
             return;
         };
         // A key no window took (the session never started).
         let _ = tokio::fs::remove_file(handoff_key(&sb, run_id)).await;
-        let key = hook::key_inside(run_id);
-        let rules = hook::rules_inside(run_id);
+        let key = crate::tower::key_inside(run_id);
+        let rules = crate::tower::rules_inside(run_id);
         let req = ExecRequest::new([
             "rm",
             "-f",
             &key.display().to_string(),
             &rules.display().to_string(),
         ]);
-        let _ = with_provider!(self, sb.env.provider, |p| p
+        let _ = with_provider!(self.sandboxes, sb.env.provider, |p| p
             .exec(&sb, Who::Hangar, &req)
             .await
             .map_err(ControlError::from));
         // The harness's conversation, for forks of the run once the sandbox is gone; bounded in
         // time, so that the turn always ends.
         let limit = std::time::Duration::from_secs(120);
-        if tokio::time::timeout(limit, self.keep_conversation(run_id, &sb))
+        if tokio::time::timeout(limit, self.sandboxes.keep_conversation(run_id, &sb))
             .await
             .is_err()
         {
@@ -788,21 +601,9 @@ impl ControlPlane {
             }
         }
     }
-
-    /// The provider's sandbox a run is in, if it is in one.
-    pub(crate) async fn sandbox_of_run(&self, run_id: &str) -> Option<Sandbox> {
-        let run = self.store.run(run_id).await.ok()?;
-        let turn = self.store.turn(&run.turn_id).await.ok()?;
-        let session = self.store.session(&turn.session_id).await.ok()?;
-        let row = self.store.sandbox(&session.sandbox_id).await.ok()?;
-        if row.state != "live" {
-            return None;
-        }
-        crate::sandboxes::handle_of(&row).ok()?
-    }
 }
 
-impl ControlPlane {
+impl Runs {
     /// A warning on a sandboxed turn from the control plane itself, written into the run log
     /// before the driver starts (the driver appends after it), so the turn's events carry it.
     pub(crate) async fn warn_run(
@@ -818,7 +619,8 @@ impl ControlPlane {
         // Sealed with the run's key, as the driver's own lines are (`logtrust.rs`).
         let name = real_ctl.file_name().unwrap_or_default().to_string_lossy();
         let run_id = name.strip_suffix(".ctl").unwrap_or(&name).to_owned();
-        self.append_own_line(&real_ctl.join("run.log"), &run_id, line)
+        self.steps
+            .append_own_line(&real_ctl.join("run.log"), &run_id, line)
             .await
             .map_err(|e| ControlError::Launch(format!("cannot write the run log: {e}")))
     }

@@ -15,7 +15,7 @@ use hangar_store::{
 };
 use serde_json::json;
 
-use crate::plane::ControlPlane;
+use crate::runs::Runs;
 
 /// Usage summed over a turn's events.
 #[derive(Debug, Default)]
@@ -74,7 +74,7 @@ impl Totals {
 /// Watches a run until its turn ends (or another replica holds it): reads its log from the
 /// saved cursor, commits events, cursor and parser state together, and notices a driver that
 /// stopped without ending the turn.
-pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
+pub(crate) async fn run_watcher(plane: Arc<Runs>, run: Run) {
     let Some(mut w) = Watcher::open(plane, run).await else {
         return;
     };
@@ -84,7 +84,7 @@ pub(crate) async fn run_watcher(plane: Arc<ControlPlane>, run: Run) {
         }
         if !w.sync_checked {
             w.sync_checked = true;
-            w.sync = crate::remote::start(&w.plane, &w.run).await;
+            w.sync = crate::runs::remote::start(&w.plane, &w.run).await;
         }
         let grown = w.ahead.is_some() || has_news(&w.log, w.cursor, w.stuck);
         let next = if grown {
@@ -112,13 +112,13 @@ enum Next {
 
 /// One run's watch: where its log is read up to, and what the reading knows.
 struct Watcher {
-    plane: Arc<ControlPlane>,
+    plane: Arc<Runs>,
     run: Run,
     log: PathBuf,
     cursor: u64,
     ctx: ParseContext,
     /// Among replicas: renewed while this one watches the run; lost, it stops.
-    hold: crate::lease::Hold,
+    hold: crate::runs::lease::Hold,
     reader: hangar_events::LogReader,
     totals: Totals,
     /// Idle polls cost little: the log is only read when it has grown past the cursor, the
@@ -133,14 +133,14 @@ struct Watcher {
     stuck: Option<u64>,
     /// A run in a kubernetes or e2b sandbox: its control folder here is a mirror, kept by a
     /// sync task that lives as long as this watcher (`remote.rs`).
-    sync: Option<crate::remote::Sync>,
+    sync: Option<crate::runs::remote::Sync>,
     sync_checked: bool,
 }
 
 impl Watcher {
     /// Starts where the run's saved cursor and parser state are; `None` if the lease is lost
     /// while the log's seal key is awaited.
-    async fn open(plane: Arc<ControlPlane>, run: Run) -> Option<Watcher> {
+    async fn open(plane: Arc<Runs>, run: Run) -> Option<Watcher> {
         let log = PathBuf::from(&run.ctl_path).join("run.log");
         let cursor = u64::try_from(run.log_cursor).unwrap_or(0);
         let mut ctx: ParseContext = run
@@ -148,7 +148,7 @@ impl Watcher {
             .clone()
             .and_then(|v| serde_json::from_value(v).ok())
             .unwrap_or_else(|| ParseContext::at(cursor));
-        let mut hold = crate::lease::Hold::new(&plane);
+        let mut hold = crate::runs::lease::Hold::new(&plane);
         // How the log is read is decided once, when its reading starts, from where the run runs
         // (`logtrust.rs`), and kept with the parser's state. A run re-attached from before seals
         // were written is read as it was.
@@ -156,7 +156,7 @@ impl Watcher {
             ctx.log = Some(plane.log_mode(&run).await);
         }
         let reader = loop {
-            let r = plane.log_reader(&run).await;
+            let r = plane.steps.log_reader(&run).await;
             if r.has_seal_key() || !ctx.log.as_ref().is_some_and(|m| m.sealed) {
                 break r;
             }
@@ -209,9 +209,9 @@ impl Watcher {
         let mut gone = None;
         let alive = if let Some(s) = &self.sync {
             match s.status() {
-                crate::remote::Status::Running => true,
-                crate::remote::Status::Stopped => false,
-                crate::remote::Status::Gone(why) => {
+                crate::runs::remote::Status::Running => true,
+                crate::runs::remote::Status::Stopped => false,
+                crate::runs::remote::Status::Gone(why) => {
                     gone = Some(why);
                     false
                 }
@@ -227,7 +227,7 @@ impl Watcher {
         }
         // What the driver would have done at the end: `in/` closed, what waited there
         // answered, its messages handed to the next turn.
-        let handed_back = crate::orphan::close(plane, &self.run.id).await;
+        let handed_back = crate::runs::orphan::close(plane, &self.run.id).await;
         end_turn(
             plane,
             &self.run,
@@ -531,12 +531,7 @@ fn effects_of(events: &[ProgressEvent]) -> Vec<SliceEffect<'_>> {
 
 /// Acts on a committed slice (its store effects are committed with it: [`effects_of`]);
 /// `true` when the turn is over.
-async fn act(
-    plane: &Arc<ControlPlane>,
-    run: &Run,
-    events: &[ProgressEvent],
-    totals: &mut Totals,
-) -> bool {
+async fn act(plane: &Arc<Runs>, run: &Run, events: &[ProgressEvent], totals: &mut Totals) -> bool {
     let store = &plane.store;
     for e in events {
         match &e.kind {
@@ -564,7 +559,7 @@ async fn act(
                 // In a remote sandbox, messages that came after the pod's in/ closed were
                 // answered on this side (`remote.rs`): they go to the next turn too.
                 let mut handed_back = handed_back.clone();
-                for seq in crate::remote::late_handed_back(Path::new(&run.ctl_path)) {
+                for seq in crate::runs::remote::late_handed_back(Path::new(&run.ctl_path)) {
                     if !handed_back.contains(&seq) {
                         handed_back.push(seq);
                     }
@@ -590,7 +585,7 @@ async fn act(
 /// The turn is over: record its end, destroy the run key, and start the next turn with any
 /// messages the driver handed back (S19).
 async fn end_turn(
-    plane: &Arc<ControlPlane>,
+    plane: &Arc<Runs>,
     run: &Run,
     status: i32,
     reason: &str,
@@ -600,9 +595,9 @@ async fn end_turn(
 ) {
     // The run's key files for Tower go first (T15): no renewal writes one back after this, and
     // nobody sees the turn ended with one there.
-    plane.key_files_gone(run).await;
+    plane.governance.key_files_gone(run).await;
     // The log's seal key is kept with it, so it can still be checked once the run key is gone.
-    if let Err(e) = plane.keep_seal_key(&run.id).await {
+    if let Err(e) = plane.steps.keep_seal_key(&run.id).await {
         tracing::warn!(run = %run.id, error = %e, "cannot keep the run's seal key");
     }
     // The turn's objects and its log go into the control plane's store before anyone sees the
@@ -612,7 +607,8 @@ async fn end_turn(
         run.id.clone(),
         PathBuf::from(&run.ctl_path),
     );
-    match tokio::task::spawn_blocking(move || crate::trees::keep_run(&home, &id, &ctl)).await {
+    match tokio::task::spawn_blocking(move || crate::steps::trees::keep_run(&home, &id, &ctl)).await
+    {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::warn!(run = %run.id, error = %e, "cannot keep the run's pack and log")
@@ -620,7 +616,7 @@ async fn end_turn(
         Err(e) => tracing::warn!(run = %run.id, error = %e, "cannot keep the run's pack and log"),
     }
     plane.sandbox_run_ended(&run.id).await;
-    crate::orphan::settle_commands(plane, &run.id, handed_back).await;
+    crate::runs::orphan::settle_commands(plane, &run.id, handed_back).await;
     let store = &plane.store;
     plane.mailboxes.remove(&run.id);
     let stored = if totals.partial {
@@ -651,7 +647,7 @@ async fn end_turn(
     // The turn's trace, off the watcher's path (an endpoint that is slow to answer never holds
     // up the next turn).
     let (me, id) = (Arc::clone(plane), run.id.clone());
-    tokio::spawn(async move { me.export_turn_trace(&id).await });
+    tokio::spawn(async move { me.steps.export_turn_trace(&id).await });
     if handed_back.is_empty() {
         return;
     }
@@ -674,11 +670,11 @@ async fn end_turn(
         Ok(t) => t.session_id,
         Err(_) => return,
     };
-    if crate::handback::exhausted(store, &run.turn_id, &texts)
+    if crate::runs::handback::exhausted(store, &run.turn_id, &texts)
         .await
         .unwrap_or(false)
     {
-        crate::handback::stop(store, &session, &run.id, &person, &texts).await;
+        crate::runs::handback::stop(store, &session, &run.id, &person, &texts).await;
         return;
     }
     let _ = store

@@ -66,7 +66,7 @@ impl TermSpec {
     /// letters, digits and `.+-_`.
     pub fn check(&self) -> Result<(), ControlError> {
         if !(1..=1000).contains(&self.cols) || !(1..=1000).contains(&self.rows) {
-            return Err(ControlError::BadRequest(format!(
+            return Err(ControlError::Invalid(format!(
                 "a terminal of {}x{} makes no sense: cols and rows are 1 to 1000",
                 self.cols, self.rows
             )));
@@ -78,7 +78,7 @@ impl TermSpec {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'-' | b'_'))
         {
-            return Err(ControlError::BadRequest(format!(
+            return Err(ControlError::Invalid(format!(
                 "term {:?} is not a terminal type (letters, digits and .+-_, at most 64): try `TERM=xterm-256color hangar sb attach SANDBOX`",
                 self.term
             )));
@@ -141,8 +141,7 @@ pub(crate) struct Attaches {
 impl Default for Attaches {
     /// With the idle limit of `HANGAR_ATTACH_IDLE_SECS`, else [`ATTACH_IDLE`].
     fn default() -> Attaches {
-        let idle = std::env::var(hangar_protocol::env::HANGAR_ATTACH_IDLE_SECS)
-            .ok()
+        let idle = hangar_protocol::env::var(hangar_protocol::env::HANGAR_ATTACH_IDLE_SECS)
             .and_then(|v| v.trim().parse::<u64>().ok())
             .filter(|s| *s > 0)
             .map_or(ATTACH_IDLE, Duration::from_secs);
@@ -241,7 +240,7 @@ impl Attaches {
         let n = live.values().filter(|r| r.owner == owner).count()
             + opening.get(owner).copied().unwrap_or(0);
         if n >= ATTACHES_PER_TOKEN {
-            return Err(ControlError::Conflict(format!(
+            return Err(ControlError::WrongState(format!(
                 "this API token has {n} attaches open, the most it may have ({ATTACHES_PER_TOKEN}); end one first: detach a running `hangar sb attach` (Ctrl-b d), or DELETE /v1/attaches/ID"
             )));
         }
@@ -316,7 +315,7 @@ impl Attaches {
             .unwrap_or_else(|p| p.into_inner())
             .take()
             .ok_or_else(|| {
-                ControlError::Conflict(format!(
+                ControlError::WrongState(format!(
                     "the output of attach {id} is already being read (or was, and its reader went away, which ended the attach); start another with `hangar sb attach SANDBOX`"
                 ))
             })?;
@@ -471,7 +470,7 @@ async fn pump(
     (why, status, killed)
 }
 
-impl crate::ControlPlane {
+impl crate::sandboxes::Sandboxes {
     /// How often a client of a relayed attach must say it is there (input or a keepalive).
     pub fn attach_keepalive(&self) -> Duration {
         ATTACH_KEEPALIVE
@@ -542,10 +541,7 @@ mod tests {
                 rows,
                 term: term.into(),
             };
-            assert!(
-                matches!(t.check(), Err(ControlError::BadRequest(_))),
-                "{t:?}"
-            );
+            assert!(matches!(t.check(), Err(ControlError::Invalid(_))), "{t:?}");
         }
     }
 }

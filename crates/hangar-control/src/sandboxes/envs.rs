@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::error::ControlError;
-use crate::plane::ControlPlane;
+use crate::sandboxes::Sandboxes;
 
 /// An environment as the API shows it.
 #[derive(Clone, Debug, Serialize)]
@@ -32,7 +32,7 @@ pub(crate) fn spec_of(env: &Environment) -> Result<EnvSpec, ControlError> {
         m.insert("name".into(), env.name.clone().into());
     }
     EnvSpec::from_value(&v).map_err(|e| {
-        ControlError::BadRequest(format!(
+        ControlError::Invalid(format!(
             "environment {}: {e} (fix it with `hangar env apply`)",
             env.name
         ))
@@ -68,12 +68,12 @@ pub(crate) fn rules_file(env: &EnvSpec) -> Result<Option<String>, ControlError> 
         file.insert("rule".into(), a.clone());
     }
     let text = toml::to_string(&Value::Object(file)).map_err(|e| {
-        ControlError::BadRequest(format!(
+        ControlError::Invalid(format!(
             "governance.rules: cannot be written as a rules file: {e}"
         ))
     })?;
     hangar_rules::Rules::configure(&text)
-        .map_err(|e| ControlError::BadRequest(format!("governance.rules: {e}")))?;
+        .map_err(|e| ControlError::Invalid(format!("governance.rules: {e}")))?;
     Ok(Some(text))
 }
 
@@ -84,7 +84,7 @@ pub(crate) fn rules_record(
 ) -> Result<hangar_events::RulesRecord, ControlError> {
     use sha2::Digest;
     let rules = hangar_rules::Rules::configure(rules_file.unwrap_or(""))
-        .map_err(|e| ControlError::BadRequest(format!("governance.rules: {e}")))?;
+        .map_err(|e| ControlError::Invalid(format!("governance.rules: {e}")))?;
     let json = serde_json::to_vec(rules.rules())
         .map_err(|e| ControlError::Internal(format!("the rules in force: {e}")))?;
     let summary = rules.summary();
@@ -119,14 +119,14 @@ pub(crate) fn session_policy(
     let floor = match env.and_then(|e| e.governance.policy.as_deref()) {
         None => None,
         Some(p) => Some(p.parse::<Policy>().map_err(|_| {
-            ControlError::BadRequest(format!(
+            ControlError::Invalid(format!(
                 "environment {}: governance.policy {p:?} is not ask, auto or governed (fix it with `hangar env apply`)",
                 env.map(|e| e.name.as_str()).unwrap_or_default()
             ))
         })?),
     };
     match (asked, floor) {
-        (Some(a), Some(f)) if strength(a) < strength(f) => Err(ControlError::BadRequest(format!(
+        (Some(a), Some(f)) if strength(a) < strength(f) => Err(ControlError::Invalid(format!(
             "policy {a} is refused: environment {}'s governance.policy is {f}, the floor for its sessions (auto < ask < governed); ask for {f} or stronger, or leave the policy out to get {f}",
             env.map(|e| e.name.as_str()).unwrap_or_default()
         ))),
@@ -136,7 +136,7 @@ pub(crate) fn session_policy(
     }
 }
 
-impl ControlPlane {
+impl Sandboxes {
     /// Validates `spec` and stores it under its name, replacing an earlier one (sandboxes
     /// already made keep the spec they were made with). Returns the view and whether it is new.
     pub async fn apply_environment(
@@ -144,7 +144,7 @@ impl ControlPlane {
         spec: &Value,
         person: &str,
     ) -> Result<(EnvView, bool), ControlError> {
-        let env = EnvSpec::from_value(spec).map_err(|e| ControlError::BadRequest(e.to_string()))?;
+        let env = EnvSpec::from_value(spec).map_err(|e| ControlError::Invalid(e.to_string()))?;
         rules_file(&env)?;
         let stored = env.to_yaml_value();
         let created = self.store.put_environment(&env.name, &stored).await?;

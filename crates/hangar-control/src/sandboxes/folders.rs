@@ -23,12 +23,12 @@ pub const ALLOW: &str = "allow";
 /// Whether this control plane runs sessions in plain folders when asked (`Ok(())`), or why not:
 /// the setting is unset (forbidden, saying what to set) or says something else than `allow`.
 pub(crate) fn unsandboxed_allowed(tools: &Tools) -> Result<(), ControlError> {
-    match crate::passport::setting(tools, HANGAR_UNSANDBOXED_FOLDERS).as_deref() {
+    match crate::launch::setting(tools, HANGAR_UNSANDBOXED_FOLDERS).as_deref() {
         Some(ALLOW) => Ok(()),
-        None => Err(ControlError::Forbidden(format!(
+        None => Err(ControlError::NotAllowed(format!(
             "this server runs no session unsandboxed: a plain folder would run the driver and the agent as the server's own user, who can read hangar's vault; leave no_sandbox out (the session then runs in the in-place local sandbox, or name an environment), or start the server with {HANGAR_UNSANDBOXED_FOLDERS}={ALLOW} (`hangar serve --unsandboxed-folders`) to allow it"
         ))),
-        Some(other) => Err(ControlError::Forbidden(format!(
+        Some(other) => Err(ControlError::NotAllowed(format!(
             "{HANGAR_UNSANDBOXED_FOLDERS}={other:?} is not {ALLOW:?}, so this server runs no session unsandboxed; set it to {ALLOW:?} to allow plain folders, or unset it"
         ))),
     }
@@ -40,9 +40,9 @@ pub(crate) fn unsandboxed_allowed(tools: &Tools) -> Result<(), ControlError> {
 pub(crate) fn outside_home(home: &Path, dir: &Path) -> Result<PathBuf, ControlError> {
     let resolved = dir
         .canonicalize()
-        .map_err(|e| ControlError::BadRequest(format!("{}: {e}", dir.display())))?;
+        .map_err(|e| ControlError::Invalid(format!("{}: {e}", dir.display())))?;
     if !resolved.is_dir() {
-        return Err(ControlError::BadRequest(format!(
+        return Err(ControlError::Invalid(format!(
             "{} is not a folder",
             resolved.display()
         )));
@@ -59,7 +59,7 @@ pub(crate) fn outside_home(home: &Path, dir: &Path) -> Result<PathBuf, ControlEr
         None
     };
     match why {
-        Some(why) => Err(ControlError::BadRequest(format!(
+        Some(why) => Err(ControlError::Invalid(format!(
             "{} {why} ({}), where the vault's master key, the database and every run's control folder live; an agent working there could read them, so it is refused: work in another folder (or move HANGAR_HOME out of it)",
             resolved.display(),
             home.display()
@@ -120,7 +120,7 @@ mod tests {
         assert!(unsandboxed_allowed(&tools("allow")).is_ok());
         let e = unsandboxed_allowed(&tools("yes")).unwrap_err().to_string();
         assert!(e.contains("is not \"allow\""), "{e}");
-        if std::env::var_os(HANGAR_UNSANDBOXED_FOLDERS).is_none() {
+        if hangar_protocol::env::var_os(HANGAR_UNSANDBOXED_FOLDERS).is_none() {
             let e = unsandboxed_allowed(&tools("")).unwrap_err().to_string();
             assert!(e.contains("HANGAR_UNSANDBOXED_FOLDERS=allow"), "{e}");
         }

@@ -17,7 +17,7 @@ use hangar_sandbox::{ExecRequest, Provider, Sandbox, Who};
 use hangar_store::Harness;
 
 use crate::error::ControlError;
-use crate::plane::ControlPlane;
+use crate::sandboxes::Sandboxes;
 use crate::sandboxes::with_provider;
 
 /// Finds the CLI on the system PATH, prints its resolved path, then the first `package.json`
@@ -37,7 +37,7 @@ exit 0"#;
 /// The image's CLI for `harness`: its path inside and its version (`unknown` without an npm
 /// package); `None` when the image has none.
 pub(crate) async fn find(
-    plane: &ControlPlane,
+    plane: &Sandboxes,
     sb: &Sandbox,
     harness: Harness,
 ) -> Result<Option<(PathBuf, String)>, ControlError> {

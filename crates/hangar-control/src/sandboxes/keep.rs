@@ -6,7 +6,7 @@
 //!   gets the step's tree rebuilt into a staging folder, which the new sandbox copies as any
 //!   sandbox copies its repository; the copy is hashed again in the sandbox's workspace (inside
 //!   the sandbox by the driver for kubernetes and e2b, whose repository the step is rebuilt on
-//!   is taken out of the source sandbox first: `remote.rs`). An
+//!   is taken out of the source sandbox first: `take.rs`). An
 //!   environment that works in place (`in-place`, what `hangar run` uses) never touches the
 //!   source's folder (the person's own): the fork's work tree is a new folder (`--dir`, or
 //!   `$HANGAR_HOME/forks/<sandbox>`), and the new sandbox works in place on it.
@@ -29,7 +29,7 @@
 //!   are still read.) With a copying
 //!   environment the repository the step is built on went too: `sb rm` first keeps it as a
 //!   bundle taken out of the sandbox as the agent (`$HANGAR_HOME/kept/sandboxes/<id>/`,
-//!   [`ControlPlane::keep_repository`]); the fork rebuilds on that, else on the repository the
+//!   [`Sandboxes::keep_repository`]); the fork rebuilds on that, else on the repository the
 //!   sandbox was made from (`--repo`, named in the audit record of its creation) if it is still
 //!   on this machine. Whichever it is, the rebuilt tree must hash to the recorded id.
 //!
@@ -43,9 +43,12 @@ use hangar_sandbox::{ExecRequest, Output, Provider, Sandbox, Who};
 use hangar_store::Harness;
 use serde_json::Value;
 
-use super::rebuild::Taken;
+use hangar_protocol::atomic::Staged;
+
+use super::Sandboxes;
+use super::take::Taken;
+use crate::blocking::blocking;
 use crate::error::ControlError;
-use crate::plane::ControlPlane;
 use crate::sandboxes::with_provider;
 
 /// The largest conversation file a fork carries from one sandbox to another.
@@ -102,7 +105,7 @@ fn kept_conversations(home: &Path, session: &str) -> PathBuf {
 
 /// Where the files of a run's harness conversation were kept before they were kept per session.
 fn kept_home(home: &Path, run: &str) -> PathBuf {
-    crate::trees::kept_dir(home, run).join("home")
+    crate::steps::trees::kept_dir(home, run).join("home")
 }
 
 /// Where a removed sandbox's repository is kept (`repo.bundle`, or `repo.plain` / `repo.unborn`
@@ -290,9 +293,9 @@ async fn private_dir(dir: &Path) -> std::io::Result<()> {
     b.create(dir).await
 }
 
-impl ControlPlane {
+impl Sandboxes {
     /// Runs `req` as the agent in `sb`, within [`EXEC_LIMIT`].
-    pub(super) async fn exec_bounded(
+    pub(crate) async fn exec_bounded(
         &self,
         sb: &Sandbox,
         req: &ExecRequest,
@@ -318,85 +321,66 @@ impl ControlPlane {
     /// Copies file `file` of `from` (read as the agent, `piece_mib` MiB at a time, each within
     /// [`EXEC_LIMIT`]) to `dest` on this machine, through a temporary file renamed into place;
     /// at most `cap` bytes, else refused. Its size.
-    pub(super) async fn copy_out(
+    pub(crate) async fn copy_out(
         &self,
         from: &Sandbox,
         file: &Path,
         dest: &Path,
         (cap, piece_mib): (u64, u64),
     ) -> Result<u64, ControlError> {
-        use tokio::io::AsyncWriteExt;
         let io = |e: std::io::Error| ControlError::Internal(format!("{}: {e}", dest.display()));
         if let Some(dir) = dest.parent() {
             private_dir(dir).await.map_err(io)?;
         }
-        let name = dest
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = dest.with_file_name(format!(".{name}.tmp"));
-        let copied = async {
-            let mut out = tokio::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .await
+        // Staged beside `dest` (a reader never sees part of it), each piece written off the
+        // async threads; dropped on a failure, the staged file goes.
+        let d = dest.to_owned();
+        let mut out = blocking(move || Staged::create(&d, 0o600))
+            .await?
+            .map_err(io)?;
+        let mut total = 0u64;
+        for piece in 0.. {
+            let mut read = ExecRequest::new(["sh", "-c", READ_PIECE, "sh"]);
+            read.argv.push(file.display().to_string());
+            read.argv.push((piece * piece_mib).to_string());
+            read.argv.push(piece_mib.to_string());
+            read.cwd = Some(PathBuf::from("/"));
+            let got = self.exec_bounded(from, &read).await?;
+            if !got.success() {
+                return Err(ControlError::Refused(format!(
+                    "{} in sandbox {} cannot be read (status {}): {}",
+                    file.display(),
+                    from.id,
+                    got.status,
+                    String::from_utf8_lossy(&got.stderr).trim()
+                )));
+            }
+            let n = got.stdout.len() as u64;
+            total += n;
+            if total > cap {
+                return Err(ControlError::Refused(format!(
+                    "{} in sandbox {} is larger than {} MiB",
+                    file.display(),
+                    from.id,
+                    cap >> 20
+                )));
+            }
+            out = blocking(move || out.write_all(&got.stdout).map(|()| out))
+                .await?
                 .map_err(io)?;
-            let mut total = 0u64;
-            for piece in 0.. {
-                let mut read = ExecRequest::new(["sh", "-c", READ_PIECE, "sh"]);
-                read.argv.push(file.display().to_string());
-                read.argv.push((piece * piece_mib).to_string());
-                read.argv.push(piece_mib.to_string());
-                read.cwd = Some(PathBuf::from("/"));
-                let got = self.exec_bounded(from, &read).await?;
-                if !got.success() {
-                    return Err(ControlError::Refused(format!(
-                        "{} in sandbox {} cannot be read (status {}): {}",
-                        file.display(),
-                        from.id,
-                        got.status,
-                        String::from_utf8_lossy(&got.stderr).trim()
-                    )));
-                }
-                let n = got.stdout.len() as u64;
-                total += n;
-                if total > cap {
-                    return Err(ControlError::Refused(format!(
-                        "{} in sandbox {} is larger than {} MiB",
-                        file.display(),
-                        from.id,
-                        cap >> 20
-                    )));
-                }
-                out.write_all(&got.stdout).await.map_err(io)?;
-                if n < piece_mib << 20 {
-                    break;
-                }
-            }
-            out.flush().await.map_err(io)?;
-            Ok(total)
-        }
-        .await;
-        match copied {
-            Ok(n) => {
-                tokio::fs::rename(&tmp, dest).await.map_err(io)?;
-                Ok(n)
-            }
-            Err(e) => {
-                let _ = tokio::fs::remove_file(&tmp).await;
-                Err(e)
+            if n < piece_mib << 20 {
+                break;
             }
         }
+        blocking(move || out.commit()).await?.map_err(io)?;
+        Ok(total)
     }
 
     /// Copies the harness's conversation `parent` out of `from`'s agent home, as the agent, into
     /// `into` on this machine, at the files' paths under the agent's home (each replacing what
     /// was there); at most `budget` bytes in all. Refused when `from` does not have it, or has
     /// more files of it than the harness makes. The files copied and their sizes.
-    pub(super) async fn read_conversation(
+    pub(crate) async fn read_conversation(
         &self,
         from: &Sandbox,
         harness: Harness,
@@ -484,7 +468,7 @@ impl ControlPlane {
     /// `sb`): read from the sandbox's agent home while it is live (and has them), into a staging
     /// folder under `$HANGAR_HOME`, else the copies kept at the end of the source session's
     /// turns (`session`, and `runs`: its run ids, newest first, for copies kept per run).
-    pub(super) async fn conversation_files(
+    pub(crate) async fn conversation_files(
         &self,
         (row, sb): (&hangar_store::Sandbox, &Sandbox),
         harness: Harness,
@@ -545,7 +529,7 @@ impl ControlPlane {
 
     /// Writes a conversation's files into `to`'s agent home, owned by its agent (one file in
     /// memory at a time).
-    pub(super) async fn write_conversation(
+    pub(crate) async fn write_conversation(
         &self,
         to: &Sandbox,
         files: &ConversationFiles,
@@ -608,7 +592,7 @@ impl ControlPlane {
             return;
         };
         let harness = session.harness;
-        let log = self.run_log_path(&run);
+        let log = crate::steps::trees::run_log_path(&self.tools.home, &run);
         let Ok(ids) = tokio::task::spawn_blocking(move || conversation_ids(&log, harness)).await
         else {
             return;
@@ -676,7 +660,7 @@ impl ControlPlane {
 
 /// What a removed sandbox's repository became when it was removed: taken out of it, or why not
 /// (`None`: nothing was kept, e.g. a sandbox removed before hangar kept repositories).
-pub(super) fn kept_repository(home: &Path, sandbox: &str) -> Option<Result<Taken, String>> {
+pub(crate) fn kept_repository(home: &Path, sandbox: &str) -> Option<Result<Taken, String>> {
     let dir = kept_repository_dir(home, sandbox);
     let bundle = dir.join("repo.bundle");
     if bundle.is_file() {

@@ -5,6 +5,11 @@
 //!
 //! Rows without a handle are the plain folders sessions used before sandboxes had providers;
 //! they have no provider to exec in or remove.
+//!
+//! The [`Sandboxes`] service owns the providers (each connected on first use), the environments
+//! ([`envs`]), the terminals relayed for `hangar sb attach` ([`attaches`]), the harness CLIs an
+//! image holds ([`image_cli`]) and the rule for plain folders ([`folders`]). It uses no other
+//! service; governance, runs and forks use it.
 
 use std::path::{Path, PathBuf};
 
@@ -17,9 +22,41 @@ use hangar_store::{NewSandbox, new_id};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::envs::spec_of;
+use std::sync::Arc;
+
+use hangar_store::Store;
+
 use crate::error::ControlError;
-use crate::plane::ControlPlane;
+use crate::launch::Tools;
+use envs::spec_of;
+
+pub mod attaches;
+pub(crate) mod envs;
+pub(crate) mod folders;
+pub(crate) mod image_cli;
+pub(crate) mod keep;
+pub(crate) mod take;
+
+/// The sandboxes service (see the module's page).
+#[derive(Debug)]
+pub struct Sandboxes {
+    pub(crate) store: Store,
+    pub(crate) tools: Arc<Tools>,
+    pub(crate) providers: Providers,
+    /// The terminals this control plane relays (`hangar sb attach` on e2b).
+    pub(crate) attaches: attaches::Attaches,
+}
+
+impl Sandboxes {
+    pub(crate) fn new(store: Store, tools: Arc<Tools>) -> Sandboxes {
+        Sandboxes {
+            providers: Providers::for_tools(&tools),
+            store,
+            tools,
+            attaches: Default::default(),
+        }
+    }
+}
 
 /// The built-in environment of a local sandbox on the folder itself (`hangar run` without
 /// `--sb`).
@@ -158,9 +195,9 @@ pub(crate) use with_provider;
 impl From<SandboxError> for ControlError {
     fn from(e: SandboxError) -> ControlError {
         match e {
-            SandboxError::Invalid(m) | SandboxError::Unsupported(m) => ControlError::BadRequest(m),
+            SandboxError::Invalid(m) | SandboxError::Unsupported(m) => ControlError::Invalid(m),
             SandboxError::Unavailable(m) => ControlError::Unavailable(m),
-            SandboxError::Gone(id) => ControlError::Conflict(format!(
+            SandboxError::Gone(id) => ControlError::WrongState(format!(
                 "sandbox {id} is gone (its provider no longer has it); remove it with `hangar sb rm {id}`"
             )),
             SandboxError::Failed(m) => ControlError::Internal(m),
@@ -238,7 +275,19 @@ pub(crate) fn handle_of(row: &hangar_store::Sandbox) -> Result<Option<Sandbox>, 
         .transpose()
 }
 
-impl ControlPlane {
+impl Sandboxes {
+    /// The provider's sandbox a run is in, if it is in one.
+    pub(crate) async fn sandbox_of_run(&self, run_id: &str) -> Option<Sandbox> {
+        let run = self.store.run(run_id).await.ok()?;
+        let turn = self.store.turn(&run.turn_id).await.ok()?;
+        let session = self.store.session(&turn.session_id).await.ok()?;
+        let row = self.store.sandbox(&session.sandbox_id).await.ok()?;
+        if row.state != "live" {
+            return None;
+        }
+        handle_of(&row).ok()?
+    }
+
     /// A live sandbox with a provider, or an error that says why not.
     pub(crate) async fn provider_sandbox(&self, id: &str) -> Result<Sandbox, ControlError> {
         let row = self.store.sandbox(id).await.map_err(|e| match e {
@@ -248,10 +297,12 @@ impl ControlPlane {
             e => e.into(),
         })?;
         if row.state != "live" {
-            return Err(ControlError::Conflict(format!("sandbox {id} was removed")));
+            return Err(ControlError::WrongState(format!(
+                "sandbox {id} was removed"
+            )));
         }
         handle_of(&row)?.ok_or_else(|| {
-            ControlError::BadRequest(format!(
+            ControlError::Invalid(format!(
                 "sandbox {id} is a plain folder ({}), not a sandbox a provider made",
                 row.workdir
             ))
@@ -267,7 +318,7 @@ impl ControlPlane {
     ) -> Result<SandboxView, ControlError> {
         // hangar's own folders never go into a sandbox (forks make theirs inside hangar's home
         // through `make_sandbox`).
-        let repo = crate::folders::outside_home(&self.tools.home, repo)?;
+        let repo = crate::sandboxes::folders::outside_home(&self.tools.home, repo)?;
         let (row, _) = self
             .make_sandbox(&new_id("sb")?, env, &repo, person)
             .await?;
@@ -292,7 +343,7 @@ impl ControlPlane {
         spec_of(&row)
     }
 
-    /// [`ControlPlane::create_sandbox`] with the id given: the stored row and the provider's
+    /// [`Sandboxes::create_sandbox`] with the id given: the stored row and the provider's
     /// sandbox.
     pub(crate) async fn make_sandbox(
         &self,
@@ -304,10 +355,10 @@ impl ControlPlane {
         let spec = self.env_spec(env, person).await?;
         // Where Tower must be asked but could not be reached, that reason comes first (and a
         // session started from the environment is refused with it).
-        let hooked = crate::sandbox_turn::hook::required_for(&self.tools, &spec);
+        let hooked = crate::tower::required_for(&self.tools, &spec);
         let governed = hooked || spec.governance.policy.as_deref() == Some("governed");
         let why = governed
-            .then(|| crate::sandbox_turn::hook::egress_refusal(&self.tools, &spec))
+            .then(|| crate::tower::egress_refusal(&self.tools, &spec))
             .flatten();
         if let Some(why) = why {
             self.store
@@ -318,13 +369,13 @@ impl ControlPlane {
                     &json!({"environment": spec.name, "provider": spec.provider.as_str(), "why": why}),
                 )
                 .await?;
-            return Err(ControlError::BadRequest(why));
+            return Err(ControlError::Invalid(why));
         }
         let repo = repo
             .canonicalize()
-            .map_err(|e| ControlError::BadRequest(format!("--repo {}: {e}", repo.display())))?;
+            .map_err(|e| ControlError::Invalid(format!("--repo {}: {e}", repo.display())))?;
         if !repo.is_dir() {
-            return Err(ControlError::BadRequest(format!(
+            return Err(ControlError::Invalid(format!(
                 "--repo {}: not a folder",
                 repo.display()
             )));
@@ -425,7 +476,7 @@ impl ControlPlane {
         person: &str,
     ) -> Result<Output, ControlError> {
         if argv.is_empty() {
-            return Err(ControlError::BadRequest(
+            return Err(ControlError::Invalid(
                 "no command: `hangar sb exec SB -- CMD [ARGS...]`".into(),
             ));
         }
@@ -459,13 +510,13 @@ impl ControlPlane {
         run: Option<&str>,
         person: &str,
         owner: &str,
-        term: &crate::attaches::TermSpec,
+        term: &crate::sandboxes::attaches::TermSpec,
     ) -> Result<(String, Attach), ControlError> {
         let sb = self.provider_sandbox(id).await?;
         let run = match run {
             Some(r) => r.to_owned(),
             None => self.newest_live_run_in(id).await?.ok_or_else(|| {
-                ControlError::Conflict(format!(
+                ControlError::WrongState(format!(
                     "no turn is running in sandbox {id}; start one with `hangar session start --sb {id} PROMPT`"
                 ))
             })?,
@@ -475,7 +526,7 @@ impl ControlPlane {
             .await
             .map_err(ControlError::from))?;
         if !alive {
-            return Err(ControlError::Conflict(format!(
+            return Err(ControlError::WrongState(format!(
                 "run {run} has no tmux session in sandbox {id} (its turn has ended)"
             )));
         }
@@ -522,7 +573,7 @@ impl ControlPlane {
     async fn newest_live_run_in(&self, sandbox: &str) -> Result<Option<String>, ControlError> {
         let mut newest: Option<(i64, String)> = None;
         for session in self.store.sessions(Some(sandbox)).await? {
-            if let Some(run) = self.live_run_of(&session.id).await?
+            if let Some(run) = self.store.live_run_of(&session.id).await?
                 && newest.as_ref().is_none_or(|(t, _)| run.created_at > *t)
             {
                 newest = Some((run.created_at, run.id));
@@ -544,7 +595,7 @@ impl ControlPlane {
         if let Some(run) = self.newest_live_run_in(id).await?
             && !force
         {
-            return Err(ControlError::Conflict(format!(
+            return Err(ControlError::WrongState(format!(
                 "a turn is running in sandbox {id} (run {run}): `hangar interrupt {run}` first, or `hangar sb rm --force {id}`"
             )));
         }
@@ -568,4 +619,14 @@ impl ControlPlane {
             .await?;
         self.sandbox_view(id).await
     }
+}
+
+/// Whether turns in sandboxes of `kind` run with a mirrored control folder.
+pub(crate) fn is_remote(kind: hangar_sandbox::ProviderKind) -> bool {
+    matches!(kind, ProviderKind::Kubernetes | ProviderKind::E2b)
+}
+
+/// Where the driver is copied to inside.
+pub(crate) fn driver_inside() -> PathBuf {
+    Path::new(hangar_sandbox::layout::HANGAR_LIB).join("hangar-driver")
 }

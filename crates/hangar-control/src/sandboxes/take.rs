@@ -8,7 +8,7 @@
 //!   rights), at most [`MAX_BUNDLE_BYTES`], written to a temporary file there (git's status
 //!   and errors are its own), then copied out piece by piece to a file under `$HANGAR_HOME`
 //!   (never held whole in memory). On this machine the bundle becomes a scratch
-//!   repository (`rebuild::base_from`), which the step's tree is rebuilt on as a docker
+//!   repository (`forks::rebuild::base_from`), which the step's tree is rebuilt on as a docker
 //!   sandbox's workspace is (a `--no-local` clone, then the turn's own objects); whatever the
 //!   bundle held, the rebuilt tree must hash to the recorded id.
 //! * The check inside. The new sandbox copies the rebuilt folder as any sandbox copies its
@@ -20,25 +20,35 @@ use std::time::Duration;
 
 use hangar_sandbox::{ExecRequest, Provider, Sandbox, Who};
 
-use super::rebuild::Taken;
+use super::Sandboxes;
 use crate::error::ControlError;
-use crate::plane::ControlPlane;
 use crate::sandboxes::with_provider;
+
+/// What a sandbox's workspace held of a repository, as taken out of it (see `fork/remote.rs`).
+#[derive(Debug)]
+pub(crate) enum Taken {
+    /// No repository: a plain folder.
+    Plain,
+    /// A repository with no refs (nothing committed).
+    Unborn,
+    /// `git bundle create --all`'s file, on this machine (under `$HANGAR_HOME`).
+    Bundle(PathBuf),
+}
 
 /// The largest repository bundle taken out of a sandbox (written to disk piece by piece on its
 /// way, never held whole in memory).
-pub(super) const MAX_BUNDLE_BYTES: u64 = 1 << 30;
+pub(crate) const MAX_BUNDLE_BYTES: u64 = 1 << 30;
 
 /// A bundle is copied out of the sandbox in pieces of this many MiB.
 const BUNDLE_PIECE_MIB: u64 = 32;
 
 /// How long taking the bundle for a fork, or hashing the work tree inside, may take.
-pub(super) const INSIDE_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const INSIDE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Writes the workspace `$1`'s repository as a bundle into a new temporary file inside and
 /// prints its path. Exit 3: no repository; 4: no workspace; 5: a repository with nothing to
 /// bundle; 6: no git in the sandbox; 7: git failed (its stderr is the command's).
-pub(super) const BUNDLE: &str = r#"cd "$1" 2>/dev/null || exit 4
+pub(crate) const BUNDLE: &str = r#"cd "$1" 2>/dev/null || exit 4
 [ -e .git ] || exit 3
 command -v git >/dev/null 2>&1 || { echo "git is not installed in the sandbox" >&2; exit 6; }
 g() { git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c safe.directory='*' "$@"; }
@@ -49,7 +59,7 @@ g bundle create "$t" --all 2>"$t.err" || { cat "$t.err" >&2; rm -f "$t" "$t.err"
 rm -f "$t.err"
 echo "$t""#;
 
-impl ControlPlane {
+impl Sandboxes {
     /// The repository in `sb`'s workspace, read as the agent, waiting at most `limit` for git
     /// there; a bundle is copied to `dest` (on this machine, replacing what is there).
     pub(crate) async fn take_repository(
@@ -119,8 +129,8 @@ impl ControlPlane {
     }
 
     /// The tree id of `sb`'s workspace, hashed inside by the driver.
-    pub(super) async fn tree_inside(&self, sb: &Sandbox) -> Result<String, ControlError> {
-        let driver = crate::sandbox_turn::driver_inside();
+    pub(crate) async fn tree_inside(&self, sb: &Sandbox) -> Result<String, ControlError> {
+        let driver = super::driver_inside();
         with_provider!(self, sb.env.provider, |p| p
             .copy_in(sb, &self.tools.driver, &driver, Who::Hangar, 0o755)
             .await

@@ -22,13 +22,13 @@ use hangar_protocol::logseal::SealKey;
 use hangar_store::{Run, Store};
 
 use crate::error::ControlError;
-use crate::plane::ControlPlane;
+use crate::steps::Steps;
 
 /// The file the seal key of an ended run is kept in, beside its kept log.
 const SEAL_KEY_FILE: &str = "seal.key";
 
 fn kept_seal_key(home: &Path, run_id: &str) -> PathBuf {
-    crate::trees::kept_dir(home, run_id).join(SEAL_KEY_FILE)
+    crate::steps::trees::kept_dir(home, run_id).join(SEAL_KEY_FILE)
 }
 
 /// The seal key of a run: from the vault while the run has its key, else the one kept with its
@@ -58,57 +58,14 @@ pub async fn log_reader(store: &Store, home: &Path, run: &Run) -> LogReader {
 /// seal key): what its stored events must equal.
 pub async fn rebuild(store: &Store, home: &Path, run: &Run) -> Vec<hangar_events::ProgressEvent> {
     let reader = log_reader(store, home, run).await;
-    let mode = ControlPlane::stored_log_mode(run);
-    let log = crate::trees::run_log_path(home, run);
+    let mode = Steps::stored_log_mode(run);
+    let log = crate::steps::trees::run_log_path(home, run);
     tokio::task::spawn_blocking(move || hangar_events::rebuild_with(&log, &reader, mode))
         .await
         .unwrap_or_default()
 }
 
-impl ControlPlane {
-    /// How the log of `run` is read, from where it runs (see the module docs).
-    pub(crate) async fn log_mode(&self, run: &Run) -> LogMode {
-        let untrusted = |sealed: bool, why: String| LogMode {
-            sealed,
-            trusted: false,
-            why: Some(why),
-        };
-        let one_shot = self.one_shots.lock().is_ok_and(|o| o.contains(&run.id))
-            || self.store.turn(&run.turn_id).await.is_ok_and(|t| {
-                t.manifest
-                    .as_ref()
-                    .and_then(|m| m.get("policy_effective"))
-                    .and_then(|p| p.as_str())
-                    .is_some_and(|p| p.ends_with("(one-shot)"))
-            });
-        if one_shot {
-            return untrusted(
-                false,
-                "a one-shot turn: the harness's own output is the run log, with no driver to seal it".into(),
-            );
-        }
-        let Some(sb) = self.sandbox_of_run(&run.id).await else {
-            return untrusted(
-                true,
-                "the run works in a plain folder as hangar's own user: the agent could read the run's key and write its log".into(),
-            );
-        };
-        if sb.agent.is_some() || sb.env.provider == hangar_sandbox::ProviderKind::Local {
-            return LogMode {
-                sealed: true,
-                trusted: true,
-                why: None,
-            };
-        }
-        untrusted(
-            true,
-            format!(
-                "sandbox {} ({}) has no uid split and the run key waits where the agent, the driver's own user, can read it",
-                sb.id, sb.env.provider
-            ),
-        )
-    }
-
+impl Steps {
     /// The seal key of a run (see [`seal_key`]).
     pub(crate) async fn seal_key(&self, run_id: &str) -> Option<SealKey> {
         seal_key(&self.store, &self.tools.home, run_id).await
@@ -141,9 +98,7 @@ impl ControlPlane {
                     .mode(0o700)
                     .create(dir)?;
             }
-            let tmp = path.with_extension("key.tmp");
-            let _ = std::fs::remove_file(&tmp);
-            hangar_protocol::atomic::write_via(&tmp, &path, key.to_file_text().as_bytes(), 0o600)
+            hangar_protocol::atomic::write_atomic(&path, key.to_file_text().as_bytes(), 0o600)
         })
         .await
         .map_err(|e| ControlError::Internal(e.to_string()))?

@@ -35,7 +35,7 @@ use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
 use serde_json::Value;
 
 use crate::launch::Tools;
-use crate::plane::ControlPlane;
+use crate::steps::Steps;
 
 /// The OTLP exporter, when an endpoint is configured.
 #[derive(Debug, Default)]
@@ -45,15 +45,7 @@ pub(crate) struct Traces {
 
 /// Where traces go: the traces endpoint as given, or the base endpoint with `/v1/traces`.
 fn endpoint(tools: &Tools) -> Option<String> {
-    let get = |name: &str| {
-        tools
-            .env
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var(name).ok())
-            .filter(|v| !v.trim().is_empty())
-    };
+    let get = |name: &str| crate::launch::setting(tools, name).filter(|v| !v.trim().is_empty());
     get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").or_else(|| {
         get("OTEL_EXPORTER_OTLP_ENDPOINT")
             .map(|base| format!("{}/v1/traces", base.trim_end_matches('/')))
@@ -384,7 +376,7 @@ pub(crate) fn turn_spans(
     spans
 }
 
-impl ControlPlane {
+impl Steps {
     /// Exports the ended run's turn as a trace, when traces are configured.
     pub(crate) async fn export_turn_trace(&self, run_id: &str) {
         let Some(exporter) = &self.traces.exporter else {

@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::ControlError;
-use crate::plane::ControlPlane;
+use crate::steps::Steps;
 
 /// Where a run's files are read from: the control plane's kept copies once the turn has ended
 /// (`$HANGAR_HOME/kept/<run>/`), else the run's control folder.
@@ -86,7 +86,7 @@ pub fn run_log_path(home: &Path, run: &hangar_store::Run) -> PathBuf {
     run_files(home, &run.id, Path::new(&run.ctl_path)).log
 }
 
-impl ControlPlane {
+impl Steps {
     /// [`run_log_path`] under this control plane's home.
     pub fn run_log_path(&self, run: &hangar_store::Run) -> PathBuf {
         run_log_path(&self.tools.home, run)
@@ -130,7 +130,7 @@ pub struct TreeDiff {
     pub patch: String,
 }
 
-impl ControlPlane {
+impl Steps {
     /// The run's steps, in order.
     pub async fn steps(&self, run_id: &str) -> Result<Vec<Step>, ControlError> {
         self.store.run(run_id).await?;
@@ -171,7 +171,7 @@ impl ControlPlane {
         let steps = self.steps(run_id).await?;
         let pick = |n: usize| {
             steps.get(n).cloned().ok_or_else(|| {
-                ControlError::BadRequest(format!(
+                ControlError::Invalid(format!(
                     "run {run_id} has {} steps (0 to {}); there is no step {n}",
                     steps.len(),
                     steps.len().saturating_sub(1)

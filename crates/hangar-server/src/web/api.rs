@@ -78,6 +78,7 @@ async fn board_row(plane: &ControlPlane, s: &Session) -> Result<api::BoardRow, A
         }
     }
     let fork = plane
+        .steps()
         .fork_of(&s.id)
         .await?
         .map(views::fork_record)

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use super::{Checked, Launched};
 use crate::error::ControlError;
 use crate::launch::{self, Launch};
-use crate::plane::ControlPlane;
+use crate::runs::Runs;
 use crate::runs::plan::TurnPlan;
 
-impl ControlPlane {
+impl Runs {
     pub(super) async fn place_in_folder(
         self: &Arc<Self>,
         plan: &TurnPlan,
@@ -17,7 +17,7 @@ impl ControlPlane {
         checked: &Checked,
     ) -> Result<Launched, ControlError> {
         let session = &plan.session;
-        let fork = self.fork_point(session).await?;
+        let fork = self.steps.fork_point(session).await?;
         let workdir = PathBuf::from(&plan.sandbox.workdir);
         let l = Launch {
             fork: fork.as_ref().map(|(p, at)| (p.as_str(), at.as_deref())),
@@ -35,7 +35,7 @@ impl ControlPlane {
             &self.tools,
             &l,
             &args,
-            crate::envs::rules_record(None)?,
+            crate::sandboxes::envs::rules_record(None)?,
         ));
         if let Some(w) = checked.warning(session.harness) {
             self.warn_run(&plan.ctl, &w).await?;

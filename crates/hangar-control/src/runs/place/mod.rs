@@ -12,10 +12,11 @@ use hangar_store::Harness;
 use serde_json::json;
 
 use super::plan::TurnPlan;
+use crate::blocking::blocking;
 use crate::conformance::Verdict;
 use crate::error::ControlError;
 use crate::launch;
-use crate::plane::{ControlPlane, blocking};
+use crate::runs::Runs;
 
 /// Where a turn runs.
 #[derive(Debug)]
@@ -69,7 +70,7 @@ impl Checked {
     }
 }
 
-impl ControlPlane {
+impl Runs {
     /// Places the planned turn; an error refuses it (the caller records that).
     pub(crate) async fn place(
         self: &Arc<Self>,
@@ -85,24 +86,25 @@ impl ControlPlane {
         };
         if sb.is_none() && launch::hook_required(&self.tools) {
             // A plain folder has no uid split: every such turn is refused, audited.
-            return Err(ControlError::BadRequest(
+            return Err(ControlError::Invalid(
                 launch::hook_refusal(plan.session.harness).into(),
             ));
         }
         let checked = self.check_harness(plan, sb).await?;
-        let hooked = sb.is_some_and(|s| crate::sandbox_turn::hook::required(&self.tools, s));
+        let hooked = sb.is_some_and(|s| crate::tower::required(&self.tools, s));
         if let Some(sb) = sb
             && !hooked
             && let Some(why) = crate::sandboxes::turn_unsupported(sb, plan.session.policy)
         {
-            return Err(ControlError::BadRequest(why));
+            return Err(ControlError::Invalid(why));
         }
         // Policy governed: the run's copy of Tower's key or its passport, in the control folder
         // (hangar's user's, read by the driver only), removed when the run ends. With the Tower
         // hook the hook asks Tower instead, with a key file of its own.
         let tower = if plan.session.policy == hangar_store::Policy::Governed && !hooked {
             Some(
-                self.tower_credential(&plan.ctl, &plan.sandbox, plan.run_id(), &plan.person)
+                self.governance
+                    .tower_credential(&plan.ctl, &plan.sandbox, plan.run_id(), &plan.person)
                     .await?,
             )
         } else {
@@ -129,13 +131,13 @@ impl ControlPlane {
         let harness = plan.session.harness;
         let image_cli = match sb {
             Some(sb) if sb.env.provider != hangar_sandbox::ProviderKind::Local => {
-                match crate::image_cli::find(self, sb, harness).await? {
+                match crate::sandboxes::image_cli::find(&self.sandboxes, sb, harness).await? {
                     // (Where the Tower hook is required, its refusal says more: it comes first.)
-                    None if crate::remote::is_remote(sb.env.provider)
-                        && !crate::sandbox_turn::hook::required(&self.tools, sb) =>
+                    None if crate::sandboxes::is_remote(sb.env.provider)
+                        && !crate::tower::required(&self.tools, sb) =>
                     {
                         // A pod cannot see this machine's files: the image must have the CLI.
-                        return Err(ControlError::BadRequest(format!(
+                        return Err(ControlError::Invalid(format!(
                             "the image of sandbox {} ({}) has no {} on its system PATH, and a {} sandbox cannot see hangar's pinned copy on this machine; use an image with the harness CLI installed",
                             sb.id,
                             sb.env.image.as_deref().unwrap_or("the provider's default"),

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use super::Launched;
 use crate::error::ControlError;
 use crate::launch::{self, Launch};
-use crate::plane::ControlPlane;
+use crate::runs::Runs;
 use crate::runs::plan::TurnPlan;
 
-impl ControlPlane {
+impl Runs {
     pub(super) async fn place_one_shot(
         self: &Arc<Self>,
         plan: &TurnPlan,
@@ -19,11 +19,11 @@ impl ControlPlane {
     ) -> Result<Launched, ControlError> {
         let session = &plan.session;
         let hooked = launch::hook_required(&self.tools)
-            || sb.is_some_and(|s| crate::sandbox_turn::hook::required(&self.tools, s));
-        if let Some(no) = crate::oneshot::refusal(session.policy, hooked) {
-            return Err(ControlError::BadRequest(no));
+            || sb.is_some_and(|s| crate::tower::required(&self.tools, s));
+        if let Some(no) = crate::runs::oneshot::refusal(session.policy, hooked) {
+            return Err(ControlError::Invalid(no));
         }
-        let argv = crate::oneshot::argv(
+        let argv = crate::runs::oneshot::argv(
             &self.tools,
             session.harness,
             session.policy,
@@ -55,7 +55,7 @@ impl ControlPlane {
         manifest.argv = argv.clone();
         manifest.policy_effective = format!("{} (one-shot)", session.policy.as_str());
         manifest.driver_digest = "none: one-shot turn, no driver".into();
-        let one = crate::oneshot::OneShot {
+        let one = crate::runs::oneshot::OneShot {
             run_id: plan.run_id().to_owned(),
             turn_id: plan.turn.id.clone(),
             ctl: plan.ctl.clone(),

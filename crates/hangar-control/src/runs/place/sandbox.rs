@@ -13,7 +13,7 @@ use serde_json::json;
 use super::{Checked, Launched};
 use crate::error::ControlError;
 use crate::launch::{self, Launch};
-use crate::plane::ControlPlane;
+use crate::runs::Runs;
 use crate::runs::plan::TurnPlan;
 
 /// The environment's reviewed Claude Code settings in a run's control folder.
@@ -25,7 +25,7 @@ struct Ctl {
     inside: PathBuf,
 }
 
-impl ControlPlane {
+impl Runs {
     pub(super) async fn place_in_sandbox(
         self: &Arc<Self>,
         plan: &TurnPlan,
@@ -35,13 +35,13 @@ impl ControlPlane {
         checked: &Checked,
     ) -> Result<Launched, ControlError> {
         let (session, run_id) = (&plan.session, plan.run_id());
-        let fork = self.fork_point(session).await?;
+        let fork = self.steps.fork_point(session).await?;
         // A remote sandbox cannot see this machine's folders: the control folder stays here as
         // the mirror of the one in the pod.
         let ctl = if remote {
             Ctl {
                 here: plan.ctl.clone(),
-                inside: crate::remote::ctl_inside(sb, run_id),
+                inside: crate::runs::remote::ctl_inside(sb, run_id),
             }
         } else {
             Ctl {
@@ -56,14 +56,14 @@ impl ControlPlane {
             let name = file.file_name().unwrap_or_default().to_owned();
             (url, ctl.inside.join(name))
         });
-        let hooked = crate::sandbox_turn::hook::required(&self.tools, sb);
+        let hooked = crate::tower::required(&self.tools, sb);
         let mut hook_flags = Vec::new();
         if let Some((url, key, flags)) = self.hook_for_turn(plan, sb, hooked, &ctl).await? {
             tower = Some((url, key));
             hook_flags = flags;
         }
         if let Some(why) = crate::sandboxes::turn_unsupported(sb, session.policy) {
-            return Err(ControlError::BadRequest(why));
+            return Err(ControlError::Invalid(why));
         }
         let l = Launch {
             fork: fork.as_ref().map(|(p, at)| (p.as_str(), at.as_deref())),
@@ -125,15 +125,15 @@ impl ControlPlane {
     ) -> Result<Option<(String, PathBuf, Vec<OsString>)>, ControlError> {
         let run_id = plan.run_id();
         if (hooked || plan.session.policy == Policy::Governed)
-            && let Some(why) = crate::sandbox_turn::hook::egress_refusal(&self.tools, &sb.env)
+            && let Some(why) = crate::tower::egress_refusal(&self.tools, &sb.env)
         {
-            return Err(ControlError::BadRequest(why));
+            return Err(ControlError::Invalid(why));
         }
         if !hooked {
             return Ok(None);
         }
-        if let Some(why) = crate::sandbox_turn::hook::refusal(sb, plan.session.harness) {
-            return Err(ControlError::BadRequest(why));
+        if let Some(why) = crate::tower::refusal(sb, plan.session.harness) {
+            return Err(ControlError::Invalid(why));
         }
         let h = self
             .install_hook(sb, &plan.sandbox, run_id, &plan.person)
@@ -151,7 +151,7 @@ impl ControlPlane {
         }
         let flags = vec![
             "--tower-hook".into(),
-            crate::sandbox_turn::hook::path_inside().into_os_string(),
+            crate::tower::path_inside().into_os_string(),
             "--tower-hook-digest".into(),
             h.digest.clone().into(),
         ];
@@ -168,8 +168,8 @@ impl ControlPlane {
         ctl: &Ctl,
         args: &mut Vec<OsString>,
     ) -> Result<hangar_events::RulesRecord, ControlError> {
-        let rules_file = crate::envs::rules_file(&sb.env)?;
-        let rules = crate::envs::rules_record(rules_file.as_deref())?;
+        let rules_file = crate::sandboxes::envs::rules_file(&sb.env)?;
+        let rules = crate::sandboxes::envs::rules_record(rules_file.as_deref())?;
         if let Some(text) = rules_file {
             let here = ctl.here.join("rules.toml");
             tokio::fs::write(&here, text).await.map_err(|e| {

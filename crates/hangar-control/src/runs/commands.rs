@@ -1,0 +1,297 @@
+//! Commands into a live run (steer, interrupt, approve, deny) and messages for a session: sent
+//! through the run's signed mailbox, recorded and audited with the person who sent them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hangar_mailbox::outbox::{Delivery, Mailbox, Outcome};
+use hangar_protocol::command::body;
+use hangar_protocol::{Kind, RunKey};
+use hangar_store::{AckStatus, AnswerRecord, Decision};
+use serde_json::{Value, json};
+
+use super::Runs;
+use crate::blocking::blocking;
+use crate::error::ControlError;
+
+/// Why a message recorded before it landed is answered without the driver: its turn had ended.
+const NOT_LANDED_ENDED: &str = "not landed: the turn had ended";
+
+/// How long a command waits for the driver's signed answer.
+const ACK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What became of a command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// The driver carried it out.
+    Done { run: String, seq: u64 },
+    /// The driver refused it (its reason).
+    Refused { run: String, reason: String },
+    /// The turn had ended; the message started the next turn.
+    NextTurn { turn: String, run: String },
+    /// The turn had ended before the command landed (nothing reached the driver).
+    Ended { run: String },
+    /// The command landed, but the harness had gone: the driver handed it back, and the next
+    /// turn starts with it (the run's watcher sees to it; nobody else must start one).
+    HandedBack { run: String },
+}
+
+impl Runs {
+    /// The mailbox of a live run, with its key from the vault.
+    /// A live run's mailbox: the one kept in memory, or opened with the key from the vault (and
+    /// kept).
+    pub(crate) async fn mailbox(&self, run_id: &str) -> Result<Mailbox, ControlError> {
+        if let Some(m) = self.mailboxes.get(run_id) {
+            return Ok(m);
+        }
+        let key = self.store.run_key(run_id).await?;
+        let bytes: [u8; 32] = key.expose().try_into().map_err(|_| {
+            ControlError::Internal(format!("run {run_id}: the vault's key is not 32 bytes"))
+        })?;
+        let (home, rid) = (self.tools.home.clone(), run_id.to_owned());
+        let m = blocking(move || Mailbox::open_with_key(&home, &rid, RunKey::from_bytes(bytes)))
+            .await??;
+        self.mailboxes.insert(run_id, m.clone());
+        Ok(m)
+    }
+
+    /// Sends one command, recording and auditing it; then, as `then` says, returns or waits
+    /// for the signed ack (and records it with the approval answer the command carried).
+    pub(crate) async fn deliver(
+        &self,
+        mailbox: &Mailbox,
+        run_id: &str,
+        kind: Kind,
+        b: Value,
+        person: &str,
+        then: Then<'_>,
+    ) -> Result<(Outcome, bool), ControlError> {
+        let (m, b2) = (mailbox.clone(), b.clone());
+        // A message is recorded before it lands (scripts/chaos: a server killed between the
+        // two left a steer the harness had and the store did not); answers and interrupts
+        // after, off their latency (the watcher records their answers from the log).
+        let recorded_first = kind.is_message();
+        let delivery = if recorded_first {
+            let (store, run, who, b3) = (
+                self.store.clone(),
+                run_id.to_owned(),
+                person.to_owned(),
+                b.clone(),
+            );
+            let rt = tokio::runtime::Handle::current();
+            blocking(move || {
+                m.send_recorded(kind, b2, |c| {
+                    let seq = i64::try_from(c.seq).unwrap_or(i64::MAX);
+                    rt.block_on(store.record_command(&run, seq, kind.as_str(), &b3, &who))
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .await??
+        } else {
+            blocking(move || m.send(kind, b2)).await??
+        };
+        let sent = match delivery {
+            Delivery::Landed(sent) => sent,
+            Delivery::TurnEnded(command) => {
+                if recorded_first {
+                    let seq = i64::try_from(command.seq).unwrap_or(i64::MAX);
+                    self.store
+                        .record_ack(run_id, seq, AckStatus::Ended, Some(NOT_LANDED_ENDED))
+                        .await?;
+                }
+                return Ok((
+                    Outcome::Ended {
+                        handed_back: command,
+                    },
+                    false,
+                ));
+            }
+        };
+        let seq = i64::try_from(sent.command.seq).unwrap_or(i64::MAX);
+        // Two write transactions a command where it can be (under load each one queues behind
+        // the watchers' commits): the command with its audit record, then its ack with its own
+        // (and the approval answer it carried out with its record). A message was recorded
+        // before it landed: its audit record follows on its own.
+        if recorded_first {
+            self.store
+                .audit()
+                .append(
+                    person,
+                    "command.sent",
+                    &json!({"run": run_id, "seq": seq, "kind": kind.as_str()}),
+                )
+                .await?;
+        } else {
+            self.store
+                .record_command_sent(run_id, seq, kind.as_str(), &b, person)
+                .await?;
+        }
+        let answer = match then {
+            Then::Return => return Ok((Outcome::Done, true)),
+            Then::Ack { answer } => answer,
+        };
+        let outcome = crate::runs::live::wait_ack(mailbox, &sent, ACK_TIMEOUT).await?;
+        let (status, reason) = match &outcome {
+            Outcome::Done => (AckStatus::Done, None),
+            Outcome::Refused(r) => (AckStatus::Refused, Some(r.clone())),
+            Outcome::Ended { .. } => (AckStatus::Ended, Some("the turn has ended".to_owned())),
+        };
+        let answer = answer.filter(|_| outcome == Outcome::Done);
+        self.store
+            .record_ack_audited(run_id, seq, status, reason.as_deref(), person, answer)
+            .await?;
+        Ok((outcome, true))
+    }
+
+    /// A message for a session: a steer into the running turn, or the next turn (S19).
+    pub async fn send(
+        self: &Arc<Self>,
+        session_id: &str,
+        text: &str,
+        person: &str,
+    ) -> Result<Reply, ControlError> {
+        if let Some(run) = self.store.live_run_of(session_id).await? {
+            match self
+                .command(&run.id, Kind::Steer, body::text(text), person, None)
+                .await?
+            {
+                Reply::Ended { .. } => {}
+                other => return Ok(other),
+            }
+        }
+        let started = self
+            .start_turn(session_id, &[text.to_owned()], person)
+            .await?;
+        Ok(Reply::NextTurn {
+            turn: started.turn.id,
+            run: started.run.id,
+        })
+    }
+
+    /// A steer into a run; if its turn has ended, it starts the next turn of the session.
+    pub async fn steer(
+        self: &Arc<Self>,
+        run_id: &str,
+        text: &str,
+        person: &str,
+    ) -> Result<Reply, ControlError> {
+        match self
+            .command(run_id, Kind::Steer, body::text(text), person, None)
+            .await?
+        {
+            Reply::Ended { .. } => {
+                let run = self.store.run(run_id).await?;
+                let turn = self.store.turn(&run.turn_id).await?;
+                let started = self
+                    .start_turn(&turn.session_id, &[text.to_owned()], person)
+                    .await?;
+                Ok(Reply::NextTurn {
+                    turn: started.turn.id,
+                    run: started.run.id,
+                })
+            }
+            other => Ok(other),
+        }
+    }
+
+    pub async fn interrupt(
+        self: &Arc<Self>,
+        run_id: &str,
+        person: &str,
+    ) -> Result<Reply, ControlError> {
+        self.command(run_id, Kind::Interrupt, body::empty(), person, None)
+            .await
+    }
+
+    /// Answers a pending permission request, recording who answered.
+    pub async fn answer(
+        self: &Arc<Self>,
+        run_id: &str,
+        request_id: &str,
+        allow: bool,
+        reason: Option<&str>,
+        input: Option<Value>,
+        person: &str,
+    ) -> Result<Reply, ControlError> {
+        let (kind, b) = if allow {
+            (Kind::Approve, body::approve(request_id, input))
+        } else {
+            (Kind::Deny, body::deny(request_id, reason))
+        };
+        // Recorded (with its audit record) in the ack's transaction when the driver carried it
+        // out; an answer to a request already answered or unknown changes no approval.
+        let answer = AnswerRecord {
+            request_id,
+            decision: if allow {
+                Decision::Allow
+            } else {
+                Decision::Deny
+            },
+            note: reason,
+        };
+        self.command(run_id, kind, b, person, Some(answer)).await
+    }
+
+    async fn command(
+        &self,
+        run_id: &str,
+        kind: Kind,
+        b: Value,
+        person: &str,
+        answer: Option<AnswerRecord<'_>>,
+    ) -> Result<Reply, ControlError> {
+        if self.one_shots.lock().is_ok_and(|o| o.contains(run_id)) {
+            return Ok(Reply::Refused {
+                run: run_id.to_owned(),
+                reason: format!(
+                    "run {run_id} is a one-shot turn: its harness runs once in its plain mode and nothing reads commands; wait for it to end, then send the next message"
+                ),
+            });
+        }
+        // A mailbox in memory is a live run's (a turn that ended meanwhile refuses the command).
+        let mailbox = match self.mailboxes.get(run_id) {
+            Some(m) => m,
+            None => {
+                let run = self.store.run(run_id).await?;
+                if run.state != hangar_store::RunState::Live || !run.has_key {
+                    return Ok(Reply::Ended {
+                        run: run_id.to_owned(),
+                    });
+                }
+                self.mailbox(run_id).await?
+            }
+        };
+        Ok(
+            match self
+                .deliver(&mailbox, run_id, kind, b, person, Then::Ack { answer })
+                .await?
+            {
+                (Outcome::Ended { .. }, true) => Reply::HandedBack {
+                    run: run_id.to_owned(),
+                },
+                (outcome, _) => match outcome {
+                    Outcome::Done => Reply::Done {
+                        run: run_id.to_owned(),
+                        seq: 0,
+                    },
+                    Outcome::Refused(reason) => Reply::Refused {
+                        run: run_id.to_owned(),
+                        reason,
+                    },
+                    Outcome::Ended { .. } => Reply::Ended {
+                        run: run_id.to_owned(),
+                    },
+                },
+            },
+        )
+    }
+}
+
+/// What [`Runs::deliver`] does once the command landed.
+pub(crate) enum Then<'a> {
+    /// Returns (the prompts of a turn that is starting: no driver reads them yet).
+    Return,
+    /// Waits for the driver's ack and records it, with `answer` if the command carried one.
+    Ack { answer: Option<AnswerRecord<'a>> },
+}
