@@ -1,6 +1,7 @@
 //! The bodies of hangar serve's HTTP API as Rust types: what every endpoint takes and answers,
 //! with serde for the wire and a derived JSON Schema. The server builds its answers from these
-//! types and takes its request bodies as them, the CLI reads the answers into them, and the
+//! types and takes its request bodies as them, the CLI builds its requests from them (only a
+//! [`RequestBody`] can be sent) and reads the answers into them, and the
 //! OpenAPI document (`docs/openapi.json`) and the web page's typedefs are generated from their
 //! schemas, so a field is written once and a renamed one breaks the build, not a person.
 //!
@@ -11,6 +12,7 @@
 //! parameters) stays with the server (`hangar-server`'s `api_doc.rs`).
 
 mod misc;
+mod request;
 mod runs;
 mod sandboxes;
 mod schema;
@@ -18,6 +20,7 @@ mod sessions;
 mod vocab;
 
 pub use misc::*;
+pub use request::{Empty, RequestBody};
 pub use runs::*;
 pub use sandboxes::*;
 pub use schema::{generator, whole, whole_opt};

@@ -230,6 +230,18 @@ pub struct AttachEvent {
     pub data: String,
 }
 
+/// The data of a relayed terminal's `end` event: the process ended with this status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AttachEnd {
+    pub status: i32,
+}
+
+/// The data of a relayed terminal's `ended` event: the attach ended otherwise, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AttachEnded {
+    pub reason: String,
+}
+
 /// The kinds of a relayed terminal's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

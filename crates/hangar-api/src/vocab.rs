@@ -4,39 +4,14 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The agent a session runs, and how its tool calls are governed: hangar's shared words.
-pub use hangar_protocol::{Harness, Policy};
+/// hangar's shared words, defined once in the protocol crate (with their JSON Schemas): the
+/// agent a session runs, how its tool calls are governed, where a turn and a run are, a
+/// person's answer to a permission request, where sandboxes run and how they reach the network.
+pub use hangar_protocol::{Decision, Harness, NetworkMode, Policy, Provider, RunState, TurnState};
 
 /// The harness a session runs when the request names none.
 pub fn default_harness() -> Harness {
     Harness::Claude
-}
-
-/// Where a turn is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TurnState {
-    Queued,
-    Running,
-    Ended,
-    Refused,
-}
-
-/// Whether a run's driver may still write to its log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RunState {
-    Live,
-    Ended,
-}
-
-/// A person's answer to a permission request (`approve` is taken for `allow`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Decision {
-    #[serde(alias = "approve")]
-    Allow,
-    Deny,
 }
 
 /// What a command (a message, steer, interrupt or answer) did, when the driver signed `done`.
@@ -65,26 +40,6 @@ pub enum Cut {
     Message,
     // Only between turns.
     Turn,
-}
-
-/// Where sandboxes of an environment run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Provider {
-    Local,
-    Docker,
-    Kubernetes,
-    E2b,
-}
-
-/// How a sandbox may reach the network.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum NetworkMode {
-    None,
-    Host,
-    Open,
-    Allowlist,
 }
 
 /// Whether a sandbox is still there.

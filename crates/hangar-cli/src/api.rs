@@ -369,13 +369,19 @@ impl Api {
         self.typed(path, v)
     }
 
-    /// `POST path`, its answer read as the API's type for it.
+    /// `POST path` with one of the API's request types, its answer read as the API's type for it.
     pub async fn post_as<T: DeserializeOwned>(
         &self,
         path: &str,
-        body: &Value,
+        body: &impl hangar_api::RequestBody,
     ) -> Result<T, ApiError> {
         let v = self.post(path, body).await?;
+        self.typed(path, v)
+    }
+
+    /// `DELETE path`, its answer read as the API's type for it.
+    pub async fn delete_as<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
+        let v = self.delete(path).await?;
         self.typed(path, v)
     }
 
@@ -397,12 +403,20 @@ impl Api {
         self.answer(sent).await
     }
 
-    pub async fn post(&self, path: &str, body: &Value) -> Result<Value, ApiError> {
+    /// `POST path` with one of the API's request types (only those: a body is never JSON
+    /// written by hand, so a field renamed in hangar-api breaks this build); the answer as JSON.
+    pub async fn post(
+        &self,
+        path: &str,
+        body: &impl hangar_api::RequestBody,
+    ) -> Result<Value, ApiError> {
+        let body = serde_json::to_value(body)
+            .map_err(|e| ApiError::Other(format!("the body of POST {path}: {e}")))?;
         let sent = self
             .send(
                 reqwest::Method::POST,
                 path,
-                Some(body),
+                Some(&body),
                 ANSWER_TIMEOUT,
                 true,
             )

@@ -13,13 +13,11 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Args;
-use serde_json::json;
-
 use crate::api::seg;
 use crate::exit::CliError;
 use crate::progress;
 use crate::sessions::{not_found, with_api};
+use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct ForkArgs {
@@ -27,7 +25,7 @@ pub struct ForkArgs {
     run: String,
     /// The step (0 is the run's first tree).
     #[arg(long)]
-    step: usize,
+    step: u64,
     /// The fork's work tree: must not exist, or be empty (default
     /// `$HANGAR_HOME/forks/<sandbox id>`). For a run in a plain folder or in place (`hangar
     /// run`); a run in a sandbox with a copy forks into a new sandbox of its environment, whose
@@ -43,15 +41,18 @@ pub struct ForkArgs {
 }
 
 pub fn fork(home: &Path, a: &ForkArgs) -> Result<ExitCode, CliError> {
-    let mut body = json!({"step": a.step});
-    if let Some(d) = &a.dir {
-        let d = std::path::absolute(d)
-            .map_err(|e| CliError::Usage(format!("--dir {}: {e}", d.display())))?;
-        body["dir"] = json!(d);
-    }
-    if let Some(p) = &a.prompt {
-        body["prompt"] = json!(p);
-    }
+    let dir = match &a.dir {
+        Some(d) => Some(
+            std::path::absolute(d)
+                .map_err(|e| CliError::Usage(format!("--dir {}: {e}", d.display())))?,
+        ),
+        None => None,
+    };
+    let body = hangar_api::ForkRequest {
+        step: a.step,
+        dir,
+        prompt: a.prompt.clone(),
+    };
     let (run, json_out) = (a.run.clone(), a.json);
     // Without a first turn nothing needs watching: the store alone will do.
     with_api(home, a.prompt.is_none(), |api| async move {
@@ -120,6 +121,7 @@ fn lines(r: &hangar_api::Forked) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn lines_start_with_the_fork_and_its_sandbox() {

@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
+use hangar_api::AttachOne;
 use hangar_cloud::e2b::terminal::{self, PtyEvent, PtyEvents, PtyLink};
 use hangar_sandbox::SandboxError;
-use serde_json::{Value, json};
 
 use crate::api::{Api, seg};
 
@@ -25,7 +25,7 @@ impl RelayLink {
     fn call(
         &self,
         what: &str,
-        sent: Result<Value, crate::api::ApiError>,
+        sent: Result<AttachOne, crate::api::ApiError>,
     ) -> Result<(), SandboxError> {
         sent.map(|_| ()).map_err(|e| {
             SandboxError::Failed(format!(
@@ -43,7 +43,9 @@ impl PtyLink for RelayLink {
         let path = format!("/v1/attaches/{}/input", seg(&self.attach));
         self.call(
             "typing",
-            self.api.post(&path, &json!({ "data": data })).await,
+            self.api
+                .post_as(&path, &hangar_api::AttachInput { data })
+                .await,
         )
     }
 
@@ -52,14 +54,14 @@ impl PtyLink for RelayLink {
         self.call(
             "resizing",
             self.api
-                .post(&path, &json!({ "cols": cols, "rows": rows }))
+                .post_as(&path, &hangar_api::AttachResize { cols, rows })
                 .await,
         )
     }
 
     async fn kill(&self) -> Result<(), SandboxError> {
         let path = format!("/v1/attaches/{}", seg(&self.attach));
-        self.call("ending", self.api.delete(&path).await)
+        self.call("ending", self.api.delete_as(&path).await)
     }
 }
 
@@ -114,14 +116,15 @@ impl PtyEvents for RelayEvents {
                         return Ok(Some(PtyEvent::Data(bytes)));
                     }
                     Some("end") => {
-                        let v: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
-                        let status = v["status"].as_i64().unwrap_or(1);
-                        return Ok(Some(PtyEvent::End(i32::try_from(status).unwrap_or(1))));
+                        let end = serde_json::from_str::<hangar_api::AttachEnd>(&data);
+                        return Ok(Some(PtyEvent::End(end.map_or(1, |e| e.status))));
                     }
                     Some("ended") => {
                         self.ended = true;
-                        let v: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
-                        return Err(self.said(v["reason"].as_str().unwrap_or("the attach ended")));
+                        let ended = serde_json::from_str::<hangar_api::AttachEnded>(&data);
+                        return Err(self.said(
+                            ended.map_or_else(|_| "the attach ended".to_owned(), |e| e.reason),
+                        ));
                     }
                     // Keepalives (comments) and kinds this client does not know.
                     _ => {}

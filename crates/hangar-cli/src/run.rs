@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use clap::Args;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::api::{Api, ApiError, seg};
 use crate::exit::CliError;
@@ -66,14 +66,34 @@ pub struct TurnArgs {
 
 impl TurnArgs {
     /// The body of `POST /v1/sessions`, after the checks that need no server.
-    pub fn session_body(&self) -> Result<Value, CliError> {
+    pub fn session_body(&self) -> Result<hangar_api::StartSession, CliError> {
         let options = self.options()?;
+        // clap allows only the words; the API's types name them.
+        let harness = self
+            .harness
+            .parse()
+            .map_err(|e: hangar_protocol::UnknownWord| {
+                CliError::Usage(format!("--harness: {e}"))
+            })?;
+        let policy = match &self.policy {
+            Some(p) => Some(p.parse().map_err(|e: hangar_protocol::UnknownWord| {
+                CliError::Usage(format!("--policy: {e}"))
+            })?),
+            // None lets the server pick the environment's.
+            None => None,
+        };
+        let mut body = hangar_api::StartSession {
+            dir: None,
+            sandbox: None,
+            env: None,
+            no_sandbox: false,
+            harness,
+            policy,
+            prompt: self.prompt.clone(),
+            options,
+        };
         if let Some(sb) = &self.sb {
-            let mut body = json!({
-                "sandbox": sb, "harness": self.harness,
-                "prompt": self.prompt, "options": options,
-            });
-            self.policy_into(&mut body);
+            body.sandbox = Some(sb.clone());
             return Ok(body);
         }
         let dir = match &self.dir {
@@ -90,48 +110,26 @@ impl TurnArgs {
                 dir.display()
             )));
         }
-        let mut body = json!({
-            "dir": dir, "harness": self.harness,
-            "prompt": self.prompt, "options": options,
-        });
-        self.policy_into(&mut body);
-        if let Some(env) = &self.env {
-            body["env"] = json!(env);
-        }
+        body.dir = Some(dir);
+        body.env = self.env.clone();
         Ok(body)
     }
 
-    /// The policy asked for, if one was: none lets the server pick the environment's.
-    fn policy_into(&self, body: &mut Value) {
-        if let Some(p) = &self.policy {
-            body["policy"] = json!(p);
-        }
-    }
-
-    fn options(&self) -> Result<Value, CliError> {
+    fn options(&self) -> Result<hangar_api::TurnOptions, CliError> {
         if self.harness != "codex" && !self.codex_config.is_empty() {
             return Err(CliError::Usage(
                 "--codex-config is for --harness codex".into(),
             ));
         }
-        let mut options = json!({});
-        if let Some(m) = &self.model {
-            options["model"] = json!(m);
-        }
-        if !self.codex_config.is_empty() {
-            options["codex_config"] = json!(self.codex_config);
-        }
-        if let Some(v) = &self.verify {
-            options["verify"] = json!(v);
-            options["max_verify_rounds"] = json!(self.max_verify_rounds);
-        }
-        if let Some(t) = self.model_timeout {
-            options["model_timeout"] = json!(t);
-        }
-        if self.unverified_harness {
-            options["unverified_harness"] = json!(true);
-        }
-        Ok(options)
+        Ok(hangar_api::TurnOptions {
+            model: self.model.clone(),
+            codex_config: self.codex_config.clone(),
+            verify: self.verify.clone(),
+            // Only with a check: without one there is nothing to send the agent back for.
+            max_verify_rounds: self.verify.as_ref().map(|_| self.max_verify_rounds),
+            model_timeout: self.model_timeout,
+            unverified_harness: self.unverified_harness,
+        })
     }
 }
 
@@ -157,10 +155,10 @@ const TAKEOVER_AFTER: Duration = Duration::from_secs(5);
 pub fn run(home: &Path, a: RunArgs) -> Result<ExitCode, CliError> {
     let mut body = a.turn.session_body()?;
     if a.no_sandbox {
-        body["no_sandbox"] = json!(true);
+        body.no_sandbox = true;
     } else if a.turn.sb.is_none() && a.turn.env.is_none() {
         // The embedded default: a local sandbox on the folder itself.
-        body["env"] = json!(hangar_control::IN_PLACE_ENV);
+        body.env = Some(hangar_control::IN_PLACE_ENV.to_owned());
     }
     let unsandboxed = a.no_sandbox;
     let rt = serve::runtime()?;
@@ -202,7 +200,7 @@ async fn drive(
     home: &Path,
     api: &Api,
     local: &mut Option<Local>,
-    body: &Value,
+    body: &hangar_api::StartSession,
     json_out: bool,
 ) -> Result<ExitCode, CliError> {
     let started = api.post("/v1/sessions", body).await;
@@ -216,7 +214,7 @@ async fn drive(
             status: 403,
             message,
             ..
-        } if body["no_sandbox"] == true => CliError::Failed(format!(
+        } if body.no_sandbox => CliError::Failed(format!(
             "--no-sandbox is refused by the server at {}: {message}",
             api.base()
         )),
@@ -230,7 +228,7 @@ async fn drive(
         ));
         // A sandbox of a provider's (the built-in in-place one, or --sb/--env); a plain folder
         // (--no-sandbox) is not one.
-        if body.get("env").is_some() || body.get("sandbox").is_some() {
+        if body.env.is_some() || body.sandbox.is_some() {
             progress::say(&format!("sandbox: {}", started.session.sandbox_id));
         }
     }
@@ -275,7 +273,7 @@ async fn drive(
                     takeover_tried = Some(std::time::Instant::now());
                     let mode = Mode::Takeover {
                         run: run.clone(),
-                        unsandboxed: body["no_sandbox"] == true,
+                        unsandboxed: body.no_sandbox,
                     };
                     if let Ok(l) = Local::start(home, mode).await {
                         progress::note(&format!(
@@ -355,7 +353,10 @@ async fn next_turn_note(api: &Api, session: &str, turn: &str, serving_here: bool
 /// `hangar run`'s Ctrl-C: send an interrupt and say what came of it, without failing the run.
 async fn interrupt_quietly(api: &Api, run: &str) {
     match api
-        .post(&format!("/v1/runs/{}/interrupt", seg(run)), &json!({}))
+        .post(
+            &format!("/v1/runs/{}/interrupt", seg(run)),
+            &hangar_api::Empty {},
+        )
         .await
     {
         Ok(_) => {}

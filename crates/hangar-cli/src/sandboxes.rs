@@ -81,7 +81,7 @@ fn yaml(v: &Value) -> String {
 pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
     match cmd {
         EnvCmd::Apply { file } => {
-            let spec = read_yaml(&file)?;
+            let spec = hangar_api::EnvironmentSpec(read_yaml(&file)?);
             with_api(home, |api| async move {
                 let r: hangar_api::EnvironmentApplied = api
                     .post_as("/v1/environments", &spec)
@@ -260,10 +260,7 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
         SbCmd::Create { env, repo, person } => {
             let repo = std::path::absolute(&repo)
                 .map_err(|e| CliError::Usage(format!("--repo {}: {e}", repo.display())))?;
-            let mut body = serde_json::json!({"env": env, "repo": repo});
-            if let Some(p) = person {
-                body["person"] = p.into();
-            }
+            let body = hangar_api::CreateSandbox { env, repo, person };
             with_api(home, |api| async move {
                 let r: hangar_api::SandboxOne = api
                     .post_as("/v1/sandboxes", &body)
@@ -308,10 +305,16 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }),
         SbCmd::Exec { sb, who, cmd } => {
-            if who != "agent" && who != "hangar" {
-                return Err(CliError::Usage(format!("--as {who}: one of agent, hangar")));
-            }
-            let body = serde_json::json!({"argv": cmd, "as": who});
+            let who = match who.as_str() {
+                "agent" => hangar_api::ExecAs::Agent,
+                "hangar" => hangar_api::ExecAs::Hangar,
+                _ => return Err(CliError::Usage(format!("--as {who}: one of agent, hangar"))),
+            };
+            let body = hangar_api::ExecRequest {
+                argv: cmd,
+                who,
+                stdin: None,
+            };
             with_api(home, |api| async move {
                 let r: hangar_api::ExecOutput = api
                     .post_as(&format!("/v1/sandboxes/{}/exec", seg(&sb)), &body)
@@ -330,9 +333,12 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
         SbCmd::Attach { sb, run } => {
             let path = format!("/v1/sandboxes/{}/attach", seg(&sb));
             let (cols, rows) = terminal::window_size().unwrap_or((80, 24));
-            let body = serde_json::json!({
-                "run": run, "cols": cols, "rows": rows, "term": terminal::terminal_type(),
-            });
+            let body = hangar_api::AttachRequest {
+                run,
+                cols: Some(cols),
+                rows: Some(rows),
+                term: Some(terminal::terminal_type()),
+            };
             let mut argv: Vec<String> = Vec::new();
             let mut relayed: Option<i32> = None;
             let (slot, relayed_slot) = (&mut argv, &mut relayed);
@@ -385,7 +391,10 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
                 "/v1/sandboxes/{}?keep_logs={keep_logs}&force={force}",
                 seg(&sb)
             );
-            api.delete(&path).await.map_err(not_found("sandbox", &sb))?;
+            let _removed: hangar_api::SandboxOne = api
+                .delete_as(&path)
+                .await
+                .map_err(not_found("sandbox", &sb))?;
             progress::say(&format!("removed: {sb}"));
             Ok(ExitCode::SUCCESS)
         }),

@@ -9,8 +9,9 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use hangar_api::RequestBody;
 use hangar_mailbox::ctl::{self, ControlDir};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::api::{Api, ApiError, seg};
 use crate::exit::CliError;
@@ -43,7 +44,7 @@ fn send(
     home: &Path,
     run: &str,
     what: &str,
-    body: Value,
+    body: impl RequestBody,
     text: Option<&str>,
 ) -> Result<ExitCode, CliError> {
     if !ctl::valid_run_id(run) {
@@ -70,7 +71,7 @@ async fn send_on(
     home: &Path,
     run: &str,
     what: &str,
-    body: &Value,
+    body: &impl RequestBody,
     text: Option<&str>,
 ) -> Result<ExitCode, CliError> {
     // Served in-process, nothing watches the run log: a turn that ended while no server ran is
@@ -126,13 +127,15 @@ pub fn steer(home: &Path, run: &str, text: &str) -> Result<ExitCode, CliError> {
         home,
         run,
         "steer?next_turn=false",
-        json!({"text": text}),
+        hangar_api::Text {
+            text: text.to_owned(),
+        },
         Some(text),
     )
 }
 
 pub fn interrupt(home: &Path, run: &str) -> Result<ExitCode, CliError> {
-    send(home, run, "interrupt", json!({}), None)
+    send(home, run, "interrupt", hangar_api::Empty {}, None)
 }
 
 pub fn approve(
@@ -141,13 +144,16 @@ pub fn approve(
     request_id: &str,
     input: Option<&str>,
 ) -> Result<ExitCode, CliError> {
-    let mut body = json!({"decision": "allow"});
-    if let Some(text) = input {
-        match serde_json::from_str::<Value>(text) {
-            Ok(v @ Value::Object(_)) => body["input"] = v,
-            _ => return Err(CliError::Usage("--input must be a JSON object".into())),
-        }
-    }
+    let input = match input.map(serde_json::from_str::<Value>) {
+        None => None,
+        Some(Ok(v @ Value::Object(_))) => Some(v),
+        Some(_) => return Err(CliError::Usage("--input must be a JSON object".into())),
+    };
+    let body = hangar_api::Answer {
+        decision: hangar_api::Decision::Allow,
+        reason: None,
+        input,
+    };
     send(
         home,
         run,
@@ -163,10 +169,11 @@ pub fn deny(
     request_id: &str,
     reason: Option<&str>,
 ) -> Result<ExitCode, CliError> {
-    let mut body = json!({"decision": "deny"});
-    if let Some(r) = reason {
-        body["reason"] = json!(r);
-    }
+    let body = hangar_api::Answer {
+        decision: hangar_api::Decision::Deny,
+        reason: reason.map(str::to_owned),
+        input: None,
+    };
     send(
         home,
         run,

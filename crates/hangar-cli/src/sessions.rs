@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::api::{Api, ApiError, seg};
 use crate::exit::CliError;
@@ -77,7 +77,9 @@ pub fn start(home: &Path, a: &TurnArgs) -> Result<ExitCode, CliError> {
 
 /// `hangar send SESSION TEXT`: steers the running turn, or starts the next one.
 pub fn send(home: &Path, session: &str, text: &str) -> Result<ExitCode, CliError> {
-    let body = json!({"text": text});
+    let body = hangar_api::Text {
+        text: text.to_owned(),
+    };
     with_api(home, false, |api| async move {
         let r: hangar_api::CommandReply = api
             .post_as(&format!("/v1/sessions/{}/messages", seg(session)), &body)
@@ -113,7 +115,7 @@ pub fn list(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
                     word(&s.harness),
                     word(&s.policy),
                     s.turn_count,
-                    time(&json!(s.created_at))
+                    time(s.created_at)
                 ));
             }
         }
@@ -127,10 +129,12 @@ pub fn list(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
 /// `hangar turn show TURN`: the turn as JSON, with its manifest.
 pub fn turn_show(home: &Path, turn: &str) -> Result<ExitCode, CliError> {
     with_api(home, true, |api| async move {
-        let t = api
-            .get(&format!("/v1/turns/{}", seg(turn)))
-            .await
-            .map_err(not_found("turn", turn))?;
+        let path = format!("/v1/turns/{}", seg(turn));
+        let t = api.get(&path).await.map_err(not_found("turn", turn))?;
+        // Printed as it came (every field, even one this CLI does not know), once it reads as
+        // the API's turn.
+        api.typed::<hangar_api::Turn>(&path, t.clone())
+            .map_err(|e| e.into_cli())?;
         let pretty = serde_json::to_string_pretty(&t)
             .map_err(|e| CliError::Failed(format!("cannot show the turn: {e}")))?;
         progress::say(&pretty);
@@ -190,29 +194,27 @@ pub fn diff(
 
 fn steps(home: &Path, run: &str, json_out: bool) -> Result<ExitCode, CliError> {
     with_api(home, true, |api| async move {
-        let s = api
-            .get(&format!("/v1/runs/{}/steps", seg(run)))
-            .await
-            .map_err(not_found("run", run))?;
-        for st in s["steps"].as_array().cloned().unwrap_or_default() {
+        let path = format!("/v1/runs/{}/steps", seg(run));
+        let s = api.get(&path).await.map_err(not_found("run", run))?;
+        // `--json` prints the server's objects as they came; the lines read the typed fields.
+        let raw = s["steps"].as_array().cloned().unwrap_or_default();
+        let s: hangar_api::Steps = api.typed(&path, s).map_err(|e| e.into_cli())?;
+        for (st, raw) in s.steps.iter().zip(&raw) {
             if json_out {
-                progress::say(&st.to_string());
+                progress::say(&raw.to_string());
                 continue;
             }
-            let what = match (st["phase"].as_str(), st["tool_use_id"].as_str()) {
-                (Some(p), _) => p.to_owned(),
+            let what = match (st.phase, st.tool_use_id.as_deref()) {
+                (Some(p), _) => word(&p),
                 (None, Some(t)) => format!("after {t}"),
                 _ => "?".to_owned(),
             };
-            let mut line = format!(
-                "step {}\t{}\t{what}",
-                st["step"],
-                st["tree"].as_str().unwrap_or("?")
-            );
-            if st["trusted"] != true {
+            let mut line = format!("step {}\t{}\t{what}", st.step, st.tree);
+            if !st.trusted {
                 line.push_str("\tuntrusted");
             }
-            if let Some(why) = st["skipped"].as_str() {
+            // What the driver did not hash, when it says so in words.
+            if let Some(why) = st.skipped.as_ref().and_then(Value::as_str) {
                 line.push_str(&format!("\tskipped: {why}"));
             }
             progress::say(&line);
@@ -372,7 +374,7 @@ pub fn audit(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
                     progress::say(&format!(
                         "{}  {}  {}  {}  {}",
                         r.seq,
-                        time(&json!(r.at)),
+                        time(r.at),
                         r.actor,
                         r.action,
                         r.detail
@@ -397,10 +399,7 @@ fn word(w: &impl serde::Serialize) -> String {
 }
 
 /// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
-fn time(ms: &Value) -> String {
-    let Some(ms) = ms.as_i64() else {
-        return ms.to_string();
-    };
+fn time(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Howard Hinnant's civil_from_days.
@@ -424,11 +423,12 @@ fn time(ms: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn times_are_utc() {
-        assert_eq!(time(&json!(0)), "1970-01-01T00:00:00Z");
-        assert_eq!(time(&json!(1_709_210_096_000i64)), "2024-02-29T12:34:56Z");
+        assert_eq!(time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(time(1_709_210_096_000), "2024-02-29T12:34:56Z");
     }
 
     #[test]

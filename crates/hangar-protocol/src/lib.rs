@@ -10,8 +10,9 @@
 //! * [`runlog`]: hangar's own lines in the run log (`"type":"hangar.<what>"`).
 //! * [`logseal`]: the seals that prove which bytes of a run log hangar wrote.
 //! * [`claude_settings`]: which Claude Code settings a reviewed settings file may hold.
-//! * [`words`]: the closed sets of words shared by every part ([`Harness`], [`Policy`]; the
-//!   ack's [`AckStatus`]).
+//! * [`words`]: the closed sets of words shared by every part ([`Harness`], [`Policy`],
+//!   [`TurnState`], [`RunState`], [`Decision`], [`Provider`], [`NetworkMode`]; the ack's
+//!   [`AckStatus`]).
 //! * [`env`]: every environment variable hangar reads, and the allow-list passed to a harness.
 //!
 //! Non-goals: no async runtime, no network, no harness logic, no mailbox file handling (that is
@@ -31,7 +32,9 @@ pub mod words;
 pub use ack::{Ack, AckStatus};
 pub use command::{Command, Kind, Refusal, Rejected, Verified, Verifier};
 pub use key::RunKey;
-pub use words::{Harness, Policy, UnknownWord};
+pub use words::{
+    Decision, Harness, NetworkMode, Policy, Provider, RunState, TurnState, UnknownWord,
+};
 
 /// The format version of commands and acks this crate reads and writes.
 pub const FORMAT_VERSION: u32 = 1;

@@ -1,7 +1,9 @@
 //! The closed sets of words every part of hangar shares: which harness runs, which policy
-//! answers its permission requests, and the driver's ack status (defined with the ack, see
-//! [`crate::ack::AckStatus`]). Each reads and prints as the lowercase word the command line,
-//! the API, the store and the wire use (`claude`, `ask`, `done`, ...).
+//! answers its permission requests, the driver's ack status (defined with the ack, see
+//! [`crate::ack::AckStatus`]), where a turn and a run are, a person's decision, and where and
+//! how sandboxes run. Each reads and prints as the lowercase word the command line, the API, the
+//! store and the wire use (`claude`, `ask`, `done`, `queued`, ...), and is defined here once:
+//! the store, the sandboxes and the API's types (with the `schema` feature) use these.
 
 /// A word that is not one of its set's.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -15,14 +17,19 @@ pub struct UnknownWord {
     pub choices: &'static str,
 }
 
-/// A closed set of words with `as_str`, `Display`, `FromStr` and serde as the words.
+/// A closed set of words with `as_str`, `ALL`, `Display`, `FromStr` and serde as the words.
+/// `schema "..."` gives the set's JSON Schema a description (the API's documents show it; the
+/// variants' own doc comments stay out of the schema, which is a plain `enum` of the words).
 macro_rules! words {
-    ($(#[$m:meta])* $name:ident ($what:literal, $choices:literal) { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+    ($(#[$m:meta])* $name:ident ($what:literal, $choices:literal) $(schema $desc:literal)? { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ::serde::Serialize, ::serde::Deserialize)]
         pub enum $name { $($(#[$vm])* #[serde(rename = $text)] $variant),+ }
 
         impl $name {
+            /// Every word of the set, in the order they are listed.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
             /// The word.
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
@@ -42,7 +49,10 @@ macro_rules! words {
                 stringify!($name).into()
             }
             fn json_schema(_: &mut ::schemars::SchemaGenerator) -> ::schemars::Schema {
-                ::schemars::json_schema!({"type": "string", "enum": [$($text),+]})
+                #[allow(unused_mut)]
+                let mut schema = ::schemars::json_schema!({"type": "string", "enum": [$($text),+]});
+                $(schema.insert("description".into(), $desc.into());)?
+                schema
             }
         }
 
@@ -81,6 +91,66 @@ words!(
     }
 );
 
+words!(
+    /// Where a turn is.
+    TurnState ("turn state", "queued, running, ended, refused") schema "Where a turn is." {
+        Queued = "queued",
+        Running = "running",
+        Ended = "ended",
+        Refused = "refused",
+    }
+);
+
+words!(
+    /// Whether a run's driver may still write to its log.
+    RunState ("run state", "live, ended") schema "Whether a run's driver may still write to its log." {
+        Live = "live",
+        Ended = "ended",
+    }
+);
+
+words!(
+    /// A person's answer to a permission request. Read from JSON, `approve` is taken for
+    /// `allow` (what the command is called); it is always written `allow`.
+    Decision ("decision", "allow, deny")
+        schema "A person's answer to a permission request (`approve` is taken for `allow`)." {
+        #[serde(alias = "approve")]
+        Allow = "allow",
+        Deny = "deny",
+    }
+);
+
+words!(
+    /// Where sandboxes of an environment run.
+    Provider ("provider", "local, docker, kubernetes, e2b")
+        schema "Where sandboxes of an environment run." {
+        /// bubblewrap on this machine (the embedded default).
+        Local = "local",
+        /// A container through the Docker Engine API.
+        Docker = "docker",
+        /// A pod per sandbox (GKE semantics: one uid per pod).
+        Kubernetes = "kubernetes",
+        /// An E2B sandbox through its HTTP API (one uid).
+        E2b = "e2b",
+    }
+);
+
+words!(
+    /// How a sandbox may reach the network.
+    NetworkMode ("network mode", "none, host, open, allowlist")
+        schema "How a sandbox may reach the network." {
+        /// Only loopback of its own.
+        None = "none",
+        /// The host's network namespace.
+        Host = "host",
+        /// A network of its own with a route out.
+        Open = "open",
+        /// Only loopback of its own and hangar's egress proxy, which lets through the
+        /// environment's allowlisted hosts.
+        Allowlist = "allowlist",
+    }
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +171,36 @@ mod tests {
             "\"Claude\" is not a harness (one of claude, codex)"
         );
         assert!("never".parse::<Policy>().is_err());
+    }
+
+    #[test]
+    fn a_decision_reads_approve_as_allow_and_writes_allow() {
+        assert_eq!(
+            serde_json::from_str::<Decision>("\"approve\"").unwrap(),
+            Decision::Allow
+        );
+        assert_eq!(
+            serde_json::to_string(&Decision::Allow).unwrap(),
+            "\"allow\""
+        );
+        // The store keeps only the written word.
+        assert!("approve".parse::<Decision>().is_err());
+    }
+
+    #[test]
+    fn every_word_is_listed_once_in_its_choices() {
+        let choices = |all: &[&str]| all.join(", ");
+        let names = |w: &[Provider]| w.iter().map(|p| p.as_str()).collect::<Vec<_>>();
+        assert_eq!(
+            choices(&names(Provider::ALL)),
+            "bad".parse::<Provider>().unwrap_err().choices
+        );
+        for s in TurnState::ALL {
+            assert_eq!(s.as_str().parse::<TurnState>(), Ok(*s));
+        }
+        assert_eq!(
+            "busy".parse::<RunState>().unwrap_err().to_string(),
+            "\"busy\" is not a run state (one of live, ended)"
+        );
     }
 }

@@ -11,51 +11,13 @@ use serde_json::{Map, Value};
 
 use crate::SandboxError;
 
-/// Where sandboxes of an environment run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    /// bubblewrap on this machine (the embedded default).
-    Local,
-    /// A container through the Docker Engine API.
-    Docker,
-    /// A pod per sandbox (GKE semantics: one uid per pod).
-    Kubernetes,
-    /// An E2B sandbox through its HTTP API (one uid).
-    E2b,
-}
+/// Where sandboxes of an environment run: hangar's shared word, defined once in the protocol
+/// crate (the API and the store speak it too).
+pub use hangar_protocol::Provider as ProviderKind;
 
-impl ProviderKind {
-    pub const ALL: [ProviderKind; 4] = [
-        ProviderKind::Local,
-        ProviderKind::Docker,
-        ProviderKind::Kubernetes,
-        ProviderKind::E2b,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderKind::Local => "local",
-            ProviderKind::Docker => "docker",
-            ProviderKind::Kubernetes => "kubernetes",
-            ProviderKind::E2b => "e2b",
-        }
-    }
-
-    fn parse(s: &str) -> Option<ProviderKind> {
-        ProviderKind::ALL.into_iter().find(|p| p.as_str() == s)
-    }
-
-    /// Whether the provider can run the agent as a uid of its own beside hangar's.
-    pub fn can_split_uids(self) -> bool {
-        matches!(self, ProviderKind::Local | ProviderKind::Docker)
-    }
-}
-
-impl fmt::Display for ProviderKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
+/// Whether the provider can run the agent as a uid of its own beside hangar's.
+pub fn can_split_uids(p: ProviderKind) -> bool {
+    matches!(p, ProviderKind::Local | ProviderKind::Docker)
 }
 
 /// What the sandbox may reach on the network.
@@ -306,12 +268,16 @@ fn read_name(map: &Map<String, Value>) -> Result<&str, SandboxError> {
 
 /// `provider`: required, one of [`ProviderKind::ALL`].
 fn read_provider(map: &Map<String, Value>) -> Result<ProviderKind, SandboxError> {
-    let allowed_providers = ProviderKind::ALL.map(ProviderKind::as_str).join(", ");
+    let allowed_providers = ProviderKind::ALL
+        .iter()
+        .map(|p| p.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
     let provider = map
         .get("provider")
         .ok_or_else(|| bad("provider", format!("required; one of {allowed_providers}")))
         .and_then(|v| string("provider", v))?;
-    ProviderKind::parse(provider).ok_or_else(|| {
+    provider.parse::<ProviderKind>().map_err(|_| {
         bad(
             "provider",
             format!("{provider:?} is not a provider; one of {allowed_providers}"),
@@ -470,10 +436,10 @@ fn check_host_network(
 /// `uid_split`: on by default where the provider can split uids, refused where it cannot.
 fn read_uid_split(map: &Map<String, Value>, provider: ProviderKind) -> Result<bool, SandboxError> {
     let uid_split = match given(map, "uid_split") {
-        None => provider.can_split_uids(),
+        None => can_split_uids(provider),
         Some(v) => boolean("uid_split", v)?,
     };
-    if uid_split && !provider.can_split_uids() {
+    if uid_split && !can_split_uids(provider) {
         return Err(bad(
             "uid_split",
             format!(

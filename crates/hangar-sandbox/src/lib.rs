@@ -65,20 +65,9 @@ pub enum Who {
     Hangar,
 }
 
-/// How a sandbox may reach the network.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NetworkMode {
-    /// Only loopback of its own.
-    None,
-    /// The host's network namespace.
-    Host,
-    /// A network of its own with a route out.
-    Open,
-    /// Only loopback of its own and hangar's egress proxy, which lets through the environment's
-    /// allowlisted hosts (see [`egress`]).
-    Allowlist,
-}
+/// How a sandbox may reach the network (with `allowlist`, through hangar's egress proxy, see
+/// [`egress`]): hangar's shared word, defined once in the protocol crate.
+pub use hangar_protocol::NetworkMode;
 
 /// What a provider can do for an environment, as governance needs to know it (T9).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

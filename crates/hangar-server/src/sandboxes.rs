@@ -13,7 +13,6 @@ use hangar_api as api;
 use hangar_control::attaches::{RelayEvent, TermSpec};
 use hangar_control::sandbox::Who;
 use hangar_control::{Attach, ControlPlane};
-use serde_json::json;
 
 use crate::api_doc::{Endpoint, of};
 use crate::auth::Authed;
@@ -183,14 +182,17 @@ async fn attach_output(State(plane): S, who: Authed, Path(id): Path<String>) -> 
     use axum::response::sse::{Event, KeepAlive, Sse};
     let out = plane.sandboxes().attach_output(&id, &who.token_id)?;
     let events = futures_util::stream::unfold(out, |mut out| async move {
+        // `json_data` fails only for what does not serialize; these types always do.
         let ev = match out.next().await? {
             RelayEvent::Data(b) => Event::default().event("data").data(B64.encode(b)),
             RelayEvent::End(status) => Event::default()
                 .event("end")
-                .data(json!({"status": status}).to_string()),
+                .json_data(api::AttachEnd { status })
+                .ok()?,
             RelayEvent::Ended(reason) => Event::default()
                 .event("ended")
-                .data(json!({"reason": reason}).to_string()),
+                .json_data(api::AttachEnded { reason })
+                .ok()?,
         };
         Some((Ok::<_, std::convert::Infallible>(ev), out))
     });

@@ -1,35 +1,13 @@
 //! The store's and the control plane's records as the API's types (`hangar_api`): every answer
 //! is built from these, so a field the API names is a field of a type, checked by the compiler.
+//! The closed sets of words (turn and run states, decisions, providers, ...) are hangar-protocol's
+//! on both sides, so they pass through as they are.
 
 use hangar_api as api;
 use hangar_store::{Approval, AuditRecord, Event, Run, Session, Turn};
 use serde_json::Value;
 
 use crate::error::ApiError;
-
-pub fn turn_state(s: hangar_store::TurnState) -> api::TurnState {
-    use hangar_store::TurnState as S;
-    match s {
-        S::Queued => api::TurnState::Queued,
-        S::Running => api::TurnState::Running,
-        S::Ended => api::TurnState::Ended,
-        S::Refused => api::TurnState::Refused,
-    }
-}
-
-fn run_state(s: hangar_store::RunState) -> api::RunState {
-    match s {
-        hangar_store::RunState::Live => api::RunState::Live,
-        hangar_store::RunState::Ended => api::RunState::Ended,
-    }
-}
-
-fn decision(d: hangar_store::Decision) -> api::Decision {
-    match d {
-        hangar_store::Decision::Allow => api::Decision::Allow,
-        hangar_store::Decision::Deny => api::Decision::Deny,
-    }
-}
 
 pub fn session(s: &Session) -> api::Session {
     // The session keeps the options it was started with, as the control plane wrote them.
@@ -60,7 +38,7 @@ pub fn turn_summary(t: &Turn) -> api::TurnSummary {
         session_id: t.session_id.clone(),
         index: t.index,
         run_id: t.run_id.clone(),
-        state: turn_state(t.state),
+        state: t.state,
         status: t.status,
         reason: t.reason.clone(),
         prompt: t.prompt.clone(),
@@ -85,7 +63,7 @@ pub fn run(r: &Run) -> api::Run {
     api::Run {
         id: r.id.clone(),
         turn_id: r.turn_id.clone(),
-        state: run_state(r.state),
+        state: r.state,
         log_cursor: r.log_cursor,
         driver_pid: r.driver_pid,
         has_key: r.has_key,
@@ -102,7 +80,7 @@ pub fn approval(a: &Approval) -> api::Approval {
         tool_name: a.tool_name.clone(),
         input: a.input.clone(),
         requested_at: a.requested_at,
-        decision: a.decision.map(decision),
+        decision: a.decision,
         answered_by: a.answered_by.clone(),
         answered_at: a.answered_at,
     }
@@ -208,26 +186,6 @@ pub fn fork_record(f: hangar_control::ForkRecord) -> Result<api::ForkRecord, Api
     })
 }
 
-fn provider(p: hangar_control::sandbox::ProviderKind) -> api::Provider {
-    use hangar_control::sandbox::ProviderKind as P;
-    match p {
-        P::Local => api::Provider::Local,
-        P::Docker => api::Provider::Docker,
-        P::Kubernetes => api::Provider::Kubernetes,
-        P::E2b => api::Provider::E2b,
-    }
-}
-
-fn network_mode(m: hangar_control::sandbox::NetworkMode) -> api::NetworkMode {
-    use hangar_control::sandbox::NetworkMode as N;
-    match m {
-        N::None => api::NetworkMode::None,
-        N::Host => api::NetworkMode::Host,
-        N::Open => api::NetworkMode::Open,
-        N::Allowlist => api::NetworkMode::Allowlist,
-    }
-}
-
 pub fn sandbox(s: hangar_control::SandboxView) -> Result<api::Sandbox, ApiError> {
     Ok(api::Sandbox {
         provider: word("a sandbox's provider", &s.provider)?,
@@ -238,11 +196,11 @@ pub fn sandbox(s: hangar_control::SandboxView) -> Result<api::Sandbox, ApiError>
         workspace: s.workspace.map(|w| w.to_string_lossy().into_owned()),
         host_workspace: s.host_workspace,
         capabilities: s.capabilities.map(|c| api::Capabilities {
-            provider: provider(c.provider),
+            provider: c.provider,
             uid_split: c.uid_split,
             uid_split_off: c.uid_split_off,
             sudo: c.sudo,
-            network_modes: c.network_modes.into_iter().map(network_mode).collect(),
+            network_modes: c.network_modes,
             resource_limits: c.resource_limits,
         }),
         egress_warning: s.egress_warning,

@@ -4,7 +4,34 @@
 // The API's shapes are in api.d.ts beside this file, generated from hangar-api's types (an
 // editor with TypeScript's checker reads the JSDoc types below; the browser ignores them).
 /// <reference path="./api.d.ts" />
+// hangar-server's tests/web_types.rs runs TypeScript's checker over this file and api.d.ts, so
+// a field this page reads that the API renames or drops fails the build's tests.
 'use strict';
+
+/** @typedef {import('./api').Answer} Answer */
+/** @typedef {import('./api').Approval} Approval */
+/** @typedef {import('./api').Approvals} Approvals */
+/** @typedef {import('./api').AuditVerify} AuditVerify */
+/** @typedef {import('./api').Board} Board */
+/** @typedef {import('./api').BoardRow} BoardRow */
+/** @typedef {import('./api').CommandReply} CommandReply */
+/** @typedef {import('./api').Diff} Diff */
+/** @typedef {import('./api').ForkRecord} ForkRecord */
+/** @typedef {import('./api').ForkRequest} ForkRequest */
+/** @typedef {import('./api').Forked} Forked */
+/** @typedef {import('./api').Harness} Harness */
+/** @typedef {import('./api').Me} Me */
+/** @typedef {import('./api').Policy} Policy */
+/** @typedef {import('./api').StartSession} StartSession */
+/** @typedef {import('./api').Started} Started */
+/** @typedef {import('./api').Text} TextBody */
+/** @typedef {import('./api').Turn} Turn */
+/** @typedef {import('./api').TurnAudit} TurnAudit */
+/** @typedef {import('./api').TurnOptions} TurnOptions */
+/** @typedef {import('./api').TurnSummary} TurnSummary */
+/** @typedef {import('./api').Usage} Usage */
+/** @typedef {StartSession | TextBody | Answer | ForkRequest} RequestBody */
+/** @typedef {{outcome: string, text: string, turn?: string | null}} Said */
 
 (() => {
   const TOKEN_KEY = 'hangar.token';
@@ -53,6 +80,7 @@
 
   const num = (n) => (n || 0).toLocaleString('en-US');
 
+  /** @param {Usage | null | undefined} u */
   function tokens(u) {
     if (!u) return '–';
     const cached = u.cached_input_tokens ? ` (${num(u.cached_input_tokens)} cached)` : '';
@@ -82,9 +110,12 @@
     return h('span', { class: `badge ${kind || ''}`.trim() }, text);
   }
 
+  /** @param {TurnSummary | null | undefined} t */
   function stateBadge(t) {
     if (!t) return badge('no turns');
+    /** @type {string} */
     let kind = t.state;
+    /** @type {string} */
     let text = t.state;
     if (t.state === 'ended') {
       text = `ended ${t.status ?? ''}`.trim();
@@ -112,6 +143,13 @@
     }
   }
 
+  /**
+   * One call of the API: its answer (the caller names its type), or an ApiError.
+   * @param {string} method
+   * @param {string} path
+   * @param {RequestBody} [body]
+   * @returns {Promise<any>}
+   */
   async function api(method, path, body) {
     const headers = { Authorization: 'Bearer ' + state.token };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -221,13 +259,23 @@
     };
   }
 
-  /** The answer to an action, in words, as the driver gave it. */
+  /**
+   * The answer to an action, in words, as the driver gave it.
+   * @param {CommandReply | null | undefined} reply
+   * @param {string} [what]
+   * @returns {Said}
+   */
   function describeReply(reply, what) {
     const who = what ? what + ': ' : '';
     if (reply && reply.outcome === 'next_turn') return { outcome: 'next_turn', text: `${who}this message started the next turn`, turn: reply.turn };
     return { outcome: 'done', text: `${who}done (the driver carried it out)` };
   }
 
+  /**
+   * @param {ApiError} e
+   * @param {string} [what]
+   * @returns {Said}
+   */
   function describeError(e, what) {
     const who = what ? what + ': ' : '';
     if (e.status === 422) return { outcome: 'refused', text: who + e.message };
@@ -235,7 +283,11 @@
     return { outcome: 'error', text: who + e.message };
   }
 
-  /** Shows an action's answer in `out` (data-outcome says which, for people and tests). */
+  /**
+   * Shows an action's answer in `out` (data-outcome says which, for people and tests).
+   * @param {HTMLElement} out
+   * @param {Said} a
+   */
   function showAnswer(out, a) {
     out.dataset.outcome = a.outcome;
     out.className = `answer ${a.outcome}`;
@@ -243,6 +295,12 @@
     if (a.turn) out.append(' ', h('a', { href: `/ui/turns/${encodeURIComponent(a.turn)}`, 'data-nav': true }, 'open it'));
   }
 
+  /**
+   * @param {HTMLElement} out
+   * @param {HTMLButtonElement[]} buttons
+   * @param {string} what
+   * @param {() => Promise<CommandReply>} f
+   */
   async function act(out, buttons, what, f) {
     buttons.forEach((b) => (b.disabled = true));
     out.dataset.outcome = 'pending';
@@ -285,7 +343,7 @@
     if (!state.token) return signInView(main, message);
     if (!state.person) {
       try {
-        state.person = (await api('GET', '/v1/me')).person;
+        state.person = /** @type {Me} */ (await api('GET', '/v1/me')).person;
       } catch (e) {
         if (state.token) fill(main, h('p', { class: 'notice bad' }, e.message));
         return;
@@ -327,7 +385,7 @@
       ev.preventDefault();
       state.token = input.value.trim();
       try {
-        state.person = (await api('GET', '/v1/me')).person;
+        state.person = /** @type {Me} */ (await api('GET', '/v1/me')).person;
         localStorage.setItem(TOKEN_KEY, state.token);
         if (!location.pathname.startsWith('/ui/')) history.replaceState(null, '', '/ui/sessions');
         render();
@@ -369,14 +427,16 @@
       ev.preventDefault();
       start.disabled = true;
       try {
+        /** @type {TurnOptions} */
         const options = {};
         if (check.value.trim()) options.verify = check.value.trim();
         if (rounds.value) options.max_verify_rounds = Number(rounds.value);
         // Always a sandbox: the environment named, else the server's in-place one on the folder.
-        const body = { dir: dir.value.trim(), harness: harness.value, prompt: prompt.value, options };
+        /** @type {StartSession} */
+        const body = { dir: dir.value.trim(), harness: /** @type {Harness} */ (harness.value), prompt: prompt.value, options };
         if (env.value.trim()) body.env = env.value.trim();
-        if (policy.value) body.policy = policy.value;
-        /** @type {import('./api').Started} */
+        if (policy.value) body.policy = /** @type {Policy} */ (policy.value);
+        /** @type {Started} */
         const r = await api('POST', '/v1/sessions', body);
         go(`/ui/turns/${encodeURIComponent(r.turn.id)}`);
       } catch (e) {
@@ -388,14 +448,20 @@
     return h('details', { class: 'card' }, h('summary', {}, 'Start a session'), form);
   }
 
-  /** Where a forked session came from, in one line. */
+  /**
+   * Where a forked session came from, in one line.
+   * @param {ForkRecord | null | undefined} f
+   */
   function forkedFrom(f) {
     if (!f) return null;
     const c = f.conversation;
     return h('p', { class: 'small forked-from' }, 'Forked from ', h('a', { href: `/ui/turns/${encodeURIComponent(f.turn)}/timeline`, 'data-nav': true }, `step ${f.step}`), ` of run ${f.run} (tree ${short(f.tree, 13)}${f.trusted ? '' : ', untrusted'}); conversation ${c.exact ? (c.parent ? 'cut exactly there' : 'new (nothing was said before)') : 'not cut exactly: ' + (c.why || '')}.`);
   }
 
-  /** A session without turns (a fork made without a first message): its first prompt. */
+  /**
+   * A session without turns (a fork made without a first message): its first prompt.
+   * @param {BoardRow} s
+   */
   function firstPromptForm(s) {
     const text = h('textarea', { class: 'first-prompt', rows: 2, 'aria-label': 'first prompt', placeholder: 'The first prompt of this session…' });
     const start = h('button', { type: 'button', class: 'primary start-first' }, 'Start its first turn');
@@ -404,6 +470,7 @@
       if (!text.value.trim()) return;
       start.disabled = true;
       try {
+        /** @type {CommandReply} */
         const r = await api('POST', `/v1/sessions/${encodeURIComponent(s.id)}/messages`, { text: text.value.trim() });
         if (r.turn) go(`/ui/turns/${encodeURIComponent(r.turn)}`);
         else showAnswer(out, describeReply(r));
@@ -416,6 +483,10 @@
     return h('div', { class: 'first-prompt-form' }, text, h('div', { class: 'row' }, start, out));
   }
 
+  /**
+   * @param {BoardRow} s
+   * @param {Map<string, HTMLElement>} forms
+   */
   function sessionCard(s, forms) {
     const last = s.turns[s.turns.length - 1];
     const sb = s.sandbox;
@@ -479,7 +550,7 @@
     else main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Sessions'), status), newSessionForm(), list);
     const load = async () => {
       try {
-        /** @type {import('./api').Board} */
+        /** @type {Board} */
         const { sessions } = await api('GET', only ? `/v1/board?session=${encodeURIComponent(only)}` : '/v1/board');
         if (!ctx.alive) return;
         fill(list, ...(sessions.length ? sessions.map((s) => sessionCard(s, forms)) : [h('p', { class: 'muted' }, 'No sessions yet. Start one above, or with ', h('code', {}, 'hangar run'), '.')]));
@@ -521,6 +592,11 @@
   }
 
   function turnView(main, ctx, turnId, tab) {
+    /**
+     * What the page knows of the turn: the API's turn and its session's board row, and what the
+     * run's events said (their payloads are the control plane's, not typed by the API).
+     * @type {{turn: Turn | null, session: BoardRow | null, tools: Map<string, any>, trees: any[], ended: boolean, pendingIds: Set<string>, picked: number[], forkForms: Map<number, HTMLElement>}}
+     */
     const v = {
       turn: null,
       session: null,
@@ -623,12 +699,13 @@
     }
 
     async function loadTurn() {
-      /** @type {import('./api').Turn} */
+      /** @type {Turn} */
       const t = await api('GET', `/v1/turns/${encodeURIComponent(turnId)}`);
       if (!ctx.alive) return;
       v.turn = t;
       if (!v.session || t.state !== 'running') {
         try {
+          /** @type {Board} */
           const b = await api('GET', `/v1/board?session=${encodeURIComponent(t.session_id)}`);
           v.session = b.sessions[0] || null;
         } catch (_) {
@@ -657,7 +734,7 @@
       if (!v.turn || !v.turn.run_id) return;
       let pending;
       try {
-        pending = /** @type {import('./api').Approvals} */ (await api('GET', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/approvals`)).approvals;
+        pending = /** @type {Approvals} */ (await api('GET', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/approvals`)).approvals;
       } catch (_) {
         return;
       }
@@ -674,6 +751,7 @@
       }
     }
 
+    /** @param {Approval} a */
     function approvalCard(a) {
       const canEdit = !v.session || v.session.harness === 'claude';
       const reason = h('input', { class: 'reason', placeholder: 'Reason (the agent sees it when you deny)' });
@@ -696,7 +774,9 @@
         ),
         out,
       );
+      /** @param {import('./api').Decision} decision */
       const answerIt = async (decision) => {
+        /** @type {Answer} */
         const body = { decision };
         if (reason.value.trim()) body.reason = reason.value.trim();
         if (decision === 'allow' && edit && edit.value.trim() !== pretty(a.input).trim()) {
@@ -903,6 +983,7 @@
       const out = h('div', { class: 'answer fork-answer', 'aria-live': 'polite' });
       const form = h('div', { class: 'fork-form', hidden: true }, h('p', { class: 'muted small' }, `A new sandbox whose work tree is exactly step ${n}’s tree (rebuilt from hangar’s store and checked), and a new session whose conversation is this one’s up to step ${n}.`), prompt, h('div', { class: 'row' }, forkGo), out);
       forkGo.addEventListener('click', async () => {
+        /** @type {ForkRequest} */
         const body = { step: n };
         if (prompt.value.trim()) body.prompt = prompt.value.trim();
         forkGo.disabled = true;
@@ -910,6 +991,7 @@
         out.className = 'answer fork-answer pending';
         fill(out, 'forking…');
         try {
+          /** @type {Forked} */
           const r = await api('POST', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/fork`, body);
           out.dataset.outcome = 'done';
           out.className = 'answer fork-answer done';
@@ -941,7 +1023,7 @@
       fill(diffBox, h('p', { class: 'muted small' }, `Loading what changed from step ${a} to step ${b}…`));
       let d;
       try {
-        d = /** @type {import('./api').Diff} */ (await api('GET', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/diff?from=${a}&to=${b}`));
+        d = /** @type {Diff} */ (await api('GET', `/v1/runs/${encodeURIComponent(v.turn.run_id)}/diff?from=${a}&to=${b}`));
       } catch (e) {
         fill(diffBox, h('p', { class: 'notice bad' }, e.message));
         return;
@@ -976,7 +1058,9 @@
     function renderManifest() {
       const t = v.turn;
       if (!t) return;
-      const m = t.manifest;
+      // The manifest is the control plane's record, passed on as it is (the API types it as
+      // an object): its keys are read as they come.
+      const m = /** @type {Record<string, any> | null} */ (t.manifest);
       if (!m) {
         fill(manifestPanel, h('p', { class: 'notice' }, t.state === 'refused' ? `No manifest: the turn was refused (${t.reason || 'no reason given'}).` : 'No manifest yet.'));
         return;
@@ -1001,6 +1085,7 @@
       const verifyBtn = h('button', { type: 'button' }, 'Check the audit chain');
       verifyBtn.addEventListener('click', async () => {
         try {
+          /** @type {AuditVerify} */
           const r = await api('GET', '/v1/audit/verify');
           showAnswer(out, r.ok ? { outcome: 'done', text: `the chain holds (${r.records} records)` } : { outcome: 'refused', text: 'the chain is broken: ' + r.error });
         } catch (e) {
@@ -1010,7 +1095,7 @@
       fill(auditPanel, h('p', { class: 'muted' }, 'Loading…'));
       let records;
       try {
-        records = /** @type {import('./api').TurnAudit} */ (await api('GET', `/v1/turns/${encodeURIComponent(turnId)}/audit`)).records;
+        records = /** @type {TurnAudit} */ (await api('GET', `/v1/turns/${encodeURIComponent(turnId)}/audit`)).records;
       } catch (e) {
         fill(auditPanel, h('p', { class: 'notice bad' }, e.message));
         return;
@@ -1108,7 +1193,8 @@
   // ---------- wiring ----------
 
   document.addEventListener('click', (ev) => {
-    const a = ev.target.closest && ev.target.closest('a[data-nav]');
+    const target = /** @type {Element} */ (ev.target);
+    const a = target.closest && target.closest('a[data-nav]');
     if (!a || ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey) return;
     ev.preventDefault();
     go(a.getAttribute('href'));

@@ -154,7 +154,8 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
-/// A stored harness, policy or ack status that is not one of its words.
+/// A stored word (harness, policy, ack status, turn or run state, decision) that is not one of
+/// its set's.
 impl From<hangar_protocol::UnknownWord> for StoreError {
     fn from(e: hangar_protocol::UnknownWord) -> StoreError {
         StoreError::Corrupt {

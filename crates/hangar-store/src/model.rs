@@ -2,66 +2,15 @@
 //! take and return. Timestamps are milliseconds since the Unix epoch; JSON is
 //! [`serde_json::Value`] (TEXT in SQLite, jsonb in PostgreSQL).
 //!
-//! Non-goals: no behaviour beyond parsing the closed sets of words the database stores.
-
-use std::fmt;
-use std::str::FromStr;
+//! Non-goals: no behaviour (the closed sets of words it stores are hangar-protocol's).
 
 use serde_json::Value;
 
-use crate::error::StoreError;
-
-/// A closed set of words stored as TEXT, with `as_str`, `Display` and `FromStr`.
-macro_rules! text_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name { $($(#[$vm])* $variant),+ }
-
-        impl $name {
-            /// The word stored in the database.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $text),+ }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = StoreError;
-            fn from_str(s: &str) -> Result<Self, StoreError> {
-                match s {
-                    $($text => Ok($name::$variant),)+
-                    other => Err(StoreError::Corrupt {
-                        what: stringify!($name),
-                        why: format!("unknown value {other:?}"),
-                    }),
-                }
-            }
-        }
-    };
-}
-
-// The agent a session runs, how its tool calls are governed, and the driver's signed answer to
-// a command: hangar's shared words, defined once in the protocol crate.
-pub use hangar_protocol::{AckStatus, Harness, Policy};
-
-text_enum!(
-    /// Where a turn is.
-    TurnState { Queued = "queued", Running = "running", Ended = "ended", Refused = "refused" }
-);
-text_enum!(
-    /// Whether a run's driver may still write to its log.
-    RunState { Live = "live", Ended = "ended" }
-);
-text_enum!(
-    /// A person's answer to a permission request.
-    Decision { Allow = "allow", Deny = "deny" }
-);
+// The agent a session runs, how its tool calls are governed, the driver's signed answer to a
+// command, where a turn and a run are, and a person's decision: hangar's shared words, defined
+// once in the protocol crate (each stored as its word; an unknown one reads as
+// `StoreError::Corrupt`).
+pub use hangar_protocol::{AckStatus, Decision, Harness, Policy, RunState, TurnState};
 
 /// A named environment: what a sandbox is made from.
 #[derive(Debug, Clone, PartialEq)]

@@ -87,7 +87,7 @@ async fn board_row(plane: &ControlPlane, s: &Session) -> Result<api::BoardRow, A
         session: views::session(s),
         person: sandbox.as_ref().map(|sb| sb.person.clone()),
         sandbox,
-        state: turns.last().map(|t| views::turn_state(t.state)),
+        state: turns.last().map(|t| t.state),
         usage: views::usage(usage),
         cost_usd: cost,
         turns: turns.iter().map(views::turn_summary).collect(),
