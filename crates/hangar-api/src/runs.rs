@@ -162,7 +162,7 @@ pub struct ForkRequest {
 }
 
 /// where the conversation was cut: `parent` (the harness's session or thread, none for a new conversation), `at` (the last message or turn kept), `exact`, and `why` when not exact
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = crate::schema::nulls_required)]
 pub struct Conversation {
     pub parent: Option<String>,

@@ -33,7 +33,7 @@ pub(crate) async fn fork(
         })
         .await?;
     let body = api::Forked {
-        fork: views::fork_record(f.record)?,
+        fork: f.record,
         session: views::session(&f.session),
         sandbox: views::sandbox_brief(&f.sandbox),
         turn: f.started.as_ref().map(|s| views::turn(&s.turn)),
@@ -48,9 +48,5 @@ pub(crate) async fn forks(
     Path(id): Path<String>,
 ) -> Result<axum::response::Response, ApiError> {
     let forks = plane.steps().forks_of_run(&id).await?;
-    let forks = forks
-        .into_iter()
-        .map(views::fork_record)
-        .collect::<Result<_, _>>()?;
     Ok(Json(api::Forks { run: id, forks }).into_response())
 }

@@ -157,35 +157,6 @@ pub fn diff(d: hangar_control::TreeDiff) -> Result<api::Diff, ApiError> {
     })
 }
 
-pub fn fork_record(f: hangar_control::ForkRecord) -> Result<api::ForkRecord, ApiError> {
-    Ok(api::ForkRecord {
-        session: f.session,
-        sandbox: f.sandbox,
-        dir: f.dir,
-        run: f.run,
-        turn: f.turn,
-        source_session: f.source_session,
-        step: f.step as u64,
-        tree: f.tree,
-        trusted: f.trusted,
-        head: f.head,
-        repository: f.repository,
-        conversation: api::Conversation {
-            parent: f.conversation.parent,
-            at: f.conversation.at,
-            exact: f.conversation.exact,
-            why: f.conversation.why,
-        },
-        capability: api::ForkCapability {
-            cut: word("a fork's cut", &f.capability.cut)?,
-            harness: f.capability.harness,
-            exact_at_every_step: f.capability.exact_at_every_step,
-            how: f.capability.how,
-        },
-        warnings: f.warnings,
-    })
-}
-
 pub fn sandbox(s: hangar_control::SandboxView) -> Result<api::Sandbox, ApiError> {
     Ok(api::Sandbox {
         provider: word("a sandbox's provider", &s.provider)?,

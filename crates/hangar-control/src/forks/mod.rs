@@ -392,7 +392,7 @@ impl Forks {
             run: src.run.id.clone(),
             turn: src.turn.id.clone(),
             source_session: src.session.id.clone(),
-            step: req.step,
+            step: req.step as u64,
             tree: src.step.tree.clone(),
             trusted: src.step.trusted,
             head: rebuilt.head,

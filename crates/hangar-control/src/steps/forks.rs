@@ -4,74 +4,25 @@
 //! too.
 
 use hangar_store::{Fork, Harness, Session};
-use serde::{Deserialize, Serialize};
 
 use super::Steps;
 use crate::error::ControlError;
 
-/// The fork's record (kept with the fork, returned by the API).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ForkRecord {
-    pub session: String,
-    pub sandbox: String,
-    pub dir: String,
-    /// Where it came from.
-    pub run: String,
-    pub turn: String,
-    pub source_session: String,
-    pub step: usize,
-    /// The step's tree: recorded by the driver, and what the fork's work tree hashes to.
-    pub tree: String,
-    pub trusted: bool,
-    /// The commit the fork's checkout is on (none for a plain folder or an unborn branch).
-    pub head: Option<String>,
-    /// Whether the fork's folder is a clone of the source's repository.
-    pub repository: bool,
-    pub conversation: Conversation,
-    pub capability: ForkCapability,
-    pub warnings: Vec<String>,
-}
-
-/// How far into the source's conversation a fork goes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Conversation {
-    /// The harness's session (Claude Code) or thread (Codex) the fork's first turn forks from;
-    /// none when the fork starts a new conversation (the step came before anything was said).
-    pub parent: Option<String>,
-    /// The last entry kept: Claude Code's message uuid, or Codex's turn id. None with a parent:
-    /// everything of it.
-    pub at: Option<String>,
-    /// Whether the conversation ends exactly at the step.
-    pub exact: bool,
-    /// Why it does not, when it does not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub why: Option<String>,
-}
-
-/// How exactly a harness's conversation can be cut at a step (the capability flag).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ForkCapability {
-    pub harness: String,
-    /// `message`: at any entry (every step); `turn`: only between turns.
-    pub cut: String,
-    /// Whether a fork from any step gets exactly the conversation up to it.
-    pub exact_at_every_step: bool,
-    /// How the harness is told.
-    pub how: String,
-}
+/// The fork's record, kept with the fork as the API returns it (one definition, hangar-api's).
+pub use hangar_api::{Conversation, ForkCapability, ForkRecord};
 
 /// What each harness allows (the pinned versions: Claude Code 2.1.328, Codex 0.169.0).
 pub fn fork_capability(harness: Harness) -> ForkCapability {
     match harness {
         Harness::Claude => ForkCapability {
             harness: "claude".into(),
-            cut: "message".into(),
+            cut: hangar_api::Cut::Message,
             exact_at_every_step: true,
             how: "--resume SESSION --fork-session --resume-session-at MESSAGE".into(),
         },
         Harness::Codex => ForkCapability {
             harness: "codex".into(),
-            cut: "turn".into(),
+            cut: hangar_api::Cut::Turn,
             exact_at_every_step: false,
             how: "thread/fork with lastTurnId (whole turns only; no rollback inside a turn)".into(),
         },

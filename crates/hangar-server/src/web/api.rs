@@ -77,12 +77,7 @@ async fn board_row(plane: &ControlPlane, s: &Session) -> Result<api::BoardRow, A
             cost = Some(cost.unwrap_or(0.0) + c);
         }
     }
-    let fork = plane
-        .steps()
-        .fork_of(&s.id)
-        .await?
-        .map(views::fork_record)
-        .transpose()?;
+    let fork = plane.steps().fork_of(&s.id).await?;
     Ok(api::BoardRow {
         session: views::session(s),
         person: sandbox.as_ref().map(|sb| sb.person.clone()),
