@@ -27,7 +27,7 @@
 //! which hangar finds it gone; while a turn runs the control plane extends it
 //! ([`E2bProvider::keep_alive`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine;
@@ -37,7 +37,6 @@ use hangar_sandbox::layout::{self, CTL_INSIDE, WORKSPACE};
 use hangar_sandbox::{
     Capabilities, CreateRequest, E2B_FIREWALL_CAVEAT, Egress, EgressEnforcement, EnvSpec,
     ExecRequest, NetworkMode, Output, Provider, ProviderKind, Sandbox, SandboxError, Who, copy,
-    inside,
 };
 use serde_json::{Value, json};
 
@@ -553,6 +552,17 @@ fn end_status(end: &Value) -> i32 {
     }
 }
 
+impl crate::RunsArgv for E2bProvider {
+    async fn run_argv(
+        &self,
+        sb: &Sandbox,
+        argv: Vec<String>,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Output, SandboxError> {
+        self.run(&Self::handle(sb)?, argv, stdin).await
+    }
+}
+
 impl Provider for E2bProvider {
     fn kind(&self) -> ProviderKind {
         ProviderKind::E2b
@@ -628,29 +638,7 @@ impl Provider for E2bProvider {
         who: Who,
         req: &ExecRequest,
     ) -> Result<Output, SandboxError> {
-        layout::check_env(req)?;
-        if req.argv.is_empty() {
-            return Err(SandboxError::Invalid("the command is empty".into()));
-        }
-        let cwd = req.cwd.clone().unwrap_or_else(|| PathBuf::from(WORKSPACE));
-        let env = layout::base_env(who, None, req);
-        let argv = shell_wrap(&env, &cwd.to_string_lossy(), &req.argv);
-        self.run(&Self::handle(sb)?, argv, req.stdin.clone()).await
-    }
-
-    async fn copy_in(
-        &self,
-        sb: &Sandbox,
-        src: &Path,
-        dest: &Path,
-        who: Who,
-        mode: u32,
-    ) -> Result<(), SandboxError> {
-        inside::copy_in(self, sb, src, dest, who, mode).await
-    }
-
-    async fn read_file(&self, sb: &Sandbox, path: &Path) -> Result<Vec<u8>, SandboxError> {
-        inside::read(self, sb, path).await
+        crate::exec_in(self, sb, who, req).await
     }
 
     async fn start_tmux(
@@ -660,52 +648,11 @@ impl Provider for E2bProvider {
         who: Who,
         req: &ExecRequest,
     ) -> Result<(), SandboxError> {
-        layout::check_session(session)?;
-        layout::check_env(req)?;
-        if req.argv.is_empty() {
-            return Err(SandboxError::Invalid("the command is empty".into()));
-        }
-        let cwd = req
-            .cwd
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(WORKSPACE))
-            .to_string_lossy()
-            .into_owned();
-        let env = layout::base_env(who, None, req)
-            .into_iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        let argv =
-            layout::tmux_new_session_argv(TMUX_SOCKET, session, &cwd, env, Vec::new(), &req.argv);
-        let out = self
-            .run(&Self::handle(sb)?, shell_wrap(&[], "/", &argv), None)
-            .await?;
-        if !out.success() {
-            return Err(SandboxError::Failed(format!(
-                "tmux could not start session {session} in sandbox {}: {}",
-                sb.id,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(())
+        crate::start_tmux_in(self, sb, session, who, req).await
     }
 
     async fn tmux_alive(&self, sb: &Sandbox, session: &str) -> Result<bool, SandboxError> {
-        layout::check_session(session)?;
-        let argv = [
-            "tmux",
-            "-S",
-            TMUX_SOCKET,
-            "has-session",
-            "-t",
-            &format!("={session}"),
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        let out = self
-            .run(&Self::handle(sb)?, shell_wrap(&[], "/", &argv), None)
-            .await?;
-        Ok(out.success())
+        crate::tmux_alive_in(self, sb, session).await
     }
 
     fn attach_argv(&self, sb: &Sandbox, _session: &str) -> Vec<String> {
@@ -724,7 +671,7 @@ impl Provider for E2bProvider {
         if let Ok(e) = Self::handle(sb) {
             self.kill(&e.sandbox).await?;
         }
-        crate::remove_host_dir(&sb.host_dir, keep_logs).await
+        copy::remove_host_dir(&sb.host_dir, keep_logs).await
     }
 }
 

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use hangar_sandbox::layout::{self, CTL_INSIDE, WORKSPACE};
 use hangar_sandbox::{
     Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output, Provider,
-    ProviderKind, Sandbox, SandboxError, Who, copy, inside,
+    ProviderKind, Sandbox, SandboxError, Who, copy,
 };
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements, SecurityContext};
 use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicySpec};
@@ -518,6 +518,17 @@ fn exit_code(s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Resu
     Err(s.message.clone().unwrap_or_else(|| format!("{s:?}")))
 }
 
+impl crate::RunsArgv for KubernetesProvider {
+    async fn run_argv(
+        &self,
+        sb: &Sandbox,
+        argv: Vec<String>,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Output, SandboxError> {
+        self.run(sb, argv, stdin).await
+    }
+}
+
 impl Provider for KubernetesProvider {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Kubernetes
@@ -601,29 +612,7 @@ impl Provider for KubernetesProvider {
         who: Who,
         req: &ExecRequest,
     ) -> Result<Output, SandboxError> {
-        layout::check_env(req)?;
-        if req.argv.is_empty() {
-            return Err(SandboxError::Invalid("the command is empty".into()));
-        }
-        let cwd = req.cwd.clone().unwrap_or_else(|| PathBuf::from(WORKSPACE));
-        let env = layout::base_env(who, None, req);
-        let argv = shell_wrap(&env, &cwd.to_string_lossy(), &req.argv);
-        self.run(sb, argv, req.stdin.clone()).await
-    }
-
-    async fn copy_in(
-        &self,
-        sb: &Sandbox,
-        src: &Path,
-        dest: &Path,
-        who: Who,
-        mode: u32,
-    ) -> Result<(), SandboxError> {
-        inside::copy_in(self, sb, src, dest, who, mode).await
-    }
-
-    async fn read_file(&self, sb: &Sandbox, path: &Path) -> Result<Vec<u8>, SandboxError> {
-        inside::read(self, sb, path).await
+        crate::exec_in(self, sb, who, req).await
     }
 
     async fn start_tmux(
@@ -633,48 +622,11 @@ impl Provider for KubernetesProvider {
         who: Who,
         req: &ExecRequest,
     ) -> Result<(), SandboxError> {
-        layout::check_session(session)?;
-        layout::check_env(req)?;
-        if req.argv.is_empty() {
-            return Err(SandboxError::Invalid("the command is empty".into()));
-        }
-        let cwd = req
-            .cwd
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(WORKSPACE))
-            .to_string_lossy()
-            .into_owned();
-        let env = layout::base_env(who, None, req)
-            .into_iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        let argv =
-            layout::tmux_new_session_argv(TMUX_SOCKET, session, &cwd, env, Vec::new(), &req.argv);
-        let out = self.run(sb, shell_wrap(&[], "/", &argv), None).await?;
-        if !out.success() {
-            return Err(SandboxError::Failed(format!(
-                "tmux could not start session {session} in sandbox {}: {}",
-                sb.id,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(())
+        crate::start_tmux_in(self, sb, session, who, req).await
     }
 
     async fn tmux_alive(&self, sb: &Sandbox, session: &str) -> Result<bool, SandboxError> {
-        layout::check_session(session)?;
-        let argv = [
-            "tmux",
-            "-S",
-            TMUX_SOCKET,
-            "has-session",
-            "-t",
-            &format!("={session}"),
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        let out = self.run(sb, shell_wrap(&[], "/", &argv), None).await?;
-        Ok(out.success())
+        crate::tmux_alive_in(self, sb, session).await
     }
 
     fn attach_argv(&self, sb: &Sandbox, session: &str) -> Vec<String> {
@@ -720,7 +672,7 @@ impl Provider for KubernetesProvider {
             .unwrap_or_else(|_| object_name(&sb.id));
         let policy = sb.handle.get("network_policy").and_then(|v| v.as_str());
         self.delete(&ns, &pod, policy).await?;
-        crate::remove_host_dir(&sb.host_dir, keep_logs).await
+        copy::remove_host_dir(&sb.host_dir, keep_logs).await
     }
 }
 

@@ -13,7 +13,10 @@
 
 use std::path::{Path, PathBuf};
 
-use hangar_sandbox::{CreateRequest, SandboxError, copy, layout};
+pub(crate) use hangar_sandbox::failed;
+use hangar_sandbox::{
+    CreateRequest, ExecRequest, Output, Sandbox, SandboxError, Who, copy, layout,
+};
 
 pub mod e2b;
 pub mod kubernetes;
@@ -24,8 +27,62 @@ pub use kubernetes::KubernetesProvider;
 /// The tmux server's socket inside a pod or an E2B sandbox (root's; both providers use it).
 pub const TMUX_SOCKET: &str = "/run/hangar-tmux/default";
 
-pub(crate) fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SandboxError {
-    SandboxError::Failed(format!("{what}: {e}"))
+/// A provider whose commands all go through its own API as one argv (a pod's exec, envd's
+/// process call): exec, tmux and the check for a tmux session are built on that alike
+/// ([`exec_in`], [`start_tmux_in`], [`tmux_alive_in`]).
+pub(crate) trait RunsArgv: Sync {
+    /// Runs `argv` to its end in `sb`, with `stdin`.
+    fn run_argv(
+        &self,
+        sb: &Sandbox,
+        argv: Vec<String>,
+        stdin: Option<Vec<u8>>,
+    ) -> impl std::future::Future<Output = Result<Output, SandboxError>> + Send;
+}
+
+/// [`hangar_sandbox::Provider::exec`] for a [`RunsArgv`] provider.
+pub(crate) async fn exec_in<P: RunsArgv>(
+    p: &P,
+    sb: &Sandbox,
+    who: Who,
+    req: &ExecRequest,
+) -> Result<Output, SandboxError> {
+    let cwd = layout::checked_cwd(req)?;
+    let env = layout::base_env(who, None, req);
+    p.run_argv(sb, shell_wrap(&env, &cwd, &req.argv), req.stdin.clone())
+        .await
+}
+
+/// [`hangar_sandbox::Provider::start_tmux`] for a [`RunsArgv`] provider: tmux runs inside, as
+/// the container's own user (the agent's: these sandboxes have no uid split).
+pub(crate) async fn start_tmux_in<P: RunsArgv>(
+    p: &P,
+    sb: &Sandbox,
+    session: &str,
+    who: Who,
+    req: &ExecRequest,
+) -> Result<(), SandboxError> {
+    layout::check_session(session)?;
+    let cwd = layout::checked_cwd(req)?;
+    let env = layout::base_env(who, None, req)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let argv =
+        layout::tmux_new_session_argv(TMUX_SOCKET, session, &cwd, env, Vec::new(), &req.argv);
+    let out = p.run_argv(sb, shell_wrap(&[], "/", &argv), None).await?;
+    layout::tmux_started(sb, session, &out)
+}
+
+/// [`hangar_sandbox::Provider::tmux_alive`] for a [`RunsArgv`] provider.
+pub(crate) async fn tmux_alive_in<P: RunsArgv>(
+    p: &P,
+    sb: &Sandbox,
+    session: &str,
+) -> Result<bool, SandboxError> {
+    let argv = layout::tmux_has_session_argv(TMUX_SOCKET, session)?;
+    let out = p.run_argv(sb, shell_wrap(&[], "/", &argv), None).await?;
+    Ok(out.success())
 }
 
 /// `argv` run as `env -i VARS sh -c 'cd DIR && exec "$@"'`: remote exec APIs start commands in
@@ -78,31 +135,6 @@ pub(crate) fn make_host_dir(req: &CreateRequest) -> Result<PathBuf, SandboxError
         return Err(failed(host_dir.display(), e));
     }
     Ok(host_dir)
-}
-
-/// Removes the sandbox's folder on the host (all but `ctl/` when `keep_logs`).
-pub(crate) async fn remove_host_dir(host: &Path, keep_logs: bool) -> Result<(), SandboxError> {
-    let host = host.to_owned();
-    if !host.exists() {
-        return Ok(());
-    }
-    tokio::task::spawn_blocking(move || -> Result<(), SandboxError> {
-        if keep_logs {
-            for e in std::fs::read_dir(&host)
-                .map_err(|e| failed(host.display(), e))?
-                .flatten()
-            {
-                if e.file_name() != "ctl" {
-                    copy::remove_entry(&e.path()).map_err(|e| failed(host.display(), e))?;
-                }
-            }
-            Ok(())
-        } else {
-            copy::remove_tree(&host).map_err(|e| failed(host.display(), e))
-        }
-    })
-    .await
-    .map_err(|e| failed("removing the sandbox", e))?
 }
 
 /// The folder `root` as a tar (links kept as links, modes kept), leaving out `skip`.

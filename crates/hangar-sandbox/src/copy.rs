@@ -148,6 +148,32 @@ fn times(m: &fs::Metadata) -> FileTimes {
     t
 }
 
+/// Removes a sandbox's folder on the host (all but `ctl/`, the runs' logs, when `keep_logs`),
+/// for every provider's `destroy`.
+pub async fn remove_host_dir(host: &Path, keep_logs: bool) -> Result<(), crate::SandboxError> {
+    let host = host.to_owned();
+    if !host.exists() {
+        return Ok(());
+    }
+    tokio::task::spawn_blocking(move || -> Result<(), crate::SandboxError> {
+        if keep_logs {
+            for e in std::fs::read_dir(&host)
+                .map_err(|e| crate::failed(host.display(), e))?
+                .flatten()
+            {
+                if e.file_name() != "ctl" {
+                    remove_entry(&e.path()).map_err(|e| crate::failed(host.display(), e))?;
+                }
+            }
+            Ok(())
+        } else {
+            remove_tree(&host).map_err(|e| crate::failed(host.display(), e))
+        }
+    })
+    .await
+    .map_err(|e| crate::failed("removing the sandbox", e))?
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

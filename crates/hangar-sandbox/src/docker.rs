@@ -40,10 +40,11 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
 use crate::egress::{self, Netns, Proxies};
-use crate::layout::{self, AGENT_HOME, CTL_INSIDE, WORKSPACE};
+use crate::failed;
+use crate::layout::{self, CTL_INSIDE, WORKSPACE};
 use crate::{
     AgentUser, Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output,
-    Provider, ProviderKind, Sandbox, SandboxError, Who, copy, inside, uids,
+    Provider, ProviderKind, Sandbox, SandboxError, Who, copy, uids,
 };
 
 /// The root-owned tmux server's socket inside (its folder is root's, 0700).
@@ -59,10 +60,6 @@ pub struct DockerProvider {
     checked: Mutex<HashMap<String, Result<(), String>>>,
     /// The egress proxies of this process's sandboxes with an allowlist.
     egress: Proxies,
-}
-
-fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SandboxError {
-    SandboxError::Failed(format!("{what}: {e}"))
 }
 
 fn not_found(e: &DockerError) -> bool {
@@ -639,36 +636,8 @@ impl Provider for DockerProvider {
         {
             return Err(SandboxError::Unsupported(why));
         }
-        let parent = req.home.join("sandboxes");
-        std::fs::create_dir_all(&parent).map_err(|e| failed(parent.display(), e))?;
-        let host_dir = layout::host_dir(&req.home, &req.id);
-        std::fs::create_dir(&host_dir).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                SandboxError::Failed(format!(
-                    "sandbox {} exists already ({})",
-                    req.id,
-                    host_dir.display()
-                ))
-            } else {
-                failed(host_dir.display(), e)
-            }
-        })?;
         let capabilities = self.capabilities(&req.env);
-        let agent = if capabilities.uid_split {
-            match uids::claim(&req.home, &req.id) {
-                Ok(uid) => Some(AgentUser {
-                    uid,
-                    gid: uid,
-                    home: PathBuf::from(AGENT_HOME),
-                }),
-                Err(e) => {
-                    let _ = std::fs::remove_dir(&host_dir);
-                    return Err(e);
-                }
-            }
-        } else {
-            None
-        };
+        let (host_dir, agent) = uids::new_host_dir(req, capabilities.uid_split)?;
         let name = format!("hangar-{}", req.id);
         let built = match set_mode(&host_dir, 0o700) {
             Ok(()) => self.build(req, &host_dir, agent.as_ref(), &name).await,
@@ -711,17 +680,8 @@ impl Provider for DockerProvider {
         who: Who,
         req: &ExecRequest,
     ) -> Result<Output, SandboxError> {
-        layout::check_env(req)?;
-        if req.argv.is_empty() {
-            return Err(SandboxError::Invalid("the command is empty".into()));
-        }
+        let cwd = layout::checked_cwd(req)?;
         self.egress_up(sb).await?;
-        let cwd = req
-            .cwd
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(WORKSPACE))
-            .to_string_lossy()
-            .into_owned();
         self.run(
             sb,
             Self::user(sb, who),
@@ -733,21 +693,6 @@ impl Provider for DockerProvider {
         .await
     }
 
-    async fn copy_in(
-        &self,
-        sb: &Sandbox,
-        src: &Path,
-        dest: &Path,
-        who: Who,
-        mode: u32,
-    ) -> Result<(), SandboxError> {
-        inside::copy_in(self, sb, src, dest, who, mode).await
-    }
-
-    async fn read_file(&self, sb: &Sandbox, path: &Path) -> Result<Vec<u8>, SandboxError> {
-        inside::read(self, sb, path).await
-    }
-
     async fn start_tmux(
         &self,
         sb: &Sandbox,
@@ -756,17 +701,8 @@ impl Provider for DockerProvider {
         req: &ExecRequest,
     ) -> Result<(), SandboxError> {
         layout::check_session(session)?;
-        layout::check_env(req)?;
-        if req.argv.is_empty() {
-            return Err(SandboxError::Invalid("the command is empty".into()));
-        }
+        let cwd = layout::checked_cwd(req)?;
         self.egress_up(sb).await?;
-        let cwd = req
-            .cwd
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(WORKSPACE))
-            .to_string_lossy()
-            .into_owned();
         let mut drop_to_agent = Vec::new();
         if let (Who::Agent, Some(a)) = (who, &sb.agent) {
             drop_to_agent.extend([
@@ -789,28 +725,11 @@ impl Provider for DockerProvider {
         let out = self
             .run(sb, "0:0".into(), env, "/".into(), argv, None)
             .await?;
-        if !out.success() {
-            return Err(SandboxError::Failed(format!(
-                "tmux could not start session {session} in sandbox {}: {}",
-                sb.id,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(())
+        layout::tmux_started(sb, session, &out)
     }
 
     async fn tmux_alive(&self, sb: &Sandbox, session: &str) -> Result<bool, SandboxError> {
-        layout::check_session(session)?;
-        let argv = [
-            "tmux",
-            "-S",
-            TMUX_SOCKET,
-            "has-session",
-            "-t",
-            &format!("={session}"),
-        ]
-        .map(str::to_owned)
-        .to_vec();
+        let argv = layout::tmux_has_session_argv(TMUX_SOCKET, session)?;
         let env = vec![format!("PATH={}", layout::PATH)];
         let out = self
             .run(sb, "0:0".into(), env, "/".into(), argv, None)
@@ -850,26 +769,7 @@ impl Provider for DockerProvider {
         if let Ok(id) = container(sb) {
             self.remove_container(id).await?;
         }
-        let host = sb.host_dir.clone();
-        if host.exists() {
-            tokio::task::spawn_blocking(move || -> Result<(), SandboxError> {
-                if keep_logs {
-                    for e in std::fs::read_dir(&host)
-                        .map_err(|e| failed(host.display(), e))?
-                        .flatten()
-                    {
-                        if e.file_name() != "ctl" {
-                            copy::remove_entry(&e.path()).map_err(|e| failed(host.display(), e))?;
-                        }
-                    }
-                    Ok(())
-                } else {
-                    copy::remove_tree(&host).map_err(|e| failed(host.display(), e))
-                }
-            })
-            .await
-            .map_err(|e| failed("removing the sandbox", e))??;
-        }
+        copy::remove_host_dir(&sb.host_dir, keep_logs).await?;
         if let (Some(a), Some(home)) = (&sb.agent, sb.host_dir.parent().and_then(Path::parent)) {
             uids::release(home, &sb.id, a.uid);
         }

@@ -58,7 +58,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use crate::{EnvSpec, Sandbox, SandboxError};
+use crate::{EnvSpec, Sandbox, SandboxError, failed};
 
 /// The proxy's port on the sandbox's own loopback (privileged: the agent cannot bind it).
 pub const PROXY_PORT: u16 = 980;
@@ -277,10 +277,6 @@ impl Proxies {
             h.abort();
         }
     }
-}
-
-fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SandboxError {
-    SandboxError::Failed(format!("{what}: {e}"))
 }
 
 /// Whether this process may make and enter network namespaces.

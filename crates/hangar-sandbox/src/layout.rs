@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{AgentUser, ExecRequest, Sandbox, SandboxError, Who};
+use crate::{AgentUser, ExecRequest, Output, Sandbox, SandboxError, Who};
 
 /// The work tree inside.
 pub const WORKSPACE: &str = "/workspace";
@@ -170,6 +170,43 @@ pub fn tmux_new_session_argv(
     out.extend(prefix);
     out.extend(argv.iter().cloned());
     out
+}
+
+/// A command's folder inside once the request is checked (the variables it may set, a command
+/// at all): the folder it names, else the workspace. Every provider checks a request this way.
+pub fn checked_cwd(req: &ExecRequest) -> Result<String, SandboxError> {
+    check_env(req)?;
+    if req.argv.is_empty() {
+        return Err(SandboxError::Invalid("the command is empty".into()));
+    }
+    Ok(req
+        .cwd
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(WORKSPACE))
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// The argv of `tmux -S SOCKET has-session -t =SESSION` (an exact name, never a prefix).
+pub fn tmux_has_session_argv(socket: &str, session: &str) -> Result<Vec<String>, SandboxError> {
+    check_session(session)?;
+    Ok(["tmux", "-S", socket, "has-session", "-t"]
+        .map(str::to_owned)
+        .into_iter()
+        .chain([format!("={session}")])
+        .collect())
+}
+
+/// What `tmux new-session` answered, as a provider's `start_tmux` answers.
+pub fn tmux_started(sb: &Sandbox, session: &str, out: &Output) -> Result<(), SandboxError> {
+    if out.success() {
+        return Ok(());
+    }
+    Err(SandboxError::Failed(format!(
+        "tmux could not start session {session} in sandbox {}: {}",
+        sb.id,
+        String::from_utf8_lossy(&out.stderr).trim()
+    )))
 }
 
 pub fn check_env(req: &ExecRequest) -> Result<(), SandboxError> {

@@ -55,6 +55,11 @@ pub enum SandboxError {
     Failed(String),
 }
 
+/// An operation on `what` failed with `e`: `Failed("WHAT: E")`, for every provider.
+pub fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Failed(format!("{what}: {e}"))
+}
+
 /// Who a command runs as inside the sandbox.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -206,7 +211,8 @@ pub trait Provider: Send + Sync {
         req: &ExecRequest,
     ) -> impl Future<Output = Result<Output, SandboxError>> + Send;
 
-    /// Copies a host file to `dest` inside, owned by `who`, with `mode`.
+    /// Copies a host file to `dest` inside, owned by `who`, with `mode`: written inside, by the
+    /// sandbox's own commands ([`inside::copy_in`]), so a link the agent planted resolves there.
     fn copy_in(
         &self,
         sb: &Sandbox,
@@ -214,14 +220,24 @@ pub trait Provider: Send + Sync {
         dest: &Path,
         who: Who,
         mode: u32,
-    ) -> impl Future<Output = Result<(), SandboxError>> + Send;
+    ) -> impl Future<Output = Result<(), SandboxError>> + Send
+    where
+        Self: Sized,
+    {
+        inside::copy_in(self, sb, src, dest, who, mode)
+    }
 
-    /// A file's bytes, read inside as hangar's user.
+    /// A file's bytes, read inside as hangar's user ([`inside::read`]).
     fn read_file(
         &self,
         sb: &Sandbox,
         path: &Path,
-    ) -> impl Future<Output = Result<Vec<u8>, SandboxError>> + Send;
+    ) -> impl Future<Output = Result<Vec<u8>, SandboxError>> + Send
+    where
+        Self: Sized,
+    {
+        inside::read(self, sb, path)
+    }
 
     /// Starts `req` detached in a new tmux session named `session` (as `who`); returns at once.
     fn start_tmux(

@@ -46,10 +46,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use crate::egress::{self, Netns, Proxies};
+use crate::failed;
 use crate::layout::{self, AGENT_HOME, CTL_INSIDE, HANGAR_LIB, WORKSPACE};
 use crate::{
     AgentUser, Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output,
-    Provider, ProviderKind, Sandbox, SandboxError, Who, copy, inside, procs, uids,
+    Provider, ProviderKind, Sandbox, SandboxError, Who, copy, procs, uids,
 };
 
 /// The descriptor a file handed to a tmux window's command is read from (`start_tmux_handing`).
@@ -406,10 +407,6 @@ impl Dirs {
     fn hangar_home(&self) -> Option<&Path> {
         self.host.parent()?.parent()
     }
-}
-
-fn failed(what: impl std::fmt::Display, e: impl std::fmt::Display) -> SandboxError {
-    SandboxError::Failed(format!("{what}: {e}"))
 }
 
 fn program(name: &str) -> Option<PathBuf> {
@@ -900,36 +897,8 @@ impl Provider for LocalProvider {
             // per entry of /var and /var/lib (half of a command's start-up). Best effort.
             let _ = std::fs::create_dir(HANGAR_LIB);
         }
-        let parent = req.home.join("sandboxes");
-        std::fs::create_dir_all(&parent).map_err(|e| failed(parent.display(), e))?;
-        let host_dir = layout::host_dir(&req.home, &req.id);
-        std::fs::create_dir(&host_dir).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                SandboxError::Failed(format!(
-                    "sandbox {} exists already ({})",
-                    req.id,
-                    host_dir.display()
-                ))
-            } else {
-                failed(host_dir.display(), e)
-            }
-        })?;
         let capabilities = self.capabilities(&req.env);
-        let agent = if capabilities.uid_split {
-            match uids::claim(&req.home, &req.id) {
-                Ok(uid) => Some(AgentUser {
-                    uid,
-                    gid: uid,
-                    home: PathBuf::from(AGENT_HOME),
-                }),
-                Err(e) => {
-                    let _ = std::fs::remove_dir(&host_dir);
-                    return Err(e);
-                }
-            }
-        } else {
-            None
-        };
+        let (host_dir, agent) = uids::new_host_dir(req, capabilities.uid_split)?;
         let dirs = Dirs {
             host: host_dir.clone(),
         };
@@ -1016,21 +985,6 @@ impl Provider for LocalProvider {
         }
     }
 
-    async fn copy_in(
-        &self,
-        sb: &Sandbox,
-        src: &Path,
-        dest: &Path,
-        who: Who,
-        mode: u32,
-    ) -> Result<(), SandboxError> {
-        inside::copy_in(self, sb, src, dest, who, mode).await
-    }
-
-    async fn read_file(&self, sb: &Sandbox, path: &Path) -> Result<Vec<u8>, SandboxError> {
-        inside::read(self, sb, path).await
-    }
-
     async fn start_tmux(
         &self,
         sb: &Sandbox,
@@ -1107,24 +1061,7 @@ impl Provider for LocalProvider {
             }
         }
         egress::remove_netns(&dirs.netns())?;
-        let host = dirs.host.clone();
-        tokio::task::spawn_blocking(move || -> Result<(), SandboxError> {
-            if keep_logs {
-                for e in std::fs::read_dir(&host)
-                    .map_err(|e| failed(host.display(), e))?
-                    .flatten()
-                {
-                    if e.file_name() != "ctl" {
-                        copy::remove_entry(&e.path()).map_err(|e| failed(host.display(), e))?;
-                    }
-                }
-                Ok(())
-            } else {
-                copy::remove_tree(&host).map_err(|e| failed(host.display(), e))
-            }
-        })
-        .await
-        .unwrap_or_else(|e| Err(failed("removing the sandbox", e)))?;
+        copy::remove_host_dir(&dirs.host, keep_logs).await?;
         if let (Some(a), Some(home)) = (&sb.agent, dirs.hangar_home()) {
             uids::release(home, &sb.id, a.uid);
         }

@@ -44,6 +44,46 @@ pub fn release(home: &Path, id: &str, uid: u32) {
     }
 }
 
+/// Makes a new sandbox's folder on the host (`<home>/sandboxes/<id>`; refused if it is there
+/// already) and, with the uid split, claims the agent's uid for it (the folder goes again when
+/// none is free).
+pub(crate) fn new_host_dir(
+    req: &crate::CreateRequest,
+    uid_split: bool,
+) -> Result<(PathBuf, Option<crate::AgentUser>), SandboxError> {
+    let parent = req.home.join("sandboxes");
+    std::fs::create_dir_all(&parent).map_err(|e| crate::failed(parent.display(), e))?;
+    let host_dir = crate::layout::host_dir(&req.home, &req.id);
+    std::fs::create_dir(&host_dir).map_err(|e| {
+        if e.kind() == io::ErrorKind::AlreadyExists {
+            SandboxError::Failed(format!(
+                "sandbox {} exists already ({})",
+                req.id,
+                host_dir.display()
+            ))
+        } else {
+            crate::failed(host_dir.display(), e)
+        }
+    })?;
+    if !uid_split {
+        return Ok((host_dir, None));
+    }
+    match claim(&req.home, &req.id) {
+        Ok(uid) => Ok((
+            host_dir,
+            Some(crate::AgentUser {
+                uid,
+                gid: uid,
+                home: PathBuf::from(crate::layout::AGENT_HOME),
+            }),
+        )),
+        Err(e) => {
+            let _ = std::fs::remove_dir(&host_dir);
+            Err(e)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
