@@ -193,6 +193,43 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// What of a connection's failure is TLS refusing the server (its certificate, the handshake),
+/// if that is what failed.
+fn tls_refusal(e: &reqwest::Error) -> Option<String> {
+    let mut cur: Option<&dyn std::error::Error> = Some(e);
+    while let Some(c) = cur {
+        let text = c.to_string();
+        let lower = text.to_ascii_lowercase();
+        if lower.contains("certificate") || lower.contains("handshake") {
+            return Some(text);
+        }
+        cur = c.source();
+    }
+    None
+}
+
+/// The CA certificates of `HANGAR_CA_FILE`, trusted on top of the system's.
+fn extra_roots() -> Result<Vec<reqwest::Certificate>, CliError> {
+    let Some(file) = hangar_protocol::env::var_os(hangar_protocol::env::HANGAR_CA_FILE) else {
+        return Ok(Vec::new());
+    };
+    let shown = std::path::PathBuf::from(&file).display().to_string();
+    let pem = std::fs::read(&file)
+        .map_err(|e| CliError::Usage(format!("HANGAR_CA_FILE {shown}: {e}")))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+        CliError::Usage(format!(
+            "HANGAR_CA_FILE {shown}: not PEM certificates ({}); give the CA's certificate as PEM",
+            chain(&e)
+        ))
+    })?;
+    if certs.is_empty() {
+        return Err(CliError::Usage(format!(
+            "HANGAR_CA_FILE {shown}: no certificate in it"
+        )));
+    }
+    Ok(certs)
+}
+
 impl Api {
     pub fn new(base: &str, token: Option<String>) -> Result<Api, CliError> {
         let mut b = reqwest::Client::builder()
@@ -200,6 +237,9 @@ impl Api {
             .timeout(ANSWER_TIMEOUT);
         if is_loopback_url(base) {
             b = b.no_proxy();
+        }
+        for cert in extra_roots()? {
+            b = b.add_root_certificate(cert);
         }
         let http = b
             .build()
@@ -233,6 +273,16 @@ impl Api {
     fn sort(&self, e: reqwest::Error) -> ApiError {
         if e.is_builder() {
             return ApiError::Other(format!("bad server URL {}: {}", self.base, chain(&e)));
+        }
+        if e.is_connect()
+            && let Some(why) = tls_refusal(&e)
+        {
+            // A server is there, but it is not the one to trust: never taken for absent (that
+            // would answer from this machine's own store instead).
+            return ApiError::Unreachable(format!(
+                "the hangar server at {} was refused: its TLS certificate is not trusted ({why}); if a private CA signed it, give that CA's certificate in HANGAR_CA_FILE",
+                self.base
+            ));
         }
         if e.is_connect() {
             // The innermost cause says it: "Connection refused (os error 111)".

@@ -133,6 +133,13 @@ enum Cmd {
         /// refused.
         #[arg(long)]
         unsandboxed_folders: bool,
+        /// Serve HTTPS with this PEM certificate chain (with --tls-key). Without it hangar serve
+        /// speaks plain HTTP, and warns when it listens on anything but loopback.
+        #[arg(long, requires = "tls_key", value_name = "PEM")]
+        tls_cert: Option<std::path::PathBuf>,
+        /// The PEM private key of --tls-cert.
+        #[arg(long, requires = "tls_cert", value_name = "PEM")]
+        tls_key: Option<std::path::PathBuf>,
     },
     /// API tokens.
     Token {
@@ -268,7 +275,14 @@ fn main() -> ExitCode {
         Cmd::Serve {
             listen,
             unsandboxed_folders,
-        } => serve::serve(&home, listen, unsandboxed_folders),
+            tls_cert,
+            tls_key,
+        } => serve::serve(
+            &home,
+            listen,
+            unsandboxed_folders,
+            tls_cert.zip(tls_key).as_ref(),
+        ),
         Cmd::Token {
             action: TokenCmd::Create { person },
         } => serve::token_create(&home, &person),

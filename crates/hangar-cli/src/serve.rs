@@ -82,7 +82,12 @@ pub fn allowing_unsandboxed(mut tools: Tools) -> Tools {
 }
 
 /// `hangar serve [--listen ADDR] [--unsandboxed-folders]`.
-pub fn serve(home: &Path, listen: SocketAddr, unsandboxed: bool) -> Result<ExitCode, CliError> {
+pub fn serve(
+    home: &Path,
+    listen: SocketAddr,
+    unsandboxed: bool,
+    tls: Option<&(PathBuf, PathBuf)>,
+) -> Result<ExitCode, CliError> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env(hangar_protocol::env::HANGAR_LOG)
@@ -101,10 +106,20 @@ pub fn serve(home: &Path, listen: SocketAddr, unsandboxed: bool) -> Result<ExitC
         crate::local::ensure_local_token(&store, home).await?;
         let plane = ControlPlane::new(store, tools);
         let n = plane.reattach().await.map_err(|e| CliError::Failed(e.to_string()))?;
+        let tls = tls
+            .map(|(cert, key)| hangar_server::tls::server_config(cert, key))
+            .transpose()
+            .map_err(CliError::Usage)?;
         let listener = hangar_server::bind(listen).await.map_err(CliError::Failed)?;
         let addr = listener.local_addr().map_err(|e| CliError::Failed(e.to_string()))?;
-        tracing::info!(%addr, database = %plane_settings.database, reattached = n, "hangar serve is up");
-        progress::say(&format!("listening: http://{addr}"));
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        tracing::info!(%addr, database = %plane_settings.database, reattached = n, scheme, "hangar serve is up");
+        if tls.is_none() && !hangar_server::tls::loopback_only(addr) {
+            progress::say(&format!(
+                "WARNING: hangar serve speaks plain HTTP on {addr}, which is not loopback: every token and every answer crosses the network in clear. Give --tls-cert and --tls-key, or listen on 127.0.0.1."
+            ));
+        }
+        progress::say(&format!("listening: {scheme}://{addr}"));
         let stopping = Arc::clone(&plane);
         let shutdown = async move {
             shutdown_signal().await;
@@ -112,9 +127,15 @@ pub fn serve(home: &Path, listen: SocketAddr, unsandboxed: bool) -> Result<ExitC
             // do not hold the graceful shutdown open.
             stopping.sandboxes().end_all_attaches("hangar serve is stopping").await;
         };
-        hangar_server::serve(listener, Arc::clone(&plane), shutdown)
-            .await
-            .map_err(|e| CliError::Failed(format!("the server stopped: {e}")))?;
+        let served = match tls {
+            Some(config) => {
+                let listener = hangar_server::tls::TlsListener::new(listener, config)
+                    .map_err(|e| CliError::Failed(e.to_string()))?;
+                hangar_server::serve(listener, Arc::clone(&plane), shutdown).await
+            }
+            None => hangar_server::serve(listener, Arc::clone(&plane), shutdown).await,
+        };
+        served.map_err(|e| CliError::Failed(format!("the server stopped: {e}")))?;
         tracing::info!("hangar serve stopped; running turns go on and are re-attached at the next start");
         Ok(ExitCode::SUCCESS)
     })

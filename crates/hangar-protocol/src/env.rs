@@ -16,6 +16,9 @@ pub const HANGAR_CODEX_BIN: &str = "HANGAR_CODEX_BIN";
 pub const HANGAR_URL: &str = "HANGAR_URL";
 /// The bearer token clients send to `hangar serve`.
 pub const HANGAR_TOKEN: &str = "HANGAR_TOKEN";
+/// A PEM file of CA certificates clients trust for an `https://` `HANGAR_URL`, on top of the
+/// system's (for a server whose certificate a private CA signed).
+pub const HANGAR_CA_FILE: &str = "HANGAR_CA_FILE";
 /// The control plane's database (default: SQLite in `$HANGAR_HOME/hangar.db`); `postgres://…`
 /// for PostgreSQL.
 pub const HANGAR_DATABASE_URL: &str = "HANGAR_DATABASE_URL";

@@ -14,6 +14,7 @@ mod routes;
 mod runlog;
 mod sandboxes;
 pub mod sse;
+pub mod tls;
 pub mod typedefs;
 mod views;
 mod web;
@@ -28,11 +29,15 @@ use std::sync::Arc;
 use hangar_control::ControlPlane;
 
 /// Serves the API on `listener` until `shutdown` resolves, then finishes the requests in flight.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
+pub async fn serve<L>(
+    listener: L,
     plane: Arc<ControlPlane>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     axum::serve(listener, router(plane))
         .with_graceful_shutdown(shutdown)
         .await
