@@ -25,8 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hangar_control::{ControlPlane, Tools};
-use hangar_store::Store;
-use serde_json::json;
+use hangar_store::{NewToken, Role, Store};
 
 use crate::api::{Api, TOKEN_FILE};
 use crate::exit::CliError;
@@ -116,14 +115,26 @@ pub async fn ensure_local_token(store: &Store, home: &Path) -> Result<String, Cl
     }
     let person = local_person();
     let fail = |e: hangar_store::StoreError| CliError::Failed(e.to_string());
-    let made = store.create_token(&person).await.map_err(fail)?;
-    store
-        .audit()
-        .append(
-            &person,
-            "token.created",
-            &json!({"id": made.id, "for": "the local user", "file": path.display().to_string()}),
-        )
+    // The local user holds the store's master key: an admin of this server (made so again if
+    // an admin removed them; the old tokens stay revoked).
+    if store
+        .person(&person)
+        .await
+        .map_err(fail)?
+        .is_none_or(|p| p.removed_at.is_some())
+    {
+        store
+            .add_person(&person, Role::Admin, &person)
+            .await
+            .map_err(fail)?;
+    }
+    let made = store
+        .create_token(NewToken {
+            person: &person,
+            name: "local user",
+            lifetime_ms: hangar_store::DEFAULT_LIFETIME_MS,
+            actor: &person,
+        })
         .await
         .map_err(fail)?;
     write_private(&path, &made.token)?;
