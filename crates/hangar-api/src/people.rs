@@ -33,7 +33,9 @@ pub struct People {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddPerson {
-    #[schemars(regex(pattern = "^[^@\\s]+@[^@\\s]+$"))]
+    #[schemars(regex(
+        pattern = "^[^@\\s\\u0000-\\u001f\\u007f-\\u009f]+@[^@\\s\\u0000-\\u001f\\u007f-\\u009f]+$"
+    ))]
     pub email: String,
     /// Default: member.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,7 +87,10 @@ pub struct CreateToken {
     pub person: Option<String>,
     /// What to call it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 100), regex(pattern = "^[^\\u0000-\\u001f\\u007f]*$"))]
+    #[schemars(
+        length(max = 100),
+        regex(pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$")
+    )]
     pub name: Option<String>,
     /// How long it lives: a number and `d`, `h` or `m` (`90d`, `12h`, `30m`), at most 365 days
     /// (default 90 days); tokens that never expire are refused.

@@ -214,6 +214,8 @@ async fn people_are_added_and_removed_by_admins_only() {
     assert_eq!(status, 201, "{answer}");
     assert_eq!(answer["person"]["role"], "member");
 
+    let (status, answer) = as_token(&s, &ada, "DELETE", "/v1/people/ada@example.com", None).await;
+    assert_eq!(status, 409, "{answer}");
     // A removed person's tokens stop working at once.
     let (status, _) = as_token(&s, &bob, "GET", "/v1/sessions", None).await;
     assert_eq!(status, 200);

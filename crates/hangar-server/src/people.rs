@@ -88,6 +88,13 @@ async fn add_person(State(plane): S, who: Authed, Json(b): Json<api::AddPerson>)
 
 async fn remove_person(State(plane): S, who: Authed, Path(email): Path<String>) -> ApiResult {
     who.require_admin(&plane, "remove people").await?;
+    // An admin removing themselves could leave the server with no admin reachable over the
+    // API; another admin (or the server's machine, `hangar person rm`) may.
+    if email == who.email {
+        return Err(ApiError::Conflict(format!(
+            "{email} cannot remove themselves: another admin may, or `hangar person rm {email}` on the server's machine"
+        )));
+    }
     if !plane.store().remove_person(&email, &who.email).await? {
         return Err(ApiError::NotFound(format!("{email} is not a person here")));
     }
@@ -181,7 +188,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         e(
             "DELETE",
             "/v1/people/{email}",
-            "Remove a person (admins only; 403 otherwise): every token of theirs stops working at once",
+            "Remove a person (admins only; 403 otherwise; not yourself, 409): every token of theirs stops working at once",
             None,
             of::<api::PersonRemoved>,
             200,
