@@ -127,6 +127,31 @@ async fn a_member_cannot_make_a_sandbox_for_another_person() {
         "a record names alice as the actor: {records:?}"
     );
 
+    // The same through the CLI with bob's token: `sb create --person` is refused, saying why.
+    let out = s
+        .hangar()
+        .env("HANGAR_TOKEN", &bob)
+        .args([
+            "sb",
+            "create",
+            "--env",
+            "in-place",
+            "--person",
+            "alice@example.com",
+        ])
+        .arg("--repo")
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("only an admin may act for another person"),
+        "{}",
+        stderr(&out)
+    );
+    let (_, list) = s.call("GET", "/v1/sandboxes", None).await;
+    assert_eq!(list["sandboxes"], json!([]), "{list}");
+
     // Naming themselves is no impersonation: the request goes on (to the unknown environment).
     let (status, answer) = as_token(
         &s,
