@@ -9,6 +9,7 @@ crate::common::suite!(
     tokens_store_only_hashes,
     people_have_roles_and_removal_ends_their_tokens,
     tokens_expire_and_mark_their_use_once_a_minute,
+    an_upgraded_database_keeps_its_tokens_working_for_ninety_days,
 );
 
 fn detail(r: &AuditRecord) -> serde_json::Value {
@@ -229,6 +230,17 @@ async fn people_have_roles_and_removal_ends_their_tokens(kind: Kind) {
             .is_some()
     );
 
+    // A token speaks only for a person who is in, even one whose revocation did not happen
+    // (written by another path): the person's removal alone refuses it.
+    let fresh = store
+        .create_token(new_token("bob@example.com"))
+        .await
+        .unwrap();
+    assert!(store.authenticate(&fresh.token).await.unwrap().is_some());
+    db.exec("UPDATE people SET removed_at = 1 WHERE email = 'bob@example.com'")
+        .await;
+    assert_eq!(store.authenticate(&fresh.token).await.unwrap(), None);
+
     let records = store.audit().records(0, 100).await.unwrap();
     let actions: Vec<_> = records
         .iter()
@@ -308,5 +320,49 @@ async fn tokens_expire_and_mark_their_use_once_a_minute(kind: Kind) {
         "last_used_at written again within a minute"
     );
     assert!(first_use >= short.expires_at - 300);
+    db.cleanup().await;
+}
+
+async fn an_upgraded_database_keeps_its_tokens_working_for_ninety_days(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    db.open().await.close().await;
+    // Back to the schema before people and token lives (6), with tokens made then.
+    db.exec(
+        "DROP TABLE people; \
+         ALTER TABLE api_tokens DROP COLUMN name; \
+         ALTER TABLE api_tokens DROP COLUMN expires_at; \
+         ALTER TABLE api_tokens DROP COLUMN last_used_at; \
+         DELETE FROM schema_version WHERE version = 7",
+    )
+    .await;
+    let ada = format!("hgr_{}", "a1".repeat(32));
+    let local = format!("hgr_{}", "b2".repeat(32));
+    db.exec(&format!(
+        "INSERT INTO api_tokens (id, person, token_hash, created_at) VALUES \
+         ('tok-ada', 'ada@example.com', '{}', 1000), ('tok-ada2', 'ada@example.com', 'x', 2000), \
+         ('tok-local', 'me@localhost', '{}', 3000)",
+        hash_token(&ada),
+        hash_token(&local)
+    ))
+    .await;
+    let store = db.open().await;
+    assert_eq!(store.schema_version().await.unwrap(), KNOWN_SCHEMA_VERSION);
+    let who = store.authenticate(&ada).await.unwrap().unwrap();
+    assert_eq!(
+        (who.email.as_str(), who.role),
+        ("ada@example.com", Role::Member)
+    );
+    let me = store.authenticate(&local).await.unwrap().unwrap();
+    assert_eq!(me.role, Role::Admin, "the local user is the admin");
+    let people = store.people().await.unwrap();
+    assert_eq!(people.len(), 2, "{people:?}");
+    assert_eq!(people[0].created_at, 1000);
+    let rec = store.token("tok-ada").await.unwrap().unwrap();
+    let left = rec.expires_at.unwrap() - now_ms();
+    assert!(
+        (DEFAULT_LIFETIME_MS - 60_000..=DEFAULT_LIFETIME_MS).contains(&left),
+        "an old token lives {left} ms more, not 90 days"
+    );
+    assert_eq!(rec.name, "");
     db.cleanup().await;
 }
