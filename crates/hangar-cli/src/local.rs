@@ -100,7 +100,23 @@ pub fn local_person() -> String {
     format!("{}@localhost", user.trim())
 }
 
-/// The local user's token from `$HANGAR_HOME/token` if the store knows it; else a new one,
+/// A local token with less than this left is replaced by a new one: `hangar serve` checks daily
+/// ([`renew_local_token_daily`]), so the CLI on the server's machine never meets an expired one.
+const RENEW_WITHIN_MS: i64 = 30 * 24 * 3600 * 1000;
+
+/// Keeps the local user's token fresh while `hangar serve` runs (a token lives 90 days; a server
+/// may run longer).
+pub async fn renew_local_token_daily(plane: Arc<ControlPlane>, home: PathBuf) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
+        if let Err(e) = ensure_local_token(plane.store(), &home).await {
+            tracing::warn!(error = %e, "could not renew the local user's token");
+        }
+    }
+}
+
+/// The local user's token from `$HANGAR_HOME/token` if the store knows it and it has more than
+/// 30 days left; else a new one,
 /// written there (0600). Only a process that can open the store (and so read the master key
 /// beside it) gets one.
 pub async fn ensure_local_token(store: &Store, home: &Path) -> Result<String, CliError> {
@@ -109,6 +125,10 @@ pub async fn ensure_local_token(store: &Store, home: &Path) -> Result<String, Cl
         let t = t.trim();
         if !t.is_empty()
             && let Ok(Some(_)) = store.authenticate(t).await
+            && let Ok(Some(rec)) = store.token_by_hash(&hangar_store::hash_token(t)).await
+            && rec
+                .expires_at
+                .is_none_or(|at| at - hangar_store::now_ms() > RENEW_WITHIN_MS)
         {
             return Ok(t.to_owned());
         }

@@ -100,6 +100,10 @@ pub fn serve(home: &Path, listen: SocketAddr, unsandboxed: bool) -> Result<ExitC
         // The local user's token, so the CLI on this machine reaches this server as they are.
         crate::local::ensure_local_token(&store, home).await?;
         let plane = ControlPlane::new(store, tools);
+        tokio::spawn(crate::local::renew_local_token_daily(
+            Arc::clone(&plane),
+            home.to_owned(),
+        ));
         let n = plane.reattach().await.map_err(|e| CliError::Failed(e.to_string()))?;
         let listener = hangar_server::bind(listen).await.map_err(CliError::Failed)?;
         let addr = listener.local_addr().map_err(|e| CliError::Failed(e.to_string()))?;

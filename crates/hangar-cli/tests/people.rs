@@ -393,3 +393,23 @@ async fn tokens_are_listed_and_revoked_by_their_person_or_an_admin() {
         .count();
     assert_eq!(made_by_bob, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_users_token_is_renewed_before_it_expires() {
+    let mut s = Server::start(Script::new([Step::text("never asked")]));
+    let (status, me) = s.call("GET", "/v1/me", None).await;
+    assert_eq!((status, me["role"].as_str()), (200, Some("admin")), "{me}");
+    let local = me["person"].as_str().unwrap().to_owned();
+    // A local token with a day left (as after 89 days of a running server).
+    let (_, short, _) = token_for(&s, &local, &["--expires", "1d"]);
+    let file = s.home.path().join("hangar/token");
+    std::fs::write(&file, format!("{short}\n")).unwrap();
+    s.restart();
+    let renewed = s.token();
+    assert_ne!(renewed, short, "a token with a day left was kept");
+    let (status, me) = s.call("GET", "/v1/me", None).await;
+    assert_eq!((status, me["person"].as_str()), (200, Some(local.as_str())));
+    // A fresh one is kept as it is.
+    s.restart();
+    assert_eq!(s.token(), renewed);
+}
