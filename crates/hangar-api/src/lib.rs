@@ -12,6 +12,7 @@
 //! parameters) stays with the server (`hangar-server`'s `api_doc.rs`).
 
 mod misc;
+mod people;
 mod request;
 mod runs;
 mod sandboxes;
@@ -20,6 +21,7 @@ mod sessions;
 mod vocab;
 
 pub use misc::*;
+pub use people::*;
 pub use request::{Empty, RequestBody};
 pub use runs::*;
 pub use sandboxes::*;

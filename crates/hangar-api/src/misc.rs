@@ -110,4 +110,6 @@ pub struct AuditVerify {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Me {
     pub person: String,
+    /// What they may do.
+    pub role: crate::Role,
 }

@@ -28,4 +28,6 @@ request_bodies!(
     crate::AttachResize,
     crate::CredentialValue,
     crate::EnvironmentSpec,
+    crate::AddPerson,
+    crate::CreateToken,
 );

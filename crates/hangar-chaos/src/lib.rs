@@ -199,7 +199,9 @@ impl Env {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        // The token is alone on the last line (`id: …` and the expiry come first).
+        let out = String::from_utf8_lossy(&out.stdout);
+        Ok(out.lines().last().unwrap_or_default().trim().to_owned())
     }
 
     /// The control folder of a run (a plain folder's turn).

@@ -25,8 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hangar_control::{ControlPlane, Tools};
-use hangar_store::Store;
-use serde_json::json;
+use hangar_store::{NewToken, Role, Store};
 
 use crate::api::{Api, TOKEN_FILE};
 use crate::exit::CliError;
@@ -101,7 +100,23 @@ pub fn local_person() -> String {
     format!("{}@localhost", user.trim())
 }
 
-/// The local user's token from `$HANGAR_HOME/token` if the store knows it; else a new one,
+/// A local token with less than this left is replaced by a new one: `hangar serve` checks daily
+/// ([`renew_local_token_daily`]), so the CLI on the server's machine never meets an expired one.
+const RENEW_WITHIN_MS: i64 = 30 * 24 * 3600 * 1000;
+
+/// Keeps the local user's token fresh while `hangar serve` runs (a token lives 90 days; a server
+/// may run longer).
+pub async fn renew_local_token_daily(plane: Arc<ControlPlane>, home: PathBuf) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
+        if let Err(e) = ensure_local_token(plane.store(), &home).await {
+            tracing::warn!(error = %e, "could not renew the local user's token");
+        }
+    }
+}
+
+/// The local user's token from `$HANGAR_HOME/token` if the store knows it and it has more than
+/// 30 days left; else a new one,
 /// written there (0600). Only a process that can open the store (and so read the master key
 /// beside it) gets one.
 pub async fn ensure_local_token(store: &Store, home: &Path) -> Result<String, CliError> {
@@ -110,20 +125,36 @@ pub async fn ensure_local_token(store: &Store, home: &Path) -> Result<String, Cl
         let t = t.trim();
         if !t.is_empty()
             && let Ok(Some(_)) = store.authenticate(t).await
+            && let Ok(Some(rec)) = store.token_by_hash(&hangar_store::hash_token(t)).await
+            && rec
+                .expires_at
+                .is_none_or(|at| at - hangar_store::now_ms() > RENEW_WITHIN_MS)
         {
             return Ok(t.to_owned());
         }
     }
     let person = local_person();
     let fail = |e: hangar_store::StoreError| CliError::Failed(e.to_string());
-    let made = store.create_token(&person).await.map_err(fail)?;
-    store
-        .audit()
-        .append(
-            &person,
-            "token.created",
-            &json!({"id": made.id, "for": "the local user", "file": path.display().to_string()}),
-        )
+    // The local user holds the store's master key: an admin of this server (made so again if
+    // an admin removed them; the old tokens stay revoked).
+    if store
+        .person(&person)
+        .await
+        .map_err(fail)?
+        .is_none_or(|p| p.removed_at.is_some())
+    {
+        store
+            .add_person(&person, Role::Admin, &person)
+            .await
+            .map_err(fail)?;
+    }
+    let made = store
+        .create_token(NewToken {
+            person: &person,
+            name: "local user",
+            lifetime_ms: hangar_store::DEFAULT_LIFETIME_MS,
+            actor: &person,
+        })
         .await
         .map_err(fail)?;
     write_private(&path, &made.token)?;

@@ -10,6 +10,7 @@ mod follow;
 mod fork;
 mod local;
 mod logs;
+mod people;
 mod progress;
 mod relay;
 mod rules;
@@ -141,10 +142,16 @@ enum Cmd {
         #[arg(long, requires = "tls_cert", value_name = "PEM")]
         tls_key: Option<std::path::PathBuf>,
     },
-    /// API tokens.
+    /// API tokens: `create` (on the server's machine), `list`, `revoke ID`.
     Token {
         #[command(subcommand)]
         action: TokenCmd,
+    },
+    /// People and their roles, on the server's machine: `add [--admin] EMAIL`, `list`, `rm
+    /// EMAIL` (their tokens stop working at once).
+    Person {
+        #[command(subcommand)]
+        action: PersonCmd,
     },
     /// Credentials in the vault: `set NAME` (value from stdin), `list`, `rm NAME`. Names
     /// starting with `hangar.` are hangar's own, set only here (never through the API) and
@@ -209,11 +216,45 @@ enum TurnCmd {
 
 #[derive(Debug, Subcommand)]
 enum TokenCmd {
-    /// Make a token for a person; it is printed once, and only its hash is kept.
+    /// Make a token for a person (on the server's machine; an unknown EMAIL is added as a
+    /// member); prints `id: ID` first and the token alone on the last line, once: only its hash
+    /// is kept.
     Create {
         #[arg(long)]
         person: String,
+        /// What to call it.
+        #[arg(long)]
+        name: Option<String>,
+        /// How long it lives: `90d` (the default), `12h`, `30m`; at most 365d.
+        #[arg(long)]
+        expires: Option<String>,
     },
+    /// Your tokens (anyone's for an admin): id, person, name, expiry, last use; never a token.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token (your own, or anyone's for an admin); it is refused at once.
+    Revoke { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum PersonCmd {
+    /// Add a person (a member; an admin with --admin).
+    Add {
+        #[arg(long)]
+        admin: bool,
+        email: String,
+    },
+    /// The people who are in, with their roles.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a person: every token of theirs is revoked.
+    Rm { email: String },
 }
 
 fn main() -> ExitCode {
@@ -284,8 +325,24 @@ fn main() -> ExitCode {
             tls_cert.zip(tls_key).as_ref(),
         ),
         Cmd::Token {
-            action: TokenCmd::Create { person },
-        } => serve::token_create(&home, &person),
+            action:
+                TokenCmd::Create {
+                    person,
+                    name,
+                    expires,
+                },
+        } => people::token_create(&home, &person, name.as_deref(), expires.as_deref()),
+        Cmd::Token {
+            action: TokenCmd::List { json },
+        } => people::token_list(&home, json),
+        Cmd::Token {
+            action: TokenCmd::Revoke { id },
+        } => people::token_revoke(&home, &id),
+        Cmd::Person { action } => match action {
+            PersonCmd::Add { admin, email } => people::person_add(&home, &email, admin),
+            PersonCmd::List { json } => people::person_list(&home, json),
+            PersonCmd::Rm { email } => people::person_rm(&home, &email),
+        },
         Cmd::Credential { action, name } => serve::credential(&home, &action, name.as_deref()),
         Cmd::Audit { action: None, json } => sessions::audit(&home, json),
         Cmd::Audit {

@@ -171,7 +171,7 @@ pub enum SbCmd {
         env: String,
         #[arg(long)]
         repo: PathBuf,
-        /// The person it is for (default: the token's).
+        /// The person it is for (default: the token's; another person only for an admin).
         #[arg(long)]
         person: Option<String>,
     },

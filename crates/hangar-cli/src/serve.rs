@@ -1,5 +1,5 @@
 //! `hangar serve`, and the commands that work on the control plane's database directly
-//! (`token create`, `credential`, `audit verify`): the settings they share, resolved once.
+//! (`credential`, `audit verify`; people and `token create` in `people`): the settings they share, resolved once.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -105,6 +105,10 @@ pub fn serve(
         // The local user's token, so the CLI on this machine reaches this server as they are.
         crate::local::ensure_local_token(&store, home).await?;
         let plane = ControlPlane::new(store, tools);
+        tokio::spawn(crate::local::renew_local_token_daily(
+            Arc::clone(&plane),
+            home.to_owned(),
+        ));
         let n = plane.reattach().await.map_err(|e| CliError::Failed(e.to_string()))?;
         let tls = tls
             .map(|(cert, key)| hangar_server::tls::server_config(cert, key))
@@ -154,30 +158,6 @@ async fn shutdown_signal() {
         _ = term => {}
         _ = tokio::signal::ctrl_c() => {}
     }
-}
-
-/// `hangar token create --person EMAIL`: prints the token (only its hash is stored).
-pub fn token_create(home: &Path, person: &str) -> Result<ExitCode, CliError> {
-    if !person.contains('@') {
-        return Err(CliError::Usage(format!(
-            "{person:?} is not an email address"
-        )));
-    }
-    let settings = Plane::from_env(home);
-    runtime()?.block_on(async {
-        let store = settings.open(home).await?;
-        let t = store
-            .create_token(person)
-            .await
-            .map_err(|e| CliError::Failed(e.to_string()))?;
-        store
-            .audit()
-            .append(person, "token.created", &serde_json::json!({"id": t.id}))
-            .await
-            .map_err(|e| CliError::Failed(e.to_string()))?;
-        progress::say(&t.token);
-        Ok(ExitCode::SUCCESS)
-    })
 }
 
 /// `hangar credential set NAME` (value from stdin), `list`, `rm NAME`.

@@ -399,7 +399,7 @@ fn word(w: &impl serde::Serialize) -> String {
 }
 
 /// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
-fn time(ms: i64) -> String {
+pub(crate) fn time(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Howard Hinnant's civil_from_days.

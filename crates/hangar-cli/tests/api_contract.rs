@@ -63,6 +63,11 @@ async fn the_served_openapi_holds_against_the_real_server() {
     assert_eq!(doc["openapi"], "3.1.0");
     assert!(doc["paths"]["/v1/runs/{id}/diff"]["get"]["parameters"].is_array());
 
+    // A person and a token of theirs for the removal and revocation requests to act on (each
+    // works once, then answers 404 or 409): made-up ones would only ever be 404, and the ones
+    // schemathesis reads from the lists include the test's own token and person.
+    let made = s.ok(&["token", "create", "--person", "contract@example.com"]);
+    let contract_token_id = made.lines().next().unwrap().strip_prefix("id: ").unwrap();
     let config = workspace_root().join("crates/hangar-cli/tests/api_contract.toml");
     let report = tempfile::tempdir().unwrap();
     let out = Command::new(schemathesis())
@@ -85,6 +90,8 @@ async fn the_served_openapi_holds_against_the_real_server() {
             "HANGAR_CONTRACT_SESSION",
             started["session"]["id"].as_str().unwrap(),
         )
+        .env("HANGAR_CONTRACT_PERSON", "contract@example.com")
+        .env("HANGAR_CONTRACT_TOKEN", contract_token_id)
         .env(
             "HANGAR_CONTRACT_TURN",
             started["turn"]["id"].as_str().unwrap(),
@@ -109,4 +116,8 @@ async fn the_served_openapi_holds_against_the_real_server() {
         .and_then(|(n, _)| n.parse().ok())
         .unwrap_or(0);
     assert!(generated >= 500, "schemathesis tested too little:\n{text}");
+    // Its token still works: no request it made (people, tokens) revoked it, so every answer
+    // above came from a signed-in caller, not a run of 401s.
+    let (status, me) = s.call("GET", "/v1/me", None).await;
+    assert_eq!(status, 200, "the test's own token stopped working: {me}");
 }

@@ -613,7 +613,7 @@ async fn faked_api_an_e2b_attach_is_relayed_by_serve_and_envds_token_never_leave
 
     // Another person's token: the attach does not exist for it.
     let out = s.ok(&["token", "create", "--person", "eve@example.com"]);
-    let eve = out.trim().to_owned();
+    let eve = out.lines().last().unwrap().trim().to_owned();
     for (method, path, body) in [
         ("GET", format!("/v1/attaches/{aid}/output"), None),
         (

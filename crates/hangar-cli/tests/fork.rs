@@ -67,7 +67,7 @@ impl Server {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
-        s.token = stdout(&out).trim().to_owned();
+        s.token = stdout(&out).lines().last().unwrap().trim().to_owned();
         // Forks of runs in plain folders: this server allows them.
         let mut child = s
             .hangar()

@@ -76,7 +76,13 @@ async fn tower_trusts_the_keys_hangar_serve_publishes() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let token = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
     // The passport of a run in a plain folder: this server allows one.
     let mut child = hangar(&[
         "serve",

@@ -119,7 +119,13 @@ impl Server {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        s.token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        s.token = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .trim()
+            .to_owned();
         s.start();
         s
     }

@@ -69,7 +69,13 @@ impl Server {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        s.token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        s.token = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .trim()
+            .to_owned();
         s.start("127.0.0.1:0");
         s
     }

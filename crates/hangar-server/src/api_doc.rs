@@ -66,6 +66,7 @@ pub fn endpoints() -> Vec<Endpoint> {
     list.extend(record_endpoints());
     list.extend(stream_endpoints());
     list.extend(crate::sandboxes::endpoints());
+    list.extend(crate::people::endpoints());
     list
 }
 
@@ -418,6 +419,9 @@ fn path_param(path: &str, name: &str) -> Value {
     match (path, name) {
         (p, "name") if p.starts_with("/v1/credentials/") => {
             json!({"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"})
+        }
+        ("/v1/people/{email}", "email") => {
+            json!({"type": "string", "pattern": "^[^@\\s/\\u0000-\\u001f\\u007f-\\u009f]+@[^@\\s/\\u0000-\\u001f\\u007f-\\u009f]+$"})
         }
         (p, "name") if p.starts_with("/v1/environments/") => {
             json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9_.-]{0,62}$"})

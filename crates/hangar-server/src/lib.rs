@@ -10,6 +10,7 @@ pub mod error;
 mod extract;
 mod fork;
 mod jwks;
+mod people;
 mod routes;
 mod runlog;
 mod sandboxes;

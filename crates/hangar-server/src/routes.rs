@@ -75,6 +75,7 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
         ),
     ];
     all.extend(crate::sandboxes::routes());
+    all.extend(crate::people::routes());
     all
 }
 

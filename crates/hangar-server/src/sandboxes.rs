@@ -46,7 +46,7 @@ async fn create_sandbox(
     who: Authed,
     Json(b): Json<api::CreateSandbox>,
 ) -> ApiResult {
-    let person = b.person.unwrap_or_else(|| who.email.clone());
+    let person = who.act_for(&plane, b.person, "sandbox.create").await?;
     if !person.contains('@') {
         return Err(ApiError::BadRequest(format!(
             "person {person:?} is not an email address"

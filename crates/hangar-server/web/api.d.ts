@@ -2,6 +2,13 @@
 // hangar-server's typedefs.rs. Do not edit: regenerate with
 // `HANGAR_WRITE_OPENAPI=1 cargo test -p hangar-server openapi`.
 
+/** `POST /v1/people` (admins only). */
+export interface AddPerson {
+  email: string;
+  /** Default: member. */
+  role?: Role | null;
+}
+
 /** An answer to a permission request. */
 export interface Answer {
   decision: Decision;
@@ -169,6 +176,19 @@ export interface CreateSandbox {
   /** The person it is for (default: the token's). */
   person?: string | null;
   repo: string;
+}
+
+/** `POST /v1/tokens`: a token for yourself, or (admins only) for another person. */
+export interface CreateToken {
+  /**
+   * How long it lives: a number and `d`, `h` or `m` (`90d`, `12h`, `30m`), at most 365 days
+   * (default 90 days); tokens that never expire are refused.
+   */
+  expires?: string | null;
+  /** What to call it. */
+  name?: string | null;
+  /** Whom it is for (default: the caller; another person only for an admin). */
+  person?: string | null;
 }
 
 /** `GET /v1/credentials`: the names, never the values. */
@@ -403,6 +423,8 @@ export interface LogPage {
 /** `GET /v1/me`. */
 export interface Me {
   person: string;
+  /** What they may do. */
+  role: Role;
 }
 
 /** How a sandbox may reach the network. */
@@ -421,6 +443,30 @@ export interface PendingApprovals {
   live_runs: number;
 }
 
+/** `GET /v1/people`: the people who are in, by email. */
+export interface People {
+  people: Person[];
+}
+
+/** A person of the team. */
+export interface Person {
+  /** When they were added (ms since the epoch). */
+  created_at: number;
+  email: string;
+  id: string;
+  role: Role;
+}
+
+/** One person. */
+export interface PersonOne {
+  person: Person;
+}
+
+/** `DELETE /v1/people/{email}`: removed, and every token of theirs revoked. */
+export interface PersonRemoved {
+  removed: string;
+}
+
 /** Where in a turn a step's tree was taken, when not after a tool call. */
 export type Phase = "start" | "end";
 
@@ -428,6 +474,12 @@ export type Policy = "ask" | "auto" | "governed";
 
 /** Where sandboxes of an environment run. */
 export type Provider = "local" | "docker" | "kubernetes" | "e2b";
+
+/**
+ * What a person may do: an admin adds and removes people, sees and revokes anyone's tokens and
+ * may act for another person; a member acts as themselves only.
+ */
+export type Role = "admin" | "member";
 
 /** One driver process executing one turn. */
 export interface Run {
@@ -576,6 +628,40 @@ export interface StreamEvent {
 /** A message, a steer. */
 export interface Text {
   text: string;
+}
+
+/** The token just made: shown once, only its hash is kept. */
+export interface TokenCreated {
+  expires_at: number;
+  id: string;
+  name: string;
+  person: string;
+  /** The bearer token; this is its only copy. */
+  token: string;
+}
+
+/** A token as lists show it: never the token, never its hash. */
+export interface TokenInfo {
+  /** Times are ms since the epoch. */
+  created_at: number;
+  expires_at?: number | null;
+  id: string;
+  /** When it was last used, to the minute. */
+  last_used_at?: number | null;
+  /** What its person called it (empty when unnamed). */
+  name: string;
+  person: string;
+  revoked_at?: number | null;
+}
+
+/** `DELETE /v1/tokens/{id}`. */
+export interface TokenRevoked {
+  revoked: string;
+}
+
+/** `GET /v1/tokens`: your tokens (everyone's for an admin), oldest first. */
+export interface Tokens {
+  tokens: TokenInfo[];
 }
 
 /** `GET /v1/sessions/{id}/transcript`: the session's conversation. */

@@ -375,7 +375,7 @@
       'form',
       { class: 'card signin', id: 'signin' },
       h('h1', {}, 'Sign in to hangar'),
-      h('p', {}, 'Paste your API token. Make one on the server with ', h('code', {}, 'hangar token create --person EMAIL'), '.'),
+      h('p', {}, 'Paste your API token. Make one on the server with ', h('code', {}, 'hangar token create --person EMAIL'), ' (the token is its last line).'),
       h('label', { for: 'token' }, 'API token'),
       input,
       h('button', { type: 'submit', class: 'primary' }, 'Sign in'),

@@ -25,6 +25,7 @@ mod forks;
 mod harness_checks;
 mod migrate;
 mod model;
+mod people;
 mod runs;
 mod secrets;
 mod sessions;
@@ -43,7 +44,10 @@ pub use harness_checks::HarnessCheck;
 pub use migrate::{Backend, KNOWN_SCHEMA_VERSION};
 pub use model::*;
 pub use steering::AnswerRecord;
-pub use tokens::{CreatedToken, Person, hash_token};
+pub use tokens::{
+    CreatedToken, DEFAULT_LIFETIME_MS, LAST_USED_GRANULARITY_MS, MAX_LIFETIME_MS, NewToken, Person,
+    hash_token,
+};
 pub use vault::{Secret, Vault, VaultError};
 
 /// Milliseconds since the Unix epoch, the unit of every timestamp in the store.

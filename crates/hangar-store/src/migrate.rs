@@ -73,6 +73,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0006_run_leases.sql"),
         postgres: include_str!("../migrations/postgres/0006_run_leases.sql"),
     },
+    Migration {
+        version: 7,
+        name: "people_tokens",
+        sqlite: include_str!("../migrations/sqlite/0007_people_tokens.sql"),
+        postgres: include_str!("../migrations/postgres/0007_people_tokens.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -449,4 +449,56 @@ pub struct ApiToken {
     pub created_at: i64,
     /// When it was revoked.
     pub revoked_at: Option<i64>,
+    /// What its person called it (empty when unnamed).
+    pub name: String,
+    /// When it stops working (`None` only for tokens of a database written before expiry).
+    pub expires_at: Option<i64>,
+    /// When it last authenticated a request, to the minute.
+    pub last_used_at: Option<i64>,
+}
+
+/// What a person may do: an admin manages people and acts for others; a member acts as
+/// themselves only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Adds and removes people, sees and revokes anyone's tokens, acts for another person.
+    Admin,
+    /// Acts as themselves.
+    Member,
+}
+
+impl Role {
+    /// The stored (and shown) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Member => "member",
+        }
+    }
+
+    /// The role named `s`.
+    pub fn parse(s: &str) -> Result<Role, crate::StoreError> {
+        match s {
+            "admin" => Ok(Role::Admin),
+            "member" => Ok(Role::Member),
+            other => Err(crate::StoreError::Invalid(format!(
+                "role {other:?} is not admin or member"
+            ))),
+        }
+    }
+}
+
+/// A person of the team: who tokens speak for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonRecord {
+    /// Their id.
+    pub id: String,
+    /// Their email, unique among people.
+    pub email: String,
+    /// What they may do.
+    pub role: Role,
+    /// When they were added (or added again).
+    pub created_at: i64,
+    /// When they were removed; their tokens were revoked then.
+    pub removed_at: Option<i64>,
 }

@@ -5,15 +5,20 @@
 //! Authentication hashes the presented token and looks the hash up: the lookup key is a hash
 //! of a 256-bit secret, so its timing tells an attacker nothing useful.
 //!
-//! Non-goals: scopes and expiry (later), sessions or cookies.
+//! A token lives at most 365 days (90 by default) and speaks for its person only while they are
+//! in the people table; making and revoking one is audited with the acting person.
+//!
+//! Non-goals: scopes, sessions or cookies.
 
 use std::fmt;
 
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::db::{Cols, read_db, write_db};
+use crate::audit::{AppendAudit, canonical_json};
+use crate::db::{Cols, in_tx, read_db, write_db};
 use crate::error::StoreError;
-use crate::model::ApiToken;
+use crate::model::{ApiToken, Role};
 use crate::{Store, new_id, now_ms};
 
 const PREFIX: &str = "hgr_";
@@ -26,6 +31,8 @@ pub struct CreatedToken {
     pub id: String,
     /// The bearer token.
     pub token: String,
+    /// When it stops working (ms since the epoch).
+    pub expires_at: i64,
 }
 
 impl fmt::Debug for CreatedToken {
@@ -33,6 +40,7 @@ impl fmt::Debug for CreatedToken {
         f.debug_struct("CreatedToken")
             .field("id", &self.id)
             .field("token", &"[redacted]")
+            .field("expires_at", &self.expires_at)
             .finish()
     }
 }
@@ -44,6 +52,8 @@ pub struct Person {
     pub email: String,
     /// The token they used.
     pub token_id: String,
+    /// What they may do.
+    pub role: Role,
 }
 
 /// The stored form of a token: SHA-256 of its bytes, lowercase hex.
@@ -64,80 +74,200 @@ fn token_from(r: &impl Cols) -> Result<ApiToken, StoreError> {
         token_hash: r.text("token_hash")?,
         created_at: r.int("created_at")?,
         revoked_at: r.opt_int("revoked_at")?,
+        name: r.text("name")?,
+        expires_at: r.opt_int("expires_at")?,
+        last_used_at: r.opt_int("last_used_at")?,
     })
 }
 
+const TOKEN_COLS: &str =
+    "id, person, token_hash, created_at, revoked_at, name, expires_at, last_used_at";
+
+/// How long a token lives when its maker does not say: 90 days.
+pub const DEFAULT_LIFETIME_MS: i64 = 90 * 24 * 3600 * 1000;
+/// The longest a token may live: 365 days (a token that never expires is refused).
+pub const MAX_LIFETIME_MS: i64 = 365 * 24 * 3600 * 1000;
+/// `last_used_at` is written at most this often per token, so a busy token does not turn every
+/// request into a write.
+pub const LAST_USED_GRANULARITY_MS: i64 = 60 * 1000;
+
+/// A token to make: for whom, its name, how long it lives, and who makes it (the audit's actor).
+#[derive(Debug, Clone, Copy)]
+pub struct NewToken<'a> {
+    /// The person (an email of the people table, not removed) it speaks for.
+    pub person: &'a str,
+    /// What to call it (may be empty).
+    pub name: &'a str,
+    /// How long it lives, in milliseconds (more than 0, at most [`MAX_LIFETIME_MS`]).
+    pub lifetime_ms: i64,
+    /// Who makes it.
+    pub actor: &'a str,
+}
+
 impl Store {
-    /// Makes a token for `person` (an email); the returned token is the only copy.
-    pub async fn create_token(&self, person: &str) -> Result<CreatedToken, StoreError> {
+    /// Makes a token (audited `token.created` by the actor, in the same transaction); the
+    /// returned token is the only copy. Refused for someone who is not a person here.
+    pub async fn create_token(&self, new: NewToken<'_>) -> Result<CreatedToken, StoreError> {
+        let person = new.person;
         if person.trim().is_empty() || !person.contains('@') {
             return Err(StoreError::Invalid(format!(
                 "{person:?} is not an email address: tokens are made for a person, --person EMAIL"
             )));
         }
+        if new.lifetime_ms <= 0 || new.lifetime_ms > MAX_LIFETIME_MS {
+            return Err(StoreError::Invalid(format!(
+                "a token lives more than nothing and at most 365 days, not {} ms",
+                new.lifetime_ms
+            )));
+        }
+        if new.name.chars().count() > 100 || new.name.chars().any(char::is_control) {
+            return Err(StoreError::Invalid(
+                "a token's name is at most 100 characters, with no control characters".into(),
+            ));
+        }
         let mut bytes = zeroize::Zeroizing::new([0u8; 32]);
         getrandom::fill(bytes.as_mut()).map_err(|e| StoreError::Random(e.to_string()))?;
         let token = format!("{PREFIX}{}", hex::encode(*bytes));
         let id = new_id("tok")?;
-        write_db!(self, pool => {
+        let now = now_ms();
+        let expires_at = now.saturating_add(new.lifetime_ms);
+        let detail = canonical_json(&json!({
+            "id": id, "person": person, "name": new.name, "expires_at": expires_at,
+        }));
+        in_tx!(self, tx => {
+            let active: Option<String> = sqlx::query_scalar(
+                "SELECT id FROM people WHERE email = $1 AND removed_at IS NULL",
+            )
+            .bind(person)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if active.is_none() {
+                return Err(StoreError::Invalid(format!(
+                    "{person} is not a person here: an admin adds them first (`hangar person add {person}` on the server's machine, or POST /v1/people)"
+                )));
+            }
             sqlx::query(
-                "INSERT INTO api_tokens (id, person, token_hash, created_at) \
-                 VALUES ($1, $2, $3, $4)",
+                "INSERT INTO api_tokens (id, person, token_hash, created_at, name, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
             )
             .bind(&id)
             .bind(person)
             .bind(hash_token(&token))
-            .bind(now_ms())
-            .execute(pool)
+            .bind(now)
+            .bind(new.name)
+            .bind(expires_at)
+            .execute(&mut *tx)
             .await?;
+            AppendAudit::append_audit(&mut *tx, new.actor, "token.created", detail, now).await?;
         });
-        Ok(CreatedToken { id, token })
+        Ok(CreatedToken {
+            id,
+            token,
+            expires_at,
+        })
     }
 
     /// The token record with this hash, revoked or not.
     pub async fn token_by_hash(&self, token_hash: &str) -> Result<Option<ApiToken>, StoreError> {
-        let sql = "SELECT id, person, token_hash, created_at, revoked_at FROM api_tokens \
-                   WHERE token_hash = $1";
+        let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE token_hash = $1");
         read_db!(self, pool => {
-            let row = sqlx::query(sql).bind(token_hash).fetch_optional(pool).await?;
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(token_hash).fetch_optional(pool).await?;
             row.as_ref().map(token_from).transpose()
         })
     }
 
-    /// The person a bearer token speaks for, or `None` if it is malformed, unknown or revoked.
+    /// The token record with this id, revoked or not.
+    pub async fn token(&self, id: &str) -> Result<Option<ApiToken>, StoreError> {
+        let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE id = $1");
+        read_db!(self, pool => {
+            let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).fetch_optional(pool).await?;
+            row.as_ref().map(token_from).transpose()
+        })
+    }
+
+    /// The person a bearer token speaks for, with their role; `None` if it is malformed,
+    /// unknown, revoked, expired, or its person was removed. Every call reads the database, so
+    /// a revocation on one replica is seen by all at their next request. Marks the token used
+    /// (at most once a minute).
     pub async fn authenticate(&self, token: &str) -> Result<Option<Person>, StoreError> {
         if !well_formed(token) {
             return Ok(None);
         }
-        Ok(self
-            .token_by_hash(&hash_token(token))
-            .await?
-            .filter(|t| t.revoked_at.is_none())
-            .map(|t| Person {
-                email: t.person,
-                token_id: t.id,
-            }))
+        let now = now_ms();
+        let sql = "SELECT t.id, t.person, t.last_used_at, p.role FROM api_tokens t \
+                   JOIN people p ON p.email = t.person \
+                   WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND p.removed_at IS NULL \
+                   AND (t.expires_at IS NULL OR t.expires_at > $2)";
+        let found = read_db!(self, pool => {
+            let row = sqlx::query(sql)
+                .bind(hash_token(token))
+                .bind(now)
+                .fetch_optional(pool)
+                .await?;
+            row.as_ref()
+                .map(|r| -> Result<_, StoreError> {
+                    Ok((
+                        r.text("id")?,
+                        r.text("person")?,
+                        r.opt_int("last_used_at")?,
+                        Role::parse(&r.text("role")?)?,
+                    ))
+                })
+                .transpose()?
+        });
+        let Some((id, email, last_used, role)) = found else {
+            return Ok(None);
+        };
+        if last_used.is_none_or(|t| now - t >= LAST_USED_GRANULARITY_MS) {
+            // Conditional, so replicas racing on one token write it once per minute.
+            write_db!(self, pool => {
+                sqlx::query(
+                    "UPDATE api_tokens SET last_used_at = $2 WHERE id = $1 \
+                     AND (last_used_at IS NULL OR last_used_at <= $3)",
+                )
+                .bind(&id)
+                .bind(now)
+                .bind(now - LAST_USED_GRANULARITY_MS)
+                .execute(pool)
+                .await?;
+            });
+        }
+        Ok(Some(Person {
+            email,
+            token_id: id,
+            role,
+        }))
     }
 
-    /// Revokes a token; true if it was active.
-    pub async fn revoke_token(&self, id: &str) -> Result<bool, StoreError> {
-        let n = write_db!(self, pool => {
-            sqlx::query("UPDATE api_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
-                .bind(id)
-                .bind(now_ms())
-                .execute(pool)
-                .await?
-                .rows_affected()
+    /// Revokes a token, by `actor` (audited `token.revoked`); true if it was active.
+    pub async fn revoke_token(&self, id: &str, actor: &str) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let revoked = in_tx!(self, tx => {
+            let person: Option<String> = sqlx::query_scalar(
+                "UPDATE api_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL \
+                 RETURNING person",
+            )
+            .bind(id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(person) = &person {
+                let detail = canonical_json(&json!({"id": id, "person": person}));
+                AppendAudit::append_audit(&mut *tx, actor, "token.revoked", detail, now).await?;
+            }
+            person.is_some()
         });
-        Ok(n > 0)
+        Ok(revoked)
     }
 
     /// Token records, oldest first; only `person`'s when given.
     pub async fn tokens(&self, person: Option<&str>) -> Result<Vec<ApiToken>, StoreError> {
-        let sql = "SELECT id, person, token_hash, created_at, revoked_at FROM api_tokens \
-                   WHERE $1 IS NULL OR person = $1 ORDER BY created_at, id";
+        let sql = format!(
+            "SELECT {TOKEN_COLS} FROM api_tokens WHERE $1 IS NULL OR person = $1 \
+             ORDER BY created_at, id"
+        );
         read_db!(self, pool => {
-            let rows = sqlx::query(sql).bind(person).fetch_all(pool).await?;
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(person).fetch_all(pool).await?;
             rows.iter().map(token_from).collect()
         })
     }
@@ -157,6 +287,7 @@ mod tests {
         let t = CreatedToken {
             id: "tok-1".into(),
             token: "hgr_secret".into(),
+            expires_at: 0,
         };
         assert!(!format!("{t:?}").contains("secret"));
     }

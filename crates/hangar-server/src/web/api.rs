@@ -26,7 +26,11 @@ const BOARD_MAX: usize = 1000;
 
 /// `GET /v1/me`: the person the token belongs to.
 pub(crate) async fn me(who: Authed) -> Response {
-    Json(api::Me { person: who.email }).into_response()
+    Json(api::Me {
+        role: crate::people::role(who.role),
+        person: who.email,
+    })
+    .into_response()
 }
 
 #[derive(Deserialize)]
