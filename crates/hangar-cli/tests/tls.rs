@@ -2,7 +2,12 @@
 //! here with the real openssl, the CLI trusting it through `HANGAR_CA_FILE`; without that CA the
 //! CLI refuses the server (and never falls back to its own store), and nothing answers in clear.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
