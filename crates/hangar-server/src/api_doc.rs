@@ -39,7 +39,7 @@ fn string() -> Value {
 /// Routes served without a token.
 const PUBLIC: &[&str] = &["/v1/health", "/.well-known/jwks.json", "/v1/openapi.json"];
 /// One documented JSON endpoint.
-fn e(
+pub(crate) fn e(
     method: &'static str,
     path: &'static str,
     summary: &'static str,

@@ -159,15 +159,7 @@ async fn revoke_token(State(plane): S, who: Authed, Path(id): Path<String>) -> A
 }
 
 pub(crate) fn endpoints() -> Vec<Endpoint> {
-    let e = |method, path, summary, request, response, status| Endpoint {
-        method,
-        path,
-        summary,
-        request,
-        response,
-        stream: false,
-        status,
-    };
+    use crate::api_doc::e;
     vec![
         e(
             "GET",

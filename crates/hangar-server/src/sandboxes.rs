@@ -279,15 +279,7 @@ async fn get_environment(State(plane): S, _who: Authed, Path(name): Path<String>
 
 /// This module's endpoints, for the OpenAPI document.
 pub(crate) fn endpoints() -> Vec<Endpoint> {
-    let e = |method, path, summary, request, response, status| Endpoint {
-        method,
-        path,
-        summary,
-        request,
-        response,
-        stream: false,
-        status,
-    };
+    use crate::api_doc::e;
     vec![
         e(
             "GET",
