@@ -981,6 +981,8 @@ mod loggen {
                 seq,
                 kind: kind.into(),
                 outcome: hangar_protocol::runlog::CommandOutcome::Done,
+                // As a real driver writes it: the command's sealed sender.
+                person: Some("ada@example.com".into()),
             });
         }
 
@@ -1081,6 +1083,8 @@ mod loggen {
                             decision: hangar_protocol::runlog::ApprovalDecision::Allow,
                             by: "command".into(),
                             seq: Some(self.seq),
+                            person: Some("ada@example.com".into()),
+                            note: None,
                         });
                     }
                     if self.rng.percent(5) {
@@ -1184,6 +1188,8 @@ mod loggen {
                             decision: hangar_protocol::runlog::ApprovalDecision::Allow,
                             by: "command".into(),
                             seq: Some(self.seq),
+                            person: Some("ada@example.com".into()),
+                            note: None,
                         });
                     }
                     let out = self.output();

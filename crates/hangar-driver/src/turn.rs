@@ -267,6 +267,8 @@ impl Turn {
                             decision: ApprovalDecision::Cancelled,
                             by: "harness".into(),
                             seq: None,
+                            person: None,
+                            note: None,
                         });
                     }
                 }
@@ -436,6 +438,8 @@ impl Turn {
             decision: ApprovalDecision::Allow,
             by: by.into(),
             seq: None,
+            person: None,
+            note: None,
         });
     }
 
@@ -467,6 +471,8 @@ impl Turn {
             },
             by: "tower".into(),
             seq: None,
+            person: None,
+            note: None,
         });
     }
 
@@ -527,7 +533,7 @@ impl Turn {
                 };
                 self.answer_ended(&c);
             }
-            Err(refusal) => self.inbox.refuse(&self.log, &name, Some(&cmd), &refusal),
+            Err(refusal) => self.inbox.refuse_checked(&self.log, &name, &cmd, &refusal),
         }
     }
 
@@ -565,6 +571,8 @@ impl Turn {
             },
             by: "command".into(),
             seq: Some(cmd.seq),
+            person: cmd.sender().map(str::to_owned),
+            note: cmd.note().filter(|_| !allow).map(str::to_owned),
         });
         Ok(())
     }

@@ -132,6 +132,7 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                 seq,
                 command,
                 outcome,
+                person,
             } if outcome == "done"
                 && matches!(command.as_str(), "prompt" | "steer" | "interrupt") =>
             {
@@ -139,7 +140,7 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                     seq: *seq,
                     command: command.clone(),
                     text: None,
-                    by: None,
+                    by: person.clone(),
                 });
             }
             EventKind::UserMessage { text } => out.push(Entry::User { text: text.clone() }),
@@ -216,6 +217,7 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                 request_id,
                 decision,
                 by,
+                person,
                 ..
             } => {
                 let at = approvals.iter().rev().find(|(r, _)| r == request_id);
@@ -232,7 +234,7 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                 };
                 if let Some(a) = slot {
                     a.decision = Some(decision.clone());
-                    a.by = Some(by.clone());
+                    a.by = Some(person.clone().unwrap_or_else(|| by.clone()));
                 }
             }
             EventKind::Verify {

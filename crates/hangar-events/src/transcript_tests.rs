@@ -19,6 +19,7 @@ fn evs(kinds: Vec<EventKind>) -> Vec<ProgressEvent> {
 
 fn acked(seq: u64, command: &str) -> EventKind {
     EventKind::CommandAcked {
+        person: None,
         seq,
         command: command.into(),
         outcome: "done".into(),
@@ -52,6 +53,8 @@ fn calls_carry_their_approval_and_result() {
             tool_use_id: Some("t1".into()),
         },
         EventKind::ApprovalAnswered {
+            note: None,
+            person: None,
             request_id: "r1".into(),
             decision: "deny".into(),
             by: "command".into(),
@@ -130,6 +133,8 @@ fn orphans_verify_and_failures_are_kept() {
             tool_use_id: Some("gone".into()),
         },
         EventKind::ApprovalAnswered {
+            note: None,
+            person: None,
             request_id: "r9".into(),
             decision: "cancelled".into(),
             by: "command".into(),
@@ -158,6 +163,7 @@ fn orphans_verify_and_failures_are_kept() {
             message: "boom".into(),
         },
         EventKind::CommandAcked {
+            person: None,
             seq: 4,
             command: "steer".into(),
             outcome: "ended".into(),

@@ -86,6 +86,8 @@ fn claude_turn_with_an_approved_bash_call() {
     assert_eq!(
         k[4],
         &EventKind::ApprovalAnswered {
+            note: None,
+            person: None,
             request_id: request_id.clone(),
             decision: "allow".into(),
             by: "command".into(),
@@ -95,6 +97,7 @@ fn claude_turn_with_an_approved_bash_call() {
     assert_eq!(
         k[5],
         &EventKind::CommandAcked {
+            person: None,
             seq: 2,
             command: "approve".into(),
             outcome: "done".into()
@@ -237,7 +240,7 @@ fn claude_turn_interrupted() {
     );
     assert!(
         find(&events, "command_acked").iter().any(|k| matches!(k,
-            EventKind::CommandAcked { seq: 2, command, outcome } if command == "interrupt" && outcome == "done")),
+            EventKind::CommandAcked { seq: 2, command, outcome, .. } if command == "interrupt" && outcome == "done")),
         "{events:#?}"
     );
     assert!(

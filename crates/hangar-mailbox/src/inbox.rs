@@ -383,6 +383,7 @@ impl Inbox {
             seq: cmd.seq,
             kind: kind.to_string(),
             outcome: CommandOutcome::Done,
+            person: cmd.sender().map(str::to_owned),
         });
         self.ack(log, name, Some(cmd), AckStatus::Done, "");
     }
@@ -397,18 +398,44 @@ impl Inbox {
             seq: cmd.seq,
             kind: c.verified.kind.to_string(),
             outcome: CommandOutcome::Ended,
+            person: cmd.sender().map(str::to_owned),
         });
         self.ack(log, &c.name, Some(cmd), AckStatus::Ended, ENDED);
         c.verified.kind.is_message().then_some(cmd.seq)
     }
 
-    /// Refuses a command: signed ack and a `hangar.refused` line; nothing is executed.
+    /// Refuses a command that failed its checks: signed ack and a `hangar.refused` line;
+    /// nothing is executed. The line names no sender: an unchecked command's `by` proves
+    /// nothing.
     pub fn refuse(
         &mut self,
         log: &dyn Journal,
         name: &str,
         cmd: Option<&Command>,
         refusal: &Refusal,
+    ) {
+        self.refusal(log, name, cmd, refusal, None);
+    }
+
+    /// Refuses a command that passed its checks but could not be carried out (an answer to a
+    /// request already answered, a harness that would not take it); the line names its sender.
+    pub fn refuse_checked(
+        &mut self,
+        log: &dyn Journal,
+        name: &str,
+        cmd: &Command,
+        refusal: &Refusal,
+    ) {
+        self.refusal(log, name, Some(cmd), refusal, cmd.sender());
+    }
+
+    fn refusal(
+        &mut self,
+        log: &dyn Journal,
+        name: &str,
+        cmd: Option<&Command>,
+        refusal: &Refusal,
+        person: Option<&str>,
     ) {
         let reason = refusal.to_string();
         log.line(&HangarLine::Refused {
@@ -417,6 +444,7 @@ impl Inbox {
             kind: cmd.map(|c| c.kind.clone()),
             code: refusal.code().to_owned(),
             reason: reason.clone(),
+            person: person.map(str::to_owned),
         });
         self.ack(log, name, cmd, AckStatus::Refused, &reason);
     }

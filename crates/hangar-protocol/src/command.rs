@@ -189,6 +189,19 @@ impl Command {
     pub fn request_id(&self) -> Option<&str> {
         self.body.get("request_id").and_then(Value::as_str)
     }
+
+    /// The body's `by`: the person who sent the command, sealed with it. The driver writes it
+    /// into the run log's lines about the command, so the log alone says who answered what
+    /// (the control plane records answers from the log, and a crash between the ack and that
+    /// record loses nothing).
+    pub fn sender(&self) -> Option<&str> {
+        self.body.get("by").and_then(Value::as_str)
+    }
+
+    /// The person's own words with a `deny` (its `message`), if any.
+    pub fn note(&self) -> Option<&str> {
+        self.body.get("message").and_then(Value::as_str)
+    }
 }
 
 /// Body constructors, so callers never spell the field names.
@@ -219,6 +232,14 @@ pub mod body {
             m.insert("message".into(), Value::String(msg.into()));
         }
         Value::Object(m)
+    }
+
+    /// `body` naming the person who sends it (see [`Command::sender`]).
+    pub fn by(mut body: Value, person: &str) -> Value {
+        if let Value::Object(m) = &mut body {
+            m.insert("by".into(), Value::String(person.into()));
+        }
+        body
     }
 }
 
@@ -383,6 +404,11 @@ impl Verifier {
 
 fn check_body(kind: Kind, body: &Value) -> Result<(), &'static str> {
     let obj = body.as_object().ok_or("body is not an object")?;
+    match obj.get("by") {
+        None => {}
+        Some(Value::String(s)) if !s.is_empty() => {}
+        Some(_) => return Err("by must be a non-empty string"),
+    }
     match kind {
         Kind::Prompt | Kind::Steer => match obj.get("text") {
             Some(Value::String(s)) if !s.is_empty() => Ok(()),

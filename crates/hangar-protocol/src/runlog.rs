@@ -131,12 +131,15 @@ pub enum HangarLine {
     },
     /// A command passed every check and was carried out (`outcome: "done"`) or arrived after the
     /// harness had gone and was answered `"ended"`.
+    /// `person` is who sent it (the command's sealed `by`), when it names one.
     #[serde(rename = "hangar.command")]
     Command {
         name: String,
         seq: u64,
         kind: String,
         outcome: CommandOutcome,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        person: Option<String>,
     },
     /// A command was refused; nothing was executed. `code` is machine-readable (e.g. `bad_mac`,
     /// `replay`, `nonce_reuse`, `wrong_run`, `unknown_kind`, `not_json`, `too_large`,
@@ -150,6 +153,8 @@ pub enum HangarLine {
         kind: Option<String>,
         code: String,
         reason: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        person: Option<String>,
     },
     /// The harness asks whether a tool may run; a person answers with `approve` or `deny`.
     #[serde(rename = "hangar.approval")]
@@ -162,7 +167,8 @@ pub enum HangarLine {
     },
     /// A permission request was answered. `decision` is `allow`, `deny` or `cancelled` (the
     /// harness withdrew it, e.g. after an interrupt); `by` is `command` (with its `seq`) or
-    /// `policy` (e.g. `auto`).
+    /// `policy` (e.g. `auto`). An answer by command names its `person` (the command's sealed
+    /// `by`) and, with a deny, the person's `note`.
     #[serde(rename = "hangar.approval_answered")]
     ApprovalAnswered {
         request_id: String,
@@ -170,6 +176,10 @@ pub enum HangarLine {
         by: String,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         seq: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        person: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        note: Option<String>,
     },
     /// The turn is over and the driver is exiting with `status` (0 success, 1 harness error,
     /// harness gone without a result, or the job's check failed; 130 interrupted with no new

@@ -20,9 +20,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::OnceLock;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use sqlx::types::Json;
 
+use crate::audit::{AppendAudit, canonical_json};
 use crate::db::{Cols, in_tx, read_db};
 use crate::error::StoreError;
 use crate::migrate::Backend;
@@ -261,7 +262,17 @@ pub(crate) fn storable(v: &Value) -> Cow<'_, Value> {
     }
 }
 
-/// Applies a [`SliceEffect`] in a commit's transaction: the same SQL on both backends.
+/// An audit record a slice's effect owes: appended once every effect of the slice is applied,
+/// so a slice takes the audit chain's head after every row it changes, as a sender recording
+/// a command does (rows, then the head): on PostgreSQL two orders would deadlock.
+struct OwedAudit {
+    actor: String,
+    action: &'static str,
+    detail: String,
+}
+
+/// Applies a [`SliceEffect`] in a commit's transaction: the same SQL on both backends. Returns
+/// the audit record it owes, if any.
 trait ApplyEffect {
     async fn apply(
         &mut self,
@@ -269,7 +280,7 @@ trait ApplyEffect {
         session: &str,
         now: i64,
         effect: &SliceEffect<'_>,
-    ) -> Result<(), sqlx::Error>;
+    ) -> Result<Option<OwedAudit>, StoreError>;
 }
 
 macro_rules! impl_apply_effect {
@@ -281,7 +292,79 @@ macro_rules! impl_apply_effect {
                 session: &str,
                 now: i64,
                 effect: &SliceEffect<'_>,
-            ) -> Result<(), sqlx::Error> {
+            ) -> Result<Option<OwedAudit>, StoreError> {
+                // A person's answer: recorded from the log (the sender records none), and
+                // audited in the same transaction when it changed something, so a slice read
+                // twice (a watcher restarted) audits it once.
+                match *effect {
+                    SliceEffect::CommandAnswered {
+                        seq,
+                        status,
+                        reason,
+                        sent: Some(sent),
+                    } => {
+                        let recorded: Option<i64> = sqlx::query_scalar(
+                            "INSERT INTO commands (run_id, seq, kind, body, sent_by, sent_at, \
+                             ack_status, ack_reason, acked_at) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $6) \
+                             ON CONFLICT (run_id, seq) DO UPDATE SET \
+                             ack_status = excluded.ack_status, ack_reason = excluded.ack_reason, \
+                             acked_at = excluded.acked_at WHERE commands.ack_status IS NULL \
+                             RETURNING seq",
+                        )
+                        .bind(run_id)
+                        .bind(seq)
+                        .bind(sent.kind)
+                        .bind(Json(json!({})))
+                        .bind(sent.person)
+                        .bind(now)
+                        .bind(status.as_str())
+                        .bind(reason)
+                        .fetch_optional(&mut *self)
+                        .await?;
+                        return Ok(recorded.map(|_| OwedAudit {
+                            actor: sent.person.to_owned(),
+                            action: "command.acked",
+                            detail: canonical_json(&json!({
+                                "run": run_id, "seq": seq, "status": status.as_str(), "reason": reason,
+                            })),
+                        }));
+                    }
+                    SliceEffect::ApprovalAnsweredByCommand {
+                        request_id,
+                        decision,
+                        person: Some(person),
+                        note,
+                        ..
+                    } => {
+                        let recorded: Option<String> = sqlx::query_scalar(
+                            "UPDATE approvals SET decision = $3, answered_by = $4, \
+                             answer_note = $5, answered_at = $6 \
+                             WHERE run_id = $1 AND request_id = $2 AND decision IS NULL \
+                             RETURNING request_id",
+                        )
+                        .bind(run_id)
+                        .bind(request_id)
+                        .bind(decision.as_str())
+                        .bind(person)
+                        .bind(note)
+                        .bind(now)
+                        .fetch_optional(&mut *self)
+                        .await?;
+                        let mut detail = json!({
+                            "run": run_id, "request_id": request_id, "decision": decision.as_str(),
+                        });
+                        if let Some(note) = note {
+                            detail["note"] = json!(note);
+                        }
+                        return Ok(recorded.map(|_| OwedAudit {
+                            actor: person.to_owned(),
+                            action: "approval.answered",
+                            detail: canonical_json(&detail),
+                        }));
+                    }
+                    _ => {}
+                }
                 let q = match *effect {
                     SliceEffect::ApprovalRequested {
                         request_id,
@@ -321,6 +404,7 @@ macro_rules! impl_apply_effect {
                         seq,
                         status,
                         reason,
+                        ..
                     } => sqlx::query(
                         "UPDATE commands SET ack_status = $3, ack_reason = $4, acked_at = $5 \
                          WHERE run_id = $1 AND seq = $2 AND ack_status IS NULL",
@@ -334,6 +418,7 @@ macro_rules! impl_apply_effect {
                         request_id,
                         decision,
                         seq,
+                        ..
                     } => sqlx::query(
                         "UPDATE approvals SET decision = $3, answered_by = COALESCE(\
                          (SELECT sent_by FROM commands WHERE run_id = $1 AND seq = $4), 'command'), \
@@ -347,7 +432,7 @@ macro_rules! impl_apply_effect {
                     .bind(now),
                 };
                 q.execute(&mut *self).await?;
-                Ok(())
+                Ok(None)
             }
         }
     };
@@ -416,10 +501,17 @@ impl<'e> Grouped<'e> {
                         g.settled.push((request_id, decision, by, note));
                     }
                 }
+                // A person's answer is audited as it is recorded: applied on its own.
+                SliceEffect::ApprovalAnsweredByCommand {
+                    person: Some(_), ..
+                }
+                | SliceEffect::CommandAnswered { sent: Some(_), .. } => return None,
                 SliceEffect::ApprovalAnsweredByCommand {
                     request_id,
                     decision,
                     seq,
+                    person: None,
+                    ..
                 } => {
                     if answered.insert(request_id) {
                         g.by_command.push((request_id, decision, seq));
@@ -429,6 +521,7 @@ impl<'e> Grouped<'e> {
                     seq,
                     status,
                     reason,
+                    sent: None,
                 } => {
                     if acked.insert(seq) {
                         g.commands.push((seq, status, reason));
@@ -569,7 +662,7 @@ trait ApplyGrouped {
         run_id: &str,
         session: &str,
         now: i64,
-    ) -> Result<(), sqlx::Error>;
+    ) -> Result<(), StoreError>;
 }
 
 macro_rules! impl_apply_grouped {
@@ -581,7 +674,7 @@ macro_rules! impl_apply_grouped {
                 run_id: &str,
                 session: &str,
                 now: i64,
-            ) -> Result<(), sqlx::Error> {
+            ) -> Result<(), StoreError> {
                 let pg = $postgres;
                 for chunk in effect_chunks(&g.requested) {
                     let mut q =
@@ -745,8 +838,12 @@ impl Store {
             match Grouped::of(effects) {
                 Some(g) => ApplyGrouped::apply_grouped(&mut *tx, &g, run_id, &session, now).await?,
                 None => {
+                    let mut owed = Vec::new();
                     for effect in effects {
-                        ApplyEffect::apply(&mut *tx, run_id, &session, now, effect).await?;
+                        owed.extend(ApplyEffect::apply(&mut *tx, run_id, &session, now, effect).await?);
+                    }
+                    for a in owed {
+                        AppendAudit::append_audit(&mut *tx, &a.actor, a.action, a.detail, now).await?;
                     }
                 }
             }

@@ -43,7 +43,6 @@ pub use forks::{Fork, NewFork};
 pub use harness_checks::HarnessCheck;
 pub use migrate::{Backend, KNOWN_SCHEMA_VERSION};
 pub use model::*;
-pub use steering::AnswerRecord;
 pub use tokens::{
     CreatedToken, DEFAULT_LIFETIME_MS, LAST_USED_GRANULARITY_MS, MAX_LIFETIME_MS, NewToken, Person,
     hash_token,

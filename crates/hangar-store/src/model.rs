@@ -347,9 +347,9 @@ pub enum SliceEffect<'a> {
     /// The harness's own session (or thread) id, for the run's session to resume next turn.
     HarnessSession(&'a str),
     /// The driver answered command `seq` (the run log's `hangar.command` / `hangar.refused`):
-    /// recorded unless an answer is already (the sender records the ack it waited for; this
-    /// records the ones nobody waited for, e.g. a prompt, or the sender's control plane was
-    /// killed before it recorded it).
+    /// recorded unless an answer is already (the first answer stands). The log is the one
+    /// source of a command's answer: the sender returns at the driver's signed ack and records
+    /// nothing of it.
     CommandAnswered {
         /// The command's sequence number.
         seq: i64,
@@ -357,10 +357,15 @@ pub enum SliceEffect<'a> {
         status: AckStatus,
         /// Why, for a refusal or an end.
         reason: Option<&'a str>,
+        /// Who sent it and its kind, when the command named its sender (its sealed `by`): the
+        /// command's row is made if the sender has not written it yet, and the ack is audited
+        /// (`command.acked`, by that person) when it is recorded.
+        sent: Option<SentBy<'a>>,
     },
     /// A person's answer, carried out by the driver (`approval_answered` by `command` `seq`):
-    /// recorded unless the request is answered already, as answered by the command's sender
-    /// (the control plane that sent it may have been killed before it recorded the answer).
+    /// recorded unless the request is answered already, as answered by `person` (the command's
+    /// sealed sender; without one, the command's recorded sender), with their `note`, and
+    /// audited (`approval.answered`) when it is recorded.
     ApprovalAnsweredByCommand {
         /// The request's id.
         request_id: &'a str,
@@ -368,7 +373,20 @@ pub enum SliceEffect<'a> {
         decision: Decision,
         /// The command that carried it.
         seq: i64,
+        /// Who sent the command, as the log says.
+        person: Option<&'a str>,
+        /// The person's words with a deny.
+        note: Option<&'a str>,
     },
+}
+
+/// Who sent a command and its kind, as the run log says ([`SliceEffect::CommandAnswered`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentBy<'a> {
+    /// The command's kind (`approve`, `steer`, ...).
+    pub kind: &'a str,
+    /// The person.
+    pub person: &'a str,
 }
 
 /// What [`crate::Store::commit_events`] can store: an event's kind and its JSON text.

@@ -13,7 +13,6 @@ use crate::audit::{AppendAudit, canonical_json};
 use crate::db::{Cols, in_tx, read_db, write_db};
 use crate::error::StoreError;
 use crate::events::storable;
-use crate::migrate::Backend;
 use crate::model::*;
 use crate::{Store, now_ms};
 
@@ -21,18 +20,6 @@ const COMMAND_COLS: &str =
     "run_id, seq, kind, body, sent_by, sent_at, ack_status, ack_reason, acked_at";
 const APPROVAL_COLS: &str = "run_id, request_id, tool_name, input, requested_at, decision, \
      answered_by, answer_note, answered_at";
-
-/// A person's answer to a permission request, recorded in the transaction of the ack of the
-/// command that carried it ([`Store::record_ack_audited`]).
-#[derive(Debug, Clone, Copy)]
-pub struct AnswerRecord<'a> {
-    /// The request answered.
-    pub request_id: &'a str,
-    /// Allow or deny.
-    pub decision: Decision,
-    /// The reason given with a denial.
-    pub note: Option<&'a str>,
-}
 
 fn command_from(r: &impl Cols) -> Result<Command, StoreError> {
     Ok(Command {
@@ -119,7 +106,10 @@ impl Store {
     }
 
     /// Records a command sent to a run by `sent_by` and its audit record (`command.sent`:
-    /// run, seq, kind) in one transaction.
+    /// run, seq, kind) in one transaction. The sender writes this after the command landed,
+    /// off its reply's path, so the run's watcher may have made the command's row from the
+    /// driver's answer already: then this fills in what only the sender knows (the body, when
+    /// it was sent) and leaves the answer as it is.
     pub async fn record_command_sent(
         &self,
         run_id: &str,
@@ -133,7 +123,9 @@ impl Store {
         in_tx!(self, tx => {
             sqlx::query(
                 "INSERT INTO commands (run_id, seq, kind, body, sent_by, sent_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                 VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (run_id, seq) DO UPDATE SET body = excluded.body, \
+                 sent_at = excluded.sent_at",
             )
             .bind(run_id)
             .bind(seq)
@@ -146,88 +138,6 @@ impl Store {
             AppendAudit::append_audit(&mut *tx, sent_by, "command.sent", detail, now).await?;
         });
         Ok(())
-    }
-
-    /// In one transaction: the driver's ack of command `seq` ([`Store::record_ack`]: the first
-    /// ack stands) and its audit record (`command.acked`, by `person`); with `answer` (a
-    /// person's approval answer the command carried out), the answer (the first answer stands;
-    /// an unknown request is left alone) and its audit record (`approval.answered`). True if
-    /// the ack was recorded now. A command that was never recorded is
-    /// [`StoreError::NotFound`], and nothing is written.
-    pub async fn record_ack_audited(
-        &self,
-        run_id: &str,
-        seq: i64,
-        status: AckStatus,
-        reason: Option<&str>,
-        person: &str,
-        answer: Option<AnswerRecord<'_>>,
-    ) -> Result<bool, StoreError> {
-        let acked = canonical_json(
-            &json!({"run": run_id, "seq": seq, "status": status.as_str(), "reason": reason}),
-        );
-        let answered = answer.map(|a| {
-            canonical_json(&json!({"run": run_id, "request_id": a.request_id, "decision": a.decision.as_str()}))
-        });
-        let now = now_ms();
-        let postgres = self.backend() == Backend::Postgres;
-        let fresh = in_tx!(self, tx => {
-            if postgres {
-                // The run's row first, as a watcher's slice takes it (`commit_slice`): the slice
-                // that carries the same answer writes the approval, then the command; this
-                // transaction the command, then the approval. Without one lock taken first by
-                // both, two replicas deadlock (SQLite's writes are serial already).
-                sqlx::query("SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE")
-                    .bind(run_id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            let n = sqlx::query(
-                "UPDATE commands SET ack_status = $3, ack_reason = $4, acked_at = $5 \
-                 WHERE run_id = $1 AND seq = $2 AND ack_status IS NULL",
-            )
-            .bind(run_id)
-            .bind(seq)
-            .bind(status.as_str())
-            .bind(reason)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if n == 0 {
-                let found: Option<i64> =
-                    sqlx::query_scalar("SELECT seq FROM commands WHERE run_id = $1 AND seq = $2")
-                        .bind(run_id)
-                        .bind(seq)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                if found.is_none() {
-                    return Err(StoreError::NotFound {
-                        what: "command",
-                        key: format!("{run_id}/{seq}"),
-                    });
-                }
-            }
-            AppendAudit::append_audit(&mut *tx, person, "command.acked", acked, now).await?;
-            if let (Some(a), Some(detail)) = (answer, answered) {
-                sqlx::query(
-                    "UPDATE approvals SET decision = $3, answered_by = $4, answer_note = $5, \
-                     answered_at = $6 WHERE run_id = $1 AND request_id = $2 AND decision IS NULL",
-                )
-                .bind(run_id)
-                .bind(a.request_id)
-                .bind(a.decision.as_str())
-                .bind(person)
-                .bind(a.note)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-                AppendAudit::append_audit(&mut *tx, person, "approval.answered", detail, now)
-                    .await?;
-            }
-            n > 0
-        });
-        Ok(fresh)
     }
 
     /// Command `seq` of a run.

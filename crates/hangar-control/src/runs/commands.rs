@@ -7,7 +7,7 @@ use std::time::Duration;
 use hangar_mailbox::outbox::{Delivery, Mailbox, Outcome};
 use hangar_protocol::command::body;
 use hangar_protocol::{Kind, RunKey};
-use hangar_store::{AckStatus, AnswerRecord, Decision};
+use hangar_store::{AckStatus, Store};
 use serde_json::{Value, json};
 
 use super::Runs;
@@ -55,8 +55,14 @@ impl Runs {
         Ok(m)
     }
 
-    /// Sends one command, recording and auditing it; then, as `then` says, returns or waits
-    /// for the signed ack (and records it with the approval answer the command carried).
+    /// Sends one command and records that it was sent (with its `command.sent` audit record);
+    /// then, as `then` says, returns or waits for the driver's signed ack.
+    ///
+    /// A command sent for a reply names its sender, sealed in its body (`by`): the driver
+    /// writes that into the run log's lines about the command, and the run's watcher records
+    /// the ack and any approval answer from there, audited as that person. So the answer has
+    /// one writer and one source, the log: the reply goes back at the ack, and a crash between
+    /// the ack and the record loses nothing (the watcher reads the log again).
     pub(crate) async fn deliver(
         &self,
         mailbox: &Mailbox,
@@ -64,12 +70,15 @@ impl Runs {
         kind: Kind,
         b: Value,
         person: &str,
-        then: Then<'_>,
+        then: Then,
     ) -> Result<(Outcome, bool), ControlError> {
+        let b = match then {
+            Then::Ack => body::by(b, person),
+            Then::Return => b,
+        };
         let (m, b2) = (mailbox.clone(), b.clone());
         // A message is recorded before it lands (scripts/chaos: a server killed between the
-        // two left a steer the harness had and the store did not); answers and interrupts
-        // after, off their latency (the watcher records their answers from the log).
+        // two left a steer the harness had and the store did not).
         let recorded_first = kind.is_message();
         let delivery = if recorded_first {
             let (store, run, who, b3) = (
@@ -109,38 +118,33 @@ impl Runs {
             }
         };
         let seq = i64::try_from(sent.command.seq).unwrap_or(i64::MAX);
-        // Two write transactions a command where it can be (under load each one queues behind
-        // the watchers' commits): the command with its audit record, then its ack with its own
-        // (and the approval answer it carried out with its record). A message was recorded
-        // before it landed: its audit record follows on its own.
-        if recorded_first {
-            self.store
-                .audit()
-                .append(
-                    person,
-                    "command.sent",
-                    &json!({"run": run_id, "seq": seq, "kind": kind.as_str()}),
-                )
-                .await?;
-        } else {
-            self.store
-                .record_command_sent(run_id, seq, kind.as_str(), &b, person)
-                .await?;
+        let record = sent_record(
+            self.store.clone(),
+            run_id.to_owned(),
+            seq,
+            kind,
+            b,
+            person.to_owned(),
+            recorded_first,
+        );
+        match then {
+            // The prompts of a turn that is starting: recorded before the turn is said started.
+            Then::Return => {
+                record.await?;
+                return Ok((Outcome::Done, true));
+            }
+            // Off the reply's path: under load each write queues behind the watchers' commits,
+            // and the person waits for the driver, not for the database.
+            Then::Ack => {
+                let run = run_id.to_owned();
+                tokio::spawn(async move {
+                    if let Err(e) = record.await {
+                        tracing::warn!(run = %run, seq, error = %e, "cannot record a command as sent");
+                    }
+                });
+            }
         }
-        let answer = match then {
-            Then::Return => return Ok((Outcome::Done, true)),
-            Then::Ack { answer } => answer,
-        };
         let outcome = crate::runs::live::wait_ack(mailbox, &sent, ACK_TIMEOUT).await?;
-        let (status, reason) = match &outcome {
-            Outcome::Done => (AckStatus::Done, None),
-            Outcome::Refused(r) => (AckStatus::Refused, Some(r.clone())),
-            Outcome::Ended { .. } => (AckStatus::Ended, Some("the turn has ended".to_owned())),
-        };
-        let answer = answer.filter(|_| outcome == Outcome::Done);
-        self.store
-            .record_ack_audited(run_id, seq, status, reason.as_deref(), person, answer)
-            .await?;
         Ok((outcome, true))
     }
 
@@ -153,7 +157,7 @@ impl Runs {
     ) -> Result<Reply, ControlError> {
         if let Some(run) = self.store.live_run_of(session_id).await? {
             match self
-                .command(&run.id, Kind::Steer, body::text(text), person, None)
+                .command(&run.id, Kind::Steer, body::text(text), person)
                 .await?
             {
                 Reply::Ended { .. } => {}
@@ -177,7 +181,7 @@ impl Runs {
         person: &str,
     ) -> Result<Reply, ControlError> {
         match self
-            .command(run_id, Kind::Steer, body::text(text), person, None)
+            .command(run_id, Kind::Steer, body::text(text), person)
             .await?
         {
             Reply::Ended { .. } => {
@@ -200,11 +204,12 @@ impl Runs {
         run_id: &str,
         person: &str,
     ) -> Result<Reply, ControlError> {
-        self.command(run_id, Kind::Interrupt, body::empty(), person, None)
+        self.command(run_id, Kind::Interrupt, body::empty(), person)
             .await
     }
 
-    /// Answers a pending permission request, recording who answered.
+    /// Answers a pending permission request. Returns at the driver's ack; the run's watcher
+    /// records the answer, its note and who gave it from the run log ([`Runs::deliver`]).
     pub async fn answer(
         self: &Arc<Self>,
         run_id: &str,
@@ -219,18 +224,7 @@ impl Runs {
         } else {
             (Kind::Deny, body::deny(request_id, reason))
         };
-        // Recorded (with its audit record) in the ack's transaction when the driver carried it
-        // out; an answer to a request already answered or unknown changes no approval.
-        let answer = AnswerRecord {
-            request_id,
-            decision: if allow {
-                Decision::Allow
-            } else {
-                Decision::Deny
-            },
-            note: reason,
-        };
-        self.command(run_id, kind, b, person, Some(answer)).await
+        self.command(run_id, kind, b, person).await
     }
 
     async fn command(
@@ -239,7 +233,6 @@ impl Runs {
         kind: Kind,
         b: Value,
         person: &str,
-        answer: Option<AnswerRecord<'_>>,
     ) -> Result<Reply, ControlError> {
         if self.one_shots.lock().is_ok_and(|o| o.contains(run_id)) {
             return Ok(Reply::Refused {
@@ -264,7 +257,7 @@ impl Runs {
         };
         Ok(
             match self
-                .deliver(&mailbox, run_id, kind, b, person, Then::Ack { answer })
+                .deliver(&mailbox, run_id, kind, b, person, Then::Ack)
                 .await?
             {
                 (Outcome::Ended { .. }, true) => Reply::HandedBack {
@@ -289,9 +282,37 @@ impl Runs {
 }
 
 /// What [`Runs::deliver`] does once the command landed.
-pub(crate) enum Then<'a> {
+pub(crate) enum Then {
     /// Returns (the prompts of a turn that is starting: no driver reads them yet).
     Return,
-    /// Waits for the driver's ack and records it, with `answer` if the command carried one.
-    Ack { answer: Option<AnswerRecord<'a>> },
+    /// Waits for the driver's ack (the watcher records it, from the run log).
+    Ack,
+}
+
+/// Records that command `seq` was sent: a message's `command.sent` audit record (the message
+/// itself was recorded before it landed), or any other command with its audit record.
+async fn sent_record(
+    store: Store,
+    run: String,
+    seq: i64,
+    kind: Kind,
+    b: Value,
+    person: String,
+    recorded_first: bool,
+) -> Result<(), ControlError> {
+    if recorded_first {
+        store
+            .audit()
+            .append(
+                &person,
+                "command.sent",
+                &json!({"run": run, "seq": seq, "kind": kind.as_str()}),
+            )
+            .await?;
+    } else {
+        store
+            .record_command_sent(&run, seq, kind.as_str(), &b, &person)
+            .await?;
+    }
+    Ok(())
 }

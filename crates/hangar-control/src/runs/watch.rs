@@ -10,8 +10,8 @@ use std::time::Duration;
 use hangar_events::watcher::DEFAULT_MAX_BYTES;
 use hangar_events::{Batch, EventKind, Hook, LogReader, Manifest, ParseContext, ProgressEvent};
 use hangar_store::{
-    AckStatus, Decision, EncodedEvent, Run, SliceEffect, Store, StoreError, TurnState, TurnUpdate,
-    Usage,
+    AckStatus, Decision, EncodedEvent, Run, SentBy, SliceEffect, Store, StoreError, TurnState,
+    TurnUpdate, Usage,
 };
 use serde_json::json;
 
@@ -453,9 +453,14 @@ async fn record_harness_argv(
     }
 }
 
+/// The sender of a command as its log line names it.
+fn sent_by<'a>(kind: &'a str, person: Option<&'a str>) -> Option<SentBy<'a>> {
+    person.map(|person| SentBy { kind, person })
+}
+
 /// What a slice changes in the store besides its events, committed with them: permission
-/// requests, answers given without a person (the policy, or the harness withdrew the request;
-/// a person's answer is recorded when it is sent), and the harness's session id.
+/// requests, answers (a person's too: the sender records none), the driver's answers to
+/// commands, and the harness's session id.
 fn effects_of(events: &[ProgressEvent]) -> Vec<SliceEffect<'_>> {
     events
         .iter()
@@ -473,13 +478,15 @@ fn effects_of(events: &[ProgressEvent]) -> Vec<SliceEffect<'_>> {
                 tool_name,
                 input,
             }),
-            // A person's answer is recorded when it is sent; if the sender was stopped before
-            // it recorded it, the driver's line records it here (the first answer stands).
+            // A person's answer is recorded here only, from the driver's line (which names the
+            // person, from the command's sealed `by`): the sender returns at the ack.
             EventKind::ApprovalAnswered {
                 request_id,
                 decision,
                 by,
                 seq: Some(seq),
+                person,
+                note,
             } if by == "command" => Some(SliceEffect::ApprovalAnsweredByCommand {
                 request_id,
                 decision: if decision == "allow" {
@@ -488,10 +495,16 @@ fn effects_of(events: &[ProgressEvent]) -> Vec<SliceEffect<'_>> {
                     Decision::Deny
                 },
                 seq: i64::try_from(*seq).unwrap_or(i64::MAX),
+                person: person.as_deref(),
+                note: note.as_deref(),
             }),
-            // The driver's answers to commands, for those nobody waited for (a prompt) or whose
-            // sender was stopped before it recorded the answer.
-            EventKind::CommandAcked { seq, outcome, .. } => Some(SliceEffect::CommandAnswered {
+            // The driver's answers to commands: the log is their one source.
+            EventKind::CommandAcked {
+                seq,
+                command,
+                outcome,
+                person,
+            } => Some(SliceEffect::CommandAnswered {
                 seq: i64::try_from(*seq).unwrap_or(i64::MAX),
                 status: if outcome == "ended" {
                     AckStatus::Ended
@@ -499,15 +512,21 @@ fn effects_of(events: &[ProgressEvent]) -> Vec<SliceEffect<'_>> {
                     AckStatus::Done
                 },
                 reason: (outcome == "ended").then_some("the turn has ended"),
+                sent: sent_by(command, person.as_deref()),
             }),
             EventKind::CommandRefused {
                 seq: Some(seq),
+                command,
                 reason,
+                person,
                 ..
             } => Some(SliceEffect::CommandAnswered {
                 seq: i64::try_from(*seq).unwrap_or(i64::MAX),
                 status: AckStatus::Refused,
                 reason: Some(reason),
+                sent: command
+                    .as_deref()
+                    .and_then(|c| sent_by(c, person.as_deref())),
             }),
             EventKind::ApprovalAnswered {
                 request_id,

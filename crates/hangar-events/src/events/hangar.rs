@@ -132,23 +132,30 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
             }
         }
         HangarLine::Command {
-            seq, kind, outcome, ..
+            seq,
+            kind,
+            outcome,
+            person,
+            ..
         } => EventKind::CommandAcked {
             seq,
             command: kind,
             outcome: outcome.to_string(),
+            person,
         },
         HangarLine::Refused {
             seq,
             kind,
             code,
             reason,
+            person,
             ..
         } => EventKind::CommandRefused {
             seq,
             command: kind,
             code,
             reason,
+            person,
         },
         HangarLine::Approval {
             request_id,
@@ -169,11 +176,15 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
             decision,
             by,
             seq,
+            person,
+            note,
         } => EventKind::ApprovalAnswered {
             request_id,
             decision: decision.to_string(),
             by,
             seq,
+            person,
+            note,
         },
         HangarLine::TurnEnd {
             status,

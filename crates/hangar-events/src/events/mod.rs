@@ -119,6 +119,12 @@ pub enum EventKind {
         by: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         seq: Option<u64>,
+        /// Who sent the answering command (its sealed `by`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        person: Option<String>,
+        /// The person's words with a deny.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
     },
     /// `hangar.command`: command `seq` of kind `command` (`prompt`, `steer`, `interrupt`,
     /// `approve`, `deny`, `end`) was carried out (`outcome` `done`) or answered `ended`.
@@ -126,6 +132,9 @@ pub enum EventKind {
         seq: u64,
         command: String,
         outcome: String,
+        /// Who sent it (the command's sealed `by`), when it names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        person: Option<String>,
     },
     /// `hangar.refused`: a command was refused and nothing was executed; `code` is
     /// machine-readable (`bad_mac`, `replay`, `unknown_request`, …), `reason` in words.
@@ -136,6 +145,9 @@ pub enum EventKind {
         command: Option<String>,
         code: String,
         reason: String,
+        /// Who sent it, when the command passed its checks and names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        person: Option<String>,
     },
     /// `hangar.tree`: the workspace's tree `tree` (a digest) after the tool call `tool_use_id`,
     /// or at the turn's `phase` (`start` | `end`), taken in `ms`; `skipped` as the line gives it.

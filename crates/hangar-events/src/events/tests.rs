@@ -49,6 +49,7 @@ fn hangar_lines() {
         (
             r#"{"type":"hangar.command","name":"0000000001-ab.cmd","seq":1,"kind":"prompt","outcome":"done"}"#,
             EventKind::CommandAcked {
+                person: None,
                 seq: 1,
                 command: "prompt".into(),
                 outcome: "done".into(),
@@ -57,6 +58,7 @@ fn hangar_lines() {
         (
             r#"{"type":"hangar.refused","name":"x.cmd","seq":4,"kind":"approve","code":"unknown_request","reason":"no such request"}"#,
             EventKind::CommandRefused {
+                person: None,
                 seq: Some(4),
                 command: Some("approve".into()),
                 code: "unknown_request".into(),
@@ -66,6 +68,7 @@ fn hangar_lines() {
         (
             r#"{"type":"hangar.refused","name":"x.cmd","code":"not_json","reason":"not JSON"}"#,
             EventKind::CommandRefused {
+                person: None,
                 seq: None,
                 command: None,
                 code: "not_json".into(),
@@ -84,6 +87,8 @@ fn hangar_lines() {
         (
             r#"{"type":"hangar.approval_answered","request_id":"r1","decision":"allow","by":"command","seq":2}"#,
             EventKind::ApprovalAnswered {
+                note: None,
+                person: None,
                 request_id: "r1".into(),
                 decision: "allow".into(),
                 by: "command".into(),
@@ -230,6 +235,7 @@ fn events_serialize_flat_with_their_kind_and_round_trip() {
     let ev = ProgressEvent {
         offset: 9,
         kind: EventKind::CommandAcked {
+            person: None,
             seq: 1,
             command: "prompt".into(),
             outcome: "done".into(),

@@ -15,17 +15,19 @@ crate::common::suite!(
     an_ack_racing_the_watchers_slice_on_another_replica_commits_both,
 );
 
-/// Two replicas on one database: one records the driver's ack of an approval command (the
-/// sender's transaction: command, audit chain, approval), the other's watcher commits the log
-/// slice that carries the same answer (run cursor, events, approval, command) at the same time.
-/// Both must commit, whichever order the rows are reached in: PostgreSQL reported `deadlock
-/// detected` here before the ack's transaction took the run's row first, as the slice does.
+/// Two replicas on one database: one's sender records that it sent an approval command (the
+/// command and its `command.sent` record, off its reply's path), the other's watcher commits
+/// the log slice that carries the same command's answer (run cursor, events, the command's ack
+/// and the approval, with their audit records) at the same time. Both must commit, whichever
+/// comes first: the slice takes the audit chain's head after its rows, as the sender does, or
+/// PostgreSQL reports `deadlock detected`.
 async fn an_ack_racing_the_watchers_slice_on_another_replica_commits_both(kind: Kind) {
     let db = TestDb::new(kind).await;
     let sender = db.open_with_vault().await;
     let watcher = db.open_with_vault().await;
     let (_, turn) = seed(&sender).await;
     seed_run(&sender, &turn.id, "run-1").await;
+    let (head, _) = sender.audit().head().await.unwrap();
     let rounds = 60;
     for seq in 1..=rounds {
         let request = format!("req-{seq}");
@@ -33,50 +35,49 @@ async fn an_ack_racing_the_watchers_slice_on_another_replica_commits_both(kind: 
             .upsert_approval_requested("run-1", &request, "Bash", &json!({"command": "ls"}))
             .await
             .unwrap();
-        sender
-            .record_command_sent("run-1", seq, "approve", &json!({}), "ada@example.com")
-            .await
-            .unwrap();
         let effects = [
             SliceEffect::ApprovalAnsweredByCommand {
                 request_id: &request,
                 decision: Decision::Allow,
                 seq,
+                person: Some("ada@example.com"),
+                note: None,
             },
             SliceEffect::CommandAnswered {
                 seq,
                 status: AckStatus::Done,
                 reason: None,
+                sent: Some(SentBy {
+                    kind: "approve",
+                    person: "ada@example.com",
+                }),
             },
         ];
-        let answer = AnswerRecord {
-            request_id: &request,
-            decision: Decision::Allow,
-            note: None,
-        };
+        let body = json!({"request_id": request, "by": "ada@example.com"});
         let events = [ev("approval", seq)];
-        let (slice, ack) = tokio::join!(
+        let (slice, sent) = tokio::join!(
             watcher.commit_slice("run-1", (seq - 1) * 10, seq * 10, &events, None, &effects),
-            sender.record_ack_audited(
-                "run-1",
-                seq,
-                AckStatus::Done,
-                None,
-                "ada@example.com",
-                Some(answer)
-            ),
+            sender.record_command_sent("run-1", seq, "approve", &body, "ada@example.com"),
         );
         slice.unwrap_or_else(|e| panic!("round {seq}: the watcher's slice failed: {e}"));
-        ack.unwrap_or_else(|e| panic!("round {seq}: the sender's ack failed: {e}"));
+        sent.unwrap_or_else(|e| panic!("round {seq}: the sender's record failed: {e}"));
         let a = sender.approval("run-1", &request).await.unwrap();
         assert_eq!(a.decision, Some(Decision::Allow), "round {seq}");
         assert_eq!(a.answered_by.as_deref(), Some("ada@example.com"));
+        let c = sender.command("run-1", seq).await.unwrap();
         assert_eq!(
-            sender.command("run-1", seq).await.unwrap().ack,
-            Some(AckStatus::Done)
+            (c.ack, &c.body),
+            (Some(AckStatus::Done), &body),
+            "round {seq}"
         );
     }
     assert_eq!(sender.run("run-1").await.unwrap().log_cursor, rounds * 10);
+    // Each round audited once each: sent, acked, answered.
+    let records = sender.audit().records(head, 1000).await.unwrap();
+    for action in ["command.sent", "command.acked", "approval.answered"] {
+        let n = records.iter().filter(|r| r.action == action).count();
+        assert_eq!(n, usize::try_from(rounds).unwrap(), "{action}");
+    }
     db.cleanup().await;
 }
 
@@ -401,46 +402,57 @@ async fn approvals_pending_and_answered_once(kind: Kind) {
     db.cleanup().await;
 }
 
-/// What `ControlPlane::answer` writes, in two transactions: the command with its
-/// `command.sent` record, then the ack with `command.acked` and the approval answer with
-/// `approval.answered`; a first answer or ack stands; an ack of an unknown command writes nothing.
+/// A person's answer has one writer, the run's watcher, from the driver's log lines (which
+/// name the command's sealed sender and a deny's note): it records the command's ack and the
+/// approval with their audit records once, whether the sender recorded the command before or
+/// after, however often the same lines are read (a restarted watcher); a later answer to the
+/// same request changes nothing; the sender's record fills in only what it knows.
 async fn a_command_its_ack_and_an_answer_commit_with_their_audit_records(kind: Kind) {
     let db = TestDb::new(kind).await;
     let store = db.open_with_vault().await;
     let (_, turn) = seed(&store).await;
     seed_run(&store, &turn.id, "run-1").await;
-    store
-        .upsert_approval_requested("run-1", "req-1", "Bash", &json!({"command": "ls"}))
-        .await
-        .unwrap();
+    for r in ["req-1", "req-2"] {
+        store
+            .upsert_approval_requested("run-1", r, "Bash", &json!({"command": "ls"}))
+            .await
+            .unwrap();
+    }
     let (head, _) = store.audit().head().await.unwrap();
+    let sent = |kind, person| Some(SentBy { kind, person });
 
-    let body = json!({"request_id": "req-1"});
+    // Command 1: the sender's record first, then the watcher's.
+    let body = json!({"request_id": "req-1", "by": "ada@example.com"});
     store
         .record_command_sent("run-1", 1, "deny", &body, "ada@example.com")
         .await
         .unwrap();
     let c = store.command("run-1", 1).await.unwrap();
     assert_eq!((c.kind.as_str(), &c.body, c.ack), ("deny", &body, None));
-    assert_eq!(c.sent_by, "ada@example.com");
-    let answer = AnswerRecord {
-        request_id: "req-1",
-        decision: Decision::Deny,
-        note: Some("too broad"),
-    };
-    assert!(
-        store
-            .record_ack_audited(
-                "run-1",
-                1,
-                AckStatus::Done,
-                None,
-                "ada@example.com",
-                Some(answer)
-            )
-            .await
-            .unwrap()
-    );
+    let first = [
+        SliceEffect::ApprovalAnsweredByCommand {
+            request_id: "req-1",
+            decision: Decision::Deny,
+            seq: 1,
+            person: Some("ada@example.com"),
+            note: Some("too broad"),
+        },
+        SliceEffect::CommandAnswered {
+            seq: 1,
+            status: AckStatus::Done,
+            reason: None,
+            sent: sent("deny", "ada@example.com"),
+        },
+    ];
+    store
+        .commit_slice("run-1", 0, 10, &[ev("a", 1)], None, &first)
+        .await
+        .unwrap();
+    // The same lines again (a watcher restarted before its cursor moved on): nothing new.
+    store
+        .commit_slice("run-1", 10, 20, &[ev("a", 1)], None, &first)
+        .await
+        .unwrap();
     let a = store.approval("run-1", "req-1").await.unwrap();
     assert_eq!(a.decision, Some(Decision::Deny));
     assert_eq!(a.answered_by.as_deref(), Some("ada@example.com"));
@@ -450,46 +462,74 @@ async fn a_command_its_ack_and_an_answer_commit_with_their_audit_records(kind: K
         Some(AckStatus::Done)
     );
 
-    // A second answer (another command) does not change the first; its records are still kept.
+    // Command 2: the watcher first (the sender's record was late, or lost with its process):
+    // the command's row is made from the log; the sender's record fills in the body.
+    let second = [
+        SliceEffect::ApprovalAnsweredByCommand {
+            request_id: "req-2",
+            decision: Decision::Allow,
+            seq: 2,
+            person: Some("bob@example.com"),
+            note: None,
+        },
+        SliceEffect::CommandAnswered {
+            seq: 2,
+            status: AckStatus::Done,
+            reason: None,
+            sent: sent("approve", "bob@example.com"),
+        },
+    ];
     store
-        .record_command_sent("run-1", 2, "approve", &json!({}), "bob@example.com")
+        .commit_slice("run-1", 20, 30, &[ev("b", 2)], None, &second)
         .await
         .unwrap();
-    let again = AnswerRecord {
-        request_id: "req-1",
-        decision: Decision::Allow,
-        note: None,
-    };
+    let c = store.command("run-1", 2).await.unwrap();
+    assert_eq!(
+        (c.kind.as_str(), c.sent_by.as_str(), c.ack),
+        ("approve", "bob@example.com", Some(AckStatus::Done))
+    );
+    let body2 = json!({"request_id": "req-2", "by": "bob@example.com"});
     store
-        .record_ack_audited(
-            "run-1",
-            2,
-            AckStatus::Done,
-            None,
-            "bob@example.com",
-            Some(again),
-        )
+        .record_command_sent("run-1", 2, "approve", &body2, "bob@example.com")
+        .await
+        .unwrap();
+    let c = store.command("run-1", 2).await.unwrap();
+    assert_eq!((&c.body, c.ack), (&body2, Some(AckStatus::Done)));
+    assert_eq!(
+        store
+            .approval("run-1", "req-2")
+            .await
+            .unwrap()
+            .answered_by
+            .as_deref(),
+        Some("bob@example.com")
+    );
+
+    // Command 3 answers req-1 again (the driver refuses that; a forged line would say done):
+    // the first answer stands, and no `approval.answered` record is written for it.
+    let third = [
+        SliceEffect::ApprovalAnsweredByCommand {
+            request_id: "req-1",
+            decision: Decision::Allow,
+            seq: 3,
+            person: Some("bob@example.com"),
+            note: None,
+        },
+        SliceEffect::CommandAnswered {
+            seq: 3,
+            status: AckStatus::Refused,
+            reason: Some("already answered"),
+            sent: sent("approve", "bob@example.com"),
+        },
+    ];
+    store
+        .commit_slice("run-1", 30, 40, &[ev("c", 3)], None, &third)
         .await
         .unwrap();
     let a = store.approval("run-1", "req-1").await.unwrap();
-    assert_eq!(a.answered_by.as_deref(), Some("ada@example.com"));
-    // The first ack stands.
-    assert!(
-        !store
-            .record_ack_audited(
-                "run-1",
-                2,
-                AckStatus::Refused,
-                Some("late"),
-                "bob@example.com",
-                None
-            )
-            .await
-            .unwrap()
-    );
     assert_eq!(
-        store.command("run-1", 2).await.unwrap().ack,
-        Some(AckStatus::Done)
+        (a.decision, a.answered_by.as_deref()),
+        (Some(Decision::Deny), Some("ada@example.com"))
     );
 
     let records = store.audit().records(head, 100).await.unwrap();
@@ -507,13 +547,23 @@ async fn a_command_its_ack_and_an_answer_commit_with_their_audit_records(kind: K
             ),
             (
                 "ada@example.com",
+                "approval.answered",
+                r#"{"decision":"deny","note":"too broad","request_id":"req-1","run":"run-1"}"#
+            ),
+            (
+                "ada@example.com",
                 "command.acked",
                 r#"{"reason":null,"run":"run-1","seq":1,"status":"done"}"#
             ),
             (
-                "ada@example.com",
+                "bob@example.com",
                 "approval.answered",
-                r#"{"decision":"deny","request_id":"req-1","run":"run-1"}"#
+                r#"{"decision":"allow","request_id":"req-2","run":"run-1"}"#
+            ),
+            (
+                "bob@example.com",
+                "command.acked",
+                r#"{"reason":null,"run":"run-1","seq":2,"status":"done"}"#
             ),
             (
                 "bob@example.com",
@@ -523,39 +573,14 @@ async fn a_command_its_ack_and_an_answer_commit_with_their_audit_records(kind: K
             (
                 "bob@example.com",
                 "command.acked",
-                r#"{"reason":null,"run":"run-1","seq":2,"status":"done"}"#
-            ),
-            (
-                "bob@example.com",
-                "approval.answered",
-                r#"{"decision":"allow","request_id":"req-1","run":"run-1"}"#
-            ),
-            (
-                "bob@example.com",
-                "command.acked",
-                r#"{"reason":"late","run":"run-1","seq":2,"status":"refused"}"#
+                r#"{"reason":"already answered","run":"run-1","seq":3,"status":"refused"}"#
             ),
         ]
     );
-    // An ack of a command never sent writes nothing, audit record included.
-    let (before, _) = store.audit().head().await.unwrap();
-    assert!(matches!(
-        store
-            .record_ack_audited(
-                "run-1",
-                9,
-                AckStatus::Done,
-                None,
-                "ada@example.com",
-                Some(answer)
-            )
-            .await,
-        Err(StoreError::NotFound { .. })
-    ));
-    assert_eq!(store.audit().head().await.unwrap().0, before);
+    let (end, _) = store.audit().head().await.unwrap();
     assert_eq!(
         store.audit().verify().await.unwrap(),
-        u64::try_from(before).unwrap()
+        u64::try_from(end).unwrap()
     );
     db.cleanup().await;
 }

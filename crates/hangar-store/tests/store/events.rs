@@ -357,38 +357,47 @@ async fn a_slice_records_the_drivers_answers_nobody_recorded(kind: Kind) {
         .unwrap();
     let effects = [
         SliceEffect::CommandAnswered {
+            sent: None,
             seq: 1,
             status: AckStatus::Done,
             reason: None,
         },
         SliceEffect::ApprovalAnsweredByCommand {
+            note: None,
+            person: None,
             request_id: "req-1",
             decision: Decision::Allow,
             seq: 2,
         },
         SliceEffect::CommandAnswered {
+            sent: None,
             seq: 2,
             status: AckStatus::Done,
             reason: None,
         },
         // Recorded already by its sender: the first answer stands.
         SliceEffect::CommandAnswered {
+            sent: None,
             seq: 3,
             status: AckStatus::Done,
             reason: None,
         },
         SliceEffect::ApprovalAnsweredByCommand {
+            note: None,
+            person: None,
             request_id: "req-2",
             decision: Decision::Allow,
             seq: 4,
         },
         SliceEffect::CommandAnswered {
+            sent: None,
             seq: 4,
             status: AckStatus::Refused,
             reason: Some("already answered"),
         },
         // A command the store never heard of: nothing to record.
         SliceEffect::CommandAnswered {
+            sent: None,
             seq: 9,
             status: AckStatus::Done,
             reason: None,
@@ -455,11 +464,14 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
             0..=2 => effects.extend([
                 requested,
                 SliceEffect::CommandAnswered {
+                    sent: None,
                     seq,
                     status: AckStatus::Done,
                     reason: None,
                 },
                 SliceEffect::ApprovalAnsweredByCommand {
+                    note: None,
+                    person: None,
                     request_id: req,
                     decision: if i % 3 == 0 {
                         Decision::Allow
@@ -484,6 +496,8 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
                     note: Some("deny"),
                 },
                 SliceEffect::ApprovalAnsweredByCommand {
+                    note: None,
+                    person: None,
                     request_id: req,
                     decision: Decision::Allow,
                     seq,
@@ -499,16 +513,19 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
             // A command answered twice (the first stands), one never sent.
             5 => effects.extend([
                 SliceEffect::CommandAnswered {
+                    sent: None,
                     seq,
                     status: AckStatus::Refused,
                     reason: Some("no"),
                 },
                 SliceEffect::CommandAnswered {
+                    sent: None,
                     seq,
                     status: AckStatus::Done,
                     reason: None,
                 },
                 SliceEffect::CommandAnswered {
+                    sent: None,
                     seq: seq + 1000,
                     status: AckStatus::Done,
                     reason: None,
