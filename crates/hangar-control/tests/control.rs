@@ -297,6 +297,123 @@ fn a_restarted_control_plane_reattaches_and_the_approval_is_still_answerable() {
     });
 }
 
+/// One writer per answer, and nothing lost between the ack and the record: the sender of a
+/// deny records nothing of the answer (here it stops for good right after the driver's ack,
+/// with no control plane running at all), and a control plane that re-attaches later records
+/// it from the run log alone: who answered (the command's sealed sender), the note they gave,
+/// the command's ack, and one audit record of each, in that person's name.
+#[test]
+fn an_answer_is_recorded_from_the_run_log_even_when_its_sender_stopped_at_the_ack() {
+    let env = Env::new(Script::new([
+        bash("echo hi > made.txt"),
+        Step::text("it was refused"),
+    ]));
+    let (run, turn, request, key) = {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let ids = rt.block_on(async {
+            let plane = env.plane().await;
+            let s = plane
+                .runs()
+                .start_session(env.request(Policy::Ask, "make a file"))
+                .await
+                .unwrap();
+            let p = until("a pending approval", async || {
+                plane
+                    .store()
+                    .pending_approvals(&s.run.id)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .next()
+            })
+            .await;
+            let key: [u8; 32] = plane
+                .store()
+                .run_key(&s.run.id)
+                .await
+                .unwrap()
+                .expose()
+                .try_into()
+                .unwrap();
+            (s.run.id, s.turn.id, p.request_id, key)
+        });
+        rt.shutdown_background();
+        ids
+    };
+    // A sender as the control plane is one, stopped at the ack: it seals the deny with its
+    // sender, waits for the driver's signed answer, and writes nothing anywhere.
+    let mailbox = hangar_mailbox::outbox::Mailbox::open_with_key(
+        &env.home.path().join("hangar"),
+        &run,
+        hangar_protocol::RunKey::from_bytes(key),
+    )
+    .unwrap();
+    let b = hangar_protocol::command::body::by(
+        hangar_protocol::command::body::deny(&request, Some("too broad")),
+        "ada@example.com",
+    );
+    let hangar_mailbox::outbox::Delivery::Landed(sent) =
+        mailbox.send(hangar_protocol::Kind::Deny, b).unwrap()
+    else {
+        panic!("the deny did not land")
+    };
+    let outcome = mailbox.wait(&sent, Duration::from_secs(30)).unwrap();
+    assert_eq!(outcome, hangar_mailbox::outbox::Outcome::Done);
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let plane = env.plane().await;
+        let store = plane.store();
+        let a = store.approval(&run, &request).await.unwrap();
+        assert_eq!(
+            a.decision, None,
+            "nothing recorded the answer before a watcher read it"
+        );
+        let (head, _) = store.audit().head().await.unwrap();
+        assert_eq!(plane.reattach().await.unwrap(), 1);
+        let t = wait_turn_ended(&plane, &turn).await;
+        assert_eq!(t.status, Some(0));
+        assert!(!env.work.path().join("made.txt").exists(), "the tool ran");
+        let a = store.approval(&run, &request).await.unwrap();
+        assert_eq!(
+            (a.decision, a.answered_by.as_deref(), a.note.as_deref()),
+            (
+                Some(hangar_store::Decision::Deny),
+                Some("ada@example.com"),
+                Some("too broad")
+            )
+        );
+        let seq = i64::try_from(sent.command.seq).unwrap();
+        let c = store.command(&run, seq).await.unwrap();
+        assert_eq!(
+            (c.kind.as_str(), c.sent_by.as_str(), c.ack),
+            (
+                "deny",
+                "ada@example.com",
+                Some(hangar_store::AckStatus::Done)
+            )
+        );
+        let records = store.audit().records(head, 1000).await.unwrap();
+        let of = |action: &str| {
+            records
+                .iter()
+                .filter(|r| r.action == action && r.detail.contains(&run))
+                .map(|r| (r.actor.clone(), r.detail.clone()))
+                .collect::<Vec<_>>()
+        };
+        let answered = of("approval.answered");
+        assert_eq!(answered.len(), 1, "{answered:?}");
+        assert_eq!(answered[0].0, "ada@example.com");
+        assert!(
+            answered[0].1.contains(r#""note":"too broad""#),
+            "{answered:?}"
+        );
+        let acked = of("command.acked");
+        assert_eq!(acked.len(), 1, "{acked:?}");
+        assert_eq!(acked[0].0, "ada@example.com");
+    });
+}
+
 /// S19 and the next turn: a message for a session whose turn has ended starts the next turn,
 /// which resumes the harness's conversation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
