@@ -72,6 +72,14 @@ async fn tower_trusts_the_keys_hangar_serve_publishes() {
             .args(args);
         c
     };
+    // Ada runs a plain folder (an admin's, issue 20) and reads the whole audit.
+    assert!(
+        hangar(&["person", "add", "--admin", "ada@example.com"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
     let out = hangar(&["token", "create", "--person", "ada@example.com"])
         .output()
         .unwrap();

@@ -59,6 +59,17 @@ impl Server {
             url: String::new(),
             token: String::new(),
         };
+        // Ada runs plain folders (an admin's, issue 20) and reads the whole audit.
+        let made = s
+            .hangar()
+            .args(["person", "add", "--admin", "ada@example.com"])
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
         let out = s
             .hangar()
             .args(["token", "create", "--person", "ada@example.com"])

@@ -102,6 +102,10 @@ pub struct Governance {
     /// or Tower. Their SHA-256 is in each turn's manifest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claude_settings: Option<Value>,
+    /// People (emails) who may answer the approvals of this environment's runs, beside the
+    /// run's owner and the admins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
 }
 
 /// A validated environment.
@@ -485,7 +489,7 @@ fn read_governance(map: &Map<String, Value>) -> Result<Governance, SandboxError>
             return Err(bad(
                 "governance",
                 format!(
-                    "must be a mapping (policy, hook, rules, claude_settings), not {}",
+                    "must be a mapping (policy, hook, rules, claude_settings, approvers), not {}",
                     type_name(v)
                 ),
             ));
@@ -494,7 +498,7 @@ fn read_governance(map: &Map<String, Value>) -> Result<Governance, SandboxError>
     check_keys(
         "governance",
         g,
-        &["policy", "hook", "rules", "claude_settings"],
+        &["policy", "hook", "rules", "claude_settings", "approvers"],
     )?;
     let policy = match given(g, "policy") {
         None => None,
@@ -552,7 +556,39 @@ fn read_governance(map: &Map<String, Value>) -> Result<Governance, SandboxError>
         hook,
         rules,
         claude_settings,
+        approvers: read_approvers(g)?,
     })
+}
+
+/// `governance.approvers`: a list of people's emails (who may answer this environment's
+/// approvals besides the run's owner and the admins).
+fn read_approvers(g: &Map<String, Value>) -> Result<Vec<String>, SandboxError> {
+    const KEY: &str = "governance.approvers";
+    let list = match given(g, "approvers") {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(v) => {
+            return Err(bad(
+                KEY,
+                format!(
+                    "must be a list of people's emails (e.g. [alice@example.com]), not {}",
+                    type_name(v)
+                ),
+            ));
+        }
+    };
+    let mut emails = Vec::with_capacity(list.len());
+    for v in list {
+        let e = string(KEY, v)?.trim();
+        if !e.contains('@') || e.chars().any(char::is_whitespace) {
+            return Err(bad(
+                KEY,
+                format!("{e:?} is not an email address (e.g. alice@example.com)"),
+            ));
+        }
+        emails.push(e.to_owned());
+    }
+    Ok(emails)
 }
 
 /// `resources`: cpu, memory and pids limits, none of which the local provider can keep.
@@ -781,6 +817,28 @@ mod tests {
         assert_eq!(s.governance.hook, Some(HookMode::Required));
         assert!(s.host_network);
         assert_eq!(EnvSpec::from_yaml(&s.to_yaml()).unwrap(), s);
+    }
+
+    #[test]
+    fn approvers_are_a_list_of_emails_and_survive_the_round_trip() {
+        let y = "name: team\nprovider: local\ngovernance:\n  approvers: [carol@example.com]\n";
+        let s = EnvSpec::from_yaml(y).unwrap();
+        assert_eq!(s.governance.approvers, ["carol@example.com"]);
+        let again = EnvSpec::from_value(&s.to_yaml_value()).unwrap();
+        assert_eq!(again, s);
+        for (bad, says) in [
+            ("carol", "must be a list"),
+            ("[carol]", "not an email address"),
+            ("[1]", "must be text"),
+        ] {
+            let e = err(&format!(
+                "name: x\nprovider: local\ngovernance: {{approvers: {bad}}}\n"
+            ));
+            assert!(
+                e.starts_with("governance.approvers:") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

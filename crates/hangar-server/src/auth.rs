@@ -66,7 +66,21 @@ impl Authed {
         what: &str,
         for_person: Option<&str>,
     ) -> ApiError {
-        let detail = json!({"asked": what, "for": for_person, "role": self.role.as_str()});
+        self.refused(plane, "an admin", what, for_person).await
+    }
+
+    /// The 403 "only WHO_MAY may WHAT; EMAIL is a ROLE", after auditing it as
+    /// `access.refused` with this person as the actor (or the audit's own failure: a refusal
+    /// that cannot be recorded is still a refusal).
+    pub(crate) async fn refused(
+        &self,
+        plane: &ControlPlane,
+        who_may: &str,
+        what: &str,
+        for_person: Option<&str>,
+    ) -> ApiError {
+        let detail =
+            json!({"asked": what, "for": for_person, "may": who_may, "role": self.role.as_str()});
         if let Err(e) = plane
             .store()
             .audit()
@@ -76,7 +90,7 @@ impl Authed {
             return e.into();
         }
         ApiError::Forbidden(format!(
-            "only an admin may {what}; {} is a {}",
+            "only {who_may} may {what}; {} is a {}",
             self.email,
             self.role.as_str()
         ))

@@ -20,6 +20,7 @@ pub(crate) async fn fork(
     Path(id): Path<String>,
     Json(b): Json<api::ForkRequest>,
 ) -> Result<axum::response::Response, ApiError> {
+    crate::routes::run_owned(&plane, &who, &id, "fork").await?;
     let f = plane
         .forks()
         .fork(ForkRequest {
@@ -44,9 +45,10 @@ pub(crate) async fn fork(
 
 pub(crate) async fn forks(
     State(plane): State<Arc<ControlPlane>>,
-    _who: Authed,
+    who: Authed,
     Path(id): Path<String>,
 ) -> Result<axum::response::Response, ApiError> {
+    crate::routes::run_owned(&plane, &who, &id, "read the forks of").await?;
     let forks = plane.steps().forks_of_run(&id).await?;
     Ok(Json(api::Forks { run: id, forks }).into_response())
 }

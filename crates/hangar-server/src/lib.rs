@@ -10,6 +10,7 @@ pub mod error;
 mod extract;
 mod fork;
 mod jwks;
+mod owner;
 mod people;
 mod routes;
 mod runlog;
@@ -23,6 +24,16 @@ mod web;
 pub use auth::Authed;
 pub use error::ApiError;
 pub use routes::router;
+
+/// Every route of the API as (method, path): the table the router is built from (a test
+/// checks the OpenAPI document describes exactly these; the permission matrix test needs a
+/// rule for each).
+pub fn route_table() -> Vec<(&'static str, &'static str)> {
+    routes::routes()
+        .into_iter()
+        .map(|(method, path, _)| (method, path))
+        .collect()
+}
 
 use std::net::SocketAddr;
 use std::sync::Arc;

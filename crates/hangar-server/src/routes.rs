@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::auth::Authed;
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
+use crate::owner;
 use crate::sse::{self, StoreEvents};
 use crate::views;
 
@@ -117,6 +118,15 @@ async fn start_session(
     Json(b): Json<api::StartSession>,
 ) -> ApiResult {
     let (harness, policy) = (b.harness, b.policy);
+    // A plain folder runs the agent as the server's own user: admins only (issue 20).
+    if b.no_sandbox {
+        who.require_admin_for_folder(&plane).await?;
+    }
+    if let Some(id) = &b.sandbox {
+        let owned = owner::of_sandbox(&plane, id).await?;
+        who.require_owner(&plane, &owned, &format!("start a session in sandbox {id}"))
+            .await?;
+    }
     let dir = match (b.dir, &b.sandbox) {
         (Some(d), _) => d,
         (None, Some(_)) => PathBuf::new(),
@@ -146,14 +156,43 @@ async fn start_session(
     Ok((StatusCode::CREATED, Json(started)).into_response())
 }
 
-async fn list_sessions(State(plane): S, _who: Authed) -> ApiResult {
+async fn list_sessions(State(plane): S, who: Authed) -> ApiResult {
     let all = plane.store().sessions(None).await?;
-    ok(api::Sessions {
-        sessions: all.iter().map(views::session).collect(),
-    })
+    let mut sessions = Vec::with_capacity(all.len());
+    for s in &all {
+        if who.is_admin() || who.owns(&owner::of_session_row(&plane, s).await?) {
+            sessions.push(views::session(s));
+        }
+    }
+    ok(api::Sessions { sessions })
 }
 
-async fn get_session(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+/// Refuses unless `who` owns session `id` (or is an admin): `what` as in "only … may WHAT".
+async fn session_owned(
+    plane: &ControlPlane,
+    who: &Authed,
+    id: &str,
+    what: &str,
+) -> Result<(), ApiError> {
+    let owned = owner::of_session(plane, id).await?;
+    who.require_owner(plane, &owned, &format!("{what} session {id}"))
+        .await
+}
+
+/// Refuses unless `who` owns run `id` (or is an admin).
+pub(crate) async fn run_owned(
+    plane: &ControlPlane,
+    who: &Authed,
+    id: &str,
+    what: &str,
+) -> Result<(), ApiError> {
+    let owned = owner::of_run(plane, id).await?;
+    who.require_owner(plane, &owned, &format!("{what} run {id}"))
+        .await
+}
+
+async fn get_session(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
+    session_owned(&plane, &who, &id, "read").await?;
     let s = plane.store().session(&id).await?;
     let turns = plane.store().turns(&id).await?;
     ok(api::SessionTurns {
@@ -200,6 +239,7 @@ async fn send_message(
     Path(id): Path<String>,
     Json(b): Json<api::Text>,
 ) -> ApiResult {
+    session_owned(&plane, &who, &id, "send to").await?;
     reply(plane.runs().send(&id, checked(&b)?, &who.email).await?)
 }
 
@@ -222,6 +262,7 @@ async fn steer(
     Query(q): Query<SteerQuery>,
     Json(b): Json<api::Text>,
 ) -> ApiResult {
+    run_owned(&plane, &who, &id, "steer").await?;
     let text = checked(&b)?;
     if !q.next_turn {
         let run = plane.store().run(&id).await?;
@@ -233,10 +274,12 @@ async fn steer(
 }
 
 async fn interrupt(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
+    run_owned(&plane, &who, &id, "interrupt").await?;
     reply(plane.runs().interrupt(&id, &who.email).await?)
 }
 
-async fn transcript(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+async fn transcript(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
+    session_owned(&plane, &who, &id, "read the transcript of").await?;
     let entries = hangar_control::transcript::transcript(plane.store(), &id).await?;
     let entries = serde_json::to_value(entries)
         .map_err(|e| ApiError::Internal(format!("the transcript as JSON: {e}")))?;
@@ -249,11 +292,15 @@ async fn transcript(State(plane): S, _who: Authed, Path(id): Path<String>) -> Ap
     })
 }
 
-async fn get_turn(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+async fn get_turn(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
+    let owned = owner::of_turn(&plane, &id).await?;
+    who.require_owner(&plane, &owned, &format!("read turn {id}"))
+        .await?;
     ok(views::turn(&plane.store().turn(&id).await?))
 }
 
-async fn steps(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+async fn steps(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
+    run_owned(&plane, &who, &id, "read the steps of").await?;
     let steps = plane.steps().steps(&id).await?;
     ok(api::Steps {
         run: id,
@@ -272,18 +319,26 @@ struct DiffQuery {
 
 async fn diff(
     State(plane): S,
-    _who: Authed,
+    who: Authed,
     Path(id): Path<String>,
     Query(q): Query<DiffQuery>,
 ) -> ApiResult {
+    run_owned(&plane, &who, &id, "read the diffs of").await?;
     ok(views::diff(plane.steps().diff(&id, q.from, q.to).await?)?)
 }
 
-async fn get_run(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+/// The run's record: also for its environment's approvers, who need its state to answer.
+async fn get_run(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
+    let owned = owner::of_run(&plane, &id).await?;
+    who.require_approver(&plane, &owned, &format!("read run {id}"))
+        .await?;
     ok(views::run(&plane.store().run(&id).await?))
 }
 
-async fn approvals(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+async fn approvals(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
+    let owned = owner::of_run(&plane, &id).await?;
+    who.require_approver(&plane, &owned, &format!("list the approvals of run {id}"))
+        .await?;
     let pending = plane.store().pending_approvals(&id).await?;
     ok(api::Approvals {
         approvals: pending.iter().map(views::approval).collect(),
@@ -297,6 +352,10 @@ async fn answer(
     Json(b): Json<api::Answer>,
 ) -> ApiResult {
     let allow = b.decision == api::Decision::Allow;
+    let owned = owner::of_run(&plane, &id).await?;
+    let verb = if allow { "approve" } else { "deny" };
+    who.require_approver(&plane, &owned, &format!("{verb} in run {id}"))
+        .await?;
     reply(
         plane
             .runs()
@@ -312,8 +371,21 @@ async fn answer(
     )
 }
 
-async fn pending_approvals(State(plane): S, _who: Authed) -> ApiResult {
-    let live = plane.store().live_runs().await?;
+/// The approvals pending in live runs that this person may answer (their own runs', those of
+/// environments naming them as an approver, or every run's for an admin); `live_runs` counts
+/// the live runs they may see the same way.
+async fn pending_approvals(State(plane): S, who: Authed) -> ApiResult {
+    let all = plane.store().live_runs().await?;
+    let mut live = Vec::with_capacity(all.len());
+    for run in all {
+        // A run whose records are gone half-way is nobody's to answer.
+        let Ok(owned) = owner::of_run_row(&plane, &run).await else {
+            continue;
+        };
+        if who.may_answer(&plane, &owned).await {
+            live.push(run);
+        }
+    }
     let mut approvals = Vec::new();
     for run in &live {
         approvals.extend(plane.store().pending_approvals(&run.id).await?);
@@ -363,45 +435,45 @@ async fn events_page(plane: &ControlPlane, scope: EventScope<'_>, p: &Page) -> A
 
 async fn run_events(
     State(plane): S,
-    _who: Authed,
+    who: Authed,
     Path(id): Path<String>,
     Query(p): Query<Page>,
 ) -> ApiResult {
-    plane.store().run(&id).await?;
+    run_owned(&plane, &who, &id, "read the events of").await?;
     events_page(&plane, EventScope::Run(&id), &p).await
 }
 
 async fn session_events(
     State(plane): S,
-    _who: Authed,
+    who: Authed,
     Path(id): Path<String>,
     Query(p): Query<Page>,
 ) -> ApiResult {
-    plane.store().session(&id).await?;
+    session_owned(&plane, &who, &id, "read the events of").await?;
     events_page(&plane, EventScope::Session(&id), &p).await
 }
 
 async fn run_stream(
     State(plane): S,
-    _who: Authed,
+    who: Authed,
     Path(id): Path<String>,
     headers: HeaderMap,
     Query(p): Query<Page>,
 ) -> ApiResult {
+    run_owned(&plane, &who, &id, "read the events of").await?;
     p.checked()?;
-    plane.store().run(&id).await?;
     Ok(live(&plane, Some(id), None, &headers, &p))
 }
 
 async fn session_stream(
     State(plane): S,
-    _who: Authed,
+    who: Authed,
     Path(id): Path<String>,
     headers: HeaderMap,
     Query(p): Query<Page>,
 ) -> ApiResult {
+    session_owned(&plane, &who, &id, "read the events of").await?;
     p.checked()?;
-    plane.store().session(&id).await?;
     Ok(live(&plane, None, Some(id), &headers, &p))
 }
 
@@ -456,7 +528,11 @@ async fn remove_credential(State(plane): S, who: Authed, Path(name): Path<String
     ok(api::CredentialRemoved { removed: name })
 }
 
-async fn audit(State(plane): S, _who: Authed, Query(p): Query<Page>) -> ApiResult {
+async fn audit(State(plane): S, who: Authed, Query(p): Query<Page>) -> ApiResult {
+    // The audit names everyone's sessions, commands and answers: an admin's to read whole (a
+    // person reads their own turns' records with /v1/turns/{id}/audit).
+    who.require_admin(&plane, "read the whole audit log")
+        .await?;
     let (after, limit) = p.checked()?;
     let records = plane.store().audit().records(after, limit).await?;
     ok(api::AuditRecords {

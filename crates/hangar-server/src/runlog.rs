@@ -41,10 +41,11 @@ pub(crate) struct LogQuery {
 /// gives no lines yet.
 pub(crate) async fn run_log(
     State(plane): State<Arc<ControlPlane>>,
-    _who: Authed,
+    who: Authed,
     UrlPath(id): UrlPath<String>,
     Query(q): Query<LogQuery>,
 ) -> Result<Response, ApiError> {
+    crate::routes::run_owned(&plane, &who, &id, "read the log of").await?;
     let run = plane.store().run(&id).await?;
     let ended = run.state != RunState::Live;
     let path = plane.steps().run_log_path(&run);

@@ -18,6 +18,7 @@ use crate::api_doc::{Endpoint, of};
 use crate::auth::Authed;
 use crate::error::ApiError;
 use crate::extract::{Json, Path, Query};
+use crate::owner;
 use crate::views;
 
 type S = State<Arc<ControlPlane>>;
@@ -60,18 +61,33 @@ async fn create_sandbox(
     Ok((StatusCode::CREATED, Json(api::SandboxOne { sandbox })).into_response())
 }
 
-async fn list_sandboxes(State(plane): S, _who: Authed) -> ApiResult {
+/// Refuses unless `who` owns sandbox `id` or is an admin.
+async fn sandbox_owned(
+    plane: &ControlPlane,
+    who: &Authed,
+    id: &str,
+    what: &str,
+) -> Result<(), ApiError> {
+    let owned = owner::of_sandbox(plane, id).await?;
+    who.require_owner(plane, &owned, &format!("{what} sandbox {id}"))
+        .await
+}
+
+async fn list_sandboxes(State(plane): S, who: Authed) -> ApiResult {
     let sandboxes = plane
         .sandboxes()
         .list_sandboxes()
         .await?
         .into_iter()
+        // Only what this person may see (an admin sees every sandbox).
+        .filter(|sb| who.is_admin() || sb.person == who.email)
         .map(views::sandbox)
         .collect::<Result<_, _>>()?;
     Ok(Json(api::Sandboxes { sandboxes }).into_response())
 }
 
-async fn get_sandbox(State(plane): S, _who: Authed, Path(id): Path<String>) -> ApiResult {
+async fn get_sandbox(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
+    sandbox_owned(&plane, &who, &id, "read").await?;
     let sandbox = views::sandbox(plane.sandboxes().sandbox_view(&id).await?)?;
     Ok(Json(api::SandboxOne { sandbox }).into_response())
 }
@@ -90,6 +106,7 @@ async fn remove_sandbox(
     Path(id): Path<String>,
     Query(q): Query<RemoveQuery>,
 ) -> ApiResult {
+    sandbox_owned(&plane, &who, &id, "remove").await?;
     let sb = plane
         .sandboxes()
         .remove_sandbox(&id, q.keep_logs, q.force, &who.email)
@@ -104,6 +121,7 @@ async fn exec(
     Path(id): Path<String>,
     Json(b): Json<api::ExecRequest>,
 ) -> ApiResult {
+    sandbox_owned(&plane, &who, &id, "run commands in").await?;
     // A program's arguments are C strings: a NUL byte cannot be passed on.
     if let Some(arg) = b.argv.iter().find(|a| a.contains('\0')) {
         return Err(ApiError::BadRequest(format!(
@@ -139,6 +157,7 @@ async fn attach(
     Path(id): Path<String>,
     body: Option<Json<api::AttachRequest>>,
 ) -> ApiResult {
+    sandbox_owned(&plane, &who, &id, "attach to").await?;
     let b = body.map(|Json(b)| b).unwrap_or_default();
     let d = TermSpec::default();
     let term = TermSpec {
@@ -253,6 +272,9 @@ async fn apply_environment(
     who: Authed,
     Json(spec): Json<api::EnvironmentSpec>,
 ) -> ApiResult {
+    // An environment's spec is every sandbox's floor and names who may answer its approvals
+    // (`governance.approvers`): a member changing it could make themselves an approver.
+    who.require_admin(&plane, "define environments").await?;
     let (env, created) = plane
         .sandboxes()
         .apply_environment(&spec.0, &who.email)

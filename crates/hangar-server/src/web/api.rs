@@ -47,16 +47,31 @@ pub(crate) struct BoardQuery {
 /// the fork's record when it was made as one.
 pub(crate) async fn board(
     State(plane): S,
-    _who: Authed,
+    who: Authed,
     Query(q): Query<BoardQuery>,
 ) -> Result<Response, ApiError> {
     if q.limit == Some(0) {
         return Err(ApiError::BadRequest("limit must be 1 or more".into()));
     }
     let mut sessions = match &q.session {
-        Some(id) => vec![plane.store().session(id).await?],
+        Some(id) => {
+            let owned = crate::owner::of_session(&plane, id).await?;
+            who.require_owner(&plane, &owned, &format!("read session {id}"))
+                .await?;
+            vec![plane.store().session(id).await?]
+        }
         None => plane.store().sessions(None).await?,
     };
+    // Only what this person may see (an admin sees every session).
+    if !who.is_admin() {
+        let mut mine = Vec::with_capacity(sessions.len());
+        for s in sessions {
+            if who.owns(&crate::owner::of_session_row(&plane, &s).await?) {
+                mine.push(s);
+            }
+        }
+        sessions = mine;
+    }
     sessions.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
     sessions.truncate(q.limit.unwrap_or(BOARD_DEFAULT).clamp(1, BOARD_MAX));
     let mut rows = Vec::with_capacity(sessions.len());
@@ -99,9 +114,12 @@ async fn board_row(plane: &ControlPlane, s: &Session) -> Result<api::BoardRow, A
 /// start. Same record shape as `GET /v1/audit`.
 pub(crate) async fn turn_audit(
     State(plane): S,
-    _who: Authed,
+    who: Authed,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
+    let owned = crate::owner::of_turn(&plane, &id).await?;
+    who.require_owner(&plane, &owned, &format!("read the audit of turn {id}"))
+        .await?;
     let turn = plane.store().turn(&id).await?;
     let about = |detail: &Value| -> bool {
         let is = |key: &str, want: &str| detail.get(key).and_then(Value::as_str) == Some(want);
