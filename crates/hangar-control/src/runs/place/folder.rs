@@ -30,7 +30,12 @@ impl Runs {
             resume: session.harness_session_id.as_deref(),
             options: &plan.options,
         };
-        let args = launch::driver_args(&self.tools, &l)?;
+        let mut args = launch::driver_args(&self.tools, &l)?;
+        if l.tower.is_some() {
+            // The driver asks Tower through the hook executable (it holds the one HTTPS client).
+            let client = crate::tower::binary(&self.tools).map_err(ControlError::Invalid)?;
+            args.extend(["--tower-client".into(), client.into_os_string()]);
+        }
         let manifest = checked.seal(launch::manifest(
             &self.tools,
             &l,
