@@ -10,7 +10,7 @@
 //!               [--policy governed] [--tower-hook PATH] [--tower-url URL --tower-key-file FILE
 //!               [--tower-wait-seconds N] [--tower-call-seconds N] [--tower-client PATH]]
 //!               [--tower-hook-digest SHA256]
-//!               [--claude-settings FILE] [--raw -- CMD [ARG...]]
+//!               [--claude-settings FILE] [--hide PATH]... [--raw -- CMD [ARG...]]
 //! ```
 //! `--key-file FILE` is where the run key is, read and deleted before anything else starts
 //! (default: the control folder's `key`; a local sandbox hands it over in the driver's own
@@ -86,6 +86,8 @@ pub struct Settings {
     pub claude_settings: Option<PathBuf>,
     /// The turn's own Codex home (not a flag: the driver makes it, see `codex/home.rs`).
     pub codex_home: Option<PathBuf>,
+    /// `--hide PATH`: kept out of the harness's and the check's sight (see `hide.rs`).
+    pub hide: Vec<PathBuf>,
 }
 
 pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--key-file FILE] [--harness claude|codex] [--policy ask|auto|governed] \
@@ -94,7 +96,7 @@ pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--k
 [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]] \
 [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE] \
 [--tower-hook PATH [--tower-hook-digest SHA256]] [--tower-url URL --tower-key-file FILE [--tower-wait-seconds N] [--tower-call-seconds N] [--tower-client PATH]] \
-[--claude-settings FILE] [--raw -- CMD ARGS...]";
+[--claude-settings FILE] [--hide PATH]... [--raw -- CMD ARGS...]";
 
 /// Parses argv (without the program name).
 pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
@@ -116,6 +118,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     let (mut tower_wait, mut tower_call) = (300u64, 20u64);
     let mut tower_hook_digest = None;
     let mut tower_client = None;
+    let mut hide = Vec::new();
     let mut claude_settings = None;
     while let Some(a) = it.next() {
         let flag = a.to_string_lossy().into_owned();
@@ -186,6 +189,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
             "--tower-wait-seconds" => tower_wait = number(&flag, value()?)?.into(),
             "--tower-call-seconds" => tower_call = number(&flag, value()?)?.into(),
             "--tower-client" => tower_client = Some(PathBuf::from(value()?)),
+            "--hide" => hide.push(PathBuf::from(value()?)),
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument {flag:?}\n{USAGE}")),
         }
@@ -233,6 +237,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         tower,
         claude_settings,
         codex_home: None,
+        hide,
     })
 }
 
