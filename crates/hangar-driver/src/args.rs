@@ -8,8 +8,9 @@
 //!               [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]]
 //!               [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE]
 //!               [--policy governed] [--tower-hook PATH] [--tower-url URL --tower-key-file FILE
-//!               [--tower-wait-seconds N] [--tower-call-seconds N]] [--tower-hook-digest SHA256]
-//!               [--claude-settings FILE] [--raw -- CMD [ARG...]]
+//!               [--tower-wait-seconds N] [--tower-call-seconds N] [--tower-client PATH]]
+//!               [--tower-hook-digest SHA256]
+//!               [--claude-settings FILE] [--hide PATH]... [--raw -- CMD [ARG...]]
 //! ```
 //! `--key-file FILE` is where the run key is, read and deleted before anything else starts
 //! (default: the control folder's `key`; a local sandbox hands it over in the driver's own
@@ -85,6 +86,8 @@ pub struct Settings {
     pub claude_settings: Option<PathBuf>,
     /// The turn's own Codex home (not a flag: the driver makes it, see `codex/home.rs`).
     pub codex_home: Option<PathBuf>,
+    /// `--hide PATH`: kept out of the harness's and the check's sight (see `hide.rs`).
+    pub hide: Vec<PathBuf>,
 }
 
 pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--key-file FILE] [--harness claude|codex] [--policy ask|auto|governed] \
@@ -92,8 +95,8 @@ pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--k
 [--resume ID | --fork ID [--fork-at MESSAGE_OR_TURN]] [--session-id UUID] [--model-timeout SECS] \
 [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]] \
 [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE] \
-[--tower-hook PATH [--tower-hook-digest SHA256]] [--tower-url URL --tower-key-file FILE [--tower-wait-seconds N] [--tower-call-seconds N]] \
-[--claude-settings FILE] [--raw -- CMD ARGS...]";
+[--tower-hook PATH [--tower-hook-digest SHA256]] [--tower-url URL --tower-key-file FILE [--tower-wait-seconds N] [--tower-call-seconds N] [--tower-client PATH]] \
+[--claude-settings FILE] [--hide PATH]... [--raw -- CMD ARGS...]";
 
 /// Parses argv (without the program name).
 pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
@@ -114,6 +117,8 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     let (mut tower_hook, mut tower_url, mut tower_key) = (None, None, None);
     let (mut tower_wait, mut tower_call) = (300u64, 20u64);
     let mut tower_hook_digest = None;
+    let mut tower_client = None;
+    let mut hide = Vec::new();
     let mut claude_settings = None;
     while let Some(a) = it.next() {
         let flag = a.to_string_lossy().into_owned();
@@ -183,17 +188,22 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
             "--tower-key-file" => tower_key = Some(PathBuf::from(value()?)),
             "--tower-wait-seconds" => tower_wait = number(&flag, value()?)?.into(),
             "--tower-call-seconds" => tower_call = number(&flag, value()?)?.into(),
+            "--tower-client" => tower_client = Some(PathBuf::from(value()?)),
+            "--hide" => hide.push(PathBuf::from(value()?)),
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument {flag:?}\n{USAGE}")),
         }
     }
-    let (agent, tower) = combined(
+    let (agent, mut tower) = combined(
         (harness, policy),
         (uid, gid, home),
         (resume.is_some(), fork.is_some(), fork_at.is_some()),
         (tower_url, tower_key, tower_wait, tower_call),
         (tower_hook.is_some(), claude_settings.is_some()),
     )?;
+    if let (Some(t), Some(c)) = (&mut tower, tower_client) {
+        t.client = c;
+    }
     let run = run.ok_or("--run is required")?;
     if !hangar_mailbox::ctl::valid_run_id(&run) {
         return Err(format!("{run:?} is not a run id"));
@@ -227,6 +237,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         tower,
         claude_settings,
         codex_home: None,
+        hide,
     })
 }
 
@@ -256,6 +267,7 @@ fn combined(
             key_file,
             wait_seconds: tower_wait,
             call_seconds: tower_call,
+            client: crate::tower::default_client(),
         }),
         (None, None) => None,
         _ => return Err("--tower-url and --tower-key-file go together".into()),

@@ -15,6 +15,7 @@ mod claude;
 mod claude_settings;
 mod codex;
 mod harness;
+mod hide;
 mod relay;
 mod runlog;
 mod secure;
@@ -426,8 +427,13 @@ fn drive(turn: &mut Turn, s: &Settings, rx: &mpsc::Receiver<turn::Event>) -> i32
                 if let (Some(v), HarnessKind::Codex, None, false, false) =
                     (&s.verify, s.harness, &s.raw, is_error, interrupted)
                 {
-                    let run =
-                        verify::run_check(v, &s.cwd, s.agent.as_ref(), &harness::harness_env(s));
+                    let run = verify::run_check(
+                        v,
+                        &s.cwd,
+                        s.agent.as_ref(),
+                        &harness::harness_env(s),
+                        &s.hide,
+                    );
                     let rounds = turn.verify_rounds.unwrap_or(0);
                     let outcome = if run.passed() {
                         VerifyOutcome::Passed

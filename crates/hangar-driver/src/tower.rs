@@ -8,17 +8,23 @@
 //!   the driver answers permission requests from the deny-risky rules only and never relays a
 //!   call to Tower as well (one call, one approval).
 //! * **The `governed` policy** (no hook): a permission request the rules allow goes to
-//!   `TOWER/approvals` from the driver (a thread per request, so the turn loop never blocks);
-//!   Tower's answer is final, a fault denies.
+//!   `TOWER/approvals` (a thread per request, so the turn loop never blocks); Tower's answer is
+//!   final, a fault denies.
+//!
+//! **Why the driver asks Tower through the hook executable** (`hangar-tower-hook --approvals`,
+//! `--tower-client`, by default beside the driver) rather than linking a client: Tower speaks
+//! HTTPS (issue 20, Deliver 7), and rustls with ring is about 1.4 MB of code; the driver was
+//! 3,967,504 bytes of its 4 MiB budget (`scripts/check-static`), so linking TLS would break
+//! the budget, and two copies of the client would be two things to keep safe. One process per
+//! approval is nothing next to a person's or Tower's answer time, and the one client (URL rules,
+//! CA file, fail-closed reading of answers) is the one the Claude Code hook already runs.
 
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
-use std::time::{Duration, Instant};
 
-use hangar_hook::client::{Decision, Tower};
 use serde_json::{Value, json};
 
 use crate::turn::Event;
@@ -31,6 +37,9 @@ pub struct TowerSettings {
     pub wait_seconds: u64,
     /// The deadline of one call to Tower.
     pub call_seconds: u64,
+    /// The Tower client executable for the `governed` policy (`--tower-client`; by default
+    /// [`default_client`]).
+    pub client: PathBuf,
 }
 
 /// The hook's folder (only hangar's user can write it) and the turn's settings file in it.
@@ -80,6 +89,9 @@ pub fn write_hook_settings(
     if let Some(r) = rules {
         cmd.push_str(&format!(" --rules {}", quote(&r.to_string_lossy())));
     }
+    if let Some(ca) = ca_file() {
+        cmd.push_str(&format!(" --ca-file {}", quote(&ca.to_string_lossy())));
+    }
     cmd.push_str(" || exit 2");
     let mut settings: Value = match base {
         Some(b) => serde_json::from_slice(&fs::read(b)?)
@@ -118,29 +130,73 @@ pub fn ask(t: &TowerSettings, tx: Sender<Event>, request_id: String, body: Value
     });
 }
 
+/// Asks Tower through the Tower client executable (`hangar-tower-hook --approvals`): the body
+/// on its stdin, exit 0 for allow, else its stderr is why not. It runs as the driver's user
+/// (hangar's), so it reads the run's key file the agent cannot. Every way it can fail denies.
 fn decide(t: &TowerSettings, body: &Value) -> Result<(), String> {
-    let key = fs::read_to_string(&t.key_file).map_err(|e| {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new(&t.client);
+    cmd.arg("--approvals")
+        .arg("--url")
+        .arg(&t.url)
+        .arg("--key-file")
+        .arg(&t.key_file)
+        .arg("--wait-seconds")
+        .arg(t.wait_seconds.to_string())
+        .arg("--call-seconds")
+        .arg(t.call_seconds.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(ca) = ca_file() {
+        cmd.arg("--ca-file").arg(ca);
+    }
+    let mut child = cmd.spawn().map_err(|e| {
         format!(
-            "Tower could not be asked: the key file {} is unreadable ({e})",
-            t.key_file.display()
+            "Tower could not be asked: the Tower client {} cannot start ({e})",
+            t.client.display()
         )
     })?;
-    let tower = Tower::new(&t.url, &key).map_err(|f| f.0)?;
-    let deadline = Instant::now() + Duration::from_secs(t.call_seconds);
-    match tower.call("approvals", body, deadline).map_err(|f| f.0)? {
-        Decision::Allow { .. } => Ok(()),
-        Decision::Deny { reason } => Err(format!(
-            "Tower denied this call: {}",
-            if reason.is_empty() {
-                "no reason given"
-            } else {
-                &reason
-            }
-        )),
-        Decision::Wait { id, .. } => tower
-            .wait_for_signature(&id, Duration::from_secs(t.wait_seconds))
-            .map_err(|f| f.0),
+    if let Some(mut stdin) = child.stdin.take() {
+        // A client that exits early (a bad URL) closes its stdin: its exit status says why.
+        let _ = stdin.write_all(body.to_string().as_bytes());
     }
+    let out = child.wait_with_output().map_err(|e| {
+        format!(
+            "Tower could not be asked: the Tower client {} failed ({e})",
+            t.client.display()
+        )
+    })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let why = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    Err(if why.is_empty() {
+        format!(
+            "Tower could not be asked: the Tower client {} ended with {} and said nothing",
+            t.client.display(),
+            out.status
+        )
+    } else {
+        why
+    })
+}
+
+/// `HANGAR_CA_FILE` of the driver's environment: extra CA certificates for an `https://` Tower,
+/// handed to the Tower client and written into the hook's command line (Claude Code gives hooks
+/// only the environment the driver gave it, which does not carry this).
+pub fn ca_file() -> Option<PathBuf> {
+    hangar_protocol::env::var_os(hangar_protocol::env::HANGAR_CA_FILE).map(PathBuf::from)
+}
+
+/// The Tower client for the `governed` policy when `--tower-client` names none: the Tower hook
+/// executable beside the driver's own (`hangar-tower-hook`, as hangar installs both).
+pub fn default_client() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("hangar-tower-hook")))
+        .unwrap_or_else(|| PathBuf::from("hangar-tower-hook"))
 }
 
 /// The hook's name in `hangar.started` and the turn's manifest (part of `harness_digest`).

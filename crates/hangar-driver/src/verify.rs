@@ -63,11 +63,23 @@ pub fn run_check(
     cwd: &Path,
     agent: Option<&Agent>,
     env: &[(OsString, OsString)],
+    hide: &[PathBuf],
 ) -> CheckRun {
     let started = Instant::now();
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(format!("exec 2>&1; {}", v.command))
+    let sh: [OsString; 2] = ["-c".into(), format!("exec 2>&1; {}", v.command).into()];
+    let (program, args) = match crate::hide::wrap(hide, &"/bin/sh".into(), &sh) {
+        Ok(w) => w,
+        Err(e) => {
+            return CheckRun {
+                exit_code: None,
+                ms: 0,
+                tail: format!("could not start the check: {e}"),
+                timed_out: false,
+            };
+        }
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .current_dir(cwd)
         .env_clear()
         .envs(env.iter().map(|(k, val)| (k, val)))
@@ -280,10 +292,16 @@ mod tests {
     #[test]
     fn a_check_reports_exit_and_output() {
         let dir = tempfile::tempdir().unwrap();
-        let ok = run_check(&v("echo fine", 10), dir.path(), None, &[]);
+        let ok = run_check(&v("echo fine", 10), dir.path(), None, &[], &[]);
         assert!(ok.passed());
         assert_eq!(ok.tail, "fine\n");
-        let bad = run_check(&v("echo broken >&2; exit 3", 10), dir.path(), None, &[]);
+        let bad = run_check(
+            &v("echo broken >&2; exit 3", 10),
+            dir.path(),
+            None,
+            &[],
+            &[],
+        );
         assert_eq!(bad.exit_code, Some(3));
         assert_eq!(bad.tail, "broken\n");
         assert!(feedback("make test", &bad).contains("exit code 3"));
@@ -293,7 +311,7 @@ mod tests {
     fn a_slow_check_is_stopped_with_its_children() {
         let dir = tempfile::tempdir().unwrap();
         let t = Instant::now();
-        let r = run_check(&v("sleep 30 & sleep 30", 1), dir.path(), None, &[]);
+        let r = run_check(&v("sleep 30 & sleep 30", 1), dir.path(), None, &[], &[]);
         assert!(r.timed_out && r.exit_code.is_none());
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     }

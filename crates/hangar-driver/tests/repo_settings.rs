@@ -116,11 +116,14 @@ fn claude_under_governed_still_asks_tower() {
     let key = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(key.path(), TOWER_KEY).unwrap();
     let mut rig = claude_rig(marks.path(), &evil.base_url());
+    let client = common::tower_hook_bin();
     let args = [
         "--tower-url",
         &tower.url(),
         "--tower-key-file",
         key.path().to_str().unwrap(),
+        "--tower-client",
+        client.to_str().unwrap(),
     ];
     rig.start_with(rig.driver_command("governed", &args));
     assert_eq!(rig.wait_exit(LONG), 0, "{}", rig.log_text());

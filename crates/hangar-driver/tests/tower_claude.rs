@@ -12,28 +12,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{LONG, Rig};
-use hangar_testkit::{
-    PassportFault, TOWER_KEY, TowerAnswer, TowerDouble, TowerFault, workspace_root,
-};
+use common::{LONG, Rig, tower_hook_bin};
+use hangar_testkit::{PassportFault, TOWER_KEY, TestCa, TowerAnswer, TowerDouble, TowerFault};
 use serde_json::{Value, json};
 
 const MAKE: &str = "echo hi > made.txt";
-
-fn tower_hook_bin() -> PathBuf {
-    let p = std::env::var_os("HANGAR_TOWER_HOOK_BIN")
-        .filter(|v| !v.is_empty())
-        .map_or_else(
-            || workspace_root().join("target/debug/hangar-tower-hook"),
-            PathBuf::from,
-        );
-    assert!(
-        p.exists(),
-        "no Tower hook at {}: cargo build -p hangar-hook, or set HANGAR_TOWER_HOOK_BIN",
-        p.display()
-    );
-    p
-}
 
 /// A test's own folder: the workspace `ws`, `sentinel` beside it, and the key file.
 struct Place {
@@ -338,16 +321,29 @@ fn with_the_hook_on_ask_asks_no_person_and_tower_once_per_call() {
 }
 
 fn governed_turn(t: &TowerDouble, p: &Place, cmd: &str) -> (Rig, String, bool) {
+    governed_turn_at(&t.url(), p, cmd, None)
+}
+
+/// A governed turn asking Tower at `url` through the Tower client (the hook executable), the
+/// driver trusting `ca` (`HANGAR_CA_FILE`) when given.
+fn governed_turn_at(url: &str, p: &Place, cmd: &str, ca: Option<&Path>) -> (Rig, String, bool) {
     let mut rig = Rig::new(script(cmd), "do it");
+    let client = tower_hook_bin();
     let args = [
         "--cwd",
         p.ws.to_str().unwrap(),
         "--tower-url",
-        &t.url(),
+        url,
         "--tower-key-file",
         p.key.to_str().unwrap(),
+        "--tower-client",
+        client.to_str().unwrap(),
     ];
-    rig.start_with(rig.driver_command("governed", &args));
+    let mut c = rig.driver_command("governed", &args);
+    if let Some(ca) = ca {
+        c.env("HANGAR_CA_FILE", ca);
+    }
+    rig.start_with(c);
     assert_eq!(rig.wait_exit(LONG), 0, "{}", rig.log_text());
     let (text, err) = tool_result(&rig);
     (rig, text, err)
@@ -438,4 +434,100 @@ fn a_hook_with_another_digest_refuses_the_turn() {
     );
     assert!(!p.ws.join("made.txt").exists());
     assert_eq!(t.calls().len(), 1, "only the first turn's call");
+}
+
+/// A Tower double over HTTPS (a certificate for 127.0.0.1 from a CA made with openssl) and a
+/// second CA that signed nothing of it: (double, its CA, the other CA).
+fn https_tower(p: &Place) -> (TowerDouble, PathBuf, PathBuf) {
+    let (mine, other) = (p.dir.path().join("ca"), p.dir.path().join("other-ca"));
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::create_dir(&other).unwrap();
+    let ca = TestCa::make(&mine, "IP:127.0.0.1").unwrap();
+    let wrong = TestCa::make(&other, "IP:127.0.0.1").unwrap();
+    let t = TowerDouble::start_tls(&ca.cert, &ca.key).unwrap();
+    (t, ca.ca, wrong.ca)
+}
+
+/// One hooked turn (auto) of `cmd` with the driver trusting `ca` (`HANGAR_CA_FILE`).
+fn hooked_turn_ca(url: &str, p: &Place, cmd: &str, ca: &Path) -> (Rig, String, bool) {
+    let mut rig = Rig::new(script(cmd), "do it");
+    let hook = tower_hook_bin();
+    let args = [
+        "--cwd",
+        p.ws.to_str().unwrap(),
+        "--tower-hook",
+        hook.to_str().unwrap(),
+        "--tower-url",
+        url,
+        "--tower-key-file",
+        p.key.to_str().unwrap(),
+    ];
+    let mut c = rig.driver_command("auto", &args);
+    c.env("HANGAR_CA_FILE", ca);
+    rig.start_with(c);
+    assert_eq!(rig.wait_exit(LONG), 0, "{}", rig.log_text());
+    let (text, err) = tool_result(&rig);
+    (rig, text, err)
+}
+
+/// Issue 20, Deliver 7: Tower over HTTPS, trusted through `HANGAR_CA_FILE`, in both ways a turn
+/// asks it: Claude Code's hook and the driver's governed policy. Allow runs the tool; deny
+/// blocks it with Tower's reason.
+#[test]
+fn over_https_the_hook_and_governed_allow_and_deny_through_the_ca() {
+    let p = place();
+    let (t, ca, _) = https_tower(&p);
+    assert!(t.url().starts_with("https://"));
+    let (_rig, _text, err) = hooked_turn_ca(&t.url(), &p, MAKE, &ca);
+    assert!(!err);
+    assert_eq!(
+        std::fs::read_to_string(p.ws.join("made.txt")).unwrap(),
+        "hi\n"
+    );
+    assert_eq!(t.calls()[0].target, "/hooks/claude-code");
+    std::fs::remove_file(p.ws.join("made.txt")).unwrap();
+    t.set_answer(TowerAnswer::Deny("not over TLS either".into()));
+    let (_rig, text, err) = hooked_turn_ca(&t.url(), &p, MAKE, &ca);
+    assert!(err && text.contains("not over TLS either"), "{text}");
+    assert!(!p.ws.join("made.txt").exists());
+
+    t.set_answer(TowerAnswer::Allow("fine".into()));
+    let (_rig, _text, err) = governed_turn_at(&t.url(), &p, MAKE, Some(&ca));
+    assert!(!err);
+    assert!(p.ws.join("made.txt").exists());
+    assert_eq!(t.calls().last().unwrap().target, "/approvals");
+    std::fs::remove_file(p.ws.join("made.txt")).unwrap();
+    t.set_answer(TowerAnswer::Deny("governed says no".into()));
+    let (_rig, text, err) = governed_turn_at(&t.url(), &p, MAKE, Some(&ca));
+    assert!(err && text.contains("governed says no"), "{text}");
+    assert!(!p.ws.join("made.txt").exists());
+}
+
+/// A certificate from a CA the driver was not told to trust (someone in the middle) or for
+/// another host name: the tool does not run, the agent is told why, and Tower never got the key.
+#[test]
+fn a_wrong_ca_or_host_name_fails_closed_and_the_tool_does_not_run() {
+    let p = place();
+    let (t, ca, wrong) = https_tower(&p);
+    let localhost = t.url().replace("127.0.0.1", "localhost");
+    for (what, url, trust) in [
+        ("another CA", t.url(), &wrong),
+        ("a wrong host name", localhost, &ca),
+    ] {
+        let (_rig, text, err) = hooked_turn_ca(&url, &p, MAKE, trust);
+        eprintln!("hook, {what}: {text}");
+        assert!(
+            err && text.contains("failed the TLS check"),
+            "{what}: {text}"
+        );
+        assert!(!p.ws.join("made.txt").exists(), "{what}: the tool ran");
+        let (_rig, text, err) = governed_turn_at(&url, &p, MAKE, Some(trust));
+        eprintln!("governed, {what}: {text}");
+        assert!(
+            err && text.contains("failed the TLS check"),
+            "{what}: {text}"
+        );
+        assert!(!p.ws.join("made.txt").exists(), "{what}: the tool ran");
+    }
+    assert!(t.requests().is_empty(), "a request reached Tower");
 }

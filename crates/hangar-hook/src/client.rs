@@ -7,6 +7,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -53,33 +54,60 @@ pub struct ApprovalState {
 }
 
 /// Where Tower is and how to reach it.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Tower {
-    /// `host:port` for the Host header.
+    /// `host:port` for the Host header (and a proxy's CONNECT).
     authority: String,
+    /// Tower's host, lower-case, without brackets: the name its certificate must carry.
+    host: String,
     /// Tower's addresses, or the proxy's.
     addrs: Vec<SocketAddr>,
-    /// Requests name the whole URL (through a proxy).
+    /// Through a proxy: absolute-form requests in clear (loopback Tower), a CONNECT tunnel
+    /// for TLS.
     via_proxy: bool,
+    /// TLS settings when Tower's URL is `https://`; `None` for loopback in clear.
+    tls: Option<Arc<rustls::ClientConfig>>,
     /// Path prefix of `TOWER` (without a trailing slash).
     prefix: String,
     token: String,
     shown: String,
 }
 
+impl std::fmt::Debug for Tower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token.
+        f.debug_struct("Tower")
+            .field("url", &self.shown)
+            .field("tls", &self.tls.is_some())
+            .field("via_proxy", &self.via_proxy)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Tower {
-    /// `url` is `HANGAR_GOVERNANCE_URL` (`http://host[:port][/prefix]`); `token` the key or
-    /// passport. Only plain HTTP is spoken by this build.
+    /// `url` is `HANGAR_GOVERNANCE_URL` (`https://host[:port][/prefix]`, or `http://` to a
+    /// loopback host only); `token` the key or passport. Extra CA certificates come from
+    /// `HANGAR_CA_FILE` (see [`Tower::with_ca_file`]).
     pub fn new(url: &str, token: &str) -> Result<Tower, Fault> {
+        let ca = std::env::var_os("HANGAR_CA_FILE").filter(|v| !v.is_empty());
+        Tower::with_ca_file(url, token, ca.as_deref().map(std::path::Path::new))
+    }
+
+    /// [`Tower::new`] trusting the PEM certificates of `ca_file` on top of the system's roots.
+    pub fn with_ca_file(
+        url: &str,
+        token: &str,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Tower, Fault> {
         let url = url.trim_end_matches('/');
-        let Some(rest) = url.strip_prefix("http://") else {
-            return Err(Fault(if url.starts_with("https://") {
-                format!(
-                    "Tower's address {url} uses https, which this build of the hook does not speak yet; put Tower behind a plain-http address reachable only from the sandbox"
-                )
-            } else {
-                format!("Tower's address {url:?} is not an http:// URL")
-            }));
+        let (rest, secure) = if let Some(r) = url.strip_prefix("https://") {
+            (r, true)
+        } else if let Some(r) = url.strip_prefix("http://") {
+            (r, false)
+        } else {
+            return Err(Fault(format!(
+                "Tower's address {url:?} is not an https:// URL"
+            )));
         };
         let (authority, prefix) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -88,15 +116,20 @@ impl Tower {
         if authority.is_empty() {
             return Err(Fault(format!("Tower's address {url:?} names no host")));
         }
+        let host = host_of(authority);
+        if !secure && !crate::tls::plain_http_allowed(&host) {
+            return Err(Fault(format!(
+                "Tower's address {url} is plain http to a host that is not loopback, so the key or passport would cross the network in clear; refused. Give Tower's https:// address (with HANGAR_CA_FILE if a private CA signed its certificate)"
+            )));
+        }
         let with_port = if authority
             .rsplit_once(':')
-            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+            .is_some_and(|(h, p)| p.parse::<u16>().is_ok() && !h.ends_with(':'))
         {
             authority.to_owned()
         } else {
-            format!("{authority}:80")
+            format!("{authority}:{}", if secure { 443 } else { 80 })
         };
-        let host = host_of(authority);
         let proxy = proxy_for(
             &host,
             env_either("HTTP_PROXY", "http_proxy").as_deref(),
@@ -120,13 +153,26 @@ impl Tower {
                 })?
                 .collect(),
         };
+        // `localhost` in clear must really be this machine.
+        if !secure && proxy.is_none() && addrs.iter().any(|a| !a.ip().is_loopback()) {
+            return Err(Fault(format!(
+                "Tower's address {url} is plain http and {host} resolves to an address that is not loopback; refused. Give Tower's https:// address"
+            )));
+        }
+        let tls = if secure {
+            Some(crate::tls::client_config(ca_file)?)
+        } else {
+            None
+        };
         if token.trim().is_empty() {
             return Err(Fault("the key or passport for Tower is empty".into()));
         }
         Ok(Tower {
-            authority: authority.to_owned(),
+            authority: with_port,
+            host,
             addrs,
             via_proxy: proxy.is_some(),
+            tls,
             prefix: prefix.to_owned(),
             token: token.trim().to_owned(),
             shown: url.to_owned(),
@@ -226,16 +272,17 @@ impl Tower {
                 Err(e) => last = Some(e),
             }
         }
-        let Some(mut s) = stream else {
+        let Some(tcp) = stream else {
             return Err(Fault(format!(
                 "Tower at {} is unreachable: {}",
                 self.shown,
                 last.map_or_else(|| "no address".to_owned(), |e| e.to_string())
             )));
         };
-        let _ = s.set_nodelay(true);
+        let _ = tcp.set_nodelay(true);
+        let mut s = self.connect(tcp, &timeout)?;
         let payload = body.map(Value::to_string).unwrap_or_default();
-        let origin = if self.via_proxy {
+        let origin = if self.via_proxy && self.tls.is_none() {
             format!("http://{}", self.authority)
         } else {
             String::new()
@@ -265,12 +312,18 @@ impl Tower {
                 ))
             }
         };
-        s.set_write_timeout(Some(timeout()?)).map_err(io_fault)?;
-        s.write_all(req.as_bytes()).map_err(io_fault)?;
+        s.tcp()
+            .set_write_timeout(Some(timeout()?))
+            .map_err(io_fault)?;
+        s.write_all(req.as_bytes())
+            .and_then(|()| s.flush())
+            .map_err(|e| self.tls_fault(e).unwrap_or_else(&io_fault))?;
         let mut raw = Vec::new();
         let mut buf = [0u8; 16 * 1024];
         loop {
-            s.set_read_timeout(Some(timeout()?)).map_err(io_fault)?;
+            s.tcp()
+                .set_read_timeout(Some(timeout()?))
+                .map_err(io_fault)?;
             match s.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
@@ -286,10 +339,70 @@ impl Tower {
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_fault(e)),
+                Err(e) => return Err(self.tls_fault(e).unwrap_or_else(&io_fault)),
             }
         }
         parse_response(&raw)
+    }
+
+    /// The connection to speak HTTP on: TLS to Tower for `https://` (through the proxy's
+    /// CONNECT tunnel when there is one), else the socket as it is.
+    fn connect(
+        &self,
+        mut tcp: TcpStream,
+        timeout: &dyn Fn() -> Result<Duration, Fault>,
+    ) -> Result<crate::tls::Conn, Fault> {
+        let Some(config) = &self.tls else {
+            return Ok(crate::tls::Conn::Plain(tcp));
+        };
+        let fault = |e: std::io::Error| {
+            Fault(format!(
+                "the proxy (HTTP_PROXY) on the way to Tower at {} failed: {e}",
+                self.shown
+            ))
+        };
+        tcp.set_write_timeout(Some(timeout()?)).map_err(fault)?;
+        tcp.set_read_timeout(Some(timeout()?)).map_err(fault)?;
+        if self.via_proxy {
+            let connect = format!(
+                "CONNECT {a} HTTP/1.1\r\nhost: {a}\r\nuser-agent: hangar-tower-hook\r\n\r\n",
+                a = self.authority
+            );
+            tcp.write_all(connect.as_bytes()).map_err(fault)?;
+            // Byte by byte up to the blank line: nothing of the TLS stream may be read here.
+            let mut head = Vec::new();
+            let mut b = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                if head.len() > 16 * 1024 {
+                    return Err(Fault("the proxy's answer to CONNECT is too long".into()));
+                }
+                match tcp.read(&mut b).map_err(fault)? {
+                    0 => return Err(Fault("the proxy closed the connection on CONNECT".into())),
+                    _ => head.push(b[0]),
+                }
+            }
+            let line = String::from_utf8_lossy(&head);
+            let status = line.split_whitespace().nth(1).unwrap_or_default();
+            if status != "200" {
+                return Err(Fault(format!(
+                    "the proxy (HTTP_PROXY) refused a tunnel to Tower at {}: {}",
+                    self.shown,
+                    short(line.lines().next().unwrap_or_default())
+                )));
+            }
+        }
+        crate::tls::Conn::tls(Arc::clone(config), &self.host, tcp)
+    }
+
+    /// A TLS failure said for a person (`Ok`), or the error back when it is not one.
+    fn tls_fault(&self, e: std::io::Error) -> Result<Fault, std::io::Error> {
+        if self.tls.is_none() || e.kind() != std::io::ErrorKind::InvalidData {
+            return Err(e);
+        }
+        Ok(Fault(format!(
+            "Tower at {} failed the TLS check: {e}; the call is refused. If a private CA signed Tower's certificate, give that CA's certificate in HANGAR_CA_FILE",
+            self.shown
+        )))
     }
 }
 
@@ -648,7 +761,7 @@ mod tests {
         let ch = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
         assert_eq!(parse_response(ch).unwrap(), (200, b"{}".to_vec()));
         assert!(parse_response(b"").is_err());
-        assert!(Tower::new("https://tower.example", "k").is_err());
+        assert!(Tower::new("http://tower.example.com", "k").is_err());
         assert!(Tower::new("http://127.0.0.1:1", " ").is_err());
         assert!(!valid_id("../x") && valid_id("ap_1"));
     }

@@ -10,6 +10,10 @@
 //! * `wait`: long-polls the approval until a person signs or refuses, at most `--wait-seconds`
 //!   (`HANGAR_GOVERNANCE_HOOK_WAIT_SECONDS`, 300), then goes on as for allow or deny.
 //!
+//! Tower's URL is `https://` (rustls; the system's roots plus `--ca-file` or `HANGAR_CA_FILE`), or
+//! `http://` to a loopback host only: see [`tls`]. A certificate that does not check out, or
+//! plain http to anywhere else, blocks the call like any other fault.
+//!
 //! Every fault exits 2 with the reason on stderr: Tower unreachable, too slow, 5xx, 401/403, an
 //! answer it cannot read (not JSON, wrong shape, cut short, too large), a missing key file, bad
 //! arguments. Its own deadline (`--call-seconds` + `--wait-seconds`) is shorter than the hook
@@ -19,6 +23,7 @@
 //! The [`client`] module is also the driver's Tower client for the `governed` policy.
 
 pub mod client;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -55,10 +60,14 @@ pub struct Args {
     pub env: Option<String>,
     pub sandbox: Option<String>,
     pub run: Option<String>,
+    /// Extra CA certificates for an `https://` Tower (else `HANGAR_CA_FILE`).
+    pub ca_file: Option<PathBuf>,
+    /// `--approvals`: the driver's Tower client for the `governed` policy (see [`run`]).
+    pub approvals: bool,
 }
 
 /// `--url URL --key-file FILE [--wait-seconds N] [--call-seconds N] [--workspace DIR]
-/// [--rules FILE] [--env NAME] [--sandbox ID] [--run ID]`.
+/// [--rules FILE] [--env NAME] [--sandbox ID] [--run ID] [--ca-file PEM]`.
 pub fn parse_args(argv: &[String]) -> Result<Args, String> {
     let mut a = Args {
         wait_seconds: DEFAULT_WAIT_SECONDS,
@@ -90,6 +99,8 @@ pub fn parse_args(argv: &[String]) -> Result<Args, String> {
             "--env" => a.env = Some(value()?),
             "--sandbox" => a.sandbox = Some(value()?),
             "--run" => a.run = Some(value()?),
+            "--ca-file" => a.ca_file = Some(PathBuf::from(value()?)),
+            "--approvals" => a.approvals = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -117,11 +128,18 @@ fn block(message: impl Into<String>) -> Outcome {
 }
 
 /// Runs the hook on its argv (without the program) and the hook input from stdin.
+///
+/// With `--approvals` it is the driver's Tower client for the `governed` policy instead: the
+/// input is the body for `TOWER/approvals` (the driver checked the rules already), exit 0 when
+/// Tower allows (or a person signs), else exit 2 with why not, unprefixed, for the agent.
 pub fn run(argv: &[String], input: &[u8]) -> Outcome {
     let args = match parse_args(argv) {
         Ok(a) => a,
         Err(e) => return block(format!("the hook is misconfigured: {e}")),
     };
+    if args.approvals {
+        return approvals(&args, input);
+    }
     let call = match read_call(input) {
         Ok(c) => c,
         Err(o) => return o,
@@ -135,7 +153,17 @@ pub fn run(argv: &[String], input: &[u8]) -> Outcome {
             ));
         }
     };
-    let tower = match Tower::new(&args.url, &key) {
+    let ca_from_env = std::env::var_os("HANGAR_CA_FILE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let tower = match Tower::with_ca_file(
+        &args.url,
+        &key,
+        args.ca_file
+            .as_ref()
+            .or(ca_from_env.as_ref())
+            .map(PathBuf::as_path),
+    ) {
         Ok(t) => t,
         Err(f) => return block(f.0),
     };
@@ -175,6 +203,63 @@ pub fn run(argv: &[String], input: &[u8]) -> Outcome {
     }
     // Tower allowed (or a person signed): hangar's own rules still apply.
     check_rules(&args, &call)
+}
+
+/// Tower at `--url`, trusting `--ca-file` (else `HANGAR_CA_FILE`) on top of the system's roots.
+fn tower(args: &Args, key: &str) -> Result<Tower, client::Fault> {
+    let from_env = std::env::var_os("HANGAR_CA_FILE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let ca = args.ca_file.as_ref().or(from_env.as_ref());
+    Tower::with_ca_file(&args.url, key, ca.map(PathBuf::as_path))
+}
+
+/// `--approvals`: one `governed` permission request to `TOWER/approvals`, as the driver asks it.
+fn approvals(args: &Args, input: &[u8]) -> Outcome {
+    let deny = |message: String| Outcome {
+        code: BLOCK,
+        message,
+    };
+    let body = match read_call(input) {
+        Ok(b) => b,
+        Err(o) => return deny(o.message),
+    };
+    let key = match std::fs::read_to_string(&args.key_file) {
+        Ok(k) => k,
+        Err(e) => {
+            return deny(format!(
+                "Tower could not be asked: the key file {} is unreadable ({e})",
+                args.key_file.display()
+            ));
+        }
+    };
+    let tower = match tower(args, &key) {
+        Ok(t) => t,
+        Err(f) => return deny(f.0),
+    };
+    let deadline = Instant::now() + Duration::from_secs(args.call_seconds);
+    let decided = match tower.call("approvals", &body, deadline) {
+        Ok(Decision::Allow { .. }) => Ok(()),
+        Ok(Decision::Deny { reason }) => Err(format!(
+            "Tower denied this call: {}",
+            if reason.is_empty() {
+                "no reason given"
+            } else {
+                &reason
+            }
+        )),
+        Ok(Decision::Wait { id, .. }) => tower
+            .wait_for_signature(&id, Duration::from_secs(args.wait_seconds))
+            .map_err(|f| f.0),
+        Err(f) => Err(f.0),
+    };
+    match decided {
+        Ok(()) => Outcome {
+            code: 0,
+            message: String::new(),
+        },
+        Err(why) => deny(why),
+    }
 }
 
 /// Claude Code's hook input: one JSON object, at most 16 MiB.

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hangar_testkit::{TOWER_KEY, TowerAnswer, TowerDouble, TowerFault};
+use hangar_testkit::{TOWER_KEY, TestCa, TowerAnswer, TowerDouble, TowerFault};
 use serde_json::json;
 
 struct Setup {
@@ -25,6 +25,17 @@ fn setup() -> Setup {
 
 /// Runs the hook for a Bash call of `command`; (exit code, stderr, seconds taken).
 fn hook(s: &Setup, url: &str, command: &str, extra: &[&str]) -> (i32, String, f64) {
+    hook_env(s, url, command, extra, &[])
+}
+
+/// [`hook`] with these variables set (and no proxy, no `HANGAR_CA_FILE` of the test's own).
+fn hook_env(
+    s: &Setup,
+    url: &str,
+    command: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, String, f64) {
     let input = json!({"session_id": "s", "cwd": s.dir.path().join("ws"), "hook_event_name": "PreToolUse",
         "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "toolu_1", "permission_mode": "default"});
     let started = Instant::now();
@@ -34,6 +45,10 @@ fn hook(s: &Setup, url: &str, command: &str, extra: &[&str]) -> (i32, String, f6
         .args(["--run", "run-1"])
         .args(extra)
         .env("HOME", s.dir.path())
+        .env_remove("HANGAR_CA_FILE")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -189,4 +204,144 @@ fn down_slow_and_a_missing_key_file_block() {
     assert_eq!(code, 2);
     assert!(err.contains("key file") && err.contains("missing"), "{err}");
     assert!(t.calls().is_empty() || t.calls().len() == 1);
+}
+
+/// A Tower double speaking HTTPS with a certificate for 127.0.0.1 signed by a CA made here with
+/// openssl; (the double, the CA's certificate, a second CA that signed nothing of it).
+fn https_tower(s: &Setup) -> (TowerDouble, String, String) {
+    let mine = s.dir.path().join("ca");
+    let other = s.dir.path().join("other-ca");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::create_dir(&other).unwrap();
+    let ca = TestCa::make(&mine, "IP:127.0.0.1").unwrap();
+    let wrong = TestCa::make(&other, "IP:127.0.0.1").unwrap();
+    let t = TowerDouble::start_tls(&ca.cert, &ca.key).unwrap();
+    assert!(t.url().starts_with("https://127.0.0.1:"), "{}", t.url());
+    (
+        t,
+        ca.ca.display().to_string(),
+        wrong.ca.display().to_string(),
+    )
+}
+
+#[test]
+fn an_https_tower_is_reached_through_the_ca_file_or_hangar_ca_file() {
+    let s = setup();
+    let (t, ca, _) = https_tower(&s);
+    let (code, err, _) = hook(&s, &t.url(), "cargo test", &["--ca-file", &ca]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert_eq!(
+        t.calls()[0].authorization.as_deref(),
+        Some(&*format!("Bearer {TOWER_KEY}"))
+    );
+    t.set_answer(TowerAnswer::Deny("not on Fridays".into()));
+    let (code, err, _) = hook_env(&s, &t.url(), "cargo test", &[], &[("HANGAR_CA_FILE", &ca)]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("Tower denied this call: not on Fridays"),
+        "{err}"
+    );
+}
+
+/// The attacks on the way to Tower: a certificate from a CA the hook was not told to trust (a
+/// machine in the middle), the right CA's certificate for another name, and no CA at all. Each
+/// blocks the call before any request (and so the key) is sent.
+#[test]
+fn a_wrong_ca_a_wrong_host_name_or_no_ca_blocks_and_sends_no_key() {
+    let s = setup();
+    let (t, ca, wrong) = https_tower(&s);
+    let localhost = t.url().replace("127.0.0.1", "localhost");
+    for (what, url, extra) in [
+        ("another CA", t.url(), vec!["--ca-file", wrong.as_str()]),
+        (
+            "a wrong host name",
+            localhost,
+            vec!["--ca-file", ca.as_str()],
+        ),
+        ("the system's roots only", t.url(), vec![]),
+    ] {
+        let (code, err, _) = hook(&s, &url, "cargo test", &extra);
+        eprintln!("{what}: exit {code}: {err}");
+        assert_eq!(code, 2, "{what}: {err}");
+        assert!(
+            err.contains("failed the TLS check") && err.contains("HANGAR_CA_FILE"),
+            "{what}: {err}"
+        );
+        assert!(t.requests().is_empty(), "{what}: a request reached Tower");
+    }
+    // The driver's governed client (`--approvals`) fails closed the same way.
+    let (code, err) = approvals(&s, &t.url(), &["--ca-file", &wrong], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("failed the TLS check"), "{err}");
+    assert!(t.requests().is_empty());
+}
+
+/// Plain http to a host that is not loopback is refused before a byte is sent: here a proxy
+/// (the plain double) would carry the request, key and all, if the hook let it go.
+#[test]
+fn plain_http_off_loopback_is_refused_before_the_key_is_sent() {
+    let s = setup();
+    let t = TowerDouble::start().unwrap();
+    let proxy = [("HTTP_PROXY", t.url())];
+    let env: Vec<(&str, &str)> = proxy.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (code, err, _) = hook_env(&s, "http://tower.example.com", "cargo test", &[], &env);
+    eprintln!("hook: exit {code}: {err}");
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("plain http") && err.contains("https://"),
+        "{err}"
+    );
+    let (code, err) = approvals(&s, "http://tower.example.com", &[], &env);
+    eprintln!("approvals: exit {code}: {err}");
+    assert_eq!(code, 2);
+    assert!(err.contains("plain http"), "{err}");
+    assert!(t.requests().is_empty(), "the key went out in clear");
+    // Loopback in clear stays allowed (the tests' double, a Tower beside hangar).
+    let (code, err, _) = hook(&s, &t.url(), "cargo test", &[]);
+    assert_eq!((code, err.as_str()), (0, ""));
+}
+
+/// `--approvals`: the driver's Tower client for the governed policy; (exit code, stderr).
+fn approvals(s: &Setup, url: &str, extra: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let body =
+        json!({"tool_name": "Bash", "tool_input": {"command": "cargo test"}, "harness": "codex"});
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hangar-tower-hook"))
+        .args(["--approvals", "--url", url, "--key-file"])
+        .arg(&s.key)
+        .args(extra)
+        .env_remove("HANGAR_CA_FILE")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.to_string().as_bytes());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn approvals_mode_asks_towers_approvals_over_https() {
+    let s = setup();
+    let (t, ca, _) = https_tower(&s);
+    let (code, err) = approvals(&s, &t.url(), &["--ca-file", &ca], &[]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let calls = t.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].target, "/approvals");
+    assert_eq!(calls[0].body["harness"], "codex");
+    t.set_answer(TowerAnswer::Deny("no".into()));
+    let (code, err) = approvals(&s, &t.url(), &[], &[("HANGAR_CA_FILE", &ca)]);
+    assert_eq!(code, 2);
+    assert_eq!(err.trim(), "Tower denied this call: no");
 }

@@ -163,6 +163,7 @@ mod script;
 mod server;
 mod sse;
 mod terminal;
+mod tls;
 mod tower;
 
 pub use claude::{CLAUDE_BIN_ENV, CLAUDE_CODE_VERSION, claude_bin, claude_env, workspace_root};
@@ -180,6 +181,7 @@ pub use script::{
 };
 pub use server::{FakeAnthropic, FakeOpenAi, ServerOptions};
 pub use terminal::Terminal;
+pub use tls::TestCa;
 pub use tower::{
     PassportFault, TOWER_KEY, TowerAnswer, TowerDouble, TowerExchange, TowerFault, TowerRequest,
 };

@@ -18,9 +18,12 @@
 //! [`TowerDouble::set_passport_seconds`] makes them short-lived. Neither endpoint needs a bearer
 //! token, and the [`TowerFault`] knobs do not touch them.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io::{BufReader, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io::{BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
@@ -178,6 +181,19 @@ impl TowerDouble {
 
     /// Starts on 127.0.0.1:`port`.
     pub fn start_on(port: u16) -> Result<TowerDouble, TestkitError> {
+        TowerDouble::start_with(port, None)
+    }
+
+    /// Starts on 127.0.0.1 (a free port) speaking HTTPS only, with the PEM certificate chain
+    /// `cert` and its PEM private key `key` (rustls); [`TowerDouble::url`] is then `https://`.
+    pub fn start_tls(cert: &Path, key: &Path) -> Result<TowerDouble, TestkitError> {
+        TowerDouble::start_with(0, Some(crate::tls::server_config(cert, key)?))
+    }
+
+    fn start_with(
+        port: u16,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Result<TowerDouble, TestkitError> {
         let listener = TcpListener::bind(("127.0.0.1", port))
             .map_err(|e| TestkitError::io("binding the Tower double to 127.0.0.1", e))?;
         let addr = listener
@@ -202,7 +218,7 @@ impl TowerDouble {
             changed: Condvar::new(),
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
-            base: format!("http://{addr}"),
+            base: format!("{}://{addr}", if tls.is_some() { "https" } else { "http" }),
         });
         let s = Arc::clone(&shared);
         thread::spawn(move || {
@@ -212,7 +228,16 @@ impl TowerDouble {
                 }
                 let Ok(conn) = conn else { continue };
                 let s = Arc::clone(&s);
-                thread::spawn(move || serve(&s, conn));
+                let tls = tls.clone();
+                thread::spawn(move || match tls {
+                    None => serve(&s, conn),
+                    Some(cfg) => {
+                        // A client that refuses the certificate ends the handshake: no request.
+                        if let Ok(c) = rustls::ServerConnection::new(cfg) {
+                            serve(&s, rustls::StreamOwned::new(c, conn));
+                        }
+                    }
+                });
             }
         });
         Ok(TowerDouble { addr, shared })
@@ -403,11 +428,29 @@ fn sign(shared: &Shared, id: &str, allow: bool, person: &str) -> bool {
     true
 }
 
-fn serve(shared: &Arc<Shared>, stream: TcpStream) {
-    let Ok(mut writer) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(stream);
+/// One connection's two ends (request reader, answer writer) over one stream, plain or TLS:
+/// the double reads a request, then writes its answer, never both at once.
+struct Both<S>(Rc<RefCell<S>>);
+
+impl<S: Read> Read for Both<S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().read(buf)
+    }
+}
+
+impl<S: Write> Write for Both<S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.borrow_mut().flush()
+    }
+}
+
+fn serve<S: Read + Write>(shared: &Arc<Shared>, stream: S) {
+    let both = Rc::new(RefCell::new(stream));
+    let mut writer = Both(Rc::clone(&both));
+    let mut reader = BufReader::new(Both(both));
     loop {
         let req = match http::read_request(&mut reader, &mut writer) {
             Ok(Some(r)) => r,
@@ -415,7 +458,8 @@ fn serve(shared: &Arc<Shared>, stream: TcpStream) {
         };
         let keep_alive = !req.wants_close() && !shared.stopping.load(Ordering::SeqCst);
         if respond(shared, &req, &mut writer, keep_alive).is_err() || !keep_alive {
-            let _ = writer.shutdown(Shutdown::Both);
+            // Dropping both ends closes the connection.
+            let _ = writer.flush();
             return;
         }
     }
@@ -456,14 +500,14 @@ fn record(shared: &Arc<Shared>, req: &HttpRequest, body: &Value) -> Setting {
     }
 }
 
-fn send(w: &mut TcpStream, status: u16, v: &Value, keep_alive: bool) -> std::io::Result<()> {
+fn send(w: &mut impl Write, status: u16, v: &Value, keep_alive: bool) -> std::io::Result<()> {
     http::write_json(w, status, &[], v.to_string().as_bytes(), keep_alive)
 }
 
 fn respond(
     shared: &Arc<Shared>,
     req: &HttpRequest,
-    w: &mut TcpStream,
+    w: &mut impl Write,
     keep_alive: bool,
 ) -> std::io::Result<()> {
     let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
@@ -558,7 +602,7 @@ fn respond(
 /// The fault the double is set to, answered (`None`: no fault, answer normally).
 fn answer_fault(
     fault: &TowerFault,
-    w: &mut TcpStream,
+    w: &mut impl Write,
     keep_alive: bool,
 ) -> Option<std::io::Result<()>> {
     Some(match fault {
@@ -586,7 +630,7 @@ fn answer_fault(
 }
 
 /// An answer cut off halfway through its body.
-fn truncated(w: &mut TcpStream) -> std::io::Result<()> {
+fn truncated(w: &mut impl Write) -> std::io::Result<()> {
     let full = json!({"decision": "allow", "reason": "cut short"}).to_string();
     let head = format!(
         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",

@@ -166,6 +166,19 @@ impl Runs {
                 .await
                 .map_err(|e| ControlError::Launch(format!("cannot copy the driver in: {e}")))
         })?;
+        if args.iter().any(|a| a == "--tower-url") {
+            // The driver asks Tower through the hook executable beside it (the one HTTPS client;
+            // hangar-driver's `tower.rs` says why).
+            let bin = crate::tower::binary(&self.tools).map_err(ControlError::Invalid)?;
+            let beside = crate::sandboxes::tower_client_inside();
+            with_provider!(self.sandboxes, sb.env.provider, |p| {
+                p.copy_in(sb, &bin, &beside, Who::Hangar, 0o755)
+                    .await
+                    .map_err(|e| {
+                        ControlError::Launch(format!("cannot copy the Tower client in: {e}"))
+                    })
+            })?;
+        }
         let local = sb.env.provider == hangar_sandbox::ProviderKind::Local;
         let mut argv: Vec<String> = std::iter::once(driver.display().to_string())
             .chain(args.iter().map(|a| a.to_string_lossy().into_owned()))

@@ -630,3 +630,9 @@ pub(crate) fn is_remote(kind: hangar_sandbox::ProviderKind) -> bool {
 pub(crate) fn driver_inside() -> PathBuf {
     Path::new(hangar_sandbox::layout::HANGAR_LIB).join("hangar-driver")
 }
+
+/// The Tower client inside, beside the driver, where the driver looks for it under policy
+/// `governed` (the hook executable; the Claude Code hook itself is installed as `tower_hook`).
+pub(crate) fn tower_client_inside() -> PathBuf {
+    Path::new(hangar_sandbox::layout::HANGAR_LIB).join("hangar-tower-hook")
+}

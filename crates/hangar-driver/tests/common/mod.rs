@@ -19,7 +19,7 @@ use hangar_mailbox::outbox::{Delivery, Mailbox, Sent};
 use hangar_protocol::{Ack, Kind};
 use hangar_testkit::{
     FakeAnthropic, FakeOpenAi, RecordedRequest, Script, TestkitError, claude_bin, claude_env,
-    codex_bin, codex_env, codex_offline_args,
+    codex_bin, codex_env, codex_offline_args, workspace_root,
 };
 use serde_json::Value;
 
@@ -30,6 +30,23 @@ pub fn driver_bin() -> PathBuf {
         Some(p) => PathBuf::from(p),
         None => PathBuf::from(env!("CARGO_BIN_EXE_hangar-driver")),
     }
+}
+
+/// The Tower hook executable (also the governed policy's Tower client).
+#[allow(dead_code, reason = "not every test file asks Tower")]
+pub fn tower_hook_bin() -> PathBuf {
+    let p = std::env::var_os("HANGAR_TOWER_HOOK_BIN")
+        .filter(|v| !v.is_empty())
+        .map_or_else(
+            || workspace_root().join("target/debug/hangar-tower-hook"),
+            PathBuf::from,
+        );
+    assert!(
+        p.exists(),
+        "no Tower hook at {}: cargo build -p hangar-hook, or set HANGAR_TOWER_HOOK_BIN",
+        p.display()
+    );
+    p
 }
 
 /// The scripted model behind the harness.

@@ -30,7 +30,20 @@ impl Runs {
             resume: session.harness_session_id.as_deref(),
             options: &plan.options,
         };
-        let args = launch::driver_args(&self.tools, &l)?;
+        let mut args = launch::driver_args(&self.tools, &l)?;
+        // Issue 20, Deliver 6: the agent runs as hangar's own user here, so the driver starts it
+        // where hangar's home (vault key, database, tokens, every run's control folder) and the
+        // master key file are out of sight (hangar-driver's `hide.rs`).
+        args.extend(["--hide".into(), self.tools.home.clone().into_os_string()]);
+        if let Some(k) = launch::setting(&self.tools, hangar_protocol::env::HANGAR_MASTER_KEY_FILE)
+        {
+            args.extend(["--hide".into(), k.into()]);
+        }
+        if l.tower.is_some() {
+            // The driver asks Tower through the hook executable (it holds the one HTTPS client).
+            let client = crate::tower::binary(&self.tools).map_err(ControlError::Invalid)?;
+            args.extend(["--tower-client".into(), client.into_os_string()]);
+        }
         let manifest = checked.seal(launch::manifest(
             &self.tools,
             &l,
