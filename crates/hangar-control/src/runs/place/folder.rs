@@ -30,7 +30,18 @@ impl Runs {
             resume: session.harness_session_id.as_deref(),
             options: &plan.options,
         };
-        let args = launch::driver_args(&self.tools, &l)?;
+        let mut args = launch::driver_args(&self.tools, &l)?;
+        // The person's and the environment's credentials, as in a sandbox (`turn_secrets.rs`).
+        if let Some(secrets) = crate::runs::turn_secrets::for_turn(
+            &self.store,
+            &plan.person,
+            &plan.sandbox.environment,
+        )
+        .await?
+        {
+            let file = crate::runs::turn_secrets::write(&plan.ctl, &secrets).await?;
+            args.extend(["--secrets-file".into(), file.into_os_string()]);
+        }
         let manifest = checked.seal(launch::manifest(
             &self.tools,
             &l,
