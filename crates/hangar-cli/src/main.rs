@@ -156,11 +156,20 @@ enum Cmd {
     /// Credentials in the vault: `set NAME` (value from stdin), `list`, `rm NAME`. Names
     /// starting with `hangar.` are hangar's own, set only here (never through the API) and
     /// checked: `hangar.passport-signing-key` is the Ed25519 seed that signs sandbox tokens for
-    /// Tower, 64 hex digits.
+    /// Tower, 64 hex digits. `--person EMAIL` or `--environment NAME`: that person's or
+    /// environment's credential, handed to their turns (e.g. `ANTHROPIC_API_KEY`,
+    /// `CLAUDE_CODE_OAUTH_TOKEN`, `CODEX_AUTH_JSON`); neither: the server's own, never handed
+    /// to a turn.
     Credential {
         /// set | list | rm
         action: String,
         name: Option<String>,
+        /// A person's credential (their turns get it).
+        #[arg(long, conflicts_with = "environment")]
+        person: Option<String>,
+        /// An environment's credential (the turns in its sandboxes get it).
+        #[arg(long)]
+        environment: Option<String>,
     },
     /// The audit log: its records, oldest first; `verify` checks its hash chain.
     Audit {
@@ -343,7 +352,19 @@ fn main() -> ExitCode {
             PersonCmd::List { json } => people::person_list(&home, json),
             PersonCmd::Rm { email } => people::person_rm(&home, &email),
         },
-        Cmd::Credential { action, name } => serve::credential(&home, &action, name.as_deref()),
+        Cmd::Credential {
+            action,
+            name,
+            person,
+            environment,
+        } => {
+            let owner = match (person, environment) {
+                (Some(p), _) => hangar_store::SecretOwner::Person(p),
+                (None, Some(e)) => hangar_store::SecretOwner::Environment(e),
+                (None, None) => hangar_store::SecretOwner::Server,
+            };
+            serve::credential(&home, &action, name.as_deref(), &owner)
+        }
         Cmd::Audit { action: None, json } => sessions::audit(&home, json),
         Cmd::Audit {
             action: Some(action),

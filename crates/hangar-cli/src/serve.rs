@@ -160,8 +160,13 @@ async fn shutdown_signal() {
     }
 }
 
-/// `hangar credential set NAME` (value from stdin), `list`, `rm NAME`.
-pub fn credential(home: &Path, action: &str, name: Option<&str>) -> Result<ExitCode, CliError> {
+/// `hangar credential set NAME` (value from stdin), `list`, `rm NAME`, of `owner`.
+pub fn credential(
+    home: &Path,
+    action: &str,
+    name: Option<&str>,
+    owner: &hangar_store::SecretOwner,
+) -> Result<ExitCode, CliError> {
     let settings = Plane::from_env(home);
     runtime()?.block_on(async {
         let store = settings.open(home).await?;
@@ -177,9 +182,16 @@ pub fn credential(home: &Path, action: &str, name: Option<&str>) -> Result<ExitC
                 std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
                     .map_err(|e| CliError::Failed(format!("reading the value from stdin: {e}")))?;
                 let value = value.trim_end_matches('\n');
-                hangar_control::credentials::set(&store, n, value.as_bytes(), "cli", here)
-                    .await
-                    .map_err(control)?;
+                hangar_control::credentials::set_owned(
+                    &store,
+                    owner,
+                    n,
+                    value.as_bytes(),
+                    "cli",
+                    here,
+                )
+                .await
+                .map_err(control)?;
                 progress::say(&format!("credential {n} set"));
                 if n.starts_with(hangar_control::credentials::RESERVED_PREFIX) {
                     progress::note(
@@ -188,12 +200,12 @@ pub fn credential(home: &Path, action: &str, name: Option<&str>) -> Result<ExitC
                 }
             }
             ("list", None) => {
-                for n in store.credential_names().await.map_err(fail)? {
+                for n in store.secret_names(owner).await.map_err(fail)? {
                     progress::say(&n);
                 }
             }
             ("rm", Some(n)) => {
-                if !hangar_control::credentials::remove(&store, n, "cli", here)
+                if !hangar_control::credentials::remove_owned(&store, owner, n, "cli", here)
                     .await
                     .map_err(control)?
                 {

@@ -322,7 +322,8 @@ async fn no_api_token_sets_or_removes_hangars_own_credentials() {
         .filter(|l| l.contains("credential.refused") && l.contains("mallory@example.com"))
         .collect();
     assert_eq!(refused.len(), 2, "{audit}");
-    // Other credentials are still the API's.
+    // The server's other credentials (here Tower's key, which the hook shows Tower) are the
+    // admins' (issue 20): a member writes only their own.
     let (status, answer) = as_token(
         &s,
         mallory,
@@ -331,7 +332,20 @@ async fn no_api_token_sets_or_removes_hangars_own_credentials() {
         json!({"value": "k"}),
     )
     .await;
+    assert_eq!(status, 403, "{answer}");
+    let (status, answer) = as_token(
+        &s,
+        mallory,
+        "POST",
+        "/v1/credentials/tower?person=mallory@example.com",
+        json!({"value": "k"}),
+    )
+    .await;
     assert_eq!(status, 200, "{answer}");
+    let (status, answer) = s
+        .call("POST", "/v1/credentials/tower", Some(json!({"value": "k"})))
+        .await;
+    assert_eq!(status, 200, "an admin sets the server's: {answer}");
 
     // On the server's machine: checked, then used from the next start.
     let out = set_here(&s, name, "not a key\n");

@@ -198,9 +198,23 @@ pub fn spawn_driver(tools: &Tools, args: &[OsString], ctl: &Path) -> Result<u32,
             ctl.join("driver.stderr").display()
         ))
     })?;
-    let mut child = Command::new(&tools.driver)
+    let mut cmd = Command::new(&tools.driver);
+    // The control plane's credential variables stay here unless the single-user local mode
+    // passes them (`HANGAR_SERVER_CREDENTIALS=allow`, see `turn_secrets.rs`).
+    for name in hangar_protocol::env::HARNESS_CREDENTIAL_ENV {
+        if !crate::runs::turn_secrets::keep_var(tools, name) {
+            cmd.env_remove(name);
+        }
+    }
+    let mut child = cmd
         .args(args)
-        .envs(tools.env.iter().map(|(k, v)| (k, v)))
+        .envs(
+            tools
+                .env
+                .iter()
+                .filter(|(k, _)| crate::runs::turn_secrets::keep_var(tools, k))
+                .map(|(k, v)| (k, v)),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(stderr))
@@ -258,6 +272,7 @@ pub fn manifest(
     let mut env_names: Vec<String> = HARNESS_ENV_ALLOW
         .iter()
         .filter(|n| std::env::var_os(n).is_some())
+        .filter(|n| crate::runs::turn_secrets::keep_var(tools, n))
         .map(|n| (*n).to_owned())
         .collect();
     env_names.extend(HARNESS_ENV_FIXED.iter().map(|(n, _)| (*n).to_owned()));

@@ -1,7 +1,7 @@
 //! The driver's command line, resolved into [`Settings`] before anything runs.
 //!
 //! ```text
-//! hangar-driver --ctl DIR --run RUN --cwd DIR [--key-file FILE] [--harness claude|codex]
+//! hangar-driver --ctl DIR --run RUN --cwd DIR [--key-file FILE] [--secrets-file FILE] [--harness claude|codex]
 //!               [--policy ask|auto|governed] [--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]...
 //!               [--resume ID | --fork ID [--fork-at MESSAGE_OR_TURN]] [--session-id UUID]
 //!               [--model-timeout SECS]
@@ -88,9 +88,13 @@ pub struct Settings {
     pub codex_home: Option<PathBuf>,
     /// `--hide PATH`: kept out of the harness's and the check's sight (see `hide.rs`).
     pub hide: Vec<PathBuf>,
+    /// The turn's credentials file (`--secrets-file`, see `secrets.rs`).
+    pub secrets_file: Option<PathBuf>,
+    /// The turn's credential variables (not a flag: read from the secrets file).
+    pub secret_env: Vec<(String, String)>,
 }
 
-pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--key-file FILE] [--harness claude|codex] [--policy ask|auto|governed] \
+pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--key-file FILE] [--secrets-file FILE] [--harness claude|codex] [--policy ask|auto|governed] \
 [--claude-bin PATH] [--codex-bin PATH] [--model NAME] [--codex-config KEY=VALUE]... \
 [--resume ID | --fork ID [--fork-at MESSAGE_OR_TURN]] [--session-id UUID] [--model-timeout SECS] \
 [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]] \
@@ -114,6 +118,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     let mut raw = None;
     let mut rules_file = None;
     let mut key_file = None;
+    let mut secrets_file = None;
     let (mut tower_hook, mut tower_url, mut tower_key) = (None, None, None);
     let (mut tower_wait, mut tower_call) = (300u64, 20u64);
     let mut tower_hook_digest = None;
@@ -181,6 +186,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
             "--agent-home" => home = Some(PathBuf::from(value()?)),
             "--rules" => rules_file = Some(PathBuf::from(value()?)),
             "--key-file" => key_file = Some(PathBuf::from(value()?)),
+            "--secrets-file" => secrets_file = Some(PathBuf::from(value()?)),
             "--claude-settings" => claude_settings = Some(PathBuf::from(value()?)),
             "--tower-hook" => tower_hook = Some(PathBuf::from(value()?)),
             "--tower-hook-digest" => tower_hook_digest = Some(text(value()?).to_ascii_lowercase()),
@@ -238,6 +244,8 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
         claude_settings,
         codex_home: None,
         hide,
+        secrets_file,
+        secret_env: Vec::new(),
     })
 }
 

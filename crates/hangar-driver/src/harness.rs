@@ -36,6 +36,12 @@ pub fn harness_env(s: &Settings) -> Vec<(OsString, OsString)> {
         // The turn's own Codex home (codex/home.rs): the agent's `~/.codex` is not read.
         set("CODEX_HOME", home.clone().into_os_string());
     }
+    // The turn's own credentials (secrets.rs), over anything the driver was started with.
+    for (k, v) in &s.secret_env {
+        if harness_may_inherit(k) {
+            set(k, v.into());
+        }
+    }
     env
 }
 

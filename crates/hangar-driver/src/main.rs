@@ -18,6 +18,7 @@ mod harness;
 mod hide;
 mod relay;
 mod runlog;
+mod secrets;
 mod secure;
 mod signals;
 mod tower;
@@ -181,8 +182,23 @@ fn start() -> Result<i32, String> {
     let (tx, rx) = mpsc::channel();
     let bell = tx.clone();
     inbox.start_doorbell(move || bell.send(turn::Event::Wake).is_ok());
-    let files = TurnFiles::write(&s, &log)?;
+    let taken = match s.secrets_file.as_deref().map(secrets::take).transpose() {
+        Ok(t) => t,
+        Err(message) => return Err(logged(&log, message)),
+    };
+    let mut files = TurnFiles::write(&s, &log)?;
     s.codex_home = files.codex_home.as_ref().map(|h| h.dir.clone());
+    if let Some(mut taken) = taken {
+        files.secrets_dir = secrets::place(
+            &mut taken,
+            &std::env::temp_dir(),
+            &s.run,
+            s.codex_home.as_deref(),
+            s.agent.as_ref(),
+        )
+        .map_err(|m| logged(&log, m))?;
+        s.secret_env = taken.env;
+    }
     let settings_file = files
         .tower_settings
         .as_ref()
@@ -263,6 +279,8 @@ struct TurnFiles {
     claude_turn: Option<claude_settings::TurnSettings>,
     codex_home: Option<codex::CodexHome>,
     tower_settings: Option<tower::HookSettings>,
+    /// The folder of the turn's credential files (secrets.rs).
+    secrets_dir: Option<std::path::PathBuf>,
     hooks: Vec<HookDigest>,
     early_warnings: Vec<String>,
 }
@@ -283,6 +301,7 @@ impl TurnFiles {
             claude_turn: None,
             codex_home: None,
             tower_settings: None,
+            secrets_dir: None,
             early_warnings: Vec::new(),
         };
         files.claude_turn = files.claude_settings(s, log)?;
@@ -397,6 +416,7 @@ impl TurnFiles {
         turn.tower_settings = self.tower_settings;
         turn.remove_at_end.extend(self.claude_turn.map(|t| t.dir));
         turn.remove_at_end.extend(self.codex_home.map(|h| h.dir));
+        turn.remove_at_end.extend(self.secrets_dir);
         if let (args::Policy::Governed, Some(t), false) = (s.policy, &s.tower, turn.hook_on) {
             turn.governed = Some(tower::Governed {
                 tower: t.clone(),

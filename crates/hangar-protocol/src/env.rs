@@ -88,6 +88,67 @@ pub const HANGAR_EGRESS_TEST_RESOLVE: &str = "HANGAR_EGRESS_TEST_RESOLVE";
 /// allowed, hangar's home, a folder above it and one inside it are refused.
 pub const HANGAR_UNSANDBOXED_FOLDERS: &str = "HANGAR_UNSANDBOXED_FOLDERS";
 
+/// `allow`: the server's own model credentials ([`HARNESS_CREDENTIAL_ENV`] in `hangar serve`'s
+/// environment, e.g. `ANTHROPIC_API_KEY`) pass to every turn, as before issue 20: a single-user
+/// local mode only, since every agent could then read the one key. Unset (the default), a turn
+/// gets only the credentials its person and its environment keep in the vault.
+pub const HANGAR_SERVER_CREDENTIALS: &str = "HANGAR_SERVER_CREDENTIALS";
+
+/// The value of [`HANGAR_SERVER_CREDENTIALS`] that passes the server's credentials to turns.
+pub const SERVER_CREDENTIALS_ALLOW: &str = "allow";
+
+/// The harness variables that carry a credential or choose how the harness signs in (Claude
+/// Code's API key, OAuth token, Bedrock and Vertex switches; Codex's and Azure OpenAI's keys;
+/// the cloud providers' own). A turn gets them from its person's and its environment's secrets
+/// in the vault (the driver's `--secrets-file`), never from the control plane's environment
+/// unless [`HANGAR_SERVER_CREDENTIALS`]` = allow`.
+pub const HARNESS_CREDENTIAL_ENV: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_REGION",
+    "AWS_PROFILE",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_SKIP_VERTEX_AUTH",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "ANTHROPIC_VERTEX_PROJECT_ID",
+    "CLOUD_ML_REGION",
+    "GOOGLE_CLOUD_PROJECT",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+];
+
+/// Vault secrets that reach the harness as a file, not a variable: the secret's name, the
+/// variable that names the file (`None`: a place the harness looks itself) and the file's name.
+/// `CODEX_AUTH_JSON` is Codex's `auth.json` (a ChatGPT sign-in), written in the turn's
+/// `CODEX_HOME`; `GOOGLE_APPLICATION_CREDENTIALS` holds a service account key's JSON, written
+/// to a file the variable then names (Vertex).
+pub const HARNESS_CREDENTIAL_FILES: &[(&str, Option<&str>, &str)] = &[
+    ("CODEX_AUTH_JSON", None, "auth.json"),
+    (
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        Some("GOOGLE_APPLICATION_CREDENTIALS"),
+        "google-credentials.json",
+    ),
+];
+
+/// Whether `name` is a credential variable ([`HARNESS_CREDENTIAL_ENV`] or the variable of one
+/// of [`HARNESS_CREDENTIAL_FILES`]).
+pub fn is_credential_var(name: &str) -> bool {
+    HARNESS_CREDENTIAL_ENV.contains(&name)
+        || HARNESS_CREDENTIAL_FILES
+            .iter()
+            .any(|(_, var, _)| *var == Some(name))
+}
+
 /// The variables a harness inherits from the driver's environment; nothing else passes. The
 /// driver then sets `HOME` (the agent's home under the uid split) and the quiet-mode variables
 /// in [`HARNESS_ENV_FIXED`]. No `HANGAR_*` variable is ever passed on.
@@ -111,6 +172,24 @@ pub const HARNESS_ENV_ALLOW: &[&str] = &[
     "CODEX_HOME",
     "OPENAI_API_KEY",
     "CODEX_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_REGION",
+    "AWS_PROFILE",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_SKIP_VERTEX_AUTH",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "ANTHROPIC_VERTEX_PROJECT_ID",
+    "CLOUD_ML_REGION",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_APPLICATION_CREDENTIALS",
     "HTTPS_PROXY",
     "HTTP_PROXY",
     "NO_PROXY",

@@ -263,7 +263,7 @@ fn record_endpoints() -> Vec<Endpoint> {
         e(
             "GET",
             "/v1/credentials",
-            "Credential names (never values)",
+            "Credential names (never values): the server's (admins), `?person=EMAIL`'s (that person or an admin) or `?environment=NAME`'s (admins); a refusal is 403, audited",
             None,
             of::<api::CredentialNames>,
             200,
@@ -271,7 +271,7 @@ fn record_endpoints() -> Vec<Endpoint> {
         e(
             "POST",
             "/v1/credentials/{name}",
-            "Set a credential (sealed in the vault); names starting with `hangar.` are refused (403): they are set on the server's machine with `hangar credential set`",
+            "Set a credential (sealed in the vault): the server's (admins only), `?person=EMAIL`'s (that person or an admin; handed to their turns) or `?environment=NAME`'s (admins; handed to its sandboxes' turns); names starting with `hangar.` are refused (403): they are set on the server's machine with `hangar credential set`",
             Some(of::<api::CredentialValue>),
             of::<api::CredentialSet>,
             200,
@@ -279,7 +279,7 @@ fn record_endpoints() -> Vec<Endpoint> {
         e(
             "DELETE",
             "/v1/credentials/{name}",
-            "Remove a credential; names starting with `hangar.` are refused (403)",
+            "Remove a credential, of the same owners as setting one; names starting with `hangar.` are refused (403)",
             None,
             of::<api::CredentialRemoved>,
             200,
@@ -399,6 +399,20 @@ fn query(method: &str, path: &str) -> Vec<(&'static str, bool, Value, &'static s
                 false,
                 json!({"type": "boolean", "default": false}),
                 "remove it even while a turn runs",
+            ),
+        ],
+        (_, "/v1/credentials" | "/v1/credentials/{name}") => vec![
+            (
+                "person",
+                false,
+                string(),
+                "a person's credential (that person or an admin); neither this nor environment: the server's (admins)",
+            ),
+            (
+                "environment",
+                false,
+                string(),
+                "an environment's credential (admins)",
             ),
         ],
         ("GET", "/v1/board") => vec![

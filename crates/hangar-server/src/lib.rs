@@ -15,6 +15,7 @@ mod people;
 mod routes;
 mod runlog;
 mod sandboxes;
+mod secrets;
 pub mod sse;
 pub mod tls;
 pub mod typedefs;

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
 use hangar_api as api;
-use hangar_control::{ControlPlane, Reply, SessionRequest, credentials};
+use hangar_control::{ControlPlane, Reply, SessionRequest};
 use hangar_store::EventScope;
 use serde::{Deserialize, Serialize};
 
@@ -57,12 +57,12 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
         ("GET", "/v1/runs/{id}/diff", get(diff)),
         ("POST", "/v1/runs/{id}/fork", post(crate::fork::fork)),
         ("GET", "/v1/runs/{id}/forks", get(crate::fork::forks)),
-        ("GET", "/v1/credentials", get(list_credentials)),
-        ("POST", "/v1/credentials/{name}", post(set_credential)),
+        ("GET", "/v1/credentials", get(crate::secrets::list)),
+        ("POST", "/v1/credentials/{name}", post(crate::secrets::set)),
         (
             "DELETE",
             "/v1/credentials/{name}",
-            delete(remove_credential),
+            delete(crate::secrets::remove),
         ),
         ("GET", "/v1/audit", get(audit)),
         ("GET", "/v1/audit/verify", get(audit_verify)),
@@ -496,36 +496,6 @@ fn live(
         plane.subscribe(),
     )
     .into_response()
-}
-
-async fn list_credentials(State(plane): S, _who: Authed) -> ApiResult {
-    ok(api::CredentialNames {
-        credentials: plane.store().credential_names().await?,
-    })
-}
-
-async fn set_credential(
-    State(plane): S,
-    who: Authed,
-    Path(name): Path<String>,
-    Json(b): Json<api::CredentialValue>,
-) -> ApiResult {
-    credentials::set(
-        plane.store(),
-        &name,
-        b.value.as_bytes(),
-        &who.email,
-        credentials::Origin::Api,
-    )
-    .await?;
-    ok(api::CredentialSet { name })
-}
-
-async fn remove_credential(State(plane): S, who: Authed, Path(name): Path<String>) -> ApiResult {
-    if !credentials::remove(plane.store(), &name, &who.email, credentials::Origin::Api).await? {
-        return Err(ApiError::NotFound(format!("no credential {name:?}")));
-    }
-    ok(api::CredentialRemoved { removed: name })
 }
 
 async fn audit(State(plane): S, who: Authed, Query(p): Query<Page>) -> ApiResult {

@@ -43,6 +43,7 @@ pub use forks::{Fork, NewFork};
 pub use harness_checks::HarnessCheck;
 pub use migrate::{Backend, KNOWN_SCHEMA_VERSION};
 pub use model::*;
+pub use secrets::SecretOwner;
 pub use tokens::{
     CreatedToken, DEFAULT_LIFETIME_MS, LAST_USED_GRANULARITY_MS, MAX_LIFETIME_MS, NewToken, Person,
     hash_token,

@@ -79,6 +79,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0007_people_tokens.sql"),
         postgres: include_str!("../migrations/postgres/0007_people_tokens.sql"),
     },
+    Migration {
+        version: 8,
+        name: "secret_owners",
+        sqlite: include_str!("../migrations/sqlite/0008_secret_owners.sql"),
+        postgres: include_str!("../migrations/postgres/0008_secret_owners.sql"),
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -16,6 +16,40 @@ use crate::{Store, now_ms};
 const KEY_CHECK: &[u8] = b"hangar vault key check v1";
 pub(crate) const RUN_KEY: &str = "run-key";
 const CREDENTIAL: &str = "credential";
+/// The vault purpose of an owned secret; its row is `KIND:OWNER:NAME`, so a sealed value
+/// copied to another person's or environment's row does not open.
+const OWNED_SECRET: &str = "secret";
+
+/// Who a secret belongs to (issue 20): the server (hangar's own and the admins' shared
+/// credentials, the `credentials` table), a person or an environment (`owned_secrets`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SecretOwner {
+    /// The server's own: only admins write them; never handed to a turn.
+    Server,
+    /// A person, by email: handed to that person's turns.
+    Person(String),
+    /// An environment, by name: handed to the turns in its sandboxes.
+    Environment(String),
+}
+
+impl SecretOwner {
+    /// `server`, `person` or `environment`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SecretOwner::Server => "server",
+            SecretOwner::Person(_) => "person",
+            SecretOwner::Environment(_) => "environment",
+        }
+    }
+
+    /// The person's email or the environment's name; empty for the server.
+    pub fn id(&self) -> &str {
+        match self {
+            SecretOwner::Server => "",
+            SecretOwner::Person(p) | SecretOwner::Environment(p) => p,
+        }
+    }
+}
 
 /// A credential name: 1 to 128 of `[A-Za-z0-9_.-]`.
 fn check_credential_name(name: &str) -> Result<(), StoreError> {
@@ -165,6 +199,98 @@ impl Store {
     pub async fn credential_names(&self) -> Result<Vec<String>, StoreError> {
         let sql = "SELECT name FROM credentials ORDER BY name";
         Ok(read_db!(self, pool => sqlx::query_scalar(sql).fetch_all(pool).await?))
+    }
+
+    /// Seals and stores a secret of `owner` (the server's: [`Store::set_credential`]),
+    /// replacing one of the same name.
+    pub async fn set_secret(
+        &self,
+        owner: &SecretOwner,
+        name: &str,
+        value: &Secret,
+    ) -> Result<(), StoreError> {
+        check_credential_name(name)?;
+        if *owner == SecretOwner::Server {
+            return self.set_credential(name, value).await;
+        }
+        let (kind, id) = (owner.kind(), owner.id());
+        let row = format!("{kind}:{id}:{name}");
+        let sealed = self.vault()?.seal(OWNED_SECRET, &row, value.expose())?;
+        let now = now_ms();
+        write_db!(self, pool => {
+            sqlx::query(
+                "INSERT INTO owned_secrets (owner_kind, owner, name, sealed, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (owner_kind, owner, name) DO UPDATE \
+                 SET sealed = excluded.sealed, updated_at = excluded.updated_at",
+            )
+            .bind(kind)
+            .bind(id)
+            .bind(name)
+            .bind(&sealed)
+            .bind(now)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Every secret of `owner`, opened, sorted by name: what a turn of that person or
+    /// environment is handed. The server's are never listed here (empty).
+    pub async fn secrets_of(
+        &self,
+        owner: &SecretOwner,
+    ) -> Result<Vec<(String, Secret)>, StoreError> {
+        if *owner == SecretOwner::Server {
+            return Ok(Vec::new());
+        }
+        let vault = self.vault()?;
+        let (kind, id) = (owner.kind(), owner.id());
+        let sql = "SELECT name, sealed FROM owned_secrets WHERE owner_kind = $1 AND owner = $2 \
+                   ORDER BY name";
+        let rows: Vec<(String, Vec<u8>)> = read_db!(self, pool => {
+            sqlx::query_as(sql).bind(kind).bind(id).fetch_all(pool).await?
+        });
+        rows.into_iter()
+            .map(|(name, sealed)| {
+                let row = format!("{kind}:{id}:{name}");
+                Ok((name, vault.unseal(OWNED_SECRET, &row, &sealed)?))
+            })
+            .collect()
+    }
+
+    /// The names of `owner`'s secrets, sorted (never their values).
+    pub async fn secret_names(&self, owner: &SecretOwner) -> Result<Vec<String>, StoreError> {
+        if *owner == SecretOwner::Server {
+            return self.credential_names().await;
+        }
+        let sql = "SELECT name FROM owned_secrets WHERE owner_kind = $1 AND owner = $2 \
+                   ORDER BY name";
+        Ok(read_db!(self, pool => {
+            sqlx::query_scalar(sql)
+                .bind(owner.kind())
+                .bind(owner.id())
+                .fetch_all(pool)
+                .await?
+        }))
+    }
+
+    /// Removes a secret of `owner`; true if it existed.
+    pub async fn remove_secret(&self, owner: &SecretOwner, name: &str) -> Result<bool, StoreError> {
+        if *owner == SecretOwner::Server {
+            return self.remove_credential(name).await;
+        }
+        let n = write_db!(self, pool => {
+            sqlx::query(
+                "DELETE FROM owned_secrets WHERE owner_kind = $1 AND owner = $2 AND name = $3",
+            )
+            .bind(owner.kind())
+            .bind(owner.id())
+            .bind(name)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(n > 0)
     }
 
     /// Removes a credential; true if it existed.

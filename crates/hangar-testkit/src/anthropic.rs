@@ -10,9 +10,20 @@ use crate::script::{Block, error_body};
 use crate::server::{Shared, State};
 use crate::sse;
 
+/// Whether `path` is Claude on Vertex AI's route for a model
+/// (`[/v1]/projects/P/locations/L/publishers/anthropic/models/M:streamRawPredict` or
+/// `:rawPredict`):
+/// the same Messages body without `model`, answered the same way, so that Claude Code run with
+/// `CLAUDE_CODE_USE_VERTEX` and `ANTHROPIC_VERTEX_BASE_URL` on loopback is served.
+fn is_vertex(path: &str) -> bool {
+    (path.starts_with("/projects/") || path.starts_with("/v1/projects/"))
+        && path.contains("/publishers/anthropic/models/")
+        && (path.ends_with(":streamRawPredict") || path.ends_with(":rawPredict"))
+}
+
 fn classify(request: &HttpRequest, body: &Value) -> RequestKind {
     match (request.method.as_str(), request.path()) {
-        ("POST", "/v1/messages") => {
+        ("POST", p) if p == "/v1/messages" || is_vertex(p) => {
             if body.get("stream").and_then(Value::as_bool) == Some(true) {
                 RequestKind::Main
             } else {

@@ -52,6 +52,9 @@ pub(crate) fn pinned_tool(
 
 /// Environment for running `claude` against a fake server at `base_url`, with its state in
 /// `config_dir`: no network besides the fake, no telemetry, no auto-update, at most one retry.
+/// A `hangar serve` started with it passes its `ANTHROPIC_API_KEY` to every turn
+/// (`HANGAR_SERVER_CREDENTIALS=allow`, the single-user local mode): the tests that are not
+/// about credentials run as one person would on their own machine.
 pub fn claude_env(base_url: &str, config_dir: &Path) -> Vec<(String, String)> {
     [
         ("ANTHROPIC_BASE_URL", base_url.to_owned()),
@@ -61,6 +64,7 @@ pub fn claude_env(base_url: &str, config_dir: &Path) -> Vec<(String, String)> {
         ("DISABLE_TELEMETRY", "1".to_owned()),
         ("DISABLE_AUTOUPDATER", "1".to_owned()),
         ("CLAUDE_CODE_MAX_RETRIES", "1".to_owned()),
+        ("HANGAR_SERVER_CREDENTIALS", "allow".to_owned()),
     ]
     .into_iter()
     .map(|(key, value)| (key.to_owned(), value))
@@ -82,7 +86,8 @@ mod tests {
         assert_eq!(get("DISABLE_TELEMETRY"), Some("1"));
         assert_eq!(get("DISABLE_AUTOUPDATER"), Some("1"));
         assert_eq!(get("CLAUDE_CODE_MAX_RETRIES"), Some("1"));
-        assert_eq!(env.len(), 7);
+        assert_eq!(get("HANGAR_SERVER_CREDENTIALS"), Some("allow"));
+        assert_eq!(env.len(), 8);
     }
 
     #[test]

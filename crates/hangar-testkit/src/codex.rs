@@ -98,6 +98,8 @@ pub fn codex_env(codex_home: &Path) -> Vec<(String, String)> {
     [
         ("CODEX_HOME", codex_home.display().to_string()),
         (CODEX_API_KEY_ENV, CODEX_API_KEY.to_owned()),
+        // A `hangar serve` started with it passes the key to turns (see `claude_env`).
+        ("HANGAR_SERVER_CREDENTIALS", "allow".to_owned()),
         ("TMPDIR", tmpdir.display().to_string()),
     ]
     .into_iter()
@@ -147,7 +149,7 @@ mod tests {
         let tmpdir = get("TMPDIR").unwrap_or_default();
         assert!(PathBuf::from(&tmpdir).is_dir(), "{tmpdir}");
         assert!(!dir.starts_with(&tmpdir));
-        assert_eq!(env.len(), 3);
+        assert_eq!(env.len(), 4);
         let _ignored = std::fs::remove_dir_all(&dir);
     }
 

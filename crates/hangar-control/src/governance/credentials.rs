@@ -6,8 +6,14 @@
 //! chose, and have Tower accept a passport for another person. Through the API they are refused;
 //! on the server's machine each is checked against what it must hold, and a name hangar does not
 //! know is refused.
+//!
+//! Secrets have an owner (issue 20): the server, a person or an environment
+//! ([`SecretOwner`]). Who may write which owner's is the API's to decide (`hangar-server`:
+//! the server's and an environment's are for admins, a person's for that person and admins);
+//! here every owner's `hangar.*` names are refused, a person's or an environment's even on the
+//! server's machine, since only the server's own secrets are hangar's.
 
-use hangar_store::{Secret, Store};
+use hangar_store::{Secret, SecretOwner, Store};
 use serde_json::json;
 
 use crate::error::ControlError;
@@ -81,10 +87,48 @@ fn stored_value(name: &str, value: &[u8]) -> Result<Vec<u8>, ControlError> {
     )))
 }
 
-/// Sets credential `name` and audits it (`credential.set`, by `actor`); a `hangar.*` name
-/// through the API is refused and audited (`credential.refused`).
+/// Whether a change of `owner`'s `name` from `origin` touches hangar's own names: through the
+/// API never, and only the server owns them.
+fn reserved_refusal(owner: &SecretOwner, name: &str, origin: Origin) -> Option<ControlError> {
+    if !name.starts_with(RESERVED_PREFIX) {
+        return None;
+    }
+    if *owner != SecretOwner::Server {
+        return Some(ControlError::NotAllowed(format!(
+            "credential {name:?}: names starting with {RESERVED_PREFIX:?} are reserved for hangar's own credentials, which only the server holds; choose another name for a {}'s credential",
+            owner.kind()
+        )));
+    }
+    (origin == Origin::Api).then(|| refused_through_api(name))
+}
+
+/// The audit detail naming a secret and its owner.
+fn detail(owner: &SecretOwner, name: &str, origin: Origin) -> serde_json::Value {
+    let mut d = json!({"name": name, "via": origin.word()});
+    if *owner != SecretOwner::Server {
+        d["owner"] = json!({"kind": owner.kind(), "id": owner.id()});
+    }
+    d
+}
+
+/// Sets the server's credential `name` and audits it (`credential.set`, by `actor`); a
+/// `hangar.*` name through the API is refused and audited (`credential.refused`).
 pub async fn set(
     store: &Store,
+    name: &str,
+    value: &[u8],
+    actor: &str,
+    origin: Origin,
+) -> Result<(), ControlError> {
+    set_owned(store, &SecretOwner::Server, name, value, actor, origin).await
+}
+
+/// Sets `owner`'s secret `name` and audits it (`credential.set`, by `actor`, naming the owner);
+/// a `hangar.*` name is refused and audited (`credential.refused`) unless it is the server's,
+/// set on the server's machine.
+pub async fn set_owned(
+    store: &Store,
+    owner: &SecretOwner,
     name: &str,
     value: &[u8],
     actor: &str,
@@ -93,60 +137,68 @@ pub async fn set(
     if name.is_empty() {
         return Err(ControlError::Invalid("a credential needs a name".into()));
     }
-    if origin == Origin::Api && name.starts_with(RESERVED_PREFIX) {
-        return Err(refuse(store, name, actor, "set").await);
+    if let Some(refusal) = reserved_refusal(owner, name, origin) {
+        return Err(refuse(store, owner, name, actor, "set", refusal).await);
     }
     let stored = stored_value(name, value)?;
-    store.set_credential(name, &Secret::new(stored)).await?;
+    store.set_secret(owner, name, &Secret::new(stored)).await?;
     store
         .audit()
-        .append(
-            actor,
-            "credential.set",
-            &json!({"name": name, "via": origin.word()}),
-        )
+        .append(actor, "credential.set", &detail(owner, name, origin))
         .await?;
     Ok(())
 }
 
-/// Removes credential `name` and audits it (`credential.removed`); `false` when there was none.
-/// A `hangar.*` name through the API is refused and audited.
+/// Removes the server's credential `name` and audits it (`credential.removed`); `false` when
+/// there was none. A `hangar.*` name through the API is refused and audited.
 pub async fn remove(
     store: &Store,
     name: &str,
     actor: &str,
     origin: Origin,
 ) -> Result<bool, ControlError> {
-    if origin == Origin::Api && name.starts_with(RESERVED_PREFIX) {
-        return Err(refuse(store, name, actor, "remove").await);
+    remove_owned(store, &SecretOwner::Server, name, actor, origin).await
+}
+
+/// Removes `owner`'s secret `name` and audits it (`credential.removed`); `false` when there
+/// was none.
+pub async fn remove_owned(
+    store: &Store,
+    owner: &SecretOwner,
+    name: &str,
+    actor: &str,
+    origin: Origin,
+) -> Result<bool, ControlError> {
+    if let Some(refusal) = reserved_refusal(owner, name, origin) {
+        return Err(refuse(store, owner, name, actor, "remove", refusal).await);
     }
-    if !store.remove_credential(name).await? {
+    if !store.remove_secret(owner, name).await? {
         return Ok(false);
     }
     store
         .audit()
-        .append(
-            actor,
-            "credential.removed",
-            &json!({"name": name, "via": origin.word()}),
-        )
+        .append(actor, "credential.removed", &detail(owner, name, origin))
         .await?;
     Ok(true)
 }
 
-/// The refusal of a `hangar.*` change through the API, audited (the audit's own failure if it
+/// `refusal`, after auditing it as `credential.refused` (the audit's own failure if it
 /// failed).
-async fn refuse(store: &Store, name: &str, actor: &str, what: &str) -> ControlError {
-    match store
-        .audit()
-        .append(
-            actor,
-            "credential.refused",
-            &json!({"name": name, "action": what, "why": "hangar's own credential, not through the API"}),
-        )
-        .await
-    {
-        Ok(_) => refused_through_api(name),
+async fn refuse(
+    store: &Store,
+    owner: &SecretOwner,
+    name: &str,
+    actor: &str,
+    what: &str,
+    refusal: ControlError,
+) -> ControlError {
+    let mut d = json!({"name": name, "action": what, "why": "hangar's own credential, not through the API"});
+    if *owner != SecretOwner::Server {
+        d["owner"] = json!({"kind": owner.kind(), "id": owner.id()});
+        d["why"] = json!("names starting with hangar. are reserved for the server's own");
+    }
+    match store.audit().append(actor, "credential.refused", &d).await {
+        Ok(_) => refusal,
         Err(e) => e.into(),
     }
 }

@@ -38,6 +38,7 @@ pub(crate) mod plan;
 pub(crate) mod remote;
 pub(crate) mod sandbox_turn;
 mod session;
+pub(crate) mod turn_secrets;
 pub(crate) mod watch;
 
 pub use commands::Reply;

@@ -41,15 +41,17 @@ const HOST_ONLY: &[&str] = &[
     "CODEX_HOME",
 ];
 
-/// The variables the run script starts with.
+/// The variables the run script starts with: never the control plane's credential variables
+/// unless `HANGAR_SERVER_CREDENTIALS=allow` (the turn's own come in `--secrets-file`).
 fn turn_env(tools: &Tools) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = HARNESS_ENV_ALLOW
         .iter()
         .filter(|n| !HOST_ONLY.contains(n))
+        .filter(|n| crate::runs::turn_secrets::keep_var(tools, n))
         .filter_map(|n| std::env::var(n).ok().map(|v| ((*n).to_owned(), v)))
         .collect();
     for (k, v) in &tools.env {
-        if HOST_ONLY.contains(&k.as_str()) {
+        if HOST_ONLY.contains(&k.as_str()) || !crate::runs::turn_secrets::keep_var(tools, k) {
             continue;
         }
         env.retain(|(n, _)| n != k);

@@ -9,7 +9,89 @@ crate::common::suite!(
     a_wrong_master_key_is_refused,
     a_moved_ciphertext_does_not_open,
     a_sandbox_handles_token_is_sealed_in_the_database,
+    owned_secrets_are_kept_apart_by_owner,
 );
+
+/// A person's, an environment's and the server's secrets of the same name are three secrets;
+/// one person's sealed value copied into another's row does not open (issue 20).
+async fn owned_secrets_are_kept_apart_by_owner(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let alice = SecretOwner::Person("alice@example.com".into());
+    let bob = SecretOwner::Person("bob@example.com".into());
+    let env = SecretOwner::Environment("default".into());
+    let name = "ANTHROPIC_API_KEY";
+    for (owner, value) in [
+        (&alice, "sk-alice-7f3a"),
+        (&bob, "sk-bob-19c2"),
+        (&env, "sk-env-55d0"),
+        (&SecretOwner::Server, "sk-server-0b1e"),
+    ] {
+        store
+            .set_secret(owner, name, &Secret::from(value))
+            .await
+            .unwrap();
+    }
+    store
+        .set_secret(&alice, "OTHER", &Secret::from("x"))
+        .await
+        .unwrap();
+    let open = |v: Vec<(String, Secret)>| -> Vec<(String, Vec<u8>)> {
+        v.into_iter()
+            .map(|(n, s)| (n, s.expose().to_vec()))
+            .collect()
+    };
+    assert_eq!(
+        open(store.secrets_of(&alice).await.unwrap()),
+        vec![
+            (name.to_owned(), b"sk-alice-7f3a".to_vec()),
+            ("OTHER".to_owned(), b"x".to_vec())
+        ]
+    );
+    assert_eq!(
+        open(store.secrets_of(&env).await.unwrap()),
+        vec![(name.to_owned(), b"sk-env-55d0".to_vec())]
+    );
+    assert!(
+        store
+            .secrets_of(&SecretOwner::Server)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.credential(name).await.unwrap().expose(),
+        b"sk-server-0b1e"
+    );
+    assert_eq!(
+        store.credential_names().await.unwrap(),
+        vec![name.to_owned()]
+    );
+    assert_eq!(
+        store.secret_names(&bob).await.unwrap(),
+        vec![name.to_owned()]
+    );
+    let dump = db.dump().await;
+    assert!(!contains(&dump, b"sk-alice-7f3a") && !contains(&dump, b"sk-bob-19c2"));
+    // bob's row given alice's sealed value does not open as bob's.
+    db.exec(
+        "UPDATE owned_secrets SET sealed = (SELECT sealed FROM owned_secrets \
+         WHERE owner = 'alice@example.com' AND name = 'ANTHROPIC_API_KEY') \
+         WHERE owner = 'bob@example.com'",
+    )
+    .await;
+    assert!(matches!(
+        store.secrets_of(&bob).await,
+        Err(StoreError::Vault(VaultError::CannotOpen { .. }))
+    ));
+    assert!(store.remove_secret(&alice, "OTHER").await.unwrap());
+    assert!(!store.remove_secret(&alice, "OTHER").await.unwrap());
+    assert_eq!(
+        store.secret_names(&alice).await.unwrap(),
+        vec![name.to_owned()]
+    );
+    db.cleanup().await;
+}
 
 /// An e2b sandbox's handle carries envd's access token (root in the sandbox): the database holds
 /// it sealed, bound to the sandbox; the store gives it back in the clear.

@@ -44,6 +44,17 @@ impl Runs {
             let client = crate::tower::binary(&self.tools).map_err(ControlError::Invalid)?;
             args.extend(["--tower-client".into(), client.into_os_string()]);
         }
+        // The person's and the environment's credentials, as in a sandbox (`turn_secrets.rs`).
+        if let Some(secrets) = crate::runs::turn_secrets::for_turn(
+            &self.store,
+            &plan.person,
+            &plan.sandbox.environment,
+        )
+        .await?
+        {
+            let file = crate::runs::turn_secrets::write(&plan.ctl, &secrets).await?;
+            args.extend(["--secrets-file".into(), file.into_os_string()]);
+        }
         let manifest = checked.seal(launch::manifest(
             &self.tools,
             &l,

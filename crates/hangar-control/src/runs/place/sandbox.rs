@@ -84,6 +84,7 @@ impl Runs {
             harness_bins_inside(&mut args, session.harness, checked.image_cli());
         }
         agent_args(sb, &mut args);
+        self.secrets_args(plan, sb, remote, &ctl, &mut args).await?;
         let mut manifest = launch::manifest(&self.tools, &l, &args, rules);
         if hooked {
             // T7: the asked policy is kept; what answers is the rules, with Tower through the hook.
@@ -240,6 +241,42 @@ fn harness_bins_inside(args: &mut [OsString], harness: Harness, image_cli: Optio
 }
 
 /// The agent's uid, gid and home under the uid split.
+impl Runs {
+    /// The turn's credentials (`turn_secrets.rs`): written in the control folder for the
+    /// driver (`--secrets-file`), copied into a remote sandbox's.
+    async fn secrets_args(
+        &self,
+        plan: &TurnPlan,
+        sb: &hangar_sandbox::Sandbox,
+        remote: bool,
+        ctl: &Ctl,
+        args: &mut Vec<OsString>,
+    ) -> Result<(), ControlError> {
+        use crate::runs::turn_secrets;
+        use hangar_sandbox::Provider;
+        let Some(secrets) =
+            turn_secrets::for_turn(&self.store, &plan.person, &plan.sandbox.environment).await?
+        else {
+            return Ok(());
+        };
+        let here = turn_secrets::write(&ctl.here, &secrets).await?;
+        let inside = ctl.inside.join(turn_secrets::FILE);
+        if remote {
+            let copied = crate::sandboxes::with_provider!(self.sandboxes, sb.env.provider, |p| {
+                p.copy_in(sb, &here, &inside, hangar_sandbox::Who::Hangar, 0o600)
+                    .await
+                    .map_err(|e| {
+                        ControlError::Launch(format!("cannot copy the turn's credentials in: {e}"))
+                    })
+            });
+            let _ = tokio::fs::remove_file(&here).await;
+            copied?;
+        }
+        args.extend(["--secrets-file".into(), inside.into_os_string()]);
+        Ok(())
+    }
+}
+
 fn agent_args(sb: &hangar_sandbox::Sandbox, args: &mut Vec<OsString>) {
     if let Some(a) = &sb.agent {
         args.extend([

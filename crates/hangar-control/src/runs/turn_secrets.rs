@@ -1,0 +1,102 @@
+//! A turn's credentials (issue 20): its person's secrets in the vault, then its environment's
+//! for the names the person has none of, handed to the driver in a file of the run's control
+//! folder (`--secrets-file`), which under the uid split only hangar's user reads. The driver
+//! takes the file away, passes the variables to the harness and writes the file forms (Codex's
+//! `auth.json`, Vertex's key) for the agent's uid alone.
+//!
+//! The server's own secrets never go to a turn, and neither do the credential variables of
+//! the control plane's environment unless `HANGAR_SERVER_CREDENTIALS=allow` (the single-user
+//! local mode): one key in every sandbox is a key every agent can read.
+
+use std::path::{Path, PathBuf};
+
+use hangar_protocol::env::{
+    HANGAR_SERVER_CREDENTIALS, HARNESS_CREDENTIAL_ENV, HARNESS_CREDENTIAL_FILES,
+    SERVER_CREDENTIALS_ALLOW, is_credential_var,
+};
+use hangar_store::{SecretOwner, Store};
+use serde_json::{Map, Value, json};
+
+use crate::error::ControlError;
+use crate::launch::{Tools, setting};
+
+/// The file's name in the control folder.
+pub(crate) const FILE: &str = "secrets.json";
+
+/// Whether the control plane's own credential variables pass to turns (opt-in).
+pub(crate) fn server_credentials_pass(tools: &Tools) -> bool {
+    setting(tools, HANGAR_SERVER_CREDENTIALS).as_deref() == Some(SERVER_CREDENTIALS_ALLOW)
+}
+
+/// Keeps `(name, value)` unless it is a credential variable and the server's credentials do
+/// not pass to turns.
+pub(crate) fn keep_var(tools: &Tools, name: &str) -> bool {
+    !is_credential_var(name) || server_credentials_pass(tools)
+}
+
+/// What the driver gets: `{"env": {NAME: value}, "files": [{"var", "file", "content"}]}`, or
+/// `None` when the person and the environment keep no credential a harness takes.
+pub(crate) async fn for_turn(
+    store: &Store,
+    person: &str,
+    environment: &str,
+) -> Result<Option<Value>, ControlError> {
+    let mine = store
+        .secrets_of(&SecretOwner::Person(person.to_owned()))
+        .await?;
+    let env = store
+        .secrets_of(&SecretOwner::Environment(environment.to_owned()))
+        .await?;
+    let mut vars = Map::new();
+    let mut files: Vec<Value> = Vec::new();
+    // The person's first: a name they keep is theirs, the environment's only fills in.
+    for (name, secret) in mine.iter().chain(env.iter()) {
+        let taken = vars.contains_key(name) || files.iter().any(|f| f["secret"] == json!(name));
+        if taken {
+            continue;
+        }
+        let text = || {
+            std::str::from_utf8(secret.expose())
+                .map(str::to_owned)
+                .map_err(|_| {
+                    ControlError::Invalid(format!(
+                        "the credential {name:?} is not UTF-8 text, so it cannot be handed to a harness; set it again as text"
+                    ))
+                })
+        };
+        if HARNESS_CREDENTIAL_ENV.contains(&name.as_str()) {
+            vars.insert(name.clone(), Value::String(text()?));
+        } else if let Some((_, var, file)) = HARNESS_CREDENTIAL_FILES
+            .iter()
+            .find(|(n, _, _)| *n == name.as_str())
+        {
+            files.push(json!({"secret": name, "var": var, "file": file, "content": text()?}));
+        }
+    }
+    if vars.is_empty() && files.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(json!({"env": vars, "files": files})))
+}
+
+/// Writes `secrets` in the control folder `ctl_here`, mode 0600 (hangar's user); its path.
+pub(crate) async fn write(ctl_here: &Path, secrets: &Value) -> Result<PathBuf, ControlError> {
+    let path = ctl_here.join(FILE);
+    let bytes = serde_json::to_vec(secrets).map_err(|e| ControlError::Internal(e.to_string()))?;
+    let p = path.clone();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::remove_file(&p);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&p)
+            .and_then(|mut f| f.write_all(&bytes))
+    })
+    .await
+    .map_err(|e| ControlError::Internal(e.to_string()))?
+    .map_err(|e| ControlError::Launch(format!("cannot write the turn's credentials: {e}")))?;
+    Ok(path)
+}
