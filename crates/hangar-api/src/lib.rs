@@ -18,6 +18,7 @@ mod runs;
 mod sandboxes;
 mod schema;
 mod sessions;
+mod signin;
 mod vocab;
 
 pub use misc::*;
@@ -27,6 +28,7 @@ pub use runs::*;
 pub use sandboxes::*;
 pub use schema::{generator, whole, whole_opt};
 pub use sessions::*;
+pub use signin::*;
 pub use vocab::*;
 
 /// The schema derive and generator, for the OpenAPI document.

@@ -112,4 +112,6 @@ pub struct Me {
     pub person: String,
     /// What they may do.
     pub role: crate::Role,
+    /// The id of the token this request carried (what signing out revokes).
+    pub token_id: String,
 }

@@ -30,4 +30,7 @@ request_bodies!(
     crate::EnvironmentSpec,
     crate::AddPerson,
     crate::CreateToken,
+    crate::OidcStart,
+    crate::OidcFinish,
+    crate::DevicePoll,
 );

@@ -1,6 +1,6 @@
 //! The client side of the HTTP API (`hangar serve`, or a server the CLI runs in-process): where
-//! it is (`HANGAR_URL`, default `http://127.0.0.1:7700`), the token (`HANGAR_TOKEN`, else the
-//! local user's token in `$HANGAR_HOME/token`), and its answers sorted into what the CLI does
+//! it is (`HANGAR_URL`, default `http://127.0.0.1:7700`), the token (`HANGAR_TOKEN`, else the one
+//! `hangar login` kept for that server, else the local user's token in `$HANGAR_HOME/token`), and its answers sorted into what the CLI does
 //! about them (retry, serve locally, or show the person why).
 //!
 //! With no server to reach, a command calls the API's router in this process
@@ -143,11 +143,13 @@ pub fn url_from_env() -> String {
         .unwrap_or_else(|| DEFAULT_URL.to_owned())
 }
 
-/// `HANGAR_TOKEN`, else the local user's token file, else none.
+/// `HANGAR_TOKEN`, else the token `hangar login` kept for `HANGAR_URL`'s server, else the local
+/// user's token file, else none.
 pub fn token_from_env(home: &Path) -> Option<String> {
     hangar_protocol::env::var(HANGAR_TOKEN)
         .map(|t| t.trim().to_owned())
         .filter(|t| !t.is_empty())
+        .or_else(|| crate::login::stored_token(&url_from_env()))
         .or_else(|| {
             std::fs::read_to_string(home.join(TOKEN_FILE))
                 .ok()

@@ -9,6 +9,7 @@ mod find;
 mod follow;
 mod fork;
 mod local;
+mod login;
 mod logs;
 mod people;
 mod progress;
@@ -141,6 +142,30 @@ enum Cmd {
         /// The PEM private key of --tls-cert.
         #[arg(long, requires = "tls_cert", value_name = "PEM")]
         tls_key: Option<std::path::PathBuf>,
+        /// Sign people in with this OpenID Connect issuer (HANGAR_OIDC_ISSUER): the web page
+        /// with the authorization code flow + PKCE, `hangar login` with the device flow. The
+        /// client secret, for a confidential client, comes from HANGAR_OIDC_CLIENT_SECRET only.
+        #[arg(long, value_name = "URL")]
+        oidc_issuer: Option<String>,
+        /// hangar's client id at the issuer (HANGAR_OIDC_CLIENT_ID).
+        #[arg(long, value_name = "ID")]
+        oidc_client_id: Option<String>,
+        /// Add a person the issuer vouches for (verified email) but hangar does not know as a
+        /// member at their first sign-in (HANGAR_OIDC_CREATE_MEMBERS=members). Off by default:
+        /// they are refused until an admin adds them.
+        #[arg(long)]
+        oidc_create_members: bool,
+    },
+    /// Sign in to a server and keep its token (in $XDG_CONFIG_HOME/hangar/hosts.json, 0600):
+    /// with the server's OpenID issuer (device flow: open the URL shown, enter the code), or
+    /// with a token read from stdin (--token-stdin). Commands then use it for that server
+    /// (HANGAR_URL) when HANGAR_TOKEN is not set.
+    Login {
+        /// The server, e.g. https://hangar.example.com
+        url: String,
+        /// Read the token from stdin instead of signing in with the issuer.
+        #[arg(long)]
+        token_stdin: bool,
     },
     /// API tokens: `create` (on the server's machine), `list`, `revoke ID`.
     Token {
@@ -327,12 +352,21 @@ fn main() -> ExitCode {
             unsandboxed_folders,
             tls_cert,
             tls_key,
-        } => serve::serve(
-            &home,
-            listen,
-            unsandboxed_folders,
-            tls_cert.zip(tls_key).as_ref(),
-        ),
+            oidc_issuer,
+            oidc_client_id,
+            oidc_create_members,
+        } => {
+            serve::oidc_config(oidc_issuer, oidc_client_id, oidc_create_members).and_then(|oidc| {
+                serve::serve(
+                    &home,
+                    listen,
+                    unsandboxed_folders,
+                    tls_cert.zip(tls_key).as_ref(),
+                    oidc,
+                )
+            })
+        }
+        Cmd::Login { url, token_stdin } => login::login(&url, token_stdin),
         Cmd::Token {
             action:
                 TokenCmd::Create {

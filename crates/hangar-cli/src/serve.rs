@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use hangar_control::{ControlPlane, Tools};
 use hangar_protocol::env::{
-    HANGAR_DATABASE_URL, HANGAR_MASTER_KEY_FILE, HANGAR_UNSANDBOXED_FOLDERS,
+    HANGAR_DATABASE_URL, HANGAR_MASTER_KEY_FILE, HANGAR_OIDC_CLIENT_ID, HANGAR_OIDC_CLIENT_SECRET,
+    HANGAR_OIDC_CREATE_MEMBERS, HANGAR_OIDC_ISSUER, HANGAR_UNSANDBOXED_FOLDERS,
 };
+use hangar_server::oidc::OidcConfig;
 use hangar_store::{Store, Vault};
 
 use crate::exit::CliError;
@@ -81,12 +83,47 @@ pub fn allowing_unsandboxed(mut tools: Tools) -> Tools {
     tools
 }
 
-/// `hangar serve [--listen ADDR] [--unsandboxed-folders]`.
+/// The OpenID issuer `hangar serve` signs people in with: the flags, else the environment;
+/// none when no issuer is named.
+pub fn oidc_config(
+    issuer: Option<String>,
+    client_id: Option<String>,
+    create_members: bool,
+) -> Result<Option<OidcConfig>, CliError> {
+    let env = |name| hangar_protocol::env::var(name).filter(|v: &String| !v.trim().is_empty());
+    let Some(issuer) = issuer.or_else(|| env(HANGAR_OIDC_ISSUER)) else {
+        return Ok(None);
+    };
+    let client_id = client_id.or_else(|| env(HANGAR_OIDC_CLIENT_ID)).ok_or_else(|| {
+        CliError::Usage(format!(
+            "--oidc-issuer {issuer} needs hangar's client id there: --oidc-client-id ID (or {HANGAR_OIDC_CLIENT_ID})"
+        ))
+    })?;
+    let create_members = create_members
+        || match env(HANGAR_OIDC_CREATE_MEMBERS).as_deref() {
+            None => false,
+            Some("members") => true,
+            Some(other) => {
+                return Err(CliError::Usage(format!(
+                    "{HANGAR_OIDC_CREATE_MEMBERS}={other:?}: the one value is `members` (unset: unknown people are refused)"
+                )));
+            }
+        };
+    Ok(Some(OidcConfig {
+        issuer,
+        client_id,
+        client_secret: env(HANGAR_OIDC_CLIENT_SECRET),
+        create_members,
+    }))
+}
+
+/// `hangar serve [--listen ADDR] [--unsandboxed-folders] [--oidc-issuer URL ...]`.
 pub fn serve(
     home: &Path,
     listen: SocketAddr,
     unsandboxed: bool,
     tls: Option<&(PathBuf, PathBuf)>,
+    oidc: Option<OidcConfig>,
 ) -> Result<ExitCode, CliError> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
@@ -114,6 +151,16 @@ pub fn serve(
             .map(|(cert, key)| hangar_server::tls::server_config(cert, key))
             .transpose()
             .map_err(CliError::Usage)?;
+        let sign_in = match oidc {
+            Some(c) => {
+                let o = hangar_server::oidc::Oidc::discover(c)
+                    .await
+                    .map_err(|e| CliError::Failed(e.to_string()))?;
+                progress::note(&format!("signing people in with {}", o.issuer()));
+                hangar_server::SignIn(Some(Arc::new(o)))
+            }
+            None => hangar_server::SignIn(None),
+        };
         let listener = hangar_server::bind(listen).await.map_err(CliError::Failed)?;
         let addr = listener.local_addr().map_err(|e| CliError::Failed(e.to_string()))?;
         let scheme = if tls.is_some() { "https" } else { "http" };
@@ -135,9 +182,9 @@ pub fn serve(
             Some(config) => {
                 let listener = hangar_server::tls::TlsListener::new(listener, config)
                     .map_err(|e| CliError::Failed(e.to_string()))?;
-                hangar_server::serve(listener, Arc::clone(&plane), shutdown).await
+                hangar_server::serve_with(listener, Arc::clone(&plane), sign_in, shutdown).await
             }
-            None => hangar_server::serve(listener, Arc::clone(&plane), shutdown).await,
+            None => hangar_server::serve_with(listener, Arc::clone(&plane), sign_in, shutdown).await,
         };
         served.map_err(|e| CliError::Failed(format!("the server stopped: {e}")))?;
         tracing::info!("hangar serve stopped; running turns go on and are re-attached at the next start");

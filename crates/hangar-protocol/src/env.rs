@@ -87,6 +87,17 @@ pub const HANGAR_EGRESS_TEST_RESOLVE: &str = "HANGAR_EGRESS_TEST_RESOLVE";
 /// started with a folder runs in a sandbox (the environment named, else the in-place one). Even
 /// allowed, hangar's home, a folder above it and one inside it are refused.
 pub const HANGAR_UNSANDBOXED_FOLDERS: &str = "HANGAR_UNSANDBOXED_FOLDERS";
+/// The OpenID Connect issuer `hangar serve` signs people in with (`--oidc-issuer`); its
+/// `.well-known/openid-configuration` is read at start.
+pub const HANGAR_OIDC_ISSUER: &str = "HANGAR_OIDC_ISSUER";
+/// hangar's client id at that issuer (`--oidc-client-id`).
+pub const HANGAR_OIDC_CLIENT_ID: &str = "HANGAR_OIDC_CLIENT_ID";
+/// The client's secret, for a confidential client (only from the environment: a flag would show
+/// it in the process list).
+pub const HANGAR_OIDC_CLIENT_SECRET: &str = "HANGAR_OIDC_CLIENT_SECRET";
+/// `members`: a person the issuer vouches for (verified email) whom hangar does not know is added
+/// as a member at their first sign-in (`--oidc-create-members`). Unset, they are refused.
+pub const HANGAR_OIDC_CREATE_MEMBERS: &str = "HANGAR_OIDC_CREATE_MEMBERS";
 
 /// `allow`: the server's own model credentials ([`HARNESS_CREDENTIAL_ENV`] in `hangar serve`'s
 /// environment, e.g. `ANTHROPIC_API_KEY`) pass to every turn, as before issue 20: a single-user

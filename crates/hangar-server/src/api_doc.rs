@@ -67,6 +67,7 @@ pub fn endpoints() -> Vec<Endpoint> {
     list.extend(stream_endpoints());
     list.extend(crate::sandboxes::endpoints());
     list.extend(crate::people::endpoints());
+    list.extend(crate::oidc::routes::endpoints());
     list
 }
 

@@ -11,6 +11,7 @@ mod extract;
 mod fork;
 mod jwks;
 mod owner;
+pub mod oidc;
 mod people;
 mod routes;
 mod runlog;
@@ -24,7 +25,8 @@ mod web;
 
 pub use auth::Authed;
 pub use error::ApiError;
-pub use routes::router;
+pub use oidc::routes::SignIn;
+pub use routes::{router, router_with};
 
 /// Every route of the API as (method, path): the table the router is built from (a test
 /// checks the OpenAPI document describes exactly these; the permission matrix test needs a
@@ -51,7 +53,21 @@ where
     L: axum::serve::Listener,
     L::Addr: std::fmt::Debug,
 {
-    axum::serve(listener, router(plane))
+    serve_with(listener, plane, SignIn::default(), shutdown).await
+}
+
+/// [`serve`], signing people in with an OpenID issuer when `sign_in` has one.
+pub async fn serve_with<L>(
+    listener: L,
+    plane: Arc<ControlPlane>,
+    sign_in: SignIn,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    axum::serve(listener, router_with(plane, sign_in))
         .with_graceful_shutdown(shutdown)
         .await
 }

@@ -1,5 +1,5 @@
-//! The HTTP API under `/v1/`. Every route but `/v1/health` and `/.well-known/jwks.json` needs a
-//! bearer token. The web page's
+//! The HTTP API under `/v1/`. Every route but `/v1/health`, `/.well-known/jwks.json` and the
+//! sign-in routes under `/v1/auth` needs a bearer token. The web page's
 //! routes (`/`, `/ui/...`, `/assets/...`) are merged in from `web`.
 
 use std::path::PathBuf;
@@ -77,10 +77,16 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
     ];
     all.extend(crate::sandboxes::routes());
     all.extend(crate::people::routes());
+    all.extend(crate::oidc::routes::routes());
     all
 }
 
 pub fn router(plane: Arc<ControlPlane>) -> Router {
+    router_with(plane, crate::oidc::routes::SignIn::default())
+}
+
+/// The router, signing people in with an OpenID issuer when `sign_in` has one.
+pub fn router_with(plane: Arc<ControlPlane>, sign_in: crate::oidc::routes::SignIn) -> Router {
     let mut by_path: Vec<(&'static str, MethodRouter<Arc<ControlPlane>>)> = Vec::new();
     for (_, path, handler) in routes() {
         match by_path.iter_mut().find(|(p, _)| *p == path) {
@@ -94,6 +100,7 @@ pub fn router(plane: Arc<ControlPlane>) -> Router {
         .merge(crate::web::router())
         .fallback(crate::extract::no_route)
         .method_not_allowed_fallback(crate::extract::no_method)
+        .layer(axum::Extension(sign_in))
         .with_state(plane)
 }
 

@@ -110,6 +110,15 @@ export interface AuditVerify {
   records?: number | null;
 }
 
+/** `GET /v1/auth` (no token): how a person signs in to this server. */
+export interface AuthConfig {
+  /**
+   * The OpenID Connect issuer, when this server signs people in with one; absent, only tokens
+   * made with `hangar token create` work.
+   */
+  oidc?: OidcIssuer | null;
+}
+
 /** `GET /v1/board`. */
 export interface Board {
   sessions: BoardRow[];
@@ -216,6 +225,33 @@ export type Cut = "message" | "turn";
 
 /** A person's answer to a permission request (`approve` is taken for `allow`). */
 export type Decision = "allow" | "deny";
+
+/** `POST /v1/auth/device/poll`. */
+export interface DevicePoll {
+  flow: string;
+}
+
+/**
+ * The answer to a poll: `signed_in` once the person has approved at the issuer, absent while
+ * they have not (poll again).
+ */
+export interface DevicePolled {
+  signed_in?: SignedIn | null;
+}
+
+/**
+ * `POST /v1/auth/device` (no body): begin a device sign-in. Show `verification_uri` and
+ * `user_code`, then poll with `flow`.
+ */
+export interface DeviceStarted {
+  /** Seconds the code lives. */
+  expires_in: number;
+  flow: string;
+  user_code: string;
+  verification_uri: string;
+  /** The same with the code filled in, when the issuer gives one. */
+  verification_uri_complete?: string | null;
+}
 
 /** `GET /v1/runs/{id}/diff`: what changed from one step to another. */
 export interface Diff {
@@ -425,10 +461,48 @@ export interface Me {
   person: string;
   /** What they may do. */
   role: Role;
+  /** The id of the token this request carried (what signing out revokes). */
+  token_id: string;
 }
 
 /** How a sandbox may reach the network. */
 export type NetworkMode = "none" | "host" | "open" | "allowlist";
+
+/** `POST /v1/auth/oidc/finish`: the callback's `code` and `state`, with the flow they belong to. */
+export interface OidcFinish {
+  code: string;
+  flow: string;
+  state: string;
+}
+
+/** The issuer this server trusts. */
+export interface OidcIssuer {
+  /** Whether `hangar login` can use the device flow with it. */
+  device_flow: boolean;
+  /** Its URL (`iss`). */
+  issuer: string;
+  /** What to call it on a button: its host name. */
+  name: string;
+}
+
+/** `POST /v1/auth/oidc/start`: begin a web sign-in. */
+export interface OidcStart {
+  /**
+   * Where the issuer sends the browser back: this server's `/ui/signin/callback` as the page
+   * sees it (the issuer checks it against the client's registered URIs).
+   */
+  redirect_uri: string;
+}
+
+/**
+ * A web sign-in begun: send the browser to `authorize_url`, keep `flow` and `state` (the page's
+ * own session storage) for the callback.
+ */
+export interface OidcStarted {
+  authorize_url: string;
+  flow: string;
+  state: string;
+}
 
 /** What a command (a message, steer, interrupt or answer) did, when the driver signed `done`. */
 export type Outcome = "done" | "next_turn";
@@ -565,6 +639,19 @@ export interface SessionTurns {
 /** `GET /v1/sessions`. */
 export interface Sessions {
   sessions: Session[];
+}
+
+/** A sign-in that ended in a token (its only copy). */
+export interface SignedIn {
+  /** Whether the person was added by this sign-in (as a member). */
+  added: boolean;
+  /** When the token stops working (ms since the epoch). */
+  expires_at: number;
+  person: string;
+  role: Role;
+  token: string;
+  /** The token's id (what `DELETE /v1/tokens/{id}` revokes at sign-out). */
+  token_id: string;
 }
 
 /** `POST /v1/sessions`: a session and its first turn. */

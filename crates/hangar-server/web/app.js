@@ -9,6 +9,15 @@
 'use strict';
 
 /** @typedef {import('./api').Answer} Answer */
+/** @typedef {import('./api').AuthConfig} AuthConfig */
+/** @typedef {import('./api').CreateToken} CreateToken */
+/** @typedef {import('./api').OidcFinish} OidcFinish */
+/** @typedef {import('./api').OidcStart} OidcStart */
+/** @typedef {import('./api').OidcStarted} OidcStarted */
+/** @typedef {import('./api').SignedIn} SignedIn */
+/** @typedef {import('./api').TokenCreated} TokenCreated */
+/** @typedef {import('./api').TokenInfo} TokenInfo */
+/** @typedef {import('./api').Tokens} Tokens */
 /** @typedef {import('./api').Approval} Approval */
 /** @typedef {import('./api').Approvals} Approvals */
 /** @typedef {import('./api').AuditVerify} AuditVerify */
@@ -30,13 +39,20 @@
 /** @typedef {import('./api').TurnOptions} TurnOptions */
 /** @typedef {import('./api').TurnSummary} TurnSummary */
 /** @typedef {import('./api').Usage} Usage */
-/** @typedef {StartSession | TextBody | Answer | ForkRequest} RequestBody */
+/** @typedef {StartSession | TextBody | Answer | ForkRequest | CreateToken | OidcStart | OidcFinish} RequestBody */
 /** @typedef {{outcome: string, text: string, turn?: string | null}} Said */
 
 (() => {
   const TOKEN_KEY = 'hangar.token';
+  // 'signin' when the page got its token from the issuer sign-in (signing out revokes it then;
+  // a token pasted by hand is the person's own to keep).
+  const TOKEN_ORIGIN_KEY = 'hangar.token.origin';
+  // The web sign-in in progress ({flow, state}), for this tab only, until the issuer sends the
+  // browser back to /ui/signin/callback.
+  const FLOW_KEY = 'hangar.signin';
+  const CALLBACK_PATH = '/ui/signin/callback';
   const TABS = ['live', 'timeline', 'manifest', 'audit'];
-  const state = { token: localStorage.getItem(TOKEN_KEY), person: null, view: null };
+  const state = { token: localStorage.getItem(TOKEN_KEY), person: null, /** @type {Me | null} */ me: null, view: null };
 
   // ---------- small helpers ----------
 
@@ -327,8 +343,22 @@
   function signOut(why) {
     state.token = null;
     state.person = null;
+    state.me = null;
     localStorage.removeItem(TOKEN_KEY);
+    localStorage.removeItem(TOKEN_ORIGIN_KEY);
     render(why);
+  }
+
+  /** Sign out as the person asked: a token the sign-in made is revoked on the server first. */
+  async function signOutAsked() {
+    if (state.token && state.me && localStorage.getItem(TOKEN_ORIGIN_KEY) === 'signin') {
+      try {
+        await api('DELETE', `/v1/tokens/${encodeURIComponent(state.me.token_id)}`);
+      } catch (e) {
+        if (e.status !== 401) return signOut('Signed out here, but the server did not revoke the token: ' + e.message);
+      }
+    }
+    signOut('Signed out.');
   }
 
   async function render(message) {
@@ -340,16 +370,19 @@
     main.replaceChildren();
     $('#who').textContent = '';
     $('#signout').hidden = true;
+    if (location.pathname === CALLBACK_PATH) return signInCallback(main);
     if (!state.token) return signInView(main, message);
-    if (!state.person) {
+    if (!state.person || !state.me) {
       try {
-        state.person = /** @type {Me} */ (await api('GET', '/v1/me')).person;
+        state.me = /** @type {Me} */ (await api('GET', '/v1/me'));
+        state.person = state.me.person;
       } catch (e) {
         if (state.token) fill(main, h('p', { class: 'notice bad' }, e.message));
         return;
       }
     }
     $('#who').textContent = state.person;
+    $('#who').setAttribute('href', '/ui/me');
     $('#signout').hidden = false;
     const ctx = { alive: true, cleanups: [] };
     state.view = () => {
@@ -357,6 +390,7 @@
       ctx.cleanups.forEach((f) => f());
     };
     const path = location.pathname;
+    if (path === '/ui/me') return personView(main, ctx);
     let m;
     if ((m = path.match(/^\/ui\/turns\/([^/]+)(?:\/([a-z]+))?\/?$/))) {
       const tab = TABS.includes(m[2]) ? m[2] : 'live';
@@ -397,6 +431,143 @@
     });
     main.append(form);
     input.focus();
+    oidcButton(form, err);
+  }
+
+  /** Adds "Sign in with <issuer>" to the sign-in form when the server has an issuer. */
+  async function oidcButton(form, err) {
+    let config;
+    try {
+      const r = await fetch('/v1/auth', { cache: 'no-store' });
+      config = /** @type {AuthConfig} */ (await r.json());
+    } catch (_) {
+      return;
+    }
+    if (!config.oidc) return;
+    const button = h('button', { type: 'button', class: 'primary', id: 'signin-oidc' }, `Sign in with ${config.oidc.name}`);
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      try {
+        const started = /** @type {OidcStarted} */ (await anonymous('/v1/auth/oidc/start', { redirect_uri: location.origin + CALLBACK_PATH }));
+        sessionStorage.setItem(FLOW_KEY, JSON.stringify({ flow: started.flow, state: started.state }));
+        location.assign(started.authorize_url);
+      } catch (e) {
+        button.disabled = false;
+        err.textContent = e.message;
+      }
+    });
+    form.insertBefore(h('p', { class: 'or' }, button, ' or paste a token:'), form.querySelector('label'));
+  }
+
+  /**
+   * A POST of the sign-in routes, which take no token.
+   * @param {string} path
+   * @param {RequestBody} body
+   * @returns {Promise<any>}
+   */
+  async function anonymous(path, body) {
+    const r = await fetch(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), cache: 'no-store' });
+    const data = await r.json().catch(() => null);
+    if (!r.ok) throw new ApiError(r.status, (data && data.error && data.error.code) || 'error', (data && data.error && data.error.message) || `HTTP ${r.status}`);
+    return data;
+  }
+
+  /** Where the issuer sends the browser back: the code becomes a token, for this tab's flow only. */
+  async function signInCallback(main) {
+    const q = new URLSearchParams(location.search);
+    const saved = sessionStorage.getItem(FLOW_KEY);
+    sessionStorage.removeItem(FLOW_KEY);
+    // The code leaves the address bar (and the history) at once.
+    history.replaceState(null, '', CALLBACK_PATH);
+    const fail = (/** @type {string} */ why) => {
+      const again = h('a', { href: '/ui/sessions', id: 'signin-again' }, 'Sign in again');
+      fill(main, h('div', { class: 'card signin', id: 'signin-refused' }, h('h1', {}, 'Sign-in refused'), h('p', { class: 'error', role: 'alert' }, why), again));
+    };
+    const flow = saved ? JSON.parse(saved) : null;
+    if (q.get('error')) return fail(`the issuer said: ${q.get('error_description') || q.get('error')}`);
+    if (!flow || !q.get('code')) return fail('this tab began no sign-in (or it finished already)');
+    if (q.get('state') !== flow.state) return fail('the answer is not for the sign-in this tab began (its state differs)');
+    try {
+      const signed = /** @type {SignedIn} */ (await anonymous('/v1/auth/oidc/finish', { flow: flow.flow, state: q.get('state') || '', code: q.get('code') || '' }));
+      state.token = signed.token;
+      localStorage.setItem(TOKEN_KEY, signed.token);
+      localStorage.setItem(TOKEN_ORIGIN_KEY, 'signin');
+      state.person = null;
+      state.me = null;
+      history.replaceState(null, '', '/ui/sessions');
+      render();
+    } catch (e) {
+      fail(e.message);
+    }
+  }
+
+  // ---------- the person menu ----------
+
+  /** Who is signed in, their tokens (make one, shown once; revoke), and signing out. */
+  async function personView(main, ctx) {
+    const me = /** @type {Me} */ (state.me);
+    const list = h('tbody', { id: 'tokens' });
+    const out = h('p', { class: 'answer', id: 'token-answer', role: 'status' });
+    const load = async () => {
+      const all = /** @type {Tokens} */ (await api('GET', '/v1/tokens')).tokens;
+      if (!ctx.alive) return;
+      list.replaceChildren(
+        ...all
+          .filter((t) => t.person === me.person && !t.revoked_at)
+          .map((t) => {
+            const revoke = h('button', { type: 'button', class: 'revoke', dataset: { id: t.id } }, t.id === me.token_id ? 'revoke (this page’s)' : 'revoke');
+            revoke.addEventListener('click', async () => {
+              try {
+                await api('DELETE', `/v1/tokens/${encodeURIComponent(t.id)}`);
+                out.textContent = `Revoked ${t.name || t.id}.`;
+                if (t.id === me.token_id) return signOut('This page’s token was revoked.');
+                load();
+              } catch (e) {
+                out.textContent = e.message;
+              }
+            });
+            return h('tr', { dataset: { id: t.id } }, h('td', {}, t.name || '(no name)'), h('td', {}, t.id), h('td', {}, when(t.created_at)), h('td', {}, t.expires_at ? when(t.expires_at) : ''), h('td', {}, t.last_used_at ? when(t.last_used_at) : 'never'), h('td', {}, revoke));
+          }),
+      );
+    };
+    const name = h('input', { name: 'name', id: 'token-name', placeholder: 'laptop', maxlength: 100 });
+    const expires = h('select', { name: 'expires', id: 'token-expires' }, ...['1d', '7d', '30d', '90d', '365d'].map((v) => h('option', { value: v, selected: v === '90d' }, v)));
+    const form = h('form', { class: 'grid-form', id: 'new-token' }, h('label', {}, 'Name', name), h('label', {}, 'Expires in', expires), h('button', { type: 'submit', class: 'primary' }, 'Make a token'));
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      try {
+        const made = /** @type {TokenCreated} */ (await api('POST', '/v1/tokens', { name: name.value.trim(), expires: expires.value }));
+        fill(out, 'Your new token (shown this once; copy it now): ', h('code', { id: 'token-created' }, made.token));
+        load();
+      } catch (e) {
+        out.textContent = e.message;
+      }
+    });
+    const signout = h('button', { type: 'button', id: 'person-signout' }, 'Sign out');
+    signout.addEventListener('click', () => signOutAsked());
+    fill(
+      main,
+      h(
+        'section',
+        { class: 'card', id: 'person' },
+        h('h1', {}, 'You'),
+        h('dl', {}, h('dt', {}, 'email'), h('dd', { id: 'person-email' }, me.person), h('dt', {}, 'role'), h('dd', { id: 'person-role' }, me.role)),
+        signout,
+      ),
+      h(
+        'section',
+        { class: 'card' },
+        h('h2', {}, 'Your tokens'),
+        h('table', { class: 'tokens' }, h('thead', {}, h('tr', {}, h('th', {}, 'name'), h('th', {}, 'id'), h('th', {}, 'made'), h('th', {}, 'expires'), h('th', {}, 'last used'), h('th', {}, ''))), list),
+        form,
+        out,
+      ),
+    );
+    try {
+      await load();
+    } catch (e) {
+      out.textContent = e.message;
+    }
   }
 
   // ---------- sessions ----------
@@ -1200,6 +1371,6 @@
     go(a.getAttribute('href'));
   });
   window.addEventListener('popstate', () => render());
-  $('#signout').addEventListener('click', () => signOut('Signed out.'));
+  $('#signout').addEventListener('click', () => signOutAsked());
   render();
 })();

@@ -29,6 +29,7 @@ pub(crate) async fn me(who: Authed) -> Response {
     Json(api::Me {
         role: crate::people::role(who.role),
         person: who.email,
+        token_id: who.token_id,
     })
     .into_response()
 }
