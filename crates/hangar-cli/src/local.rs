@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hangar_control::{ControlPlane, Tools};
+use hangar_protocol::env::{HANGAR_SERVER_CREDENTIALS, SERVER_CREDENTIALS_ALLOW};
 use hangar_store::{NewToken, Role, Store};
 
 use crate::api::{Api, TOKEN_FILE};
@@ -179,6 +180,20 @@ fn lenient_tools(home: &Path) -> Tools {
     }
 }
 
+/// The API served in this process is the person's own, on their own machine, as themselves:
+/// their credential variables (`ANTHROPIC_API_KEY`, ...) pass to their turns unless they say
+/// otherwise (`HANGAR_SERVER_CREDENTIALS` set to anything else). A shared `hangar serve` keeps
+/// them to itself by default.
+fn own_credentials(mut tools: Tools) -> Tools {
+    if hangar_protocol::env::var_os(HANGAR_SERVER_CREDENTIALS).is_none() {
+        tools.env.push((
+            HANGAR_SERVER_CREDENTIALS.to_owned(),
+            SERVER_CREDENTIALS_ALLOW.to_owned(),
+        ));
+    }
+    tools
+}
+
 impl Local {
     /// Starts the API in this process (on the current tokio runtime).
     pub async fn start(home: &Path, mode: Mode) -> Result<Local, NoLocal> {
@@ -202,6 +217,7 @@ impl Local {
             } => crate::serve::allowing_unsandboxed(lenient_tools(home)),
             _ => lenient_tools(home),
         };
+        let tools = own_credentials(tools);
         let store = settings.open(home).await?;
         if let Mode::Takeover { run, .. } = &mode
             && store.run(run).await.is_err()
