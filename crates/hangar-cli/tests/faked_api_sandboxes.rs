@@ -782,7 +782,14 @@ async fn faked_api_an_e2b_attach_is_relayed_by_serve_and_envds_token_never_leave
         msg.contains("DELETE /v1/attaches/") && msg.contains("hangar sb attach"),
         "{body}"
     );
+    // Another token's count is its own: an admin's (a member like eve may not attach to
+    // another person's sandbox at all).
+    s.ok(&["person", "add", "--admin", "ops@example.com"]);
+    let ops = s.ok(&["token", "create", "--person", "ops@example.com"]);
+    let ops = ops.lines().last().unwrap().trim().to_owned();
     let (code, body) = open(eve.clone()).await;
+    assert_eq!(code, 403, "a member's attach to another's sandbox: {body}");
+    let (code, body) = open(ops).await;
     assert_eq!(code, 200, "another token's attach: {body}");
     let (code, text) = s
         .raw(

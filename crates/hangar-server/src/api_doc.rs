@@ -37,7 +37,17 @@ fn string() -> Value {
 }
 
 /// Routes served without a token.
-const PUBLIC: &[&str] = &["/v1/health", "/.well-known/jwks.json", "/v1/openapi.json"];
+const PUBLIC: &[&str] = &[
+    "/v1/health",
+    "/.well-known/jwks.json",
+    "/v1/openapi.json",
+    // Signing in is how a person gets a token.
+    "/v1/auth",
+    "/v1/auth/oidc/start",
+    "/v1/auth/oidc/finish",
+    "/v1/auth/device",
+    "/v1/auth/device/poll",
+];
 /// One documented JSON endpoint.
 pub(crate) fn e(
     method: &'static str,
