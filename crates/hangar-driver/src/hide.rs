@@ -27,10 +27,21 @@ pub fn wrap(
     let bwrap = find_bwrap().ok_or(
         "this turn must hide hangar's home from the agent (--hide), which needs bubblewrap (`bwrap`, Debian's bubblewrap package) on PATH; it is not there, so the turn is refused",
     )?;
-    let mut a: Vec<OsString> = ["--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc"]
-        .iter()
-        .map(OsString::from)
-        .collect();
+    // `--die-with-parent`: the harness dies with the process the driver started (and with the
+    // driver): killed, it must not leave an agent running on in a namespace of its own, where
+    // the kill of the pid the run log names would not reach it (scripts/chaos kills both).
+    let mut a: Vec<OsString> = [
+        "--dev-bind",
+        "/",
+        "/",
+        "--unshare-pid",
+        "--die-with-parent",
+        "--proc",
+        "/proc",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
     for p in hide {
         if p.is_dir() {
             a.extend(["--tmpfs".into(), p.clone().into_os_string()]);
