@@ -73,10 +73,11 @@ const ALLOWLIST: &str = "egress: {allowlist: [allowed.test, '*.wild.test', tower
 const LISTED: &str = "(allowed.test, *.wild.test, tower.test)";
 
 fn names(allowed: &Server, denied: &Server, tower: &TowerDouble) -> HashMap<String, SocketAddr> {
-    let tower_addr: SocketAddr = tower
-        .url()
-        .strip_prefix("http://")
+    let url = tower.url();
+    let tower_addr: SocketAddr = url
+        .split_once("://")
         .unwrap()
+        .1
         .trim_end_matches('/')
         .parse()
         .unwrap();
@@ -95,8 +96,9 @@ fn names(allowed: &Server, denied: &Server, tower: &TowerDouble) -> HashMap<Stri
 async fn the_hook_reaches_tower_through_the_proxy<P: Provider>(
     p: &P,
     sb: &Sandbox,
-    tower: &TowerDouble,
+    tower: &TlsTower,
 ) {
+    let TlsTower { tower, ca, .. } = tower;
     let Some(hook) = std::env::var_os("HANGAR_TOWER_HOOK_BIN").filter(|v| !v.is_empty()) else {
         eprintln!(
             "HANGAR_TOWER_HOOK_BIN is not set (scripts/build-hook): the hook's path through the proxy is not checked"
@@ -123,6 +125,15 @@ async fn the_hook_reaches_tower_through_the_proxy<P: Provider>(
     )
     .await
     .unwrap();
+    p.copy_in(
+        sb,
+        ca,
+        Path::new("/var/lib/hangar/tower-ca.pem"),
+        Who::Hangar,
+        0o644,
+    )
+    .await
+    .unwrap();
     let port = tower
         .url()
         .rsplit(':')
@@ -133,7 +144,7 @@ async fn the_hook_reaches_tower_through_the_proxy<P: Provider>(
     let input = r#"{"session_id":"s","cwd":"/workspace","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"cargo test"},"tool_use_id":"toolu_1","permission_mode":"default"}"#;
     let run = |host: &str| {
         format!(
-            "echo '{input}' | /var/lib/hangar/tower_hook --url http://{host}:{port} --key-file /home/agent/tower.key --run r1; echo \"exit $?\""
+            "echo '{input}' | /var/lib/hangar/tower_hook --url https://{host}:{port} --ca-file /var/lib/hangar/tower-ca.pem --key-file /home/agent/tower.key --run r1; echo \"exit $?\""
         )
     };
     let (_, out) = sh(p, sb, Who::Agent, &run("tower.test")).await;
@@ -144,16 +155,38 @@ async fn the_hook_reaches_tower_through_the_proxy<P: Provider>(
     assert_eq!(calls[0].body["tool_input"]["command"], "cargo test");
     assert!(recorded(sb, "tower.test", true), "{:?}", records(sb));
     let (_, out) = sh(p, sb, Who::Agent, &run("denied.test")).await;
+    // Over HTTPS the hook asks the proxy for a tunnel, which it refuses (and records).
     assert!(
         out.contains("exit 2")
-            && out.contains("denied.test is not on environment eg's egress allowlist"),
+            && out.contains(
+                "the proxy (HTTP_PROXY) refused a tunnel to Tower at https://denied.test"
+            ),
         "{out}"
     );
+    assert!(recorded(sb, "denied.test", false), "{:?}", records(sb));
     assert_eq!(
         tower.calls().len(),
         1,
         "a call reached Tower by another way"
     );
+}
+
+/// The Tower double over HTTPS (the hook speaks nothing else off loopback), its certificate
+/// made for `tower.test` by a CA of the test's.
+struct TlsTower {
+    tower: TowerDouble,
+    ca: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn tls_tower() -> TlsTower {
+    let dir = tempfile::tempdir().unwrap();
+    let made = hangar_testkit::TestCa::make(dir.path(), "DNS:tower.test").unwrap();
+    TlsTower {
+        tower: TowerDouble::start_tls(&made.cert, &made.key).unwrap(),
+        ca: made.ca,
+        _dir: dir,
+    }
 }
 
 fn is_root() -> bool {
@@ -255,8 +288,8 @@ async fn agent_cannot_go_around<P: Provider>(p: &P, sb: &Sandbox, allowed: &Serv
 async fn local_an_allowlist_lets_through_only_its_hosts() {
     let allowed = Server::start("allowed");
     let denied = Server::start("denied");
-    let tower = TowerDouble::start().unwrap();
-    let p = LocalProvider::new().with_egress_test_resolve(names(&allowed, &denied, &tower));
+    let tower = tls_tower();
+    let p = LocalProvider::new().with_egress_test_resolve(names(&allowed, &denied, &tower.tower));
     let env = EnvSpec::from_yaml(&format!("name: eg\nprovider: local\n{ALLOWLIST}")).unwrap();
     let home = tempfile::tempdir_in("/var/tmp").unwrap();
     let req = request("egress-local", home.path(), env.clone());
@@ -605,8 +638,8 @@ async fn docker_an_allowlist_lets_through_only_its_hosts() {
     let Some(p) = docker().await else { return };
     let allowed = Server::start("allowed");
     let denied = Server::start("denied");
-    let tower = TowerDouble::start().unwrap();
-    let p = p.with_egress_test_resolve(names(&allowed, &denied, &tower));
+    let tower = tls_tower();
+    let p = p.with_egress_test_resolve(names(&allowed, &denied, &tower.tower));
     let image =
         std::env::var("HANGAR_TEST_IMAGE").unwrap_or_else(|_| "hangar-base:bookworm".into());
     let env = EnvSpec::from_yaml(&format!(
