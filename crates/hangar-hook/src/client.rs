@@ -89,7 +89,7 @@ impl Tower {
     /// loopback host only); `token` the key or passport. Extra CA certificates come from
     /// `HANGAR_CA_FILE` (see [`Tower::with_ca_file`]).
     pub fn new(url: &str, token: &str) -> Result<Tower, Fault> {
-        let ca = std::env::var_os("HANGAR_CA_FILE").filter(|v| !v.is_empty());
+        let ca = hangar_protocol::env::var_os(hangar_protocol::env::HANGAR_CA_FILE);
         Tower::with_ca_file(url, token, ca.as_deref().map(std::path::Path::new))
     }
 

@@ -153,9 +153,8 @@ pub fn run(argv: &[String], input: &[u8]) -> Outcome {
             ));
         }
     };
-    let ca_from_env = std::env::var_os("HANGAR_CA_FILE")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from);
+    let ca_from_env =
+        hangar_protocol::env::var_os(hangar_protocol::env::HANGAR_CA_FILE).map(PathBuf::from);
     let tower = match Tower::with_ca_file(
         &args.url,
         &key,
@@ -207,9 +206,8 @@ pub fn run(argv: &[String], input: &[u8]) -> Outcome {
 
 /// Tower at `--url`, trusting `--ca-file` (else `HANGAR_CA_FILE`) on top of the system's roots.
 fn tower(args: &Args, key: &str) -> Result<Tower, client::Fault> {
-    let from_env = std::env::var_os("HANGAR_CA_FILE")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from);
+    let from_env =
+        hangar_protocol::env::var_os(hangar_protocol::env::HANGAR_CA_FILE).map(PathBuf::from);
     let ca = args.ca_file.as_ref().or(from_env.as_ref());
     Tower::with_ca_file(&args.url, key, ca.map(PathBuf::as_path))
 }
