@@ -202,7 +202,7 @@ pub fn spawn_driver(tools: &Tools, args: &[OsString], ctl: &Path) -> Result<u32,
     // The control plane's credential variables stay here unless the single-user local mode
     // passes them (`HANGAR_SERVER_CREDENTIALS=allow`, see `turn_secrets.rs`).
     for name in hangar_protocol::env::HARNESS_CREDENTIAL_ENV {
-        if !crate::runs::turn_secrets::keep_var(tools, name) {
+        if !keep_var(tools, name) {
             cmd.env_remove(name);
         }
     }
@@ -212,7 +212,7 @@ pub fn spawn_driver(tools: &Tools, args: &[OsString], ctl: &Path) -> Result<u32,
             tools
                 .env
                 .iter()
-                .filter(|(k, _)| crate::runs::turn_secrets::keep_var(tools, k))
+                .filter(|(k, _)| keep_var(tools, k))
                 .map(|(k, v)| (k, v)),
         )
         .stdin(Stdio::null())
@@ -272,7 +272,7 @@ pub fn manifest(
     let mut env_names: Vec<String> = HARNESS_ENV_ALLOW
         .iter()
         .filter(|n| std::env::var_os(n).is_some())
-        .filter(|n| crate::runs::turn_secrets::keep_var(tools, n))
+        .filter(|n| keep_var(tools, n))
         .map(|n| (*n).to_owned())
         .collect();
     env_names.extend(HARNESS_ENV_FIXED.iter().map(|(n, _)| (*n).to_owned()));
@@ -301,6 +301,19 @@ pub fn manifest(
 /// A setting: from the driver's variables in [`Tools::env`], else the control plane's own
 /// environment as the process read it once ([`hangar_protocol::env::var`]); empty counts as
 /// unset. Every setting of the control plane is read through here.
+/// Whether the control plane's own credential variables pass to turns (opt-in,
+/// `HANGAR_SERVER_CREDENTIALS=allow`; see `runs/turn_secrets.rs`).
+pub(crate) fn server_credentials_pass(tools: &Tools) -> bool {
+    setting(tools, hangar_protocol::env::HANGAR_SERVER_CREDENTIALS).as_deref()
+        == Some(hangar_protocol::env::SERVER_CREDENTIALS_ALLOW)
+}
+
+/// Keeps a variable unless it is a credential variable and the server's credentials do not
+/// pass to turns.
+pub(crate) fn keep_var(tools: &Tools, name: &str) -> bool {
+    !hangar_protocol::env::is_credential_var(name) || server_credentials_pass(tools)
+}
+
 pub(crate) fn setting(tools: &Tools, name: &str) -> Option<String> {
     tools
         .env

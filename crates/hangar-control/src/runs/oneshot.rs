@@ -144,8 +144,7 @@ fn harness_env(tools: &Tools, policy: Policy, host: bool) -> Vec<(String, String
     const HOST_ONLY: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "TMPDIR"];
     let mut env: Vec<(String, String)> = Vec::new();
     for name in HARNESS_ENV_ALLOW {
-        if (!host && HOST_ONLY.contains(name)) || !crate::runs::turn_secrets::keep_var(tools, name)
-        {
+        if (!host && HOST_ONLY.contains(name)) || !crate::launch::keep_var(tools, name) {
             continue;
         }
         let v = tools

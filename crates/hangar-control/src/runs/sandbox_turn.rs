@@ -47,11 +47,11 @@ fn turn_env(tools: &Tools) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = HARNESS_ENV_ALLOW
         .iter()
         .filter(|n| !HOST_ONLY.contains(n))
-        .filter(|n| crate::runs::turn_secrets::keep_var(tools, n))
+        .filter(|n| crate::launch::keep_var(tools, n))
         .filter_map(|n| std::env::var(n).ok().map(|v| ((*n).to_owned(), v)))
         .collect();
     for (k, v) in &tools.env {
-        if HOST_ONLY.contains(&k.as_str()) || !crate::runs::turn_secrets::keep_var(tools, k) {
+        if HOST_ONLY.contains(&k.as_str()) || !crate::launch::keep_var(tools, k) {
             continue;
         }
         env.retain(|(n, _)| n != k);

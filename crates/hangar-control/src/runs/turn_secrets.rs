@@ -10,29 +10,14 @@
 
 use std::path::{Path, PathBuf};
 
-use hangar_protocol::env::{
-    HANGAR_SERVER_CREDENTIALS, HARNESS_CREDENTIAL_ENV, HARNESS_CREDENTIAL_FILES,
-    SERVER_CREDENTIALS_ALLOW, is_credential_var,
-};
+use hangar_protocol::env::{HARNESS_CREDENTIAL_ENV, HARNESS_CREDENTIAL_FILES};
 use hangar_store::{SecretOwner, Store};
 use serde_json::{Map, Value, json};
 
 use crate::error::ControlError;
-use crate::launch::{Tools, setting};
 
 /// The file's name in the control folder.
 pub(crate) const FILE: &str = "secrets.json";
-
-/// Whether the control plane's own credential variables pass to turns (opt-in).
-pub(crate) fn server_credentials_pass(tools: &Tools) -> bool {
-    setting(tools, HANGAR_SERVER_CREDENTIALS).as_deref() == Some(SERVER_CREDENTIALS_ALLOW)
-}
-
-/// Keeps `(name, value)` unless it is a credential variable and the server's credentials do
-/// not pass to turns.
-pub(crate) fn keep_var(tools: &Tools, name: &str) -> bool {
-    !is_credential_var(name) || server_credentials_pass(tools)
-}
 
 /// What the driver gets: `{"env": {NAME: value}, "files": [{"var", "file", "content"}]}`, or
 /// `None` when the person and the environment keep no credential a harness takes.
