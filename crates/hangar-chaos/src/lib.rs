@@ -186,6 +186,23 @@ impl Env {
         c
     }
 
+    /// A token for `person`, made an admin first (`hangar person add --admin`, `hangar token
+    /// create`): the runs start on plain folders, which only admins may.
+    pub fn admin_token(&self, person: &str) -> Res<String> {
+        let out = self
+            .hangar()
+            .args(["person", "add", "--admin", person])
+            .output()
+            .map_err(err("hangar person add"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "hangar person add --admin {person}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        self.token(person)
+    }
+
     /// A token for `person` (`hangar token create`).
     pub fn token(&self, person: &str) -> Res<String> {
         let out = self

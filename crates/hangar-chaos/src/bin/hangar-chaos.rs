@@ -314,7 +314,7 @@ impl Chaos {
             vars.push(("HANGAR_DATABASE_URL".to_owned(), s.url()));
         }
         let env = Env { vars, ..env0 };
-        let token = env.token("chaos@example.com")?;
+        let token = env.admin_token("chaos@example.com")?;
         let database = match &pg {
             Some(s) => s.url(),
             None => format!("sqlite://{}", env.home().join("hangar.db").display()),

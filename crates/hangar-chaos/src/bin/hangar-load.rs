@@ -190,7 +190,7 @@ async fn phase(
         vars.push(("HANGAR_DATABASE_URL".to_owned(), s.url()));
     }
     let env = Env::new(vars)?;
-    let token = env.token("load@example.com")?;
+    let token = env.admin_token("load@example.com")?;
     let mut servers = Vec::new();
     for r in 0..replicas {
         let log = env.root.path().join(format!("serve-{r}.log"));
