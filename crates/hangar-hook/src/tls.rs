@@ -158,7 +158,6 @@ mod tests {
             assert!(plain_http_allowed(h), "{h}");
         }
         for h in [
-            "10.0.0.1",
             "tower.example.com",
             "localhost.example.com",
             "tower.localhost",
