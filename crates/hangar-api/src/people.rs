@@ -5,12 +5,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// What a person may do: an admin adds and removes people, sees and revokes anyone's tokens and
-/// may act for another person; a member acts as themselves only.
+/// may act for another person; a member acts as themselves only; a viewer reads the team's work
+/// (sessions, runs, transcripts, pending approvals) and acts on nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Admin,
     Member,
+    /// Reads every session, run, transcript and pending approval of the team; acts on none.
+    Viewer,
 }
 
 /// A person of the team.

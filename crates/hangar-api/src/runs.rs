@@ -37,6 +37,22 @@ pub struct PendingApprovals {
     pub approvals: Vec<Approval>,
     /// How many runs are live (each may come to wait for a person).
     pub live_runs: u64,
+    /// Where each run of `approvals` belongs (its turn, session and owner), so an inbox can say
+    /// whose work waits without reading the turn (which an environment's approver may not).
+    #[serde(default)]
+    pub runs: Vec<ApprovalRun>,
+}
+
+/// A run with a request waiting, in `GET /v1/approvals`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalRun {
+    pub run_id: String,
+    pub turn_id: String,
+    pub session_id: String,
+    /// The run's owner (the person of its sandbox).
+    pub person: String,
+    /// The sandbox's environment (whose `governance.approvers` may answer too).
+    pub environment: String,
 }
 
 /// An answer to a permission request.

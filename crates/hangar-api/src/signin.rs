@@ -30,7 +30,8 @@ pub struct OidcIssuer {
 #[serde(deny_unknown_fields)]
 pub struct OidcStart {
     /// Where the issuer sends the browser back: this server's `/ui/signin/callback` as the page
-    /// sees it (the issuer checks it against the client's registered URIs).
+    /// sees it (the issuer checks it against the client's registered URIs). A server started with
+    /// `--public-url` sends its own public callback instead.
     pub redirect_uri: String,
 }
 

@@ -99,37 +99,46 @@ async fn server(home: &Path) -> Result<Option<Api>, CliError> {
     }
 }
 
-/// `hangar log RUN [--follow]`: through the server when one answers (following it through a
-/// restart), else from the run log file itself.
-pub fn log(home: &Path, run: &str, follow: bool) -> Result<ExitCode, CliError> {
+/// `hangar log RUN [--follow] [--json]`: through the server when one answers (following it
+/// through a restart), else from the run log file itself; shown as `hangar run` shows a turn
+/// (`progress::Printer`), or the raw lines with `--json`.
+pub fn log(home: &Path, run: &str, follow: bool, json: bool) -> Result<ExitCode, CliError> {
     check_run_id(run)?;
     let rt = serve::runtime()?;
+    let printer = progress::Printer::new(run, json);
     let result = rt.block_on(async {
         match server(home).await? {
-            Some(api) => log_from_server(api, run, follow).await,
-            None => log_from_file(home, run, follow).await,
+            Some(api) => log_from_server(api, run, follow, printer).await,
+            None => log_from_file(home, run, follow, printer).await,
         }
     });
     rt.shutdown_timeout(Duration::from_secs(1));
     result
 }
 
-async fn log_from_server(api: Api, run: &str, follow: bool) -> Result<ExitCode, CliError> {
+async fn log_from_server(
+    api: Api,
+    run: &str,
+    follow: bool,
+    mut printer: progress::Printer,
+) -> Result<ExitCode, CliError> {
     let mut f = LogFollower::new(api, run);
     let mut told = false;
     loop {
         match f.poll().await? {
             Polled::Lines(lines) => {
                 let quiet = lines.is_empty();
-                if !told && !f.verified && !lines.is_empty() {
+                if printer.raw() && !told && !f.verified && !lines.is_empty() {
+                    // Raw lines cannot be marked, so say it once here (the printer marks text).
                     told = true;
                     progress::note(&format!(
                         "this run's log is not verified, so what it says the assistant wrote is not known to be the model's: {}",
                         f.why.as_deref().unwrap_or("the server did not say it was")
                     ));
                 }
+                printer.verified(f.verified, f.why.as_deref());
                 for line in &lines {
-                    progress::say(line);
+                    printer.line(line);
                 }
                 if f.turn_over() || (!follow && quiet) {
                     return Ok(ExitCode::SUCCESS);
@@ -149,7 +158,12 @@ async fn log_from_server(api: Api, run: &str, follow: bool) -> Result<ExitCode, 
     }
 }
 
-async fn log_from_file(home: &Path, run: &str, follow: bool) -> Result<ExitCode, CliError> {
+async fn log_from_file(
+    home: &Path,
+    run: &str,
+    follow: bool,
+    mut printer: progress::Printer,
+) -> Result<ExitCode, CliError> {
     let mut tail = Tail::new(run_log(home, run)?);
     // Without the server nothing checks the log's seals (the key is in its vault).
     progress::note(
@@ -159,7 +173,7 @@ async fn log_from_file(home: &Path, run: &str, follow: bool) -> Result<ExitCode,
         let mut ended = false;
         for line in tail.read_lines() {
             ended |= matches!(HangarLine::parse(&line), Some(HangarLine::TurnEnd { .. }));
-            progress::say(&line);
+            printer.line(&line);
         }
         if !follow || ended {
             return Ok(ExitCode::SUCCESS);
@@ -215,29 +229,58 @@ async fn approvals_from_server(api: &Api, run: &str) -> Result<Vec<Value>, CliEr
         .collect())
 }
 
-/// `hangar approvals [--json]`: the requests waiting for an answer in every live run, oldest
-/// first, each line starting with its run (from the server, or this machine's store).
+/// `hangar approvals [--json]`: the requests waiting for an answer in every live run this
+/// person may answer, oldest first, as a table (run, session, person, tool, how long it has
+/// waited, request id, command) or one JSON object per line (from the server, or this
+/// machine's store).
 pub fn approvals_everywhere(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
     crate::sessions::with_api(home, true, |api| async move {
         let all: hangar_api::PendingApprovals = api
             .get_as("/v1/approvals")
             .await
             .map_err(|e| e.into_cli())?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let run_of = |id: &str| all.runs.iter().find(|r| r.run_id == id);
+        let mut rows = Vec::new();
         for p in &all.approvals {
+            let r = run_of(&p.run_id);
+            let waited = now.saturating_sub(p.requested_at);
             if json_out {
                 progress::say(
-                    &json!({"run_id": p.run_id, "request_id": p.request_id, "tool_name": p.tool_name, "input": p.input})
-                        .to_string(),
+                    &json!({
+                        "run_id": p.run_id, "request_id": p.request_id, "tool_name": p.tool_name,
+                        "input": p.input, "session_id": r.map(|r| &r.session_id),
+                        "turn_id": r.map(|r| &r.turn_id), "person": r.map(|r| &r.person),
+                        "environment": r.map(|r| &r.environment),
+                        "requested_at": p.requested_at, "waiting_ms": waited,
+                    })
+                    .to_string(),
                 );
             } else {
-                progress::say(&format!(
-                    "{}  {}  {}  {}",
-                    p.run_id,
-                    p.request_id,
-                    p.tool_name,
-                    progress::short(&p.input.to_string(), 160)
-                ));
+                let command = match p.input.get("command").and_then(Value::as_str) {
+                    Some(c) => c.to_owned(),
+                    None => p.input.to_string(),
+                };
+                rows.push(vec![
+                    p.run_id.clone(),
+                    r.map_or_else(|| "?".into(), |r| r.session_id.clone()),
+                    r.map_or_else(|| "?".into(), |r| r.person.clone()),
+                    p.tool_name.clone(),
+                    progress::age(waited),
+                    p.request_id.clone(),
+                    progress::short(&command, 60),
+                ]);
             }
+        }
+        if !rows.is_empty() {
+            progress::say(&progress::table(
+                &[
+                    "RUN", "SESSION", "PERSON", "TOOL", "WAITING", "REQUEST", "COMMAND",
+                ],
+                rows,
+            ));
         }
         if all.approvals.is_empty() && !json_out {
             progress::say(&format!(

@@ -155,6 +155,11 @@ enum Cmd {
         /// they are refused until an admin adds them.
         #[arg(long)]
         oidc_create_members: bool,
+        /// Where people reach this server, behind a proxy (HANGAR_PUBLIC_URL), e.g.
+        /// https://hangar.example.com: the issuer sends the browser back to its
+        /// /ui/signin/callback. Without it, to the address the web page was loaded from.
+        #[arg(long, value_name = "URL")]
+        public_url: Option<String>,
     },
     /// Sign in to a server and keep its token (in $XDG_CONFIG_HOME/hangar/hosts.json, 0600):
     /// with the server's OpenID issuer (device flow: open the URL shown, enter the code), or
@@ -220,12 +225,16 @@ enum Cmd {
         #[command(subcommand)]
         action: sandboxes::SbCmd,
     },
-    /// Print a run's log; with --follow, keep printing until the turn ends (through a restart
-    /// of the server).
+    /// Print a run's log as `hangar run` shows a turn (text, tool calls and results,
+    /// approvals, the result); with --follow, keep printing until the turn ends (through a
+    /// restart of the server); --json prints the log's raw lines.
     Log {
         run: String,
         #[arg(long, short)]
         follow: bool,
+        /// The run log's lines as they are (stream-json and hangar's own), one per line.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -275,10 +284,13 @@ enum TokenCmd {
 
 #[derive(Debug, Subcommand)]
 enum PersonCmd {
-    /// Add a person (a member; an admin with --admin).
+    /// Add a person (a member; an admin with --admin; a viewer, who reads the team's work and
+    /// acts on nothing, with --viewer).
     Add {
-        #[arg(long)]
+        #[arg(long, conflicts_with = "viewer")]
         admin: bool,
+        #[arg(long)]
+        viewer: bool,
         email: String,
     },
     /// The people who are in, with their roles.
@@ -341,7 +353,7 @@ fn main() -> ExitCode {
             request_id,
             reason,
         } => send::deny(&home, &run, &request_id, reason.as_deref()),
-        Cmd::Log { run, follow } => logs::log(&home, &run, follow),
+        Cmd::Log { run, follow, json } => logs::log(&home, &run, follow, json),
         Cmd::Rules {
             action: RulesCmd::Check(a),
         } => rules::check(&a),
@@ -355,8 +367,9 @@ fn main() -> ExitCode {
             oidc_issuer,
             oidc_client_id,
             oidc_create_members,
-        } => {
-            serve::oidc_config(oidc_issuer, oidc_client_id, oidc_create_members).and_then(|oidc| {
+            public_url,
+        } => serve::oidc_config(oidc_issuer, oidc_client_id, oidc_create_members, public_url)
+            .and_then(|oidc| {
                 serve::serve(
                     &home,
                     listen,
@@ -364,8 +377,7 @@ fn main() -> ExitCode {
                     tls_cert.zip(tls_key).as_ref(),
                     oidc,
                 )
-            })
-        }
+            }),
         Cmd::Login { url, token_stdin } => login::login(&url, token_stdin),
         Cmd::Token {
             action:
@@ -382,7 +394,11 @@ fn main() -> ExitCode {
             action: TokenCmd::Revoke { id },
         } => people::token_revoke(&home, &id),
         Cmd::Person { action } => match action {
-            PersonCmd::Add { admin, email } => people::person_add(&home, &email, admin),
+            PersonCmd::Add {
+                admin,
+                viewer,
+                email,
+            } => people::person_add(&home, &email, admin, viewer),
             PersonCmd::List { json } => people::person_list(&home, json),
             PersonCmd::Rm { email } => people::person_rm(&home, &email),
         },

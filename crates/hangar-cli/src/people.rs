@@ -39,9 +39,18 @@ where
     })
 }
 
-/// `hangar person add [--admin] EMAIL`.
-pub fn person_add(home: &Path, email: &str, admin: bool) -> Result<ExitCode, CliError> {
-    let role = if admin { Role::Admin } else { Role::Member };
+/// `hangar person add [--admin | --viewer] EMAIL`.
+pub fn person_add(
+    home: &Path,
+    email: &str,
+    admin: bool,
+    viewer: bool,
+) -> Result<ExitCode, CliError> {
+    let role = match (admin, viewer) {
+        (true, _) => Role::Admin,
+        (false, true) => Role::Viewer,
+        (false, false) => Role::Member,
+    };
     on_store(home, |store| async move {
         let p = store
             .add_person(email, role, &local_person())
@@ -74,7 +83,7 @@ pub fn person_list(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
     })
 }
 
-/// `hangar person rm EMAIL`: their tokens stop working at once.
+/// `hangar person rm EMAIL`: their tokens stop working at once; their secrets are deleted.
 pub fn person_rm(home: &Path, email: &str) -> Result<ExitCode, CliError> {
     on_store(home, |store| async move {
         if !store
@@ -84,7 +93,9 @@ pub fn person_rm(home: &Path, email: &str) -> Result<ExitCode, CliError> {
         {
             return Err(CliError::Failed(format!("{email} is not a person here")));
         }
-        progress::say(&format!("person {email} removed; their tokens are revoked"));
+        progress::say(&format!(
+            "person {email} removed; their tokens are revoked and their secrets deleted"
+        ));
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -33,6 +33,60 @@ pub fn short(s: &str, max: usize) -> String {
     cut
 }
 
+/// Rows under a header, each column aligned (comfy-table, no borders): what a person scans.
+pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_header(header.iter().copied());
+    for r in rows {
+        t.add_row(r);
+    }
+    t.lines()
+        .map(|l| l.trim_end().trim_start().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// How long something has waited, as a person says it: `45s`, `3m 05s`, `2h 10m`, `3d 4h`.
+pub fn age(ms: i64) -> String {
+    let s = (ms.max(0) / 1000) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h {:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+/// A count with thousands separators: `12,345`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Dollars as a person reads them: cents from a cent up (`$1.25`, `$0.05`), four places below
+/// (`$0.0003`), not the float's every digit (`$0.00031999999999999997`).
+pub fn money(usd: f64) -> String {
+    if !usd.is_finite() || usd <= 0.0 {
+        return "$0.00".into();
+    }
+    if usd >= 0.01 {
+        format!("${usd:.2}")
+    } else if usd >= 0.00005 {
+        format!("${usd:.4}")
+    } else {
+        "<$0.0001".into()
+    }
+}
+
 /// Turns run-log lines into progress lines.
 #[derive(Debug)]
 pub struct Printer {
@@ -61,6 +115,11 @@ impl Printer {
             why.unwrap_or("the server did not say the log was verified")
                 .to_owned()
         });
+    }
+
+    /// Whether the lines are printed as they are (`--json`).
+    pub fn raw(&self) -> bool {
+        self.json
     }
 
     pub fn line(&mut self, line: &str) {
@@ -139,9 +198,9 @@ impl Printer {
                 "result: completed".to_owned(),
                 format!(
                     "tokens: input {} output {} (this turn; cached {})",
-                    v["usage"]["input_tokens"].as_u64().unwrap_or(0),
-                    v["usage"]["output_tokens"].as_u64().unwrap_or(0),
-                    v["usage"]["cached_input_tokens"].as_u64().unwrap_or(0)
+                    thousands(v["usage"]["input_tokens"].as_u64().unwrap_or(0)),
+                    thousands(v["usage"]["output_tokens"].as_u64().unwrap_or(0)),
+                    thousands(v["usage"]["cached_input_tokens"].as_u64().unwrap_or(0))
                 ),
             ],
             Some("turn.failed") => vec![format!(
@@ -167,10 +226,10 @@ impl Printer {
                         short(v["result"].as_str().unwrap_or_default(), 300)
                     ),
                     format!(
-                        "tokens: input {} output {} (this process); cost ${}",
-                        u["input_tokens"].as_u64().unwrap_or(0),
-                        u["output_tokens"].as_u64().unwrap_or(0),
-                        v["total_cost_usd"].as_f64().unwrap_or(0.0)
+                        "tokens: input {} output {} (this process); cost {}",
+                        thousands(u["input_tokens"].as_u64().unwrap_or(0)),
+                        thousands(u["output_tokens"].as_u64().unwrap_or(0)),
+                        money(v["total_cost_usd"].as_f64().unwrap_or(0.0))
                     ),
                 ]
             }
@@ -274,6 +333,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ages_and_tables_read_as_people_write_them() {
+        assert_eq!(age(-5), "0s");
+        assert_eq!(age(45_999), "45s");
+        assert_eq!(age(185_000), "3m 05s");
+        assert_eq!(age(7_800_000), "2h 10m");
+        assert_eq!(age(273_600_000), "3d 4h");
+        let t = table(
+            &["RUN", "TOOL"],
+            vec![
+                vec!["run-1".into(), "Bash".into()],
+                vec!["run-22".into(), "Edit".into()],
+            ],
+        );
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3, "{t}");
+        let col = |l: &str, w: &str| l.find(w).unwrap();
+        assert_eq!(col(lines[0], "TOOL"), col(lines[1], "Bash"), "{t}");
+        assert_eq!(col(lines[1], "Bash"), col(lines[2], "Edit"), "{t}");
+    }
+
+    #[test]
+    fn money_and_counts_read_as_people_write_them() {
+        assert_eq!(money(0.000_319_999_999_999_999_97), "$0.0003");
+        assert_eq!(money(0.05), "$0.05");
+        assert_eq!(money(12.345), "$12.35");
+        assert_eq!(money(0.0), "$0.00");
+        assert_eq!(money(0.000_01), "<$0.0001");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
     fn progress_names_tools_approvals_and_tokens() {
         let p = Printer::new("run-1", false);
         let tool = p.describe(r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"ls"}}]}}"#);
@@ -282,7 +375,7 @@ mod tests {
         assert!(ap[0].starts_with("approval waiting: q1 Bash"), "{ap:?}");
         assert!(ap[0].contains("hangar approve run-1 q1"));
         let r = p.describe(r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.1,"hangar_process_usage":{"input_tokens":11,"output_tokens":7}}"#);
-        assert_eq!(r[1], "tokens: input 11 output 7 (this process); cost $0.1");
+        assert_eq!(r[1], "tokens: input 11 output 7 (this process); cost $0.10");
         assert_eq!(short("abcdef", 3), "abc…");
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use hangar_control::{ControlPlane, Tools};
 use hangar_protocol::env::{
     HANGAR_DATABASE_URL, HANGAR_MASTER_KEY_FILE, HANGAR_OIDC_CLIENT_ID, HANGAR_OIDC_CLIENT_SECRET,
-    HANGAR_OIDC_CREATE_MEMBERS, HANGAR_OIDC_ISSUER, HANGAR_UNSANDBOXED_FOLDERS,
+    HANGAR_OIDC_CREATE_MEMBERS, HANGAR_OIDC_ISSUER, HANGAR_PUBLIC_URL, HANGAR_UNSANDBOXED_FOLDERS,
 };
 use hangar_server::oidc::OidcConfig;
 use hangar_store::{Store, Vault};
@@ -89,6 +89,7 @@ pub fn oidc_config(
     issuer: Option<String>,
     client_id: Option<String>,
     create_members: bool,
+    public_url: Option<String>,
 ) -> Result<Option<OidcConfig>, CliError> {
     let env = |name| hangar_protocol::env::var(name).filter(|v: &String| !v.trim().is_empty());
     let Some(issuer) = issuer.or_else(|| env(HANGAR_OIDC_ISSUER)) else {
@@ -114,6 +115,7 @@ pub fn oidc_config(
         client_id,
         client_secret: env(HANGAR_OIDC_CLIENT_SECRET),
         create_members,
+        public_url: public_url.or_else(|| env(HANGAR_PUBLIC_URL)),
     }))
 }
 

@@ -146,6 +146,37 @@ fn run_approvals_approve_and_late_steer_through_the_cli() {
     assert_eq!(pending["input"]["command"], "sleep 3 && echo hi > made.txt");
     let id = pending["request_id"].as_str().unwrap();
 
+    // Without a run: every request this person may answer, as a table with its session, person
+    // and wait (issue 21, item 1), or a JSON object per line.
+    let everywhere = env.cmd(&["approvals", "--json"]);
+    assert!(everywhere.status.success(), "{:?}", text(&everywhere));
+    let all: Vec<Value> = text(&everywhere)
+        .0
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(all.len(), 1, "{all:?}");
+    let session = all[0]["session_id"].as_str().unwrap();
+    assert!(session.starts_with("ses-"), "{all:?}");
+    assert_eq!(all[0]["request_id"], pending["request_id"]);
+    assert!(all[0]["person"].as_str().is_some_and(|p| p.contains('@')));
+    assert!(all[0]["waiting_ms"].as_i64().is_some_and(|w| w >= 0));
+    let shown = text(&env.cmd(&["approvals"])).0;
+    let rows: Vec<&str> = shown.lines().collect();
+    assert_eq!(rows.len(), 2, "a header and one row:\n{shown}");
+    assert!(
+        rows[0].starts_with("RUN") && rows[0].contains("WAITING"),
+        "{shown}"
+    );
+    for want in [run.as_str(), session, "Bash", id, "sleep 3 && echo hi"] {
+        assert!(rows[1].contains(want), "missing {want:?} in:\n{shown}");
+    }
+    assert_eq!(
+        rows[0].find("TOOL"),
+        rows[1].find("Bash"),
+        "aligned:\n{shown}"
+    );
+
     let bogus = env.cmd(&["approve", &run, "no-such-request"]);
     assert_eq!(bogus.status.code(), Some(1));
     assert!(text(&bogus).1.contains("refused:"), "{:?}", text(&bogus));
@@ -188,7 +219,21 @@ fn run_approvals_approve_and_late_steer_through_the_cli() {
         "{err}"
     );
 
-    let log = text(&env.cmd(&["log", &run])).0;
+    // `hangar log` reads like `hangar run` (issue 21, item 3); `--json` is the raw log.
+    let readable = text(&env.cmd(&["log", &run])).0;
+    for want in [
+        "tool call: Bash",
+        "approval waiting: ",
+        "result: success made it",
+        "turn ended: status 0",
+    ] {
+        assert!(readable.contains(want), "missing {want:?} in:\n{readable}");
+    }
+    assert!(
+        !readable.lines().any(|l| l.starts_with('{')),
+        "raw lines in:\n{readable}"
+    );
+    let log = text(&env.cmd(&["log", &run, "--json"])).0;
     assert!(
         log.lines()
             .any(|l| l.contains("\"type\":\"hangar.turn_end\"")),

@@ -272,7 +272,7 @@ fn hangar_run_with_no_server_serves_the_api_for_its_turn() {
     );
     // Its server stopped with it; the commands read the store (and the log) without one.
     assert!(w.get("/v1/health").is_err(), "the server is still up");
-    let shown = text(&w.cmd(&["log", &run])).0;
+    let shown = text(&w.cmd(&["log", &run, "--json"])).0;
     assert_eq!(shown, w.run_log(&run));
     let turns = text(&w.cmd(&["sessions", "--json"])).0;
     let session: Value = serde_json::from_str(turns.lines().next().unwrap()).unwrap();
@@ -408,7 +408,7 @@ fn log_follow_rides_out_a_kill_9_and_restart_of_the_server() {
 
     let mut follow = w.hangar();
     follow
-        .args(["log", &run, "--follow"])
+        .args(["log", &run, "--follow", "--json"])
         .stderr(Stdio::piped());
     let (mut child, lines) = spawn_lines(follow);
     let mut seen = vec![lines.recv_timeout(Duration::from_secs(30)).unwrap()];

@@ -143,34 +143,19 @@ fn assert_read_nothing(what: &str, out: &str) {
     );
 }
 
-async fn sandbox(s: &Server, yaml: &str, repo: &Path) -> String {
-    let env = s.home.path().join("probe.yaml");
-    std::fs::write(&env, yaml).unwrap();
-    s.ok(&["env", "apply", env.to_str().unwrap()]);
-    let out = s.ok(&[
-        "sb",
-        "create",
-        "--env",
-        "probe",
-        "--repo",
-        repo.to_str().unwrap(),
-    ]);
-    out.lines()
-        .next()
-        .and_then(|l| l.strip_prefix("sandbox: "))
-        .unwrap_or_else(|| panic!("{out}"))
-        .to_owned()
-}
-
 /// A server with another run live: a first turn (in a plain folder) whose tool call waits for
 /// the gate file the test writes when it is done, so that run's control folder and mailbox are
 /// there for the probe to go after. (server, the repo, the gate.)
 async fn server_with_a_run() -> (Server, tempfile::TempDir, PathBuf) {
-    let s = Server::start_with(
-        model(),
-        vec![("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned())],
-        None,
-    );
+    server_with_a_run_and(Vec::new()).await
+}
+
+/// [`server_with_a_run`] with more variables for the server.
+async fn server_with_a_run_and(
+    mut env: Vec<(String, String)>,
+) -> (Server, tempfile::TempDir, PathBuf) {
+    env.push(("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned()));
+    let s = Server::start_with(model(), env, None);
     let repo = tempfile::tempdir().unwrap();
     std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
     let gate = s.home.path().join("gate");
@@ -198,12 +183,7 @@ async fn server_with_a_run() -> (Server, tempfile::TempDir, PathBuf) {
 async fn in_a_local_sandbox_the_agent_reads_nothing_of_hangars_home() {
     assert!(is_root(), "the uid split needs root (CI runs as root)");
     let (s, repo, gate) = server_with_a_run().await;
-    let sb = sandbox(
-        &s,
-        "name: probe\nprovider: local\nnetwork: host\n",
-        repo.path(),
-    )
-    .await;
+    let sb = s.sandbox_of("name: probe\nprovider: local\nnetwork: host\n", repo.path());
     let out = probe(&s, "local sandbox", json!({"sandbox": sb})).await;
     std::fs::write(&gate, "").unwrap();
     assert_read_nothing("local sandbox", &out);
@@ -218,7 +198,7 @@ async fn in_a_docker_sandbox_the_agent_reads_nothing_of_hangars_home() {
         "name: probe\nprovider: docker\nimage: {}\nnetwork: host\n",
         docker_image()
     );
-    let sb = sandbox(&s, &yaml, repo.path()).await;
+    let sb = s.sandbox_of(&yaml, repo.path());
     let out = probe(&s, "docker sandbox", json!({"sandbox": sb})).await;
     std::fs::write(&gate, "").unwrap();
     assert_read_nothing("docker sandbox", &out);
@@ -236,4 +216,21 @@ async fn in_a_plain_folder_the_agent_reads_nothing_of_hangars_home() {
     .await;
     std::fs::write(&gate, "").unwrap();
     assert_read_nothing("plain folder", &out);
+}
+
+/// A one-shot turn (`HANGAR_LIVE_TURNS=false`: no driver, the harness once in its plain mode)
+/// in a plain folder runs as hangar's user too: the control plane starts it out of sight of
+/// hangar's home as the driver does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_plain_folder_a_one_shot_turn_reads_nothing_of_hangars_home() {
+    let (s, repo, gate) =
+        server_with_a_run_and(vec![("HANGAR_LIVE_TURNS".to_owned(), "false".to_owned())]).await;
+    let out = probe(
+        &s,
+        "one-shot turn in a plain folder",
+        json!({"dir": repo.path(), "no_sandbox": true}),
+    )
+    .await;
+    std::fs::write(&gate, "").unwrap();
+    assert_read_nothing("one-shot turn in a plain folder", &out);
 }

@@ -76,6 +76,31 @@ impl Provider {
         assert_eq!(status, 200);
     }
 
+    /// The provider rotates its signing key (see provider.mjs).
+    fn rotate_key(&self) {
+        let (status, _) = http_json(
+            "POST",
+            &format!("{}/test/rotate-key", self.issuer),
+            None,
+            Some(&json!({})),
+        )
+        .unwrap();
+        assert_eq!(status, 200);
+    }
+
+    /// How many times the provider's key set was read.
+    fn jwks_reads(&self) -> u64 {
+        let (status, v) = http_json(
+            "GET",
+            &format!("{}/test/jwks-reads", self.issuer),
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(status, 200);
+        v["reads"].as_u64().unwrap()
+    }
+
     /// The next ID token the provider issues is doctored so (see provider.mjs).
     fn doctor_next_id_token(&self, mode: &str) {
         let (status, _) = http_json(
@@ -102,6 +127,70 @@ struct Hangar {
     child: Option<Child>,
     url: String,
     admin: String,
+    /// The database and master key shared with other replicas, if any.
+    shared: Option<(String, PathBuf)>,
+}
+
+/// How a test's `hangar serve` starts, beyond [`Hangar::start`].
+#[derive(Default)]
+struct Opts {
+    create_members: bool,
+    /// A database URL and master key file shared with another replica.
+    shared: Option<(String, PathBuf)>,
+    /// Extra environment of `hangar serve`.
+    env: Vec<(&'static str, String)>,
+}
+
+/// A schema of its own on the test PostgreSQL (`HANGAR_TEST_DATABASE_URL`), dropped at the end.
+struct PgSchema {
+    base: String,
+    schema: String,
+}
+
+impl PgSchema {
+    fn new() -> PgSchema {
+        let base = std::env::var("HANGAR_TEST_DATABASE_URL").unwrap_or_else(|_| {
+            panic!(
+                "HANGAR_TEST_DATABASE_URL is not set: the replica sign-in test never skips. Start \
+                 the test database with `url=$(scripts/start-postgres) && export \"$url\"`."
+            )
+        });
+        let mut b = [0u8; 6];
+        getrandom::fill(&mut b).unwrap();
+        let suffix: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let schema = format!("oidc_{}_{suffix}", std::process::id());
+        psql(&base, &format!("CREATE SCHEMA {schema}"));
+        PgSchema { base, schema }
+    }
+
+    fn url(&self) -> String {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        format!(
+            "{}{sep}options=-c%20search_path%3D{}",
+            self.base, self.schema
+        )
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        psql(
+            &self.base,
+            &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema),
+        );
+    }
+}
+
+fn psql(url: &str, sql: &str) {
+    let out = Command::new("psql")
+        .args([url, "-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .output()
+        .expect("psql (Debian's postgresql-client) runs");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn driver_bin() -> PathBuf {
@@ -112,22 +201,42 @@ fn driver_bin() -> PathBuf {
 
 impl Hangar {
     fn start(p: &Provider, create_members: bool) -> Hangar {
+        Hangar::start_with(
+            p,
+            Opts {
+                create_members,
+                ..Opts::default()
+            },
+        )
+    }
+
+    fn start_with(p: &Provider, opts: Opts) -> Hangar {
+        let create_members = opts.create_members;
         let mut h = Hangar {
             home: tempfile::tempdir().unwrap(),
             child: None,
             url: String::new(),
             admin: String::new(),
+            shared: opts.shared,
         };
-        assert!(
-            h.run(&["person", "add", "alice@example.com"])
-                .status
-                .success()
-        );
-        assert!(
-            h.run(&["person", "add", "--admin", "ada@example.com"])
-                .status
-                .success()
-        );
+        // A replica of a shared database finds its people there already.
+        let known = h
+            .run(&["person", "list"])
+            .stdout
+            .windows(b"ada@example.com".len())
+            .any(|w| w == b"ada@example.com");
+        if !known {
+            assert!(
+                h.run(&["person", "add", "alice@example.com"])
+                    .status
+                    .success()
+            );
+            assert!(
+                h.run(&["person", "add", "--admin", "ada@example.com"])
+                    .status
+                    .success()
+            );
+        }
         let out = h.run(&["token", "create", "--person", "ada@example.com"]);
         assert!(
             out.status.success(),
@@ -150,6 +259,7 @@ impl Hangar {
         let mut child = h
             .hangar()
             .args(&args)
+            .envs(opts.env)
             .env("HANGAR_OIDC_CLIENT_SECRET", CLIENT_SECRET)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -176,6 +286,10 @@ impl Hangar {
             .env("HOME", self.home.path())
             .env("HANGAR_HOME", self.home.path().join("hangar"))
             .env("HANGAR_DRIVER_BIN", driver_bin());
+        if let Some((url, key)) = &self.shared {
+            c.env("HANGAR_DATABASE_URL", url)
+                .env("HANGAR_MASTER_KEY_FILE", key);
+        }
         c
     }
 
@@ -229,6 +343,11 @@ fn last_line(out: &[u8]) -> String {
 /// cookies) from the authorization URL until it sends the browser back to hangar's callback,
 /// whose query it returns.
 fn authorize(authorize_url: &str) -> HashMap<String, String> {
+    authorize_to(authorize_url).1
+}
+
+/// [`authorize`], with the callback URL the provider sent the browser to.
+fn authorize_to(authorize_url: &str) -> (reqwest::Url, HashMap<String, String>) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let http = reqwest::Client::builder()
@@ -269,7 +388,8 @@ fn authorize(authorize_url: &str) -> HashMap<String, String> {
             };
             let next = reqwest::Url::parse(&url).unwrap().join(&to).unwrap();
             if next.path() == "/ui/signin/callback" {
-                return next.query_pairs().into_owned().collect();
+                let query = next.query_pairs().into_owned().collect();
+                return (next, query);
             }
             url = next.to_string();
         }
@@ -686,4 +806,169 @@ fn the_web_page_signs_in_with_the_issuer_and_the_person_menu_makes_revokes_and_s
     b.click("#person-signout").unwrap();
     b.wait_for("#signin", WAIT).unwrap();
     assert_eq!(h.call("GET", "/v1/me", Some(&web_token), None).0, 401);
+}
+
+#[test]
+fn a_web_sign_in_begun_on_one_replica_finishes_on_another_and_only_once() {
+    let p = Provider::start();
+    let db = PgSchema::new();
+    let keys = tempfile::tempdir().unwrap();
+    let shared = Some((db.url(), keys.path().join("master.key")));
+    let a = Hangar::start_with(
+        &p,
+        Opts {
+            shared: shared.clone(),
+            ..Opts::default()
+        },
+    );
+    let b = Hangar::start_with(
+        &p,
+        Opts {
+            shared,
+            ..Opts::default()
+        },
+    );
+    p.login_as("alice@example.com", true);
+    // Begun on A (the PKCE verifier and nonce stay on the server side), the issuer's answer
+    // comes back to B: B finishes it with the state A kept.
+    let (flow, state, url) = start_web(&a);
+    let back = authorize(&url);
+    let finish = json!({"flow": flow, "state": state, "code": back["code"]});
+    let (s, v) = b.call("POST", "/v1/auth/oidc/finish", None, Some(finish.clone()));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["person"], "alice@example.com");
+    assert_eq!(b.call("GET", "/v1/me", v["token"].as_str(), None).0, 200);
+    assert_eq!(a.call("GET", "/v1/me", v["token"].as_str(), None).0, 200);
+    // The same state again, on either replica: refused, and no second token.
+    for h in [&a, &b] {
+        let (s, v) = h.call("POST", "/v1/auth/oidc/finish", None, Some(finish.clone()));
+        assert_eq!(s, 400, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no web sign-in"),
+            "{v}"
+        );
+    }
+    assert_eq!(tokens_of(&a.tokens(), "alice@example.com").len(), 1);
+
+    // A device sign-in begun on A is polled on B once the person approved it; A's poll after
+    // that finds it finished.
+    let (s, started) = a.call("POST", "/v1/auth/device", None, None);
+    assert_eq!(s, 200, "{started}");
+    let complete = started["verification_uri_complete"].as_str().unwrap();
+    let browser = Browser::start(1000, 800).unwrap();
+    approve_device(&browser, complete);
+    let poll = json!({"flow": started["flow"]});
+    let signed_in = loop {
+        let (s, v) = b.call("POST", "/v1/auth/device/poll", None, Some(poll.clone()));
+        assert_eq!(s, 200, "{v}");
+        if !v["signed_in"].is_null() {
+            break v["signed_in"].clone();
+        }
+    };
+    assert_eq!(signed_in["person"], "alice@example.com");
+    let (s, v) = a.call("POST", "/v1/auth/device/poll", None, Some(poll));
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(tokens_of(&a.tokens(), "alice@example.com").len(), 2);
+}
+
+#[test]
+fn a_rotated_issuer_key_is_read_again_but_not_for_every_unknown_key_id() {
+    let p = Provider::start();
+    let h = Hangar::start(&p, false);
+    p.login_as("alice@example.com", true);
+    let (s, v) = web_sign_in(&h);
+    assert_eq!(s, 200, "{v}");
+    let reads = p.jwks_reads();
+    // The issuer rotates its key: its next ID token names a key hangar has not read. hangar
+    // reads the key set again and the sign-in goes through.
+    p.rotate_key();
+    let (s, v) = web_sign_in(&h);
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(p.jwks_reads(), reads + 1, "the key set was read again once");
+    // A token naming a key the issuer does not have either (a forger's): refused, and within a
+    // minute of the last read the key set is not read again for it.
+    for _ in 0..2 {
+        p.doctor_next_id_token("unknown-kid");
+        let (s, v) = web_sign_in(&h);
+        assert_eq!(s, 401, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("ID token did not check out"),
+            "{v}"
+        );
+    }
+    assert_eq!(p.jwks_reads(), reads + 1, "no read per unknown key id");
+    let (s, v) = web_sign_in(&h);
+    assert_eq!(s, 200, "{v}");
+}
+
+#[test]
+fn behind_a_proxy_the_issuer_sends_the_browser_back_to_the_public_url() {
+    let p = Provider::start();
+    // The proxy's address (any loopback port is one the provider takes for this client): not
+    // the address the test reaches hangar serve at.
+    let public = "http://127.0.0.1:9";
+    let h = Hangar::start_with(
+        &p,
+        Opts {
+            env: vec![("HANGAR_PUBLIC_URL", public.to_owned())],
+            ..Opts::default()
+        },
+    );
+    p.login_as("alice@example.com", true);
+    let (flow, state, url) = start_web(&h);
+    let (back_to, back) = authorize_to(&url);
+    assert_eq!(
+        format!("{}://{}", back_to.scheme(), back_to.authority()),
+        public,
+        "the issuer sent the browser to the public URL, not {back_to}"
+    );
+    let (s, v) = h.call(
+        "POST",
+        "/v1/auth/oidc/finish",
+        None,
+        Some(json!({"flow": flow, "state": state, "code": back["code"]})),
+    );
+    assert_eq!(s, 200, "{v}");
+    // A public URL that is not one is refused at start, saying what is wrong.
+    let out = h
+        .hangar()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--oidc-issuer",
+            &p.issuer,
+            "--oidc-client-id",
+            CLIENT_ID,
+            "--public-url",
+            "https://hangar.example.com/some/path",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--public-url") && err.contains("no path"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_issuers_email_in_another_case_is_the_same_person() {
+    let p = Provider::start();
+    let h = Hangar::start(&p, false);
+    p.login_as("Alice@Example.COM", true);
+    let (s, v) = web_sign_in(&h);
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["person"], "alice@example.com");
+    let (s, me) = h.call("GET", "/v1/me", v["token"].as_str(), None);
+    assert_eq!(s, 200);
+    assert_eq!(me["person"], "alice@example.com");
+    assert_eq!(tokens_of(&h.tokens(), "alice@example.com").len(), 1);
 }

@@ -162,7 +162,9 @@ async fn a_member_cannot_make_a_sandbox_for_another_person() {
     )
     .await;
     assert_eq!(status, 404, "{answer}");
-    // An admin (the local user) may act for alice: past the check, to the unknown environment.
+    // An admin (the local user) may act for alice, once she is a person here: past the check,
+    // to the unknown environment.
+    s.ok(&["person", "add", "alice@example.com"]);
     let (status, answer) = s
         .call(
             "POST",
@@ -173,7 +175,6 @@ async fn a_member_cannot_make_a_sandbox_for_another_person() {
     assert_eq!(status, 404, "{answer}");
 
     // The same hole through tokens: bob cannot make a token that speaks for alice.
-    s.ok(&["person", "add", "alice@example.com"]);
     let (status, answer) = as_token(
         &s,
         &bob,
@@ -412,4 +413,120 @@ async fn the_local_users_token_is_renewed_before_it_expires() {
     // A fresh one is kept as it is.
     s.restart();
     assert_eq!(s.token(), renewed);
+}
+
+/// An admin acting for someone names a person who is in: otherwise what they make would belong
+/// to no one who can sign in (and an audit record would name a person who is not one). Emails
+/// compare without case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_acts_only_for_a_person_who_is_in_whatever_the_case() {
+    let s = Server::start(Script::new([Step::text("never asked")]));
+    let admin = s.token();
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "a repo\n").unwrap();
+    let nobody = "nobody@example.com";
+    let calls = [
+        (
+            "POST",
+            "/v1/sandboxes".to_owned(),
+            Some(json!({"env": "in-place", "repo": repo.path(), "person": nobody})),
+        ),
+        (
+            "POST",
+            "/v1/tokens".to_owned(),
+            Some(json!({"person": nobody})),
+        ),
+        (
+            "POST",
+            format!("/v1/credentials/SOME_KEY?person={nobody}"),
+            Some(json!({"value": "v"})),
+        ),
+        ("GET", format!("/v1/credentials?person={nobody}"), None),
+    ];
+    for (method, path, body) in calls {
+        let (status, answer) = as_token(&s, &admin, method, &path, body).await;
+        assert_eq!(status, 400, "{method} {path}: {answer}");
+        assert!(
+            message(&answer).contains(&format!("hangar person add {nobody}")),
+            "{method} {path}: {answer}"
+        );
+    }
+    let (_, list) = s.call("GET", "/v1/sandboxes", None).await;
+    assert_eq!(list["sandboxes"], json!([]), "nothing was made: {list}");
+    let records = audit(&s).await;
+    let refused = records
+        .iter()
+        .filter(|r| r["action"] == "access.refused" && r["detail"]["for"] == nobody)
+        .count();
+    assert_eq!(refused, 4, "each refusal is audited: {records:?}");
+    // The CLI says the same.
+    let out = s
+        .hangar()
+        .env("HANGAR_TOKEN", &admin)
+        .args(["sb", "create", "--env", "in-place", "--person", nobody])
+        .arg("--repo")
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains(&format!("hangar person add {nobody}")),
+        "{}",
+        stderr(&out)
+    );
+    // A removed person is no one to act for either.
+    s.ok(&["person", "add", "gone@example.com"]);
+    s.ok(&["person", "rm", "gone@example.com"]);
+    let (status, answer) = as_token(
+        &s,
+        &admin,
+        "POST",
+        "/v1/tokens",
+        Some(json!({"person": "gone@example.com"})),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(message(&answer).contains("was removed"), "{answer}");
+
+    // Alice, however her email is written, is the one person.
+    s.ok(&["person", "add", "Alice@Example.com"]);
+    let (status, made) = as_token(
+        &s,
+        &admin,
+        "POST",
+        "/v1/tokens",
+        Some(json!({"person": "ALICE@example.COM"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made["person"], "alice@example.com");
+    let alice = made["token"].as_str().unwrap().to_owned();
+    // Her own token naming herself in another case is no impersonation.
+    let (status, answer) = as_token(
+        &s,
+        &alice,
+        "POST",
+        "/v1/tokens",
+        Some(json!({"person": "Alice@EXAMPLE.com"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{answer}");
+    let listed = s.ok(&["person", "list"]);
+    assert_eq!(listed.matches("alice@example.com").count(), 1, "{listed}");
+    assert!(!listed.contains("Alice@"), "{listed}");
+    // Her sandbox, made by an admin naming her in capitals, is hers.
+    let (status, sb) = as_token(
+        &s,
+        &admin,
+        "POST",
+        "/v1/sandboxes",
+        Some(json!({"env": "in-place", "repo": repo.path(), "person": "ALICE@EXAMPLE.COM"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{sb}");
+    let (_, mine) = as_token(&s, &alice, "GET", "/v1/sandboxes", None).await;
+    assert_eq!(mine["sandboxes"].as_array().unwrap().len(), 1, "{mine}");
+    let id = sb["sandbox"]["id"].as_str().unwrap();
+    let (status, gone) = as_token(&s, &alice, "DELETE", &format!("/v1/sandboxes/{id}"), None).await;
+    assert_eq!(status, 200, "{gone}");
 }

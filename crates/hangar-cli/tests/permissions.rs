@@ -1,7 +1,7 @@
 //! Issue 20's permission matrix, against a real `hangar serve` with the real driver and Claude
 //! Code answering the scripted model: two members (alice owns everything here, bob is another
-//! member), carol (an approver named by alice's environment) and an admin (the server's local
-//! user) call every endpoint of the route table (`hangar_server::route_table`, so a new
+//! member), carol (an approver named by alice's environment), an admin (the server's local
+//! user) and vera (a viewer: reads the team's work, acts on nothing) call every endpoint of the route table (`hangar_server::route_table`, so a new
 //! endpoint without a rule fails this test) on alice's resources, and the same for the CLI
 //! commands. Refusals are 403s that say who may, audited as `access.refused`.
 //!
@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 const ALICE: &str = "alice@example.com";
 const BOB: &str = "bob@example.com";
 const CAROL: &str = "carol@example.com";
+const VERA: &str = "vera@example.com";
 
 /// Each prompt: a Bash call (under policy `ask` it waits for an answer), then, once its result
 /// is back, a closing text.
@@ -95,6 +96,8 @@ enum Cell {
     Admin,
     /// 403: a member may not start a plain folder's session.
     Folder,
+    /// 403: "only a member or an admin may …" (a viewer acts on nothing).
+    Viewer,
 }
 
 impl Cell {
@@ -110,6 +113,7 @@ impl Cell {
             Cell::Is(_) => None,
             Cell::Owner => Some(format!("only {ALICE} (the owner)")),
             Cell::Admin | Cell::Folder => Some("only an admin may".to_owned()),
+            Cell::Viewer => Some("only a member or an admin may".to_owned()),
         }
     }
 }
@@ -122,11 +126,84 @@ struct Row {
     case: &'static str,
     path: String,
     body: Option<Value>,
-    /// owner (alice), another member (bob), the environment's approver (carol), admin.
-    expect: [Cell; 4],
+    /// owner (alice), another member (bob), the environment's approver (carol), admin, viewer
+    /// (vera: the last column comes from [`viewer`]).
+    expect: [Cell; 5],
 }
 
-use Cell::{Admin, Folder, Is, Owner};
+/// What vera, a viewer, gets from each row: every read of the team's work (as an admin would
+/// see it), and a refusal for anything that acts (her own tokens aside). Every row has an arm:
+/// a row without one fails the test.
+fn viewer(method: &str, route: &str, case: &str) -> Cell {
+    match (method, route, case) {
+        ("GET", "/v1/audit", _) => Admin,
+        // Another person's secrets are an admin's to read (the server's too).
+        ("GET", "/v1/credentials", _) => Admin,
+        ("DELETE", "/v1/tokens/{id}", "alice's spare token") => Admin,
+        ("POST", "/v1/tokens", "own") => Is(201),
+        // Another token's relayed terminal: not found, as for everyone.
+        ("GET", "/v1/attaches/{id}/output", _) => Is(404),
+        // Sign-in takes no token: the same answer as everyone's.
+        ("GET", "/v1/auth", _) => Is(200),
+        (_, r, _) if r.starts_with("/v1/auth/") => Is(404),
+        (
+            "GET",
+            "/v1/health"
+            | "/.well-known/jwks.json"
+            | "/v1/openapi.json"
+            | "/v1/sessions"
+            | "/v1/sessions/{id}"
+            | "/v1/sessions/{id}/transcript"
+            | "/v1/sessions/{id}/events"
+            | "/v1/sessions/{id}/events/stream"
+            | "/v1/turns/{id}"
+            | "/v1/runs/{id}"
+            | "/v1/runs/{id}/approvals"
+            | "/v1/approvals"
+            | "/v1/runs/{id}/events"
+            | "/v1/runs/{id}/events/stream"
+            | "/v1/runs/{id}/log"
+            | "/v1/runs/{id}/steps"
+            | "/v1/runs/{id}/diff"
+            | "/v1/runs/{id}/forks"
+            | "/v1/audit/verify"
+            | "/v1/me"
+            | "/v1/board"
+            | "/v1/turns/{id}/audit"
+            | "/v1/environments"
+            | "/v1/environments/{name}"
+            | "/v1/sandboxes"
+            | "/v1/sandboxes/{id}"
+            | "/v1/people"
+            | "/v1/tokens",
+            _,
+        ) => Is(200),
+        (
+            "POST" | "DELETE",
+            "/v1/sessions"
+            | "/v1/sessions/{id}/messages"
+            | "/v1/runs/{id}/steer"
+            | "/v1/runs/{id}/interrupt"
+            | "/v1/runs/{id}/approvals/{request_id}"
+            | "/v1/runs/{id}/fork"
+            | "/v1/environments"
+            | "/v1/sandboxes"
+            | "/v1/sandboxes/{id}"
+            | "/v1/sandboxes/{id}/exec"
+            | "/v1/sandboxes/{id}/attach"
+            | "/v1/attaches/{id}/input"
+            | "/v1/attaches/{id}/resize"
+            | "/v1/attaches/{id}"
+            | "/v1/credentials/{name}"
+            | "/v1/people"
+            | "/v1/people/{email}",
+            _,
+        ) => Viewer,
+        other => panic!("{other:?} has no viewer rule in the permission matrix: add one"),
+    }
+}
+
+use Cell::{Admin, Folder, Is, Owner, Viewer};
 
 const OK: [Cell; 4] = [Is(200), Is(200), Is(200), Is(200)];
 const OWNER_READS: [Cell; 4] = [Is(200), Owner, Owner, Is(200)];
@@ -148,13 +225,19 @@ struct Alice {
 
 fn rows(a: &Alice) -> Vec<Row> {
     let team_env = env_spec();
-    let r = |method, route, case, path: String, body: Option<Value>, expect| Row {
+    let r = |method, route, case, path: String, body: Option<Value>, expect: [Cell; 4]| Row {
         method,
         route,
         case,
         path,
         body,
-        expect,
+        expect: [
+            expect[0],
+            expect[1],
+            expect[2],
+            expect[3],
+            viewer(method, route, case),
+        ],
     };
     let (ses, run, ended, sb) = (&a.session, &a.run, &a.ended_run, &a.sandbox);
     vec![
@@ -669,7 +752,7 @@ async fn audit(s: &Server) -> Vec<Value> {
 
 struct Setup {
     s: Server,
-    callers: [Caller; 4],
+    callers: [Caller; 5],
     alice: Alice,
     _repo: tempfile::TempDir,
 }
@@ -700,6 +783,13 @@ async fn setup() -> Setup {
         Caller {
             label: "admin",
             token: s.token(),
+        },
+        Caller {
+            label: "viewer (vera)",
+            token: {
+                s.ok(&["person", "add", "--viewer", VERA]);
+                token_for(&s, VERA)
+            },
         },
     ];
     let alice = &callers[0].token;
@@ -775,10 +865,10 @@ async fn every_endpoint_own_vs_another_vs_approver_vs_admin() {
         );
     }
 
-    // Bob and carol first: their refusals must leave alice's things as they were for the
+    // Vera, bob and carol first: their refusals must leave alice's things as they were for the
     // calls after them (and the checks below).
     let mut got: BTreeMap<(usize, usize), (u16, Value)> = BTreeMap::new();
-    for col in [1, 2, 0, 3] {
+    for col in [4, 1, 2, 0, 3] {
         for (i, row) in rows.iter().enumerate() {
             let ans = call(
                 &s,
@@ -792,16 +882,38 @@ async fn every_endpoint_own_vs_another_vs_approver_vs_admin() {
         }
     }
 
+    // What only the viewer gate stops, no route's own rule (they are vera's own): her own
+    // credentials, and a sandbox of her own.
+    let vera = &callers[4].token;
+    let (status, r) = call(
+        &s,
+        vera,
+        "POST",
+        &format!("/v1/credentials/VIEWER_OWN?person={VERA}"),
+        Some(&json!({"value": "v"})),
+    )
+    .await;
+    assert_eq!(status, 403, "a viewer's own credential: {r}");
+    let (status, r) = call(
+        &s,
+        vera,
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"env": "team", "repo": a.repo})),
+    )
+    .await;
+    assert_eq!(status, 403, "a viewer's own sandbox: {r}");
+
     // The table, as the closing note quotes it.
     let mut table_text = String::from("| endpoint | case |");
     for c in &callers {
         table_text.push_str(&format!(" {} |", c.label));
     }
-    table_text.push_str("\n| --- | --- | --- | --- | --- | --- |\n");
+    table_text.push_str("\n| --- | --- | --- | --- | --- | --- | --- |\n");
     let mut wrong = Vec::new();
     for (i, row) in rows.iter().enumerate() {
         table_text.push_str(&format!("| {} {} | {} |", row.method, row.route, row.case));
-        for col in 0..4 {
+        for col in 0..5 {
             let (status, body) = &got[&(i, col)];
             let want = row.expect[col];
             let msg = body["error"]["message"].as_str().unwrap_or_default();
@@ -824,7 +936,8 @@ async fn every_endpoint_own_vs_another_vs_approver_vs_admin() {
     );
 
     // What each one's lists show.
-    for (col, answers) in [(0, true), (1, false), (2, true), (3, true)] {
+    // Vera's inbox shows every pending approval (she reads them; answering is refused).
+    for (col, answers) in [(0, true), (1, false), (2, true), (3, true), (4, true)] {
         let (_, inbox) = call(&s, &callers[col].token, "GET", "/v1/approvals", None).await;
         let ids: Vec<&str> = inbox["approvals"]
             .as_array()
@@ -860,6 +973,29 @@ async fn every_endpoint_own_vs_another_vs_approver_vs_admin() {
         refused, owner_rows,
         "one audited refusal per refused call: {bobs:?}"
     );
+    // The same for vera: she changed nothing, and each refusal is hers in the audit log.
+    let veras: Vec<&Value> = records.iter().filter(|r| r["actor"] == VERA).collect();
+    assert!(
+        veras
+            .iter()
+            .all(|r| r["action"] == "access.refused" || r["action"] == "token.created"),
+        "{veras:?}"
+    );
+    let refused = veras
+        .iter()
+        .filter(|r| r["action"] == "access.refused")
+        .count();
+    // Her matrix refusals, and the two of her own above.
+    let viewer_rows = rows.iter().filter(|r| r.expect[4].status() == 403).count() + 2;
+    assert_eq!(
+        refused, viewer_rows,
+        "one audited refusal per refused call: {veras:?}"
+    );
+    // What vera's lists show: all of the team's sessions and sandboxes.
+    let (_, sessions) = call(&s, &callers[4].token, "GET", "/v1/sessions", None).await;
+    assert!(sessions.to_string().contains(&a.session), "{sessions}");
+    let (_, sandboxes) = call(&s, &callers[4].token, "GET", "/v1/sandboxes", None).await;
+    assert!(sandboxes.to_string().contains(&a.sandbox), "{sandboxes}");
 
     // The real answer: bob may not approve alice's pending call, carol (the environment's
     // approver) may, and the tool runs.
@@ -884,6 +1020,21 @@ async fn every_endpoint_own_vs_another_vs_approver_vs_admin() {
         pending(&s, &callers[0].token, &a.run).await.len(),
         1,
         "bob's answer went nowhere"
+    );
+    // Nor may vera, who sees it.
+    let (status, r) = call(
+        &s,
+        &callers[4].token,
+        "POST",
+        &path,
+        Some(&json!({"decision": "allow"})),
+    )
+    .await;
+    assert_eq!(status, 403, "{r}");
+    assert_eq!(
+        pending(&s, &callers[0].token, &a.run).await.len(),
+        1,
+        "vera's answer went nowhere"
     );
     let (status, r) = call(
         &s,
@@ -927,6 +1078,8 @@ enum Says {
     Owner,
     /// Refused: "only an admin may…".
     Admin,
+    /// Refused: "only a member or an admin may…" (a viewer).
+    Viewer,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -939,40 +1092,41 @@ async fn every_cli_command_own_vs_another_vs_approver_vs_admin() {
     } = setup().await;
     let (ses, turn, run, sb) = (&a.session, &a.turn, &a.run, &a.sandbox);
     let (ended, ended_ses) = (&a.ended_run, &a.ended_session);
-    use Says::{Admin as A, Fails as F, Ok as K, Owner as O};
-    let rows: Vec<(Vec<&str>, [Says; 4])> = vec![
-        (vec!["sessions"], [K, K, K, K]),
-        (vec!["sb", "list"], [K, K, K, K]),
-        (vec!["approvals"], [K, K, K, K]),
-        (vec!["approvals", run], [K, O, K, K]),
-        (vec!["transcript", ses], [K, O, O, K]),
-        (vec!["turn", "show", turn], [K, O, O, K]),
-        (vec!["log", ended], [K, O, O, K]),
-        (vec!["diff", ended], [K, O, O, K]),
-        (vec!["steer", ended, "go on"], [F, O, O, F]),
-        (vec!["interrupt", ended], [F, O, O, F]),
-        (vec!["send", ended_ses, ""], [F, O, O, F]),
-        (vec!["approve", run, "no-such-request"], [F, O, F, F]),
-        (vec!["deny", run, "no-such-request"], [F, O, F, F]),
-        (vec!["fork", ended, "--step", "9999"], [F, O, O, F]),
-        (vec!["sb", "exec", sb, "--", "true"], [K, O, O, K]),
-        (vec!["sb", "rm", sb], [F, O, O, F]),
-        (vec!["audit"], [A, A, A, K]),
+    use Says::{Admin as A, Fails as F, Ok as K, Owner as O, Viewer as V};
+    // Columns: alice, bob, carol, the admin, vera (a viewer).
+    let rows: Vec<(Vec<&str>, [Says; 5])> = vec![
+        (vec!["sessions"], [K, K, K, K, K]),
+        (vec!["sb", "list"], [K, K, K, K, K]),
+        (vec!["approvals"], [K, K, K, K, K]),
+        (vec!["approvals", run], [K, O, K, K, K]),
+        (vec!["transcript", ses], [K, O, O, K, K]),
+        (vec!["turn", "show", turn], [K, O, O, K, K]),
+        (vec!["log", ended], [K, O, O, K, K]),
+        (vec!["diff", ended], [K, O, O, K, K]),
+        (vec!["steer", ended, "go on"], [F, O, O, F, V]),
+        (vec!["interrupt", ended], [F, O, O, F, V]),
+        (vec!["send", ended_ses, ""], [F, O, O, F, V]),
+        (vec!["approve", run, "no-such-request"], [F, O, F, F, V]),
+        (vec!["deny", run, "no-such-request"], [F, O, F, F, V]),
+        (vec!["fork", ended, "--step", "9999"], [F, O, O, F, V]),
+        (vec!["sb", "exec", sb, "--", "true"], [K, O, O, K, V]),
+        (vec!["sb", "rm", sb], [F, O, O, F, V]),
+        (vec!["audit"], [A, A, A, K, A]),
     ];
     let mut text = String::from("| command |");
     for c in &callers {
         text.push_str(&format!(" {} |", c.label));
     }
-    text.push_str("\n| --- | --- | --- | --- | --- |\n");
+    text.push_str("\n| --- | --- | --- | --- | --- | --- |\n");
     let mut wrong = Vec::new();
     for (args, want) in &rows {
         text.push_str(&format!("| hangar {} |", args.join(" ")));
-        // Bob and carol first, as in the API's matrix.
-        let mut outs: Vec<Option<Output>> = vec![None, None, None, None];
-        for col in [1, 2, 0, 3] {
+        // Vera, bob and carol first, as in the API's matrix.
+        let mut outs: Vec<Option<Output>> = vec![None, None, None, None, None];
+        for col in [4, 1, 2, 0, 3] {
             outs[col] = Some(cli(&s, &callers[col], args));
         }
-        for col in 0..4 {
+        for col in 0..5 {
             let out = outs[col].as_ref().unwrap();
             let err = stderr(out);
             let refused = err.contains("only ") && err.contains(" may ");
@@ -985,6 +1139,10 @@ async fn every_cli_command_own_vs_another_vs_approver_vs_admin() {
                 ),
                 Says::Admin => (
                     !out.status.success() && err.contains("only an admin may"),
+                    "refused",
+                ),
+                Says::Viewer => (
+                    !out.status.success() && err.contains("only a member or an admin may"),
                     "refused",
                 ),
             };
@@ -1008,7 +1166,7 @@ async fn every_cli_command_own_vs_another_vs_approver_vs_admin() {
     );
 
     // The lists show only what each may see: bob none of alice's, carol her approvals only.
-    for (col, sees) in [(0, true), (1, false), (2, false), (3, true)] {
+    for (col, sees) in [(0, true), (1, false), (2, false), (3, true), (4, true)] {
         for args in [&["sessions"][..], &["sb", "list"][..]] {
             let out = cli(&s, &callers[col], args);
             let listed = String::from_utf8_lossy(&out.stdout);
@@ -1020,11 +1178,13 @@ async fn every_cli_command_own_vs_another_vs_approver_vs_admin() {
             );
         }
     }
-    for (col, sees) in [(0, true), (1, false), (2, true), (3, true)] {
+    for (col, sees) in [(0, true), (1, false), (2, true), (3, true), (4, true)] {
         let out = cli(&s, &callers[col], &["approvals"]);
         let listed = String::from_utf8_lossy(&out.stdout);
         assert_eq!(
-            listed.contains(&format!("{run}  {}", a.request)),
+            listed
+                .lines()
+                .any(|l| l.starts_with(run) && l.contains(&a.request)),
             sees,
             "hangar approvals as {}: {listed}",
             callers[col].label

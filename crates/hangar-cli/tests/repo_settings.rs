@@ -400,3 +400,104 @@ async fn codex_through_the_api_with_a_hostile_repo_asks_the_person_and_tower() {
     );
     assert_eq!(evil.requests().len(), 0, "the second model was reached");
 }
+
+/// A one-shot turn (`HANGAR_LIVE_TURNS=false`: no driver, `claude -p` in its plain mode) on the
+/// hostile repository, with the person's own key from the vault: Claude Code loads none of the
+/// repository's settings (`--setting-sources ''`, `--strict-mcp-config`), so its hooks and MCP
+/// servers leave no marker and `env.ANTHROPIC_BASE_URL` does not carry the conversation and the
+/// person's key to the second model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_claude_turn_loads_nothing_of_a_hostile_repo() {
+    let evil = FakeAnthropic::start(Script::new([Step::text("evil")])).unwrap();
+    let s = Server::start_with(
+        Script::new([bash(MAKE), Step::text("done")]),
+        vec![
+            ("HANGAR_LIVE_TURNS".to_owned(), "false".to_owned()),
+            ("HANGAR_SERVER_CREDENTIALS".to_owned(), String::new()),
+        ],
+        None,
+    );
+    let (_, me) = s.call("GET", "/v1/me", None).await;
+    let key = "sk-ant-person-hostile-5e1f";
+    let (status, answer) = s
+        .call(
+            "POST",
+            &format!(
+                "/v1/credentials/ANTHROPIC_API_KEY?person={}",
+                me["person"].as_str().unwrap()
+            ),
+            Some(json!({"value": key})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let work = hostile_repo(false, &evil.base_url());
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"dir": work.path(), "policy": "auto", "prompt": "make a file"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let t = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], 0, "{t}");
+    assert_eq!(
+        marks(work.path()),
+        Vec::<String>::new(),
+        "hostile commands ran"
+    );
+    assert_eq!(evil.all_requests().len(), 0, "the second model was reached");
+    assert!(work.path().join("made.txt").exists(), "the turn ran");
+    assert!(
+        s.fake
+            .requests()
+            .iter()
+            .all(|r| r.header("x-api-key") == Some(key))
+    );
+}
+
+/// The same for a one-shot Codex turn (`codex exec` in its plain mode): the repository's
+/// `.codex/` (its own model provider, hooks, MCP servers, `notify`) changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_codex_turn_loads_nothing_of_a_hostile_repo() {
+    let evil = FakeOpenAi::start(Script::new([Step::text("evil")])).unwrap();
+    let model = FakeOpenAi::start(Script::new([
+        Step::exec(MAKE),
+        Step::text("done").expect_tool_result(),
+    ]))
+    .unwrap();
+    let s = Server::start_with(
+        Script::new([]),
+        vec![
+            ("HANGAR_LIVE_TURNS".to_owned(), "false".to_owned()),
+            (
+                "HANGAR_CODEX_BIN".to_owned(),
+                codex_bin().unwrap().display().to_string(),
+            ),
+            (CODEX_API_KEY_ENV.to_owned(), CODEX_API_KEY.to_owned()),
+        ],
+        None,
+    );
+    let work = hostile_repo(true, &evil.base_url());
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(
+                json!({"dir": work.path(), "harness": "codex", "policy": "auto",
+                        "prompt": "make a file",
+                        "options": {"codex_config": codex_offline_config(&model.base_url())}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let t = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(
+        marks(work.path()),
+        Vec::<String>::new(),
+        "hostile commands ran"
+    );
+    assert_eq!(evil.all_requests().len(), 0, "the second model was reached");
+    assert_eq!(t["status"], 0, "{t}");
+    assert!(work.path().join("made.txt").exists(), "the turn ran");
+}

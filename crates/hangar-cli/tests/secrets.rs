@@ -349,6 +349,50 @@ fn now_secs() -> u64 {
         .as_secs()
 }
 
+/// A server that runs the real Codex and passes none of its own credentials on.
+fn codex_server() -> Server {
+    Server::start_with(
+        Script::new([]),
+        vec![
+            ("HANGAR_SERVER_CREDENTIALS".to_owned(), String::new()),
+            (
+                "HANGAR_CODEX_BIN".to_owned(),
+                hangar_testkit::codex_bin().unwrap().display().to_string(),
+            ),
+        ],
+        None,
+    )
+}
+
+/// A Codex session in a new folder with `config` (Codex's own settings) whose turn reached
+/// `model`: the ended turn and the model's requests.
+async fn codex_turn(
+    s: &Server,
+    model: &hangar_testkit::FakeOpenAi,
+    config: Vec<String>,
+) -> (Value, Vec<hangar_testkit::RecordedRequest>) {
+    let work = tempfile::tempdir().unwrap();
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(
+                json!({"dir": work.path(), "harness": "codex", "policy": "auto", "prompt": "hi",
+                        "options": {"codex_config": config}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let turn = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    let requests = model.requests();
+    assert!(
+        !requests.is_empty(),
+        "Codex reached the model: {turn} {:?}",
+        model.all_requests()
+    );
+    (turn, requests)
+}
+
 /// Codex's own settings for the scripted model as a provider that signs in the way the real
 /// ChatGPT sign-in does (`requires_openai_auth`: the tokens of `auth.json`, no key variable).
 fn chatgpt_provider(base_url: &str) -> Vec<String> {
@@ -371,17 +415,7 @@ fn chatgpt_provider(base_url: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persons_codex_chatgpt_sign_in_reaches_codex() {
     let model = hangar_testkit::FakeOpenAi::start(Script::new([Step::text("signed in")])).unwrap();
-    let s = Server::start_with(
-        Script::new([]),
-        vec![
-            ("HANGAR_SERVER_CREDENTIALS".to_owned(), String::new()),
-            (
-                "HANGAR_CODEX_BIN".to_owned(),
-                hangar_testkit::codex_bin().unwrap().display().to_string(),
-            ),
-        ],
-        None,
-    );
+    let s = codex_server();
     let me = admin_email(&s).await;
     let now = now_secs();
     let access = jwt(&json!({"exp": now + 10 * 86400, "iat": now, "sub": "user-hangar"}));
@@ -420,25 +454,7 @@ async fn a_persons_codex_chatgpt_sign_in_reaches_codex() {
         )
         .await;
     assert_eq!(status, 200, "{answer}");
-    let work = tempfile::tempdir().unwrap();
-    let (status, started) = s
-        .call(
-            "POST",
-            "/v1/sessions",
-            Some(
-                json!({"dir": work.path(), "harness": "codex", "policy": "auto", "prompt": "hi",
-                        "options": {"codex_config": chatgpt_provider(&model.base_url())}}),
-            ),
-        )
-        .await;
-    assert_eq!(status, 201, "{started}");
-    let turn = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
-    let requests = model.requests();
-    assert!(
-        !requests.is_empty(),
-        "Codex reached the model: {turn} {:?}",
-        model.all_requests()
-    );
+    let (turn, requests) = codex_turn(&s, &model, chatgpt_provider(&model.base_url())).await;
     for r in &requests {
         assert_eq!(
             r.header("authorization"),
@@ -668,4 +684,177 @@ async fn a_persons_vertex_key_file_reaches_claude_code_for_its_agent_only() {
         )
         .await;
     assert_ne!(out["status"], 0, "the key file outlived the turn: {out}");
+}
+
+/// The scripted model for [`credentials_in_a_sandbox`]: a Bash call that shows the key
+/// variable and the Vertex key file (its mode, owner, folder's mode, who runs it, its content).
+fn shows_key_and_file() -> Script {
+    Script::new([]).responder(|r| {
+        if r.last_user_has_tool_result() {
+            return Step::text("done");
+        }
+        Step::tool(
+            "Bash",
+            json!({
+                "command": "f=\"$GOOGLE_APPLICATION_CREDENTIALS\"; echo \"key=[${ANTHROPIC_API_KEY:-none}] file=$f $(stat -c 'mode=%a owner=%u' \"$f\") dir=$(stat -c '%a' \"$(dirname \"$f\")\") me=$(id -u) $(grep -o 'agent@[a-z.-]*' \"$f\")\"",
+                "description": "look"
+            }),
+        )
+    })
+}
+
+/// In a sandbox of the environment `yaml` (named `box`) under the uid split: the person's key
+/// reaches the harness as a variable and their Vertex key file as a file of the agent's alone
+/// (0600 in a 0700 folder), removed when the turn ends; the server's own key reaches nothing.
+async fn credentials_in_a_sandbox(s: &Server, yaml: &str) {
+    let me = admin_email(s).await;
+    let key = "sk-ant-person-sandboxed-7a2b";
+    let google = json!({"type": "service_account", "client_email": "agent@hangar-test.iam.gserviceaccount.com"});
+    set_all(
+        s,
+        &format!("person={me}"),
+        &[
+            ("ANTHROPIC_API_KEY", key.into()),
+            ("GOOGLE_APPLICATION_CREDENTIALS", google.to_string()),
+        ],
+    )
+    .await;
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let sb = s.sandbox_of(yaml, repo.path());
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "auto", "prompt": "show me"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let turn = s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    assert_eq!(turn["status"], 0, "{turn}");
+    let results = tool_results(s);
+    let line = results
+        .iter()
+        .find(|t| t.contains("key=["))
+        .unwrap_or_else(|| panic!("{results:?}"));
+    assert!(line.contains(&format!("key=[{key}]")), "{line}");
+    let field = |k: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("{k} in {line}"))
+            .to_owned()
+    };
+    assert_eq!(field("mode"), "600", "{line}");
+    assert_eq!(field("owner"), field("me"), "{line}");
+    assert_ne!(field("me"), "0", "the agent is not root: {line}");
+    assert_eq!(field("dir"), "700", "{line}");
+    assert!(line.contains("agent@hangar-test.iam"), "{line}");
+    let messages: Vec<_> = s
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/v1/messages"))
+        .collect();
+    assert!(!messages.is_empty());
+    for r in &messages {
+        assert_eq!(r.header("x-api-key"), Some(key), "{:?}", r.headers);
+    }
+    for r in &s.fake.all_requests() {
+        let all = format!("{:?} {}", r.headers, r.all_text());
+        assert!(!all.contains(SERVER_KEY), "the server's key: {all}");
+    }
+    // Gone with the turn.
+    let (status, out) = s
+        .call(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/exec"),
+            Some(json!({"argv": ["test", "-e", field("file")], "as": "hangar"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{out}");
+    assert_ne!(out["status"], 0, "the key file outlived the turn: {out}");
+    s.ok(&["sb", "rm", &sb]);
+}
+
+/// A one-shot turn (`HANGAR_LIVE_TURNS=false`: no driver to take the secrets file) in a local
+/// sandbox: the control plane places the credentials itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_turn_gets_its_persons_credentials_in_a_sandbox() {
+    if !common::is_root() {
+        eprintln!("skipped: the uid split needs root");
+        return;
+    }
+    let s = Server::start_with(
+        shows_key_and_file(),
+        vec![
+            ("HANGAR_SERVER_CREDENTIALS".to_owned(), String::new()),
+            ("HANGAR_LIVE_TURNS".to_owned(), "false".to_owned()),
+        ],
+        None,
+    );
+    credentials_in_a_sandbox(&s, "name: box\nprovider: local\nnetwork: host\n").await;
+}
+
+/// A Docker sandbox (the real dockerd): the driver in the container takes the secrets file
+/// from the control folder it shares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_turn_gets_its_persons_credentials() {
+    if !common::is_root() {
+        eprintln!("skipped: the uid split needs root");
+        return;
+    }
+    let s = server(shows_key_and_file());
+    let yaml = format!(
+        "name: box\nprovider: docker\nimage: {}\nnetwork: host\n",
+        common::docker_image()
+    );
+    credentials_in_a_sandbox(&s, &yaml).await;
+}
+
+/// Codex on Azure OpenAI with the environment's key: Codex's own Azure provider settings
+/// (`env_key = "AZURE_OPENAI_API_KEY"`, the `api-version` query) point at the scripted model on
+/// loopback; the key kept by the environment reaches the real Codex, which sends it with each
+/// request, and the server's own key goes nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_environments_azure_openai_key_reaches_codex() {
+    let model = hangar_testkit::FakeOpenAi::start(Script::new([Step::text("on azure")])).unwrap();
+    let s = codex_server();
+    let key = "azure-key-hangar-test-91c3";
+    set_all(
+        &s,
+        "environment=in-place",
+        &[("AZURE_OPENAI_API_KEY", key.into())],
+    )
+    .await;
+    let azure: Vec<String> = vec![
+        r#"model_provider="azure""#.into(),
+        r#"model_providers.azure.name="Azure""#.into(),
+        format!(r#"model_providers.azure.base_url="{}""#, model.base_url()),
+        r#"model_providers.azure.env_key="AZURE_OPENAI_API_KEY""#.into(),
+        r#"model_providers.azure.query_params={api-version="2025-04-01-preview"}"#.into(),
+        r#"model_providers.azure.wire_api="responses""#.into(),
+        "model_providers.azure.request_max_retries=0".into(),
+        "model_providers.azure.stream_max_retries=0".into(),
+        r#"model="gpt-5.5""#.into(),
+        "analytics.enabled=false".into(),
+    ];
+    let (turn, requests) = codex_turn(&s, &model, azure).await;
+    for r in &requests {
+        assert!(
+            r.path.contains("api-version=2025-04-01-preview"),
+            "{}",
+            r.path
+        );
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {key}").as_str()),
+            "{:?}",
+            r.headers
+        );
+    }
+    for r in &model.all_requests() {
+        let all = format!("{:?} {}", r.headers, r.all_text());
+        assert!(!all.contains(SERVER_KEY), "the server's key: {all}");
+    }
+    assert_eq!(turn["status"], 0, "{turn}");
 }

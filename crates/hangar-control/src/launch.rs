@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 use hangar_events::{Manifest, file_digest};
-use hangar_protocol::env::{HARNESS_ENV_ALLOW, HARNESS_ENV_FIXED};
+use hangar_protocol::env::{HARNESS_ENV_FIXED, harness_env_names};
 use hangar_store::{Harness, Policy};
 
 use crate::error::ControlError;
@@ -269,8 +269,7 @@ pub fn manifest(
         Harness::Claude => &tools.claude,
         Harness::Codex => &tools.codex,
     };
-    let mut env_names: Vec<String> = HARNESS_ENV_ALLOW
-        .iter()
+    let mut env_names: Vec<String> = harness_env_names()
         .filter(|n| std::env::var_os(n).is_some())
         .filter(|n| keep_var(tools, n))
         .map(|n| (*n).to_owned())
@@ -322,6 +321,17 @@ pub(crate) fn setting(tools: &Tools, name: &str) -> Option<String> {
         .map(|(_, v)| v.clone())
         .or_else(|| hangar_protocol::env::var(name))
         .filter(|v| !v.is_empty())
+}
+
+/// What a harness run as hangar's own user (a plain folder: the driver's `--hide`, or a
+/// one-shot turn) must not see (issue 20, Deliver 6): hangar's home and the master key file
+/// when it lies elsewhere.
+pub(crate) fn hidden_from_agent(tools: &Tools) -> Vec<PathBuf> {
+    let mut hide = vec![tools.home.clone()];
+    if let Some(k) = setting(tools, hangar_protocol::env::HANGAR_MASTER_KEY_FILE) {
+        hide.push(PathBuf::from(k));
+    }
+    hide
 }
 
 #[cfg(test)]

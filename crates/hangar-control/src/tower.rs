@@ -27,6 +27,22 @@ pub(crate) fn rules_inside(run: &str) -> PathBuf {
     Path::new(HANGAR_LIB).join(format!("{run}.rules.toml"))
 }
 
+/// The run's copy of the control plane's `HANGAR_CA_FILE` inside, for an `https://` Tower: the
+/// hook (run as the agent) and the driver's Tower client check Tower's certificate with it.
+/// hangar's, readable by the agent but not changeable by it; removed when the run ends.
+pub(crate) fn ca_inside(run: &str) -> PathBuf {
+    Path::new(HANGAR_LIB).join(format!("{run}.tower-ca.pem"))
+}
+
+/// The control plane's `HANGAR_CA_FILE`, when Tower's `url` is `https://` (plain http goes to
+/// loopback only, and has no certificate to check).
+pub(crate) fn ca_file(tools: &Tools, url: &str) -> Option<PathBuf> {
+    if !url.starts_with("https://") {
+        return None;
+    }
+    launch::setting(tools, hangar_protocol::env::HANGAR_CA_FILE).map(PathBuf::from)
+}
+
 /// Whether turns in `sb` must run with the hook: `HANGAR_GOVERNANCE_HOOK=required` for all,
 /// or the environment's `governance: {hook: required}` (an environment cannot loosen the
 /// first).

@@ -8,8 +8,8 @@
 //!               [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]]
 //!               [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE]
 //!               [--policy governed] [--tower-hook PATH] [--tower-url URL --tower-key-file FILE
-//!               [--tower-wait-seconds N] [--tower-call-seconds N] [--tower-client PATH]]
-//!               [--tower-hook-digest SHA256]
+//!               [--tower-wait-seconds N] [--tower-call-seconds N] [--tower-client PATH]
+//!               [--tower-ca-file PEM]] [--tower-hook-digest SHA256]
 //!               [--claude-settings FILE] [--hide PATH]... [--raw -- CMD [ARG...]]
 //! ```
 //! `--key-file FILE` is where the run key is, read and deleted before anything else starts
@@ -18,6 +18,10 @@
 //! `--claude-settings FILE` is a reviewed Claude Code settings file the environment names (MCP
 //! servers, the model, deny rules): merged into the turn's own settings file, recorded with its
 //! digest in `hangar.started`; a file that would loosen governance is refused (`claude_settings.rs`).
+//! `--tower-ca-file PEM` is the CA certificates an `https://` Tower's certificate must chain to
+//! (with the system's roots), given to the hook and the Tower client; without it,
+//! `HANGAR_CA_FILE` of the driver's environment. In a sandbox the control plane copies its own
+//! `HANGAR_CA_FILE` in and names the copy here: its own path means nothing inside.
 //! `--rules FILE` is the environment's deny-risky rules file (rules added, default rules turned
 //! off by id; see hangar-rules); without it the default set applies.
 //! `--resume`/`--fork` take Claude Code's session id or Codex's thread id; `--fork-at` is where
@@ -99,7 +103,7 @@ pub const USAGE: &str = "usage: hangar-driver --ctl DIR --run RUN --cwd DIR [--k
 [--resume ID | --fork ID [--fork-at MESSAGE_OR_TURN]] [--session-id UUID] [--model-timeout SECS] \
 [--verify CMD [--max-verify-rounds N] [--verify-timeout SECS]] \
 [--agent-uid UID --agent-gid GID --agent-home DIR] [--rules FILE] \
-[--tower-hook PATH [--tower-hook-digest SHA256]] [--tower-url URL --tower-key-file FILE [--tower-wait-seconds N] [--tower-call-seconds N] [--tower-client PATH]] \
+[--tower-hook PATH [--tower-hook-digest SHA256]] [--tower-url URL --tower-key-file FILE [--tower-wait-seconds N] [--tower-call-seconds N] [--tower-client PATH] [--tower-ca-file PEM]] \
 [--claude-settings FILE] [--hide PATH]... [--raw -- CMD ARGS...]";
 
 /// Parses argv (without the program name).
@@ -122,7 +126,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
     let (mut tower_hook, mut tower_url, mut tower_key) = (None, None, None);
     let (mut tower_wait, mut tower_call) = (300u64, 20u64);
     let mut tower_hook_digest = None;
-    let mut tower_client = None;
+    let (mut tower_client, mut tower_ca) = (None, None);
     let mut hide = Vec::new();
     let mut claude_settings = None;
     while let Some(a) = it.next() {
@@ -195,21 +199,20 @@ pub fn parse(args: Vec<OsString>) -> Result<Settings, String> {
             "--tower-wait-seconds" => tower_wait = number(&flag, value()?)?.into(),
             "--tower-call-seconds" => tower_call = number(&flag, value()?)?.into(),
             "--tower-client" => tower_client = Some(PathBuf::from(value()?)),
+            "--tower-ca-file" => tower_ca = Some(PathBuf::from(value()?)),
             "--hide" => hide.push(PathBuf::from(value()?)),
             "-h" | "--help" => return Err(USAGE.into()),
             _ => return Err(format!("unknown argument {flag:?}\n{USAGE}")),
         }
     }
-    let (agent, mut tower) = combined(
+    let (agent, tower) = combined(
         (harness, policy),
         (uid, gid, home),
         (resume.is_some(), fork.is_some(), fork_at.is_some()),
         (tower_url, tower_key, tower_wait, tower_call),
+        (tower_client, tower_ca),
         (tower_hook.is_some(), claude_settings.is_some()),
     )?;
-    if let (Some(t), Some(c)) = (&mut tower, tower_client) {
-        t.client = c;
-    }
     let run = run.ok_or("--run is required")?;
     if !hangar_mailbox::ctl::valid_run_id(&run) {
         return Err(format!("{run:?} is not a run id"));
@@ -256,6 +259,7 @@ fn combined(
     (uid, gid, home): (Option<u32>, Option<u32>, Option<PathBuf>),
     (resume, fork, fork_at): (bool, bool, bool),
     (tower_url, tower_key, tower_wait, tower_call): (Option<String>, Option<PathBuf>, u64, u64),
+    (tower_client, tower_ca): (Option<PathBuf>, Option<PathBuf>),
     (tower_hook, claude_settings): (bool, bool),
 ) -> Result<(Option<Agent>, Option<crate::tower::TowerSettings>), String> {
     let agent = match (uid, gid, home) {
@@ -275,8 +279,13 @@ fn combined(
             key_file,
             wait_seconds: tower_wait,
             call_seconds: tower_call,
-            client: crate::tower::default_client(),
+            client: tower_client.unwrap_or_else(crate::tower::default_client),
+            // Given, the control plane's copy inside the sandbox; else the environment's.
+            ca_file: tower_ca.or_else(crate::tower::ca_file),
         }),
+        (None, None) if tower_ca.is_some() => {
+            return Err("--tower-ca-file needs --tower-url and --tower-key-file".into());
+        }
         (None, None) => None,
         _ => return Err("--tower-url and --tower-key-file go together".into()),
     };
@@ -350,6 +359,43 @@ mod tests {
             })
         );
         assert_eq!(s.raw, Some(os(&["cat", "-u"])));
+    }
+
+    #[test]
+    fn the_tower_ca_file_goes_with_tower_and_is_taken_as_given() {
+        let base = [
+            "--ctl",
+            "/c",
+            "--run",
+            "r1",
+            "--cwd",
+            "/w",
+            "--policy",
+            "governed",
+            "--tower-url",
+            "https://tower.example.com",
+            "--tower-key-file",
+            "/k",
+        ];
+        let mut with_ca = base.to_vec();
+        with_ca.extend(["--tower-ca-file", "/var/lib/hangar/r1.tower-ca.pem"]);
+        let t = parse(os(&with_ca)).unwrap().tower.unwrap();
+        assert_eq!(
+            t.ca_file,
+            Some(PathBuf::from("/var/lib/hangar/r1.tower-ca.pem"))
+        );
+        let err = parse(os(&[
+            "--ctl",
+            "/c",
+            "--run",
+            "r1",
+            "--cwd",
+            "/w",
+            "--tower-ca-file",
+            "/ca.pem",
+        ]))
+        .unwrap_err();
+        assert!(err.contains("--tower-ca-file needs --tower-url"), "{err}");
     }
 
     #[test]

@@ -67,7 +67,8 @@ pub fn spawn(
     let (stdout_ours, stdout_theirs) = socket_pair()?;
     widen(&stdout_ours, libc::SO_RCVBUF, libc::SO_RCVBUFFORCE);
     widen(&stdout_theirs, libc::SO_SNDBUF, libc::SO_SNDBUFFORCE);
-    let (program, args) = crate::hide::wrap(&s.hide, program, args).map_err(io::Error::other)?;
+    let (program, args) =
+        hangar_protocol::hide::wrap(&s.hide, program, args).map_err(io::Error::other)?;
     let mut cmd = Command::new(&program);
     cmd.args(&args)
         .current_dir(&s.cwd)

@@ -15,7 +15,6 @@ mod claude;
 mod claude_settings;
 mod codex;
 mod harness;
-mod hide;
 mod relay;
 mod runlog;
 mod secrets;

@@ -40,6 +40,10 @@ pub struct TowerSettings {
     /// The Tower client executable for the `governed` policy (`--tower-client`; by default
     /// [`default_client`]).
     pub client: PathBuf,
+    /// Extra CA certificates for an `https://` Tower, handed to the Tower client and written
+    /// into the hook's command line: `--tower-ca-file` (what the control plane copies into a
+    /// sandbox, where the control plane's own path means nothing), else [`ca_file`].
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The hook's folder (only hangar's user can write it) and the turn's settings file in it.
@@ -89,7 +93,7 @@ pub fn write_hook_settings(
     if let Some(r) = rules {
         cmd.push_str(&format!(" --rules {}", quote(&r.to_string_lossy())));
     }
-    if let Some(ca) = ca_file() {
+    if let Some(ca) = &t.ca_file {
         cmd.push_str(&format!(" --ca-file {}", quote(&ca.to_string_lossy())));
     }
     cmd.push_str(" || exit 2");
@@ -149,7 +153,7 @@ fn decide(t: &TowerSettings, body: &Value) -> Result<(), String> {
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    if let Some(ca) = ca_file() {
+    if let Some(ca) = &t.ca_file {
         cmd.arg("--ca-file").arg(ca);
     }
     let mut child = cmd.spawn().map_err(|e| {
@@ -183,9 +187,9 @@ fn decide(t: &TowerSettings, body: &Value) -> Result<(), String> {
     })
 }
 
-/// `HANGAR_CA_FILE` of the driver's environment: extra CA certificates for an `https://` Tower,
-/// handed to the Tower client and written into the hook's command line (Claude Code gives hooks
-/// only the environment the driver gave it, which does not carry this).
+/// `HANGAR_CA_FILE` of the driver's environment, when `--tower-ca-file` names none (a driver in
+/// a plain folder inherits the control plane's environment). It goes on the hook's command line
+/// because Claude Code gives hooks only the environment the driver gave it, which lacks it.
 pub fn ca_file() -> Option<PathBuf> {
     hangar_protocol::env::var_os(hangar_protocol::env::HANGAR_CA_FILE).map(PathBuf::from)
 }

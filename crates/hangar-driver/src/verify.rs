@@ -67,7 +67,7 @@ pub fn run_check(
 ) -> CheckRun {
     let started = Instant::now();
     let sh: [OsString; 2] = ["-c".into(), format!("exec 2>&1; {}", v.command).into()];
-    let (program, args) = match crate::hide::wrap(hide, &"/bin/sh".into(), &sh) {
+    let (program, args) = match hangar_protocol::hide::wrap(hide, &"/bin/sh".into(), &sh) {
         Ok(w) => w,
         Err(e) => {
             return CheckRun {

@@ -16,8 +16,10 @@ pub const HANGAR_CODEX_BIN: &str = "HANGAR_CODEX_BIN";
 pub const HANGAR_URL: &str = "HANGAR_URL";
 /// The bearer token clients send to `hangar serve`.
 pub const HANGAR_TOKEN: &str = "HANGAR_TOKEN";
-/// A PEM file of CA certificates clients trust for an `https://` `HANGAR_URL`, on top of the
-/// system's (for a server whose certificate a private CA signed).
+/// A PEM file of CA certificates trusted on top of the system's, for a certificate a private CA
+/// signed: the CLI's for an `https://` `HANGAR_URL`; the control plane's, the driver's and the
+/// Tower hook's for an `https://` Tower (copied into a sandbox and named with the driver's
+/// `--tower-ca-file`).
 pub const HANGAR_CA_FILE: &str = "HANGAR_CA_FILE";
 /// The control plane's database (default: SQLite in `$HANGAR_HOME/hangar.db`); `postgres://…`
 /// for PostgreSQL.
@@ -98,6 +100,10 @@ pub const HANGAR_OIDC_CLIENT_SECRET: &str = "HANGAR_OIDC_CLIENT_SECRET";
 /// `members`: a person the issuer vouches for (verified email) whom hangar does not know is added
 /// as a member at their first sign-in (`--oidc-create-members`). Unset, they are refused.
 pub const HANGAR_OIDC_CREATE_MEMBERS: &str = "HANGAR_OIDC_CREATE_MEMBERS";
+/// Where people reach `hangar serve` when it sits behind a proxy (`--public-url`, e.g.
+/// `https://hangar.example.com`): the OpenID issuer sends the browser back to its
+/// `/ui/signin/callback`. Unset, to the callback on the address the web page was loaded from.
+pub const HANGAR_PUBLIC_URL: &str = "HANGAR_PUBLIC_URL";
 
 /// `allow`: the server's own model credentials ([`HARNESS_CREDENTIAL_ENV`] in `hangar serve`'s
 /// environment, e.g. `ANTHROPIC_API_KEY`) pass to every turn, as before issue 20: a single-user
@@ -160,10 +166,11 @@ pub fn is_credential_var(name: &str) -> bool {
             .any(|(_, var, _)| *var == Some(name))
 }
 
-/// The variables a harness inherits from the driver's environment; nothing else passes. The
-/// driver then sets `HOME` (the agent's home under the uid split) and the quiet-mode variables
-/// in [`HARNESS_ENV_FIXED`]. No `HANGAR_*` variable is ever passed on.
-pub const HARNESS_ENV_ALLOW: &[&str] = &[
+/// The variables a harness inherits from the driver's environment besides the credential ones
+/// ([`harness_env_names`] is all of them); nothing else passes. The driver then sets `HOME`
+/// (the agent's home under the uid split) and the quiet-mode variables in
+/// [`HARNESS_ENV_FIXED`]. No `HANGAR_*` variable is ever passed on.
+pub const HARNESS_ENV_PLAIN: &[&str] = &[
     "PATH",
     "HOME",
     "USER",
@@ -175,37 +182,29 @@ pub const HARNESS_ENV_ALLOW: &[&str] = &[
     "TZ",
     "TMPDIR",
     "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
     "ANTHROPIC_MODEL",
     "CLAUDE_CONFIG_DIR",
     "CLAUDE_CODE_MAX_RETRIES",
     "CODEX_HOME",
-    "OPENAI_API_KEY",
-    "CODEX_API_KEY",
-    "AZURE_OPENAI_API_KEY",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
-    "ANTHROPIC_BEDROCK_BASE_URL",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_BEARER_TOKEN_BEDROCK",
-    "AWS_REGION",
-    "AWS_PROFILE",
-    "CLAUDE_CODE_USE_VERTEX",
-    "CLAUDE_CODE_SKIP_VERTEX_AUTH",
-    "ANTHROPIC_VERTEX_BASE_URL",
-    "ANTHROPIC_VERTEX_PROJECT_ID",
-    "CLOUD_ML_REGION",
-    "GOOGLE_CLOUD_PROJECT",
-    "GOOGLE_APPLICATION_CREDENTIALS",
     "HTTPS_PROXY",
     "HTTP_PROXY",
     "NO_PROXY",
     "NODE_EXTRA_CA_CERTS",
 ];
+
+/// Every variable a harness may inherit: [`HARNESS_ENV_PLAIN`], then the credential variables
+/// ([`HARNESS_CREDENTIAL_ENV`] and those naming a credential file).
+pub fn harness_env_names() -> impl Iterator<Item = &'static str> {
+    HARNESS_ENV_PLAIN
+        .iter()
+        .chain(HARNESS_CREDENTIAL_ENV)
+        .copied()
+        .chain(
+            HARNESS_CREDENTIAL_FILES
+                .iter()
+                .filter_map(|(_, var, _)| *var),
+        )
+}
 
 /// Set for every harness: keep Claude Code from calling home (telemetry, update checks).
 pub const HARNESS_ENV_FIXED: &[(&str, &str)] = &[
@@ -216,7 +215,7 @@ pub const HARNESS_ENV_FIXED: &[(&str, &str)] = &[
 
 /// Whether a variable may pass to the harness.
 pub fn harness_may_inherit(name: &str) -> bool {
-    HARNESS_ENV_ALLOW.contains(&name)
+    HARNESS_ENV_PLAIN.contains(&name) || is_credential_var(name)
 }
 
 /// The process's environment as hangar reads it: taken once, the first time any variable is
@@ -258,7 +257,9 @@ mod tests {
 
     #[test]
     fn no_hangar_variable_is_allowed_through() {
-        assert!(HARNESS_ENV_ALLOW.iter().all(|v| !v.starts_with("HANGAR")));
+        assert!(harness_env_names().all(|v| !v.starts_with("HANGAR")));
+        assert!(harness_may_inherit("AZURE_OPENAI_API_KEY"));
+        assert!(harness_may_inherit("GOOGLE_APPLICATION_CREDENTIALS"));
         assert!(harness_may_inherit("PATH"));
         assert!(!harness_may_inherit("HANGAR_HOME"));
         assert!(!harness_may_inherit("LD_PRELOAD"));

@@ -23,6 +23,7 @@ pub mod atomic;
 pub mod claude_settings;
 pub mod command;
 pub mod env;
+pub mod hide;
 pub mod key;
 pub mod logseal;
 pub mod runlog;

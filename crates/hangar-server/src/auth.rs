@@ -6,9 +6,10 @@
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
+use axum::http::Method;
 use axum::http::request::Parts;
 use hangar_control::ControlPlane;
-use hangar_store::Role;
+use hangar_store::{Role, normal_email};
 use serde_json::json;
 
 use crate::error::ApiError;
@@ -29,6 +30,11 @@ impl Authed {
         self.role == Role::Admin
     }
 
+    /// A viewer reads the team's work and acts on nothing.
+    pub fn is_viewer(&self) -> bool {
+        self.role == Role::Viewer
+    }
+
     /// Refuses (403, audited `access.refused` with this person as the actor) unless they are an
     /// admin; `what` says what was asked, as in "only an admin may WHAT".
     pub async fn require_admin(&self, plane: &ControlPlane, what: &str) -> Result<(), ApiError> {
@@ -38,23 +44,45 @@ impl Authed {
         Err(self.refusal(plane, what, None).await)
     }
 
-    /// The person a request acts for: `named` (a body's `person`) when it is the caller
-    /// themselves or the caller is an admin, else the caller. A member naming someone else is
-    /// refused (403, audited with the member as the actor): no token speaks for another person
-    /// unless an admin's does.
+    /// The person a request acts for: `named` (a body's `person`, compared without case) when
+    /// it is the caller themselves or the caller is an admin, else the caller. A member naming
+    /// someone else is refused (403, audited with the member as the actor): no token speaks for
+    /// another person unless an admin's does. An admin naming someone who is not a person here
+    /// is refused too (400, audited): what they make would belong to no one who can sign in.
     pub async fn act_for(
         &self,
         plane: &ControlPlane,
         named: Option<String>,
         action: &str,
     ) -> Result<String, ApiError> {
-        match named {
-            Some(p) if p != self.email && !self.is_admin() => {
-                let what = format!("act for another person ({action} for {p})");
-                Err(self.refusal(plane, &what, Some(&p)).await)
+        let Some(p) = named.as_deref().map(normal_email) else {
+            return Ok(self.email.clone());
+        };
+        if p == self.email {
+            return Ok(p);
+        }
+        if !self.is_admin() {
+            let what = format!("act for another person ({action} for {p})");
+            return Err(self.refusal(plane, &what, Some(&p)).await);
+        }
+        match plane.store().person(&p).await? {
+            Some(person) if person.removed_at.is_none() => Ok(p),
+            found => {
+                let was = if found.is_some() {
+                    "was removed"
+                } else {
+                    "is not a person here"
+                };
+                let detail = json!({"asked": format!("{action} for {p}"), "for": p, "why": was});
+                plane
+                    .store()
+                    .audit()
+                    .append(&self.email, "access.refused", &detail)
+                    .await?;
+                Err(ApiError::BadRequest(format!(
+                    "{p} {was}: add them first (`hangar person add {p}`, or POST /v1/people), then {action} for them"
+                )))
             }
-            Some(p) => Ok(p),
-            None => Ok(self.email.clone()),
         }
     }
 
@@ -97,6 +125,38 @@ impl Authed {
     }
 }
 
+/// What a viewer may send besides reads: their own tokens (make one, revoke one: signing out
+/// of the web page revokes its token).
+fn viewer_may(method: &Method, path: &str) -> bool {
+    match *method {
+        Method::GET | Method::HEAD => true,
+        Method::POST => path == "/v1/tokens",
+        Method::DELETE => path
+            .strip_prefix("/v1/tokens/")
+            .is_some_and(|id| !id.is_empty() && !id.contains('/')),
+        _ => false,
+    }
+}
+
+impl Authed {
+    /// Refuses (403, audited) a viewer's request that is not a read ([`viewer_may`]), before
+    /// any route's own rule: a route added later is closed to viewers until it is a read.
+    async fn viewer_gate(
+        &self,
+        plane: &ControlPlane,
+        method: &Method,
+        path: &str,
+    ) -> Result<(), ApiError> {
+        if self.role != Role::Viewer || viewer_may(method, path) {
+            return Ok(());
+        }
+        let what = format!("{method} {path} (a viewer reads, and acts on nothing)");
+        Err(self
+            .refused(plane, "a member or an admin", &what, None)
+            .await)
+    }
+}
+
 impl FromRequestParts<Arc<ControlPlane>> for Authed {
     type Rejection = ApiError;
 
@@ -119,11 +179,16 @@ impl FromRequestParts<Arc<ControlPlane>> for Authed {
                 )
             })?;
         match plane.store().authenticate(token).await? {
-            Some(p) => Ok(Authed {
-                email: p.email,
-                token_id: p.token_id,
-                role: p.role,
-            }),
+            Some(p) => {
+                let who = Authed {
+                    email: p.email,
+                    token_id: p.token_id,
+                    role: p.role,
+                };
+                who.viewer_gate(plane, &parts.method, parts.uri.path())
+                    .await?;
+                Ok(who)
+            }
             None => Err(ApiError::Unauthenticated(
                 "the token is unknown, revoked or expired, or its person was removed; make a new one with `hangar token create --person EMAIL`".into(),
             )),

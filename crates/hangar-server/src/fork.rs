@@ -48,7 +48,7 @@ pub(crate) async fn forks(
     who: Authed,
     Path(id): Path<String>,
 ) -> Result<axum::response::Response, ApiError> {
-    crate::routes::run_owned(&plane, &who, &id, "read the forks of").await?;
+    crate::routes::run_seen(&plane, &who, &id, "read the forks of").await?;
     let forks = plane.steps().forks_of_run(&id).await?;
     Ok(Json(api::Forks { run: id, forks }).into_response())
 }

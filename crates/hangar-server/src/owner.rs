@@ -8,7 +8,7 @@
 //! the control plane below acts for whoever the edge let through.
 
 use hangar_control::ControlPlane;
-use hangar_store::{Run, Sandbox, Session, StoreError};
+use hangar_store::{Role, Run, Sandbox, Session, StoreError};
 use serde_json::Value;
 
 use crate::auth::Authed;
@@ -82,16 +82,40 @@ pub(crate) async fn approvers(plane: &ControlPlane, environment: &str) -> Vec<St
         .map(|a| {
             a.iter()
                 .filter_map(Value::as_str)
-                .map(str::to_owned)
+                .map(hangar_store::normal_email)
                 .collect()
         })
         .unwrap_or_default()
 }
 
 impl Authed {
-    /// Whether this person may see and act on what `owned` describes.
+    /// Whether this person may act on what `owned` describes: its owner (a member; a viewer
+    /// acts on nothing, not even what they made as a member before) or an admin.
     pub(crate) fn owns(&self, owned: &Owned) -> bool {
-        self.is_admin() || owned.person == self.email
+        self.is_admin() || (self.role == Role::Member && owned.person == self.email)
+    }
+
+    /// Whether this person may read what `owned` describes: its owner, an admin, or a viewer
+    /// (who reads the whole team's work).
+    pub(crate) fn sees(&self, owned: &Owned) -> bool {
+        self.is_viewer() || self.owns(owned) || owned.person == self.email
+    }
+
+    /// Refuses (403, audited) unless [`Authed::sees`]; `what` as for
+    /// [`Authed::require_owner`].
+    pub(crate) async fn require_reader(
+        &self,
+        plane: &ControlPlane,
+        owned: &Owned,
+        what: &str,
+    ) -> Result<(), ApiError> {
+        if self.sees(owned) {
+            return Ok(());
+        }
+        // Said as the owner rule says it (the web page and scripts match on it), then who else.
+        let who = format!("{} (the owner) or an admin", owned.person);
+        let what = format!("{what} (and a viewer)");
+        Err(self.refused(plane, &who, &what, Some(&owned.person)).await)
     }
 
     /// Refuses (403, audited) unless this person owns `owned` or is an admin; `what` says what
@@ -113,20 +137,27 @@ impl Authed {
     /// admin, or one of its environment's approvers.
     pub(crate) async fn may_answer(&self, plane: &ControlPlane, owned: &Owned) -> bool {
         self.owns(owned)
-            || approvers(plane, &owned.environment)
-                .await
-                .contains(&self.email)
+            || (self.role != Role::Viewer
+                && approvers(plane, &owned.environment)
+                    .await
+                    .contains(&self.email))
     }
 
-    /// Refuses (403, audited) unless [`Authed::may_answer`].
+    /// Refuses (403, audited) unless [`Authed::may_answer`]; `reading` (the run's record or
+    /// its pending approvals, not an answer) lets a viewer through too.
     pub(crate) async fn require_approver(
         &self,
         plane: &ControlPlane,
         owned: &Owned,
         what: &str,
+        reading: bool,
     ) -> Result<(), ApiError> {
+        if reading && self.sees(owned) {
+            return Ok(());
+        }
         let extra = approvers(plane, &owned.environment).await;
-        if self.owns(owned) || extra.contains(&self.email) {
+        // An approver named by the environment who is a viewer still answers nothing.
+        if self.owns(owned) || (self.role != Role::Viewer && extra.contains(&self.email)) {
             return Ok(());
         }
         let who = if extra.is_empty() {

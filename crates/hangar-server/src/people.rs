@@ -37,6 +37,7 @@ pub(crate) fn role(r: Role) -> api::Role {
     match r {
         Role::Admin => api::Role::Admin,
         Role::Member => api::Role::Member,
+        Role::Viewer => api::Role::Viewer,
     }
 }
 
@@ -75,6 +76,7 @@ async fn add_person(State(plane): S, who: Authed, Json(b): Json<api::AddPerson>)
     let r = match b.role.unwrap_or(api::Role::Member) {
         api::Role::Admin => Role::Admin,
         api::Role::Member => Role::Member,
+        api::Role::Viewer => Role::Viewer,
     };
     let added = plane.store().add_person(&b.email, r, &who.email).await?;
     Ok((
@@ -90,7 +92,7 @@ async fn remove_person(State(plane): S, who: Authed, Path(email): Path<String>) 
     who.require_admin(&plane, "remove people").await?;
     // An admin removing themselves could leave the server with no admin reachable over the
     // API; another admin (or the server's machine, `hangar person rm`) may.
-    if email == who.email {
+    if hangar_store::normal_email(&email) == who.email {
         return Err(ApiError::Conflict(format!(
             "{email} cannot remove themselves: another admin may, or `hangar person rm {email}` on the server's machine"
         )));
@@ -172,7 +174,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         e(
             "POST",
             "/v1/people",
-            "Add a person (admins only; 403 otherwise); a person removed before is added again, without their old tokens",
+            "Add a person as an admin, a member (the default) or a viewer (admins only; 403 otherwise); emails compare without case; a person removed before is added again, without their old tokens",
             Some(of::<api::AddPerson>),
             of::<api::PersonOne>,
             201,
@@ -196,7 +198,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         e(
             "POST",
             "/v1/tokens",
-            "Make a token for yourself, or (admins only) for another person; the answer is its only copy",
+            "Make a token for yourself, or (admins only) for another person who is in (400 otherwise: add them first); the answer is its only copy",
             Some(of::<api::CreateToken>),
             of::<api::TokenCreated>,
             201,

@@ -167,7 +167,7 @@ async fn list_sessions(State(plane): S, who: Authed) -> ApiResult {
     let all = plane.store().sessions(None).await?;
     let mut sessions = Vec::with_capacity(all.len());
     for s in &all {
-        if who.is_admin() || who.owns(&owner::of_session_row(&plane, s).await?) {
+        if who.sees(&owner::of_session_row(&plane, s).await?) {
             sessions.push(views::session(s));
         }
     }
@@ -186,6 +186,30 @@ async fn session_owned(
         .await
 }
 
+/// Refuses unless `who` may read session `id` (its owner, a viewer or an admin).
+async fn session_seen(
+    plane: &ControlPlane,
+    who: &Authed,
+    id: &str,
+    what: &str,
+) -> Result<(), ApiError> {
+    let owned = owner::of_session(plane, id).await?;
+    who.require_reader(plane, &owned, &format!("{what} session {id}"))
+        .await
+}
+
+/// Refuses unless `who` may read run `id` (its owner, a viewer or an admin).
+pub(crate) async fn run_seen(
+    plane: &ControlPlane,
+    who: &Authed,
+    id: &str,
+    what: &str,
+) -> Result<(), ApiError> {
+    let owned = owner::of_run(plane, id).await?;
+    who.require_reader(plane, &owned, &format!("{what} run {id}"))
+        .await
+}
+
 /// Refuses unless `who` owns run `id` (or is an admin).
 pub(crate) async fn run_owned(
     plane: &ControlPlane,
@@ -199,7 +223,7 @@ pub(crate) async fn run_owned(
 }
 
 async fn get_session(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
-    session_owned(&plane, &who, &id, "read").await?;
+    session_seen(&plane, &who, &id, "read").await?;
     let s = plane.store().session(&id).await?;
     let turns = plane.store().turns(&id).await?;
     ok(api::SessionTurns {
@@ -286,7 +310,7 @@ async fn interrupt(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiR
 }
 
 async fn transcript(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
-    session_owned(&plane, &who, &id, "read the transcript of").await?;
+    session_seen(&plane, &who, &id, "read the transcript of").await?;
     let entries = hangar_control::transcript::transcript(plane.store(), &id).await?;
     let entries = serde_json::to_value(entries)
         .map_err(|e| ApiError::Internal(format!("the transcript as JSON: {e}")))?;
@@ -301,13 +325,13 @@ async fn transcript(State(plane): S, who: Authed, Path(id): Path<String>) -> Api
 
 async fn get_turn(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
     let owned = owner::of_turn(&plane, &id).await?;
-    who.require_owner(&plane, &owned, &format!("read turn {id}"))
+    who.require_reader(&plane, &owned, &format!("read turn {id}"))
         .await?;
     ok(views::turn(&plane.store().turn(&id).await?))
 }
 
 async fn steps(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
-    run_owned(&plane, &who, &id, "read the steps of").await?;
+    run_seen(&plane, &who, &id, "read the steps of").await?;
     let steps = plane.steps().steps(&id).await?;
     ok(api::Steps {
         run: id,
@@ -330,22 +354,27 @@ async fn diff(
     Path(id): Path<String>,
     Query(q): Query<DiffQuery>,
 ) -> ApiResult {
-    run_owned(&plane, &who, &id, "read the diffs of").await?;
+    run_seen(&plane, &who, &id, "read the diffs of").await?;
     ok(views::diff(plane.steps().diff(&id, q.from, q.to).await?)?)
 }
 
 /// The run's record: also for its environment's approvers, who need its state to answer.
 async fn get_run(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
     let owned = owner::of_run(&plane, &id).await?;
-    who.require_approver(&plane, &owned, &format!("read run {id}"))
+    who.require_approver(&plane, &owned, &format!("read run {id}"), true)
         .await?;
     ok(views::run(&plane.store().run(&id).await?))
 }
 
 async fn approvals(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
     let owned = owner::of_run(&plane, &id).await?;
-    who.require_approver(&plane, &owned, &format!("list the approvals of run {id}"))
-        .await?;
+    who.require_approver(
+        &plane,
+        &owned,
+        &format!("list the approvals of run {id}"),
+        true,
+    )
+    .await?;
     let pending = plane.store().pending_approvals(&id).await?;
     ok(api::Approvals {
         approvals: pending.iter().map(views::approval).collect(),
@@ -361,7 +390,7 @@ async fn answer(
     let allow = b.decision == api::Decision::Allow;
     let owned = owner::of_run(&plane, &id).await?;
     let verb = if allow { "approve" } else { "deny" };
-    who.require_approver(&plane, &owned, &format!("{verb} in run {id}"))
+    who.require_approver(&plane, &owned, &format!("{verb} in run {id}"), false)
         .await?;
     reply(
         plane
@@ -380,7 +409,8 @@ async fn answer(
 
 /// The approvals pending in live runs that this person may answer (their own runs', those of
 /// environments naming them as an approver, or every run's for an admin); `live_runs` counts
-/// the live runs they may see the same way.
+/// the live runs they may see the same way; `runs` says whose each waiting run is (the web
+/// page's inbox).
 async fn pending_approvals(State(plane): S, who: Authed) -> ApiResult {
     let all = plane.store().live_runs().await?;
     let mut live = Vec::with_capacity(all.len());
@@ -389,18 +419,33 @@ async fn pending_approvals(State(plane): S, who: Authed) -> ApiResult {
         let Ok(owned) = owner::of_run_row(&plane, &run).await else {
             continue;
         };
-        if who.may_answer(&plane, &owned).await {
-            live.push(run);
+        // A viewer reads every pending approval (and answers none).
+        if who.is_viewer() || who.may_answer(&plane, &owned).await {
+            live.push((run, owned));
         }
     }
     let mut approvals = Vec::new();
-    for run in &live {
-        approvals.extend(plane.store().pending_approvals(&run.id).await?);
+    let mut runs = Vec::new();
+    for (run, owned) in &live {
+        let pending = plane.store().pending_approvals(&run.id).await?;
+        if pending.is_empty() {
+            continue;
+        }
+        approvals.extend(pending);
+        let turn = plane.store().turn(&run.turn_id).await?;
+        runs.push(api::ApprovalRun {
+            run_id: run.id.clone(),
+            turn_id: turn.id,
+            session_id: turn.session_id,
+            person: owned.person.clone(),
+            environment: owned.environment.clone(),
+        });
     }
     approvals.sort_by_key(|a| a.requested_at);
     ok(api::PendingApprovals {
         approvals: approvals.iter().map(views::approval).collect(),
         live_runs: live.len() as u64,
+        runs,
     })
 }
 
@@ -446,7 +491,7 @@ async fn run_events(
     Path(id): Path<String>,
     Query(p): Query<Page>,
 ) -> ApiResult {
-    run_owned(&plane, &who, &id, "read the events of").await?;
+    run_seen(&plane, &who, &id, "read the events of").await?;
     events_page(&plane, EventScope::Run(&id), &p).await
 }
 
@@ -456,7 +501,7 @@ async fn session_events(
     Path(id): Path<String>,
     Query(p): Query<Page>,
 ) -> ApiResult {
-    session_owned(&plane, &who, &id, "read the events of").await?;
+    session_seen(&plane, &who, &id, "read the events of").await?;
     events_page(&plane, EventScope::Session(&id), &p).await
 }
 
@@ -467,7 +512,7 @@ async fn run_stream(
     headers: HeaderMap,
     Query(p): Query<Page>,
 ) -> ApiResult {
-    run_owned(&plane, &who, &id, "read the events of").await?;
+    run_seen(&plane, &who, &id, "read the events of").await?;
     p.checked()?;
     Ok(live(&plane, Some(id), None, &headers, &p))
 }
@@ -479,7 +524,7 @@ async fn session_stream(
     headers: HeaderMap,
     Query(p): Query<Page>,
 ) -> ApiResult {
-    session_owned(&plane, &who, &id, "read the events of").await?;
+    session_seen(&plane, &who, &id, "read the events of").await?;
     p.checked()?;
     Ok(live(&plane, None, Some(id), &headers, &p))
 }

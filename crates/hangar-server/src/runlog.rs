@@ -45,7 +45,7 @@ pub(crate) async fn run_log(
     UrlPath(id): UrlPath<String>,
     Query(q): Query<LogQuery>,
 ) -> Result<Response, ApiError> {
-    crate::routes::run_owned(&plane, &who, &id, "read the log of").await?;
+    crate::routes::run_seen(&plane, &who, &id, "read the log of").await?;
     let run = plane.store().run(&id).await?;
     let ended = run.state != RunState::Live;
     let path = plane.steps().run_log_path(&run);

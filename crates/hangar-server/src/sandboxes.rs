@@ -80,14 +80,16 @@ async fn list_sandboxes(State(plane): S, who: Authed) -> ApiResult {
         .await?
         .into_iter()
         // Only what this person may see (an admin sees every sandbox).
-        .filter(|sb| who.is_admin() || sb.person == who.email)
+        .filter(|sb| who.is_admin() || who.is_viewer() || sb.person == who.email)
         .map(views::sandbox)
         .collect::<Result<_, _>>()?;
     Ok(Json(api::Sandboxes { sandboxes }).into_response())
 }
 
 async fn get_sandbox(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
-    sandbox_owned(&plane, &who, &id, "read").await?;
+    let owned = owner::of_sandbox(&plane, &id).await?;
+    who.require_reader(&plane, &owned, &format!("read sandbox {id}"))
+        .await?;
     let sandbox = views::sandbox(plane.sandboxes().sandbox_view(&id).await?)?;
     Ok(Json(api::SandboxOne { sandbox }).into_response())
 }

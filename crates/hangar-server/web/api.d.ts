@@ -30,6 +30,17 @@ export interface Approval {
   tool_name: string;
 }
 
+/** A run with a request waiting, in `GET /v1/approvals`. */
+export interface ApprovalRun {
+  /** The sandbox's environment (whose `governance.approvers` may answer too). */
+  environment: string;
+  /** The run's owner (the person of its sandbox). */
+  person: string;
+  run_id: string;
+  session_id: string;
+  turn_id: string;
+}
+
 /** `GET /v1/runs/{id}/approvals`: the requests waiting for an answer. */
 export interface Approvals {
   approvals: Approval[];
@@ -489,7 +500,8 @@ export interface OidcIssuer {
 export interface OidcStart {
   /**
    * Where the issuer sends the browser back: this server's `/ui/signin/callback` as the page
-   * sees it (the issuer checks it against the client's registered URIs).
+   * sees it (the issuer checks it against the client's registered URIs). A server started with
+   * `--public-url` sends its own public callback instead.
    */
   redirect_uri: string;
 }
@@ -515,6 +527,11 @@ export interface PendingApprovals {
   approvals: Approval[];
   /** How many runs are live (each may come to wait for a person). */
   live_runs: number;
+  /**
+   * Where each run of `approvals` belongs (its turn, session and owner), so an inbox can say
+   * whose work waits without reading the turn (which an environment's approver may not).
+   */
+  runs?: ApprovalRun[];
 }
 
 /** `GET /v1/people`: the people who are in, by email. */
@@ -551,9 +568,10 @@ export type Provider = "local" | "docker" | "kubernetes" | "e2b";
 
 /**
  * What a person may do: an admin adds and removes people, sees and revokes anyone's tokens and
- * may act for another person; a member acts as themselves only.
+ * may act for another person; a member acts as themselves only; a viewer reads the team's work
+ * (sessions, runs, transcripts, pending approvals) and acts on nothing.
  */
-export type Role = "admin" | "member";
+export type Role = "admin" | "member" | string;
 
 /** One driver process executing one turn. */
 export interface Run {

@@ -20,6 +20,8 @@
 /** @typedef {import('./api').Tokens} Tokens */
 /** @typedef {import('./api').Approval} Approval */
 /** @typedef {import('./api').Approvals} Approvals */
+/** @typedef {import('./api').ApprovalRun} ApprovalRun */
+/** @typedef {import('./api').PendingApprovals} PendingApprovals */
 /** @typedef {import('./api').AuditVerify} AuditVerify */
 /** @typedef {import('./api').Board} Board */
 /** @typedef {import('./api').BoardRow} BoardRow */
@@ -52,7 +54,7 @@
   const FLOW_KEY = 'hangar.signin';
   const CALLBACK_PATH = '/ui/signin/callback';
   const TABS = ['live', 'timeline', 'manifest', 'audit'];
-  const state = { token: localStorage.getItem(TOKEN_KEY), person: null, /** @type {Me | null} */ me: null, view: null };
+  const state = { token: localStorage.getItem(TOKEN_KEY), person: null, /** @type {Me | null} */ me: null, view: null, /** @type {ReturnType<typeof setInterval> | null} */ countTimer: null };
 
   // ---------- small helpers ----------
 
@@ -294,6 +296,7 @@
    */
   function describeError(e, what) {
     const who = what ? what + ': ' : '';
+    if (e.status === 403) return { outcome: 'forbidden', text: who + e.message };
     if (e.status === 422) return { outcome: 'refused', text: who + e.message };
     if (e.status === 409) return { outcome: 'ended', text: who + e.message };
     return { outcome: 'error', text: who + e.message };
@@ -329,8 +332,25 @@
       showAnswer(out, describeError(e, what));
       return false;
     } finally {
-      buttons.forEach((b) => (b.disabled = false));
+      buttons.forEach((b) => (b.disabled = b.dataset.locked === 'yes'));
     }
+  }
+
+  /**
+   * Greys out a control this person may not use, with a title saying who may (`why` null: usable
+   * again). The page only helps here: the server refuses the action all the same.
+   * @param {HTMLElement} el
+   * @param {string | null} why
+   */
+  function lock(el, why) {
+    if (why) {
+      el.dataset.locked = 'yes';
+      el.setAttribute('title', why);
+    } else if (el.dataset.locked === 'yes') {
+      delete el.dataset.locked;
+      el.removeAttribute('title');
+    }
+    /** @type {HTMLButtonElement} */ (el).disabled = !!why;
   }
 
   // ---------- navigation ----------
@@ -341,6 +361,7 @@
   }
 
   function signOut(why) {
+    stopInboxCount();
     state.token = null;
     state.person = null;
     state.me = null;
@@ -370,6 +391,7 @@
     main.replaceChildren();
     $('#who').textContent = '';
     $('#signout').hidden = true;
+    $('#inbox').hidden = true;
     if (location.pathname === CALLBACK_PATH) return signInCallback(main);
     if (!state.token) return signInView(main, message);
     if (!state.person || !state.me) {
@@ -384,6 +406,8 @@
     $('#who').textContent = state.person;
     $('#who').setAttribute('href', '/ui/me');
     $('#signout').hidden = false;
+    $('#inbox').hidden = false;
+    startInboxCount();
     const ctx = { alive: true, cleanups: [] };
     state.view = () => {
       ctx.alive = false;
@@ -391,6 +415,7 @@
     };
     const path = location.pathname;
     if (path === '/ui/me') return personView(main, ctx);
+    if (path === '/ui/approvals') return inboxView(main, ctx);
     let m;
     if ((m = path.match(/^\/ui\/turns\/([^/]+)(?:\/([a-z]+))?\/?$/))) {
       const tab = TABS.includes(m[2]) ? m[2] : 'live';
@@ -568,6 +593,155 @@
     } catch (e) {
       out.textContent = e.message;
     }
+  }
+
+  // ---------- the approvals inbox ----------
+
+  /** How long ago `ms` was, in words. */
+  function ago(ms) {
+    const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+    if (s < 60) return `${s} s ago`;
+    if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+    return `${Math.floor(s / 86400)} d ago`;
+  }
+
+  /** Shows how many requests wait for this person beside the header's "Approvals". */
+  function showInboxCount(n) {
+    const c = $('#inbox-count');
+    c.dataset.count = String(n);
+    c.textContent = n ? String(n) : '';
+    $('#inbox').setAttribute('title', n ? `${n} tool ${n === 1 ? 'call waits' : 'calls wait'} for your answer` : 'nothing waits for your answer');
+  }
+
+  async function refreshInboxCount() {
+    if (!state.token) return;
+    try {
+      showInboxCount(/** @type {PendingApprovals} */ (await api('GET', '/v1/approvals')).approvals.length);
+    } catch (_) {
+      /* the next round tries again; a refused token signs the page out */
+    }
+  }
+
+  /** The header's count follows the server while signed in (every view, every few seconds). */
+  function startInboxCount() {
+    if (state.countTimer) return;
+    refreshInboxCount();
+    state.countTimer = setInterval(refreshInboxCount, 5000);
+  }
+
+  function stopInboxCount() {
+    if (state.countTimer) clearInterval(state.countTimer);
+    state.countTimer = null;
+    showInboxCount(0);
+  }
+
+  /**
+   * The requests waiting for this person's answer, across every live run: those the server lists
+   * for them (their own runs', their environments' as a named approver, every run's for an
+   * admin), oldest first. Polled; an answered request leaves the list at once.
+   */
+  function inboxView(main, ctx) {
+    const list = h('div', { id: 'inbox-list' }, h('p', { class: 'muted' }, 'Loading…'));
+    const status = h('span', { class: 'muted small', id: 'inbox-status' });
+    main.append(
+      h('div', { class: 'row spread' }, h('h1', {}, 'Approvals'), status),
+      h('p', { class: 'muted small' }, 'Tool calls waiting for a person, in the runs whose requests you may answer: your own, those of environments that name you as an approver, and every run for an admin.'),
+      list,
+    );
+    /** @type {Map<string, {card: HTMLElement, age: HTMLElement, at: number}>} */
+    const cards = new Map();
+    // Answered here: kept out even if a poll still lists it before the run's watcher records it.
+    const answered = new Set();
+    const draw = (/** @type {string[]} */ order) => {
+      const shown = order.filter((k) => cards.has(k) && !answered.has(k));
+      for (const k of shown) {
+        const c = /** @type {{card: HTMLElement, age: HTMLElement, at: number}} */ (cards.get(k));
+        c.age.textContent = ago(c.at);
+      }
+      fill(list, shown.length ? shown.map((k) => cards.get(k).card) : h('p', { class: 'muted', id: 'inbox-empty' }, 'Nothing waits for your answer.'));
+    };
+    let order = [];
+    const load = async () => {
+      let all;
+      try {
+        all = /** @type {PendingApprovals} */ (await api('GET', '/v1/approvals'));
+      } catch (e) {
+        if (ctx.alive) status.textContent = e.message;
+        return;
+      }
+      if (!ctx.alive) return;
+      const runs = new Map((all.runs || []).map((r) => [r.run_id, r]));
+      order = [];
+      for (const a of all.approvals) {
+        const key = `${a.run_id}/${a.request_id}`;
+        order.push(key);
+        if (!cards.has(key)) cards.set(key, inboxCard(a, runs.get(a.run_id), key));
+      }
+      for (const k of [...cards.keys()]) if (!order.includes(k)) cards.delete(k);
+      draw(order);
+      showInboxCount(order.filter((k) => !answered.has(k)).length);
+      status.textContent = 'updated ' + when(Date.now()).slice(11);
+    };
+
+    /**
+     * @param {Approval} a
+     * @param {ApprovalRun | undefined} run
+     * @param {string} key
+     */
+    function inboxCard(a, run, key) {
+      const me = /** @type {Me} */ (state.me);
+      const reason = h('input', { class: 'reason', placeholder: 'Reason (optional; the agent sees it when you deny)', 'aria-label': 'reason' });
+      const allow = h('button', { type: 'button', class: 'primary approve' }, 'Approve');
+      const deny = h('button', { type: 'button', class: 'danger deny' }, 'Deny');
+      const out = h('p', { class: 'answer', 'aria-live': 'polite' });
+      const age = h('span', { class: 'age' }, ago(a.requested_at));
+      // The turn's page only for who may read it (its owner, an admin): an approver answers here.
+      const mayRead = run && (me.role === 'admin' || run.person === me.person);
+      const card = h(
+        'article',
+        { class: 'card approval inbox-item', dataset: { requestId: a.request_id, runId: a.run_id, sessionId: run ? run.session_id : '' } },
+        h('div', { class: 'row spread' }, h('h3', {}, h('span', { class: 'tool-name' }, a.tool_name), ' ', h('span', { class: 'muted small' }, short(toolSummary(a.tool_name, a.input), 100))), age),
+        h(
+          'dl',
+          { class: 'meta' },
+          h('dt', {}, 'person'),
+          h('dd', { class: 'person' }, run ? run.person : '–'),
+          h('dt', {}, 'environment'),
+          h('dd', {}, run ? run.environment : '–'),
+          h('dt', {}, 'run'),
+          h('dd', { class: 'mono' }, a.run_id),
+          h('dt', {}, 'session'),
+          h('dd', { class: 'mono' }, run ? (mayRead ? h('a', { href: `/ui/turns/${encodeURIComponent(run.turn_id)}`, 'data-nav': true }, run.session_id) : run.session_id) : '–'),
+          h('dt', {}, 'asked'),
+          h('dd', {}, when(a.requested_at)),
+        ),
+        toolInput(a.tool_name, a.input),
+        reason,
+        h('div', { class: 'row' }, allow, deny),
+        out,
+      );
+      /** @param {import('./api').Decision} decision */
+      const answerIt = async (decision) => {
+        /** @type {Answer} */
+        const body = { decision };
+        if (reason.value.trim()) body.reason = reason.value.trim();
+        const ok = await act(out, [allow, deny], decision === 'allow' ? 'approve' : 'deny', () => api('POST', `/v1/runs/${encodeURIComponent(a.run_id)}/approvals/${encodeURIComponent(a.request_id)}`, body));
+        if (ok && ctx.alive) {
+          answered.add(key);
+          draw(order);
+          showInboxCount(order.filter((k) => !answered.has(k)).length);
+          status.textContent = `${decision === 'allow' ? 'Approved' : 'Denied'} ${a.tool_name} in run ${a.run_id}.`;
+        }
+      };
+      allow.addEventListener('click', () => answerIt('allow'));
+      deny.addEventListener('click', () => answerIt('deny'));
+      return { card, age, at: a.requested_at };
+    }
+
+    load();
+    const timer = setInterval(load, 2000);
+    ctx.cleanups.push(() => clearInterval(timer));
   }
 
   // ---------- sessions ----------
@@ -790,7 +964,8 @@
     const sendBtn = h('button', { type: 'button', id: 'send', class: 'primary' }, 'Steer');
     const interruptBtn = h('button', { type: 'button', id: 'interrupt', class: 'danger' }, 'Interrupt');
     const answer = h('p', { id: 'action-answer', class: 'answer', 'aria-live': 'polite' });
-    const actions = h('form', { class: 'actions', id: 'actions' }, message, h('div', { class: 'row' }, sendBtn, interruptBtn), answer);
+    const lockedNote = h('p', { class: 'locked-note', id: 'actions-locked', hidden: true });
+    const actions = h('form', { class: 'actions', id: 'actions' }, lockedNote, message, h('div', { class: 'row' }, sendBtn, interruptBtn), answer);
     const livePanel = h('section', { class: 'panel', dataset: { panel: 'live' } }, approvals, feed, actions);
 
     const timeline = h('ol', { id: 'timeline', class: 'timeline' });
@@ -823,6 +998,33 @@
     }
 
     const running = () => v.turn && (v.turn.state === 'running' || v.turn.state === 'queued');
+
+    /**
+     * Who may act on this session when it is not the signed-in person's (the server's own
+     * words), or null when they may: its owner and the admins steer, interrupt, send and fork;
+     * an environment's approvers may also answer its requests (from the inbox: they cannot read
+     * the turn). Unknown owner (no board row): null, and the server judges.
+     * @param {'act' | 'answer'} what
+     */
+    function whoMay(what) {
+      const me = /** @type {Me} */ (state.me);
+      const s = v.session;
+      if (!s || !s.person || me.role === 'admin' || s.person === me.person) return null;
+      const env = s.sandbox ? s.sandbox.environment : '';
+      if (what === 'answer') return `only ${s.person} (the owner), an approver named by environment ${env || 'of its sandbox'} or an admin may answer its requests`;
+      return `only ${s.person} (the owner) or an admin may steer, interrupt, send to or fork this session`;
+    }
+
+    /** Greys out (with who may) the controls this person may not use; the server judges anyway. */
+    function applyLocks() {
+      const act = whoMay('act');
+      for (const el of [sendBtn, interruptBtn, message]) lock(el, act);
+      for (const el of main.querySelectorAll('.fork-step, .fork-go')) lock(/** @type {HTMLElement} */ (el), act);
+      const ans = whoMay('answer');
+      for (const el of approvals.querySelectorAll('.approve, .deny')) lock(/** @type {HTMLElement} */ (el), ans);
+      lockedNote.hidden = !act;
+      lockedNote.textContent = act ? `You may read this session: ${act}.` : '';
+    }
 
     /** Links to the session's turns after this one (a handed-back message or a next prompt). */
     function laterTurns() {
@@ -867,6 +1069,7 @@
       interruptBtn.hidden = !live;
       sendBtn.textContent = live ? 'Steer' : 'Send as the next prompt';
       message.placeholder = live ? 'A steer for the agent…' : 'The next prompt of this session…';
+      applyLocks();
     }
 
     async function loadTurn() {
@@ -920,6 +1123,7 @@
           approvals.append(approvalCard(a));
         }
       }
+      applyLocks();
     }
 
     /** @param {Approval} a */
@@ -1125,6 +1329,7 @@
           );
         }),
       );
+      if (v.turn) applyLocks();
     }
 
     /** A step's controls: tick it to compare, or fork from it. */
@@ -1182,7 +1387,7 @@
           out.className = `answer fork-answer ${a.outcome}`;
           fill(out, a.text);
         } finally {
-          forkGo.disabled = false;
+          forkGo.disabled = forkGo.dataset.locked === 'yes';
         }
       });
       v.forkForms.set(n, form);
@@ -1336,7 +1541,12 @@
       try {
         await loadTurn();
       } catch (e) {
-        fill(head, h('p', { class: 'notice bad' }, e.message));
+        fill(head, h('p', { class: 'notice bad', id: 'turn-refused' }, e.message));
+        // Nothing to act on what the server would not show: no actions, no stream.
+        actions.hidden = true;
+        approvals.hidden = true;
+        streamState.dataset.state = 'none';
+        streamState.textContent = '';
         return;
       }
       if (!ctx.alive) return;

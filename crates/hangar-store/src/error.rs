@@ -61,6 +61,20 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// A migration cannot run on what the database holds; nothing of it was applied.
+    #[error(
+        "migration {version} ({name}) was not applied, the database is as it was: found {found}; {why}"
+    )]
+    MigrationRefused {
+        /// The migration's version.
+        version: i64,
+        /// The migration's name.
+        name: String,
+        /// What stands in its way.
+        found: String,
+        /// Why, and what to do.
+        why: &'static str,
+    },
     /// No row with that key.
     #[error("no {what} {key:?}")]
     NotFound {

@@ -65,7 +65,7 @@ impl Store {
             .bind(f.step)
             .bind(&f.tree)
             .bind(Json(&f.record))
-            .bind(&f.person)
+            .bind(crate::people::normal_email(&f.person))
             .bind(now_ms())
             .execute(pool)
             .await?;

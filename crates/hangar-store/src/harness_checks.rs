@@ -65,7 +65,7 @@ impl Store {
             .bind(suite)
             .bind(i64::from(passed))
             .bind(Json(capabilities))
-            .bind(person)
+            .bind(crate::people::normal_email(person))
             .bind(now_ms())
             .execute(pool)
             .await?;

@@ -29,6 +29,7 @@ mod people;
 mod runs;
 mod secrets;
 mod sessions;
+mod sign_in_flows;
 mod steering;
 mod tokens;
 
@@ -43,7 +44,9 @@ pub use forks::{Fork, NewFork};
 pub use harness_checks::HarnessCheck;
 pub use migrate::{Backend, KNOWN_SCHEMA_VERSION};
 pub use model::*;
+pub use people::normal_email;
 pub use secrets::SecretOwner;
+pub use sign_in_flows::FlowKind;
 pub use tokens::{
     CreatedToken, DEFAULT_LIFETIME_MS, LAST_USED_GRANULARITY_MS, MAX_LIFETIME_MS, NewToken, Person,
     hash_token,

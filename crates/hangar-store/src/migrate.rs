@@ -32,7 +32,40 @@ pub(crate) struct Migration {
     pub(crate) name: &'static str,
     pub(crate) sqlite: &'static str,
     pub(crate) postgres: &'static str,
+    /// What refuses the migration before it runs: a query per backend listing what stands in
+    /// its way (one text per row; none when it may run), and why that is in the way.
+    pub(crate) refuse_if: &'static [Refusal],
 }
+
+/// A condition that refuses a migration, saying what to do about it.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub(crate) sqlite: &'static str,
+    pub(crate) postgres: &'static str,
+    /// What the rows found are, and what the person upgrading does about them.
+    pub(crate) why: &'static str,
+}
+
+/// Emails that differ only by case: stored lower-cased from version 9 on, they would be one.
+const CASE_TWINS: &[Refusal] = &[
+    Refusal {
+        sqlite: "SELECT group_concat(email, ' and ') FROM people GROUP BY lower(email) \
+                 HAVING COUNT(*) > 1",
+        postgres: "SELECT string_agg(email, ' and ') FROM people \
+                   GROUP BY translate(email, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') \
+                   HAVING COUNT(*) > 1",
+        why: "emails now compare without case, and these people would be one person: decide which one stays, delete the other's row from the people table (DELETE FROM people WHERE email = '...'; revoke its tokens first with `hangar token revoke`), then start hangar again",
+    },
+    Refusal {
+        sqlite: "SELECT group_concat(owner || ' ' || name, ' and ') FROM owned_secrets \
+                 WHERE owner_kind = 'person' GROUP BY lower(owner), name HAVING COUNT(*) > 1",
+        postgres: "SELECT string_agg(owner || ' ' || name, ' and ') FROM owned_secrets \
+                   WHERE owner_kind = 'person' \
+                   GROUP BY translate(owner, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), name \
+                   HAVING COUNT(*) > 1",
+        why: "emails now compare without case, and these people's credentials of the same name would be one: remove one of each (`hangar credential rm NAME --person EMAIL`), then start hangar again",
+    },
+];
 
 /// Every migration, oldest first. Adding one: write both files with the next number and add
 /// the line here (a test checks the folders and this list agree).
@@ -42,48 +75,63 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "init",
         sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
         postgres: include_str!("../migrations/postgres/0001_init.sql"),
+        refuse_if: &[],
     },
     Migration {
         version: 2,
         name: "forks",
         sqlite: include_str!("../migrations/sqlite/0002_forks.sql"),
         postgres: include_str!("../migrations/postgres/0002_forks.sql"),
+        refuse_if: &[],
     },
     Migration {
         version: 3,
         name: "sandboxes",
         sqlite: include_str!("../migrations/sqlite/0003_sandboxes.sql"),
         postgres: include_str!("../migrations/postgres/0003_sandboxes.sql"),
+        refuse_if: &[],
     },
     Migration {
         version: 4,
         name: "harness_checks",
         sqlite: include_str!("../migrations/sqlite/0004_harness_checks.sql"),
         postgres: include_str!("../migrations/postgres/0004_harness_checks.sql"),
+        refuse_if: &[],
     },
     Migration {
         version: 5,
         name: "git_trees",
         sqlite: include_str!("../migrations/sqlite/0005_git_trees.sql"),
         postgres: include_str!("../migrations/postgres/0005_git_trees.sql"),
+        refuse_if: &[],
     },
     Migration {
         version: 6,
         name: "run_leases",
         sqlite: include_str!("../migrations/sqlite/0006_run_leases.sql"),
         postgres: include_str!("../migrations/postgres/0006_run_leases.sql"),
+        refuse_if: &[],
     },
     Migration {
         version: 7,
         name: "people_tokens",
         sqlite: include_str!("../migrations/sqlite/0007_people_tokens.sql"),
         postgres: include_str!("../migrations/postgres/0007_people_tokens.sql"),
+        refuse_if: &[],
     },
     Migration {
         version: 8,
         name: "secret_owners",
         sqlite: include_str!("../migrations/sqlite/0008_secret_owners.sql"),
         postgres: include_str!("../migrations/postgres/0008_secret_owners.sql"),
+        refuse_if: &[],
+    },
+    Migration {
+        version: 9,
+        name: "team_sign_in",
+        sqlite: include_str!("../migrations/sqlite/0009_team_sign_in.sql"),
+        postgres: include_str!("../migrations/postgres/0009_team_sign_in.sql"),
+        refuse_if: CASE_TWINS,
     },
 ];
 
@@ -96,6 +144,15 @@ const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_version (
     checksum TEXT NOT NULL,
     applied_at BIGINT NOT NULL
 )";
+
+impl Refusal {
+    fn sql(&self, backend: Backend) -> &'static str {
+        match backend {
+            Backend::Sqlite => self.sqlite,
+            Backend::Postgres => self.postgres,
+        }
+    }
+}
 
 impl Migration {
     fn sql(&self, backend: Backend) -> &'static str {
@@ -150,6 +207,19 @@ macro_rules! migrate_in {
             applied.push((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?));
         }
         for m in plan(&applied, $backend)? {
+            for r in m.refuse_if {
+                let found: Vec<String> = sqlx::query_scalar(r.sql($backend))
+                    .fetch_all(&mut *$tx)
+                    .await?;
+                if !found.is_empty() {
+                    return Err(StoreError::MigrationRefused {
+                        version: m.version,
+                        name: m.name.to_owned(),
+                        found: found.join("; "),
+                        why: r.why,
+                    });
+                }
+            }
             sqlx::raw_sql(m.sql($backend))
                 .execute(&mut *$tx)
                 .await

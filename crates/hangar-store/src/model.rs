@@ -483,6 +483,9 @@ pub enum Role {
     Admin,
     /// Acts as themselves.
     Member,
+    /// Reads what any member of the team could be shown (every session, run, transcript and
+    /// pending approval: a lead's or an auditor's view) and acts on nothing of it.
+    Viewer,
 }
 
 impl Role {
@@ -491,6 +494,7 @@ impl Role {
         match self {
             Role::Admin => "admin",
             Role::Member => "member",
+            Role::Viewer => "viewer",
         }
     }
 
@@ -499,8 +503,9 @@ impl Role {
         match s {
             "admin" => Ok(Role::Admin),
             "member" => Ok(Role::Member),
+            "viewer" => Ok(Role::Viewer),
             other => Err(crate::StoreError::Invalid(format!(
-                "role {other:?} is not admin or member"
+                "role {other:?} is not admin, member or viewer"
             ))),
         }
     }

@@ -21,6 +21,14 @@ fn person_from(r: &impl Cols) -> Result<PersonRecord, StoreError> {
     })
 }
 
+/// An email as hangar stores and compares it: trimmed, its ASCII letters lower-cased (issuers
+/// and people write `Alice@Example.com`; the domain never depends on case and no team keeps two
+/// people whose addresses differ only by it). Not Unicode lower-casing: SQLite's `lower()`,
+/// which the migration that lower-cased existing rows used, does ASCII only.
+pub fn normal_email(email: &str) -> String {
+    email.trim().to_ascii_lowercase()
+}
+
 /// Refuses what is not an email address (the one form people are named by).
 pub(crate) fn check_email(email: &str) -> Result<(), StoreError> {
     let ok = email
@@ -46,6 +54,7 @@ impl Store {
         role: Role,
         actor: &str,
     ) -> Result<PersonRecord, StoreError> {
+        let email = &normal_email(email);
         check_email(email)?;
         let now = now_ms();
         let fresh_id = new_id("person")?;
@@ -104,9 +113,13 @@ impl Store {
         Ok(added)
     }
 
-    /// Removes `email` and revokes every token of theirs at once, by `actor` (audited
-    /// `person.removed` with the number of tokens revoked); false if they were not in.
+    /// Removes `email`, revokes every token of theirs at once and deletes the secrets they kept
+    /// in the vault (model keys of someone who left the team: nobody may act for them any more,
+    /// so nobody could remove them later), by `actor` (audited `person.removed` with the
+    /// number of tokens revoked and the names of the secrets deleted); false if they were not
+    /// in.
     pub async fn remove_person(&self, email: &str, actor: &str) -> Result<bool, StoreError> {
+        let email = &normal_email(email);
         let now = now_ms();
         in_tx!(self, tx => {
             let n = sqlx::query(
@@ -128,17 +141,26 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-            let detail = canonical_json(&json!({"email": email, "tokens_revoked": revoked}));
+            let secrets: Vec<String> = sqlx::query_scalar(
+                "DELETE FROM owned_secrets WHERE owner_kind = 'person' AND owner = $1 RETURNING name",
+            )
+            .bind(email)
+            .fetch_all(&mut *tx)
+            .await?;
+            let detail = canonical_json(
+                &json!({"email": email, "tokens_revoked": revoked, "secrets_deleted": secrets}),
+            );
             AppendAudit::append_audit(&mut *tx, actor, "person.removed", detail, now).await?;
         });
         Ok(true)
     }
 
-    /// The person with this email, removed or not.
+    /// The person with this email (compared without case), removed or not.
     pub async fn person(&self, email: &str) -> Result<Option<PersonRecord>, StoreError> {
         let sql = "SELECT id, email, role, created_at, removed_at FROM people WHERE email = $1";
+        let email = normal_email(email);
         read_db!(self, pool => {
-            let row = sqlx::query(sql).bind(email).fetch_optional(pool).await?;
+            let row = sqlx::query(sql).bind(&email).fetch_optional(pool).await?;
             row.as_ref().map(person_from).transpose()
         })
     }

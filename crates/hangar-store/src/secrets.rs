@@ -49,6 +49,14 @@ impl SecretOwner {
             SecretOwner::Person(p) | SecretOwner::Environment(p) => p,
         }
     }
+
+    /// The id as stored: a person's email lower-cased (emails compare without case).
+    fn stored_id(&self) -> String {
+        match self {
+            SecretOwner::Person(p) => crate::people::normal_email(p),
+            other => other.id().to_owned(),
+        }
+    }
 }
 
 /// A credential name: 1 to 128 of `[A-Za-z0-9_.-]`.
@@ -213,7 +221,7 @@ impl Store {
         if *owner == SecretOwner::Server {
             return self.set_credential(name, value).await;
         }
-        let (kind, id) = (owner.kind(), owner.id());
+        let (kind, id) = (owner.kind(), owner.stored_id());
         let row = format!("{kind}:{id}:{name}");
         let sealed = self.vault()?.seal(OWNED_SECRET, &row, value.expose())?;
         let now = now_ms();
@@ -221,10 +229,11 @@ impl Store {
             sqlx::query(
                 "INSERT INTO owned_secrets (owner_kind, owner, name, sealed, created_at, updated_at) \
                  VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (owner_kind, owner, name) DO UPDATE \
-                 SET sealed = excluded.sealed, updated_at = excluded.updated_at",
+                 SET sealed = excluded.sealed, updated_at = excluded.updated_at, \
+                 sealed_owner = NULL",
             )
             .bind(kind)
-            .bind(id)
+            .bind(&id)
             .bind(name)
             .bind(&sealed)
             .bind(now)
@@ -244,15 +253,17 @@ impl Store {
             return Ok(Vec::new());
         }
         let vault = self.vault()?;
-        let (kind, id) = (owner.kind(), owner.id());
-        let sql = "SELECT name, sealed FROM owned_secrets WHERE owner_kind = $1 AND owner = $2 \
-                   ORDER BY name";
-        let rows: Vec<(String, Vec<u8>)> = read_db!(self, pool => {
-            sqlx::query_as(sql).bind(kind).bind(id).fetch_all(pool).await?
+        let (kind, id) = (owner.kind(), owner.stored_id());
+        // A secret sealed before emails were lower-cased opens with the owner as written then.
+        let sql = "SELECT name, sealed, sealed_owner FROM owned_secrets \
+                   WHERE owner_kind = $1 AND owner = $2 ORDER BY name";
+        let rows: Vec<(String, Vec<u8>, Option<String>)> = read_db!(self, pool => {
+            sqlx::query_as(sql).bind(kind).bind(&id).fetch_all(pool).await?
         });
         rows.into_iter()
-            .map(|(name, sealed)| {
-                let row = format!("{kind}:{id}:{name}");
+            .map(|(name, sealed, sealed_owner)| {
+                let as_sealed = sealed_owner.as_deref().unwrap_or(&id);
+                let row = format!("{kind}:{as_sealed}:{name}");
                 Ok((name, vault.unseal(OWNED_SECRET, &row, &sealed)?))
             })
             .collect()
@@ -268,7 +279,7 @@ impl Store {
         Ok(read_db!(self, pool => {
             sqlx::query_scalar(sql)
                 .bind(owner.kind())
-                .bind(owner.id())
+                .bind(owner.stored_id())
                 .fetch_all(pool)
                 .await?
         }))
@@ -284,7 +295,7 @@ impl Store {
                 "DELETE FROM owned_secrets WHERE owner_kind = $1 AND owner = $2 AND name = $3",
             )
             .bind(owner.kind())
-            .bind(owner.id())
+            .bind(owner.stored_id())
             .bind(name)
             .execute(pool)
             .await?

@@ -171,7 +171,7 @@ impl Store {
             .bind(&s.environment)
             .bind(&s.kind)
             .bind(&s.workdir)
-            .bind(&s.person)
+            .bind(crate::people::normal_email(&s.person))
             .bind(now_ms())
             .bind(handle.as_ref().map(Json))
             .execute(pool)
@@ -250,6 +250,7 @@ impl Store {
 
     /// Sandboxes, oldest first; only `person`'s when given.
     pub async fn sandboxes(&self, person: Option<&str>) -> Result<Vec<Sandbox>, StoreError> {
+        let person = person.map(crate::people::normal_email);
         let sql = "SELECT * FROM sandboxes WHERE $1 IS NULL OR person = $1 \
                    ORDER BY created_at, id";
         read_db!(self, pool => {

@@ -108,7 +108,7 @@ impl Store {
     /// Makes a token (audited `token.created` by the actor, in the same transaction); the
     /// returned token is the only copy. Refused for someone who is not a person here.
     pub async fn create_token(&self, new: NewToken<'_>) -> Result<CreatedToken, StoreError> {
-        let person = new.person;
+        let person = &crate::people::normal_email(new.person);
         if person.trim().is_empty() || !person.contains('@') {
             return Err(StoreError::Invalid(format!(
                 "{person:?} is not an email address: tokens are made for a person, --person EMAIL"
@@ -262,6 +262,7 @@ impl Store {
 
     /// Token records, oldest first; only `person`'s when given.
     pub async fn tokens(&self, person: Option<&str>) -> Result<Vec<ApiToken>, StoreError> {
+        let person = person.map(crate::people::normal_email);
         let sql = format!(
             "SELECT {TOKEN_COLS} FROM api_tokens WHERE $1 IS NULL OR person = $1 \
              ORDER BY created_at, id"

@@ -217,4 +217,19 @@ impl Server {
             .unwrap_or_else(|| panic!("{out}"))
             .to_owned()
     }
+
+    /// Applies the environment `yaml` (`hangar env apply`) and makes a sandbox of it on `repo`:
+    /// the sandbox's id.
+    pub fn sandbox_of(&self, yaml: &str, repo: &std::path::Path) -> String {
+        let name = yaml
+            .lines()
+            .find_map(|l| l.strip_prefix("name: "))
+            .unwrap_or_else(|| panic!("no name: in {yaml}"))
+            .trim()
+            .to_owned();
+        let file = self.home.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, yaml).unwrap();
+        self.ok(&["env", "apply", file.to_str().unwrap()]);
+        self.create_sandbox(&name, repo)
+    }
 }

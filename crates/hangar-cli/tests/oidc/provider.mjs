@@ -12,7 +12,12 @@
 //   POST /test/id-token {"mode": M}: doctors the next ID token the token endpoint answers with,
 //     as an attacker in the middle or a broken issuer would: "tamper" (email changed, signature
 //     kept), "audience" / "expired" / "issuer" / "nonce" (re-signed with the provider's own key),
-//     "unsigned" (alg none). Each mode applies once.
+//     "unsigned" (alg none), "unknown-kid" (re-signed with a key of no key set, naming key id
+//     `no-such-key`). Each mode applies once.
+//   POST /test/rotate-key: the provider rotates its signing key, as an issuer does: from now on
+//     its key set (/jwks) holds only a new key (id `test-key-2`) and every ID token is signed
+//     with it.
+//   GET /test/jwks-reads: how many times the key set was read ({"reads": N}).
 import http from 'node:http';
 import crypto from 'node:crypto';
 import path from 'node:path';
@@ -28,6 +33,10 @@ const redirectUri = process.env.REDIRECT_URI;
 const { privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
 const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key', alg: 'RS256', use: 'sig' };
 
+let signing = { privateKey, kid: 'test-key' };
+let rotated = null;
+let jwksReads = 0;
+
 const accounts = new Map();
 let login = null;
 let doctor = null;
@@ -35,9 +44,14 @@ let doctor = null;
 const b64 = (buf) => Buffer.from(buf).toString('base64url');
 const unb64 = (s) => JSON.parse(Buffer.from(s, 'base64url').toString());
 
-function resign(header, payload) {
-  const input = `${b64(JSON.stringify(header))}.${b64(JSON.stringify(payload))}`;
-  return `${input}.${b64(crypto.sign('sha256', Buffer.from(input), privateKey))}`;
+function resign(header, payload, key = signing) {
+  const h = { ...header, kid: key.kid };
+  const input = `${b64(JSON.stringify(h))}.${b64(JSON.stringify(payload))}`;
+  return `${input}.${b64(crypto.sign('sha256', Buffer.from(input), key.privateKey))}`;
+}
+
+function publicJwk(key) {
+  return { ...crypto.createPublicKey(key.privateKey).export({ format: 'jwk' }), kid: key.kid, alg: 'RS256', use: 'sig' };
 }
 
 function doctored(idToken, mode) {
@@ -58,6 +72,10 @@ function doctored(idToken, mode) {
       return resign(header, { ...payload, nonce: 'a-nonce-of-another-sign-in' });
     case 'unsigned':
       return `${b64(JSON.stringify({ alg: 'none', typ: 'JWT' }))}.${p}.`;
+    case 'unknown-kid': {
+      const stranger = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
+      return resign(header, payload, { privateKey: stranger, kid: 'no-such-key' });
+    }
     default:
       throw new Error(`unknown id-token mode ${mode}`);
   }
@@ -118,6 +136,24 @@ provider.use(async (ctx, next) => {
     ctx.body = { ok: true };
     return;
   }
+  if (ctx.method === 'POST' && ctx.path === '/test/rotate-key') {
+    signing = { privateKey: crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey, kid: 'test-key-2' };
+    rotated = publicJwk(signing);
+    ctx.body = { ok: true };
+    return;
+  }
+  if (ctx.method === 'GET' && ctx.path === '/test/jwks-reads') {
+    ctx.body = { reads: jwksReads };
+    return;
+  }
+  if (ctx.method === 'GET' && ctx.path === '/jwks') {
+    jwksReads += 1;
+    if (rotated) {
+      ctx.type = 'application/json';
+      ctx.body = { keys: [rotated] };
+      return;
+    }
+  }
   if (ctx.method === 'GET' && ctx.path.startsWith('/interaction/')) {
     const details = await provider.interactionDetails(ctx.req, ctx.res);
     let result;
@@ -146,10 +182,19 @@ provider.use(async (ctx, next) => {
     return;
   }
   await next();
-  if (ctx.path === '/token' && ctx.status === 200 && doctor && ctx.body?.id_token) {
-    const mode = doctor;
-    doctor = null;
-    ctx.body = { ...ctx.body, id_token: doctored(ctx.body.id_token, mode) };
+  if (ctx.path === '/token' && ctx.status === 200 && ctx.body?.id_token) {
+    let idToken = ctx.body.id_token;
+    if (rotated) {
+      // Signed with the new key (oidc-provider keeps signing with the key it was given).
+      const [h, p] = idToken.split('.');
+      idToken = resign(unb64(h), unb64(p));
+    }
+    if (doctor) {
+      const mode = doctor;
+      doctor = null;
+      idToken = doctored(idToken, mode);
+    }
+    ctx.body = { ...ctx.body, id_token: idToken };
   }
 });
 

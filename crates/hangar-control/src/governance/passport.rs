@@ -164,11 +164,37 @@ fn random_hex(n: usize) -> Result<String, ControlError> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-fn http() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .timeout(HTTP_TIMEOUT)
-        .no_proxy()
-        .build()
+/// An error with its causes (reqwest's own says only "error sending request"; the cause says a
+/// certificate did not check, and so that `HANGAR_CA_FILE` is wanted).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        text.push_str(&format!(": {c}"));
+        cur = c.source();
+    }
+    text
+}
+
+/// The client for Tower's token endpoint and keys: the system's roots plus the certificates of
+/// `HANGAR_CA_FILE` (a private CA that signed an `https://` Tower's certificate), as the hook
+/// and the driver's Tower client trust inside the sandbox.
+async fn http(tools: &Tools) -> Result<reqwest::Client, String> {
+    let mut b = reqwest::Client::builder().timeout(HTTP_TIMEOUT).no_proxy();
+    if let Some(file) = setting(tools, hangar_protocol::env::HANGAR_CA_FILE) {
+        let pem = tokio::fs::read(&file).await.map_err(|e| {
+            format!("HANGAR_CA_FILE {file} cannot be read ({e}), so Tower's certificate cannot be checked")
+        })?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| format!("HANGAR_CA_FILE {file} is not PEM certificates: {e}"))?;
+        if certs.is_empty() {
+            return Err(format!("HANGAR_CA_FILE {file} has no certificate in it"));
+        }
+        for c in certs {
+            b = b.add_root_certificate(c);
+        }
+    }
+    b.build()
         .map_err(|e| format!("cannot make an HTTP client: {e}"))
 }
 
@@ -320,7 +346,7 @@ impl Governance {
         let now = now_secs();
         let jti = random_hex(16).map_err(|e| e.to_string())?;
         let token = key.sign_jwt(&sandbox_claims(tower, holder, now, &jti));
-        let client = http()?;
+        let client = http(&self.tools).await?;
         let resp = client
             .post(format!("{}/oauth/token", tower.url))
             .form(&[
@@ -336,8 +362,9 @@ impl Governance {
             .await
             .map_err(|e| {
                 format!(
-                    "Tower's token endpoint {}/oauth/token cannot be reached: {e}",
-                    tower.url
+                    "Tower's token endpoint {}/oauth/token cannot be reached: {}",
+                    tower.url,
+                    with_causes(&e)
                 )
             })?;
         let status = resp.status().as_u16();

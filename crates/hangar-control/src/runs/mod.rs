@@ -32,6 +32,7 @@ pub(crate) mod lease;
 pub(crate) mod live;
 mod log_mode;
 pub(crate) mod oneshot;
+mod oneshot_secrets;
 mod orphan;
 pub(crate) mod place;
 pub(crate) mod plan;

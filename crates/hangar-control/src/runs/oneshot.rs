@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hangar_protocol::env::{HARNESS_ENV_ALLOW, HARNESS_ENV_FIXED};
+use hangar_protocol::env::{HARNESS_ENV_FIXED, harness_env_names};
 use hangar_protocol::runlog::HangarLine;
 use hangar_sandbox::{ExecRequest, Provider, Who};
 use hangar_store::{Harness, Policy, Session};
@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 
 use crate::error::ControlError;
 use crate::launch::{Tools, TurnOptions};
-use crate::runs::Runs;
+use crate::runs::{Runs, oneshot_secrets};
 use crate::sandboxes::with_provider;
 
 /// The variable that makes every turn one-shot when it is `false` (S30).
@@ -97,6 +97,12 @@ pub(crate) fn argv(
                 "--output-format".into(),
                 "stream-json".into(),
                 "--verbose".into(),
+                // As the driver's turns: none of the user's, the repository's or the local
+                // settings (hooks that answer `allow`, `env.ANTHROPIC_BASE_URL`, an
+                // `apiKeyHelper`) and no MCP server but hangar's (none here).
+                "--setting-sources".into(),
+                String::new(),
+                "--strict-mcp-config".into(),
             ];
             if policy == Policy::Auto {
                 a.push("--dangerously-skip-permissions".into());
@@ -143,8 +149,8 @@ pub(crate) fn argv(
 fn harness_env(tools: &Tools, policy: Policy, host: bool) -> Vec<(String, String)> {
     const HOST_ONLY: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "TMPDIR"];
     let mut env: Vec<(String, String)> = Vec::new();
-    for name in HARNESS_ENV_ALLOW {
-        if (!host && HOST_ONLY.contains(name)) || !crate::launch::keep_var(tools, name) {
+    for name in harness_env_names() {
+        if (!host && HOST_ONLY.contains(&name)) || !crate::launch::keep_var(tools, name) {
             continue;
         }
         let v = tools
@@ -248,6 +254,13 @@ pub(crate) struct OneShot {
     pub policy: Policy,
     /// Why it is one-shot.
     pub why: String,
+    pub session_id: String,
+    /// The turn's credentials (`turn_secrets::for_turn`), placed when it starts
+    /// (`oneshot_secrets.rs`).
+    pub secrets: Option<Value>,
+    /// What the harness must not see when it runs here as hangar's user
+    /// (`launch::hidden_from_agent`).
+    pub hide: Vec<PathBuf>,
 }
 
 impl Runs {
@@ -282,6 +295,7 @@ impl Runs {
         let limit = slow_limit(&self.tools);
         let env_host = harness_env(&self.tools, o.policy, true);
         let env_inside = harness_env(&self.tools, o.policy, false);
+        let codex = session.harness == Harness::Codex;
         tokio::spawn(async move {
             let (workdir, c) = (o.workdir.clone(), o.ctl.clone());
             let started = tokio::task::spawn_blocking(move || {
@@ -294,9 +308,27 @@ impl Runs {
                 Ok(x) => x,
                 Err(e) => (None, json!({"error": e.to_string()}), false),
             };
-            let (status, message) = match &sb {
-                None => run_here(&o, &env_host, &log).await,
-                Some(sb) => me.run_in_sandbox(sb, &o, env_inside, &log).await,
+            let placed = match (&o.secrets, &sb) {
+                (None, _) => Ok(Default::default()),
+                (Some(v), None) => oneshot_secrets::here(v, &o.run_id, &o.session_id, codex),
+                (Some(v), Some(sb)) => {
+                    me.place_one_shot_secrets(sb, v, &o.run_id, &o.session_id, codex)
+                        .await
+                }
+            };
+            let (status, message) = match placed {
+                Err(m) => (1, Some(m)),
+                Ok(placed) => {
+                    let ran = match &sb {
+                        None => run_here(&o, &with(env_host, &placed.env), &log).await,
+                        Some(sb) => {
+                            me.run_in_sandbox(sb, &o, with(env_inside, &placed.env), &log)
+                                .await
+                        }
+                    };
+                    me.remove_one_shot_secrets(sb.as_ref(), &placed).await;
+                    ran
+                }
             };
             let c = o.ctl.clone();
             let ended = tokio::task::spawn_blocking(move || {
@@ -400,6 +432,13 @@ impl Runs {
     }
 }
 
+/// `env` with `over`'s variables set (replacing any of the same name).
+fn with(mut env: Vec<(String, String)>, over: &[(String, String)]) -> Vec<(String, String)> {
+    env.retain(|(k, _)| !over.iter().any(|(o, _)| o == k));
+    env.extend(over.iter().cloned());
+    env
+}
+
 fn exit_message(status: i32) -> Option<String> {
     (status != 0).then(|| format!("the harness exited with status {status}"))
 }
@@ -407,12 +446,13 @@ fn exit_message(status: i32) -> Option<String> {
 /// Runs the harness here (a plain folder), as hangar's user, its stdout appended to the run log
 /// as it comes, its stderr in `<ctl>/harness.stderr`.
 async fn run_here(o: &OneShot, env: &[(String, String)], log: &Path) -> (i32, Option<String>) {
-    let (argv, env, log, ctl, cwd) = (
+    let (argv, env, log, ctl, cwd, hide) = (
         o.argv.clone(),
         env.to_vec(),
         log.to_owned(),
         o.ctl.clone(),
         o.workdir.clone(),
+        o.hide.clone(),
     );
     let r = tokio::task::spawn_blocking(move || -> std::io::Result<i32> {
         use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -421,8 +461,14 @@ async fn run_here(o: &OneShot, env: &[(String, String)], log: &Path) -> (i32, Op
         let (program, args) = argv
             .split_first()
             .ok_or_else(|| std::io::Error::other("no harness"))?;
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        // As hangar's own user, out of sight of hangar's home (as the driver's `--hide`); fails
+        // closed without bubblewrap. This thread waits for the harness, so bwrap's
+        // `--die-with-parent` holds until it exits.
+        let (program, args) = hangar_protocol::hide::wrap(&hide, &OsString::from(program), &args)
+            .map_err(std::io::Error::other)?;
         let status = std::process::Command::new(program)
-            .args(args.iter().map(OsString::from))
+            .args(args)
             .current_dir(&cwd)
             .env_clear()
             .envs(env)
@@ -489,6 +535,9 @@ mod tests {
                 "--output-format",
                 "stream-json",
                 "--verbose",
+                "--setting-sources",
+                "",
+                "--strict-mcp-config",
                 "--dangerously-skip-permissions"
             ]
         );

@@ -21,7 +21,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use hangar_protocol::env::HARNESS_ENV_ALLOW;
+use hangar_protocol::env::harness_env_names;
 use hangar_sandbox::{ExecRequest, Provider, Sandbox, Who};
 
 use crate::error::ControlError;
@@ -39,13 +39,14 @@ const HOST_ONLY: &[&str] = &[
     "TMPDIR",
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
+    // A path on this machine: the sandbox gets its own copy, named by `--tower-ca-file`.
+    hangar_protocol::env::HANGAR_CA_FILE,
 ];
 
 /// The variables the run script starts with: never the control plane's credential variables
 /// unless `HANGAR_SERVER_CREDENTIALS=allow` (the turn's own come in `--secrets-file`).
 fn turn_env(tools: &Tools) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = HARNESS_ENV_ALLOW
-        .iter()
+    let mut env: Vec<(String, String)> = harness_env_names()
         .filter(|n| !HOST_ONLY.contains(n))
         .filter(|n| crate::launch::keep_var(tools, n))
         .filter_map(|n| std::env::var(n).ok().map(|v| ((*n).to_owned(), v)))
@@ -563,6 +564,43 @@ impl Runs {
         Ok(inside)
     }
 
+    /// For an `https://` Tower at `url`: copies the control plane's `HANGAR_CA_FILE` into the
+    /// sandbox beside the hook ([`crate::tower::ca_inside`]), where the hook run as the agent
+    /// and the driver's Tower client both read it, and names it to the driver
+    /// (`--tower-ca-file`): the sandbox does not see this machine's path. Without
+    /// `HANGAR_CA_FILE` nothing is copied and Tower's certificate must chain to the sandbox's own
+    /// roots, else every call fails closed.
+    pub(crate) async fn install_tower_ca(
+        &self,
+        sb: &Sandbox,
+        run_id: &str,
+        url: &str,
+        args: &mut Vec<OsString>,
+    ) -> Result<(), ControlError> {
+        let Some(host) = crate::tower::ca_file(&self.tools, url) else {
+            return Ok(());
+        };
+        // Read here first: an unreadable file refuses the turn, saying which, rather than
+        // leaving every tool call of it to be refused by the hook.
+        if let Err(e) = tokio::fs::read(&host).await {
+            return Err(ControlError::Invalid(format!(
+                "HANGAR_CA_FILE {} cannot be read ({e}), so Tower's certificate could not be checked in sandbox {}; the turn is refused. Give the PEM file of the CA that signed Tower's certificate",
+                host.display(),
+                sb.id
+            )));
+        }
+        let inside = crate::tower::ca_inside(run_id);
+        with_provider!(self.sandboxes, sb.env.provider, |p| p
+            .copy_in(sb, &host, &inside, Who::Hangar, 0o444)
+            .await
+            .map_err(|e| ControlError::Launch(format!(
+                "cannot copy Tower's CA certificates (HANGAR_CA_FILE) into sandbox {}: {e}",
+                sb.id
+            ))))?;
+        args.extend(["--tower-ca-file".into(), inside.into_os_string()]);
+        Ok(())
+    }
+
     /// After a sandboxed run ends: its Tower key file and rules file go (T15), and the
     /// harness's conversation is kept (`fork/sandboxed.rs`).
     pub(crate) async fn sandbox_run_ended(&self, run_id: &str) {
@@ -573,11 +611,13 @@ impl Runs {
         let _ = tokio::fs::remove_file(handoff_key(&sb, run_id)).await;
         let key = crate::tower::key_inside(run_id);
         let rules = crate::tower::rules_inside(run_id);
+        let ca = crate::tower::ca_inside(run_id);
         let req = ExecRequest::new([
             "rm",
             "-f",
             &key.display().to_string(),
             &rules.display().to_string(),
+            &ca.display().to_string(),
         ]);
         let _ = with_provider!(self.sandboxes, sb.env.provider, |p| p
             .exec(&sb, Who::Hangar, &req)

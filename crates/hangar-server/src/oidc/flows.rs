@@ -1,23 +1,25 @@
 //! The two flows and the one way they end: an identity the issuer vouched for becomes a person's
 //! hangar token.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hangar_api as api;
 use hangar_control::ControlPlane;
-use hangar_store::{NewToken, Role};
+use hangar_store::{FlowKind, NewToken, Role, Secret, normal_email};
 use openidconnect::core::{
     CoreAuthenticationFlow, CoreClient, CoreDeviceAuthorizationResponse, CoreGenderClaim,
-    CoreJwsSigningAlgorithm,
+    CoreIdToken, CoreIdTokenClaims, CoreJwsSigningAlgorithm,
 };
 use openidconnect::{
-    AuthorizationCode, ClientId, ClientSecret, CsrfToken, DeviceCodeErrorResponseType,
-    EmptyAdditionalClaims, IdTokenVerifier, Nonce, OAuth2TokenResponse, PkceCodeChallenge,
-    PkceCodeVerifier, RedirectUrl, RequestTokenError, Scope, TokenResponse, core::CoreJsonWebKey,
+    AuthorizationCode, ClaimsVerificationError, ClientId, ClientSecret, CsrfToken,
+    DeviceCodeErrorResponseType, EmptyAdditionalClaims, IdTokenVerifier, Nonce, NonceVerifier,
+    OAuth2TokenResponse, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RequestTokenError,
+    Scope, SignatureVerificationError, TokenResponse, core::CoreJsonWebKey,
 };
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Oidc, Pending, error_chain};
+use super::{FLOW_LIFE, Oidc, error_chain};
 use crate::error::ApiError;
 
 /// The path of the page that takes the issuer's answer (the shell serves every `/ui/...`).
@@ -28,16 +30,48 @@ const DEVICE_TOKEN_NAME: &str = "hangar login";
 /// The longest one device poll waits at the issuer before answering "not yet".
 const POLL_SLICE: Duration = Duration::from_secs(20);
 
-pub(crate) struct WebFlow {
+/// What a web sign-in keeps between its start and its callback (sealed in the store).
+#[derive(Serialize, Deserialize)]
+struct WebFlow {
     state: String,
-    nonce: Nonce,
-    verifier: PkceCodeVerifier,
-    redirect_uri: RedirectUrl,
+    nonce: String,
+    verifier: String,
+    redirect_uri: String,
 }
 
-pub(crate) struct DeviceFlow {
+/// What a device sign-in keeps between polls (sealed in the store): the issuer's answer, with
+/// the device code, and when the code expires (ms since the epoch).
+#[derive(Serialize, Deserialize)]
+struct DeviceFlow {
     details: CoreDeviceAuthorizationResponse,
-    deadline: Instant,
+    deadline_ms: i64,
+}
+
+/// Keeps a flow's state in the store until `expires_at` (ms).
+async fn keep<T: Serialize>(
+    plane: &ControlPlane,
+    flow: &str,
+    kind: FlowKind,
+    state: &T,
+    expires_at: i64,
+) -> Result<(), ApiError> {
+    let bytes = serde_json::to_vec(state)
+        .map_err(|e| ApiError::Internal(format!("a sign-in flow's state: {e}")))?;
+    plane
+        .store()
+        .put_sign_in_flow(flow, kind, &Secret::new(bytes), expires_at)
+        .await?;
+    Ok(())
+}
+
+/// A kept flow's state, read back.
+fn state_of<T: for<'de> Deserialize<'de>>(kept: &Secret) -> Result<T, ApiError> {
+    serde_json::from_slice(kept.expose())
+        .map_err(|e| ApiError::Internal(format!("a kept sign-in flow does not read back: {e}")))
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// What the issuer said about the person.
@@ -72,7 +106,7 @@ impl Oidc {
         openidconnect::EndpointMaybeSet,
     > {
         CoreClient::from_provider_metadata(
-            self.metadata.clone(),
+            self.metadata(),
             ClientId::new(self.config.client_id.clone()),
             self.config.client_secret.clone().map(ClientSecret::new),
         )
@@ -96,6 +130,28 @@ impl Oidc {
         ])
     }
 
+    /// The ID token's claims, checked ([`Oidc::verifier`], and `nonce`). A token signed with a
+    /// key the issuer's keys as read do not have (the issuer rotated its key) reads them again
+    /// (at most once a minute) and is checked once more.
+    async fn checked_claims<N: NonceVerifier + Copy>(
+        &self,
+        id_token: &CoreIdToken,
+        nonce: N,
+    ) -> Result<CoreIdTokenClaims, ApiError> {
+        let mut reread = false;
+        loop {
+            let client = self.client();
+            let verifier = self.verifier(client.id_token_verifier());
+            match id_token.claims(&verifier, nonce) {
+                Ok(c) => return Ok(c.clone()),
+                Err(ClaimsVerificationError::SignatureVerification(
+                    SignatureVerificationError::NoMatchingKey,
+                )) if !reread && self.reread_jwks().await => reread = true,
+                Err(e) => return Err(proof("the issuer's ID token did not check out", &e)),
+            }
+        }
+    }
+
     pub(crate) fn info(&self) -> api::OidcIssuer {
         let name = openidconnect::url::Url::parse(&self.config.issuer)
             .ok()
@@ -108,8 +164,20 @@ impl Oidc {
         }
     }
 
-    /// Begins a web sign-in: PKCE (S256), a nonce and a state, kept here under a new flow id.
-    pub(crate) fn web_start(&self, redirect_uri: &str) -> Result<api::OidcStarted, ApiError> {
+    /// Begins a web sign-in: PKCE (S256), a nonce and a state, kept in the store under a new
+    /// flow id. The issuer sends the browser back to the public URL's callback when the server
+    /// has one, else to `redirect_uri` (the page's own).
+    pub(crate) async fn web_start(
+        &self,
+        plane: &ControlPlane,
+        redirect_uri: &str,
+    ) -> Result<api::OidcStarted, ApiError> {
+        let public = self
+            .config
+            .public_url
+            .as_ref()
+            .map(|u| format!("{u}{CALLBACK_PATH}"));
+        let redirect_uri = public.as_deref().unwrap_or(redirect_uri);
         let bad = || {
             ApiError::BadRequest(format!(
                 "redirect_uri must be this server's {CALLBACK_PATH} (http or https, no query), not {redirect_uri:?}"
@@ -136,15 +204,14 @@ impl Oidc {
             .set_pkce_challenge(challenge)
             .url();
         let flow = CsrfToken::new_random_len(32).into_secret();
-        self.put(
-            &flow,
-            Pending::Web(WebFlow {
-                state: state.secret().clone(),
-                nonce,
-                verifier,
-                redirect_uri: redirect,
-            }),
-        );
+        let kept = WebFlow {
+            state: state.secret().clone(),
+            nonce: nonce.secret().clone(),
+            verifier: verifier.secret().clone(),
+            redirect_uri: redirect.to_string(),
+        };
+        let expires_at = hangar_store::now_ms().saturating_add(ms(FLOW_LIFE));
+        keep(plane, &flow, FlowKind::Web, &kept, expires_at).await?;
         Ok(api::OidcStarted {
             flow,
             state: state.into_secret(),
@@ -159,22 +226,31 @@ impl Oidc {
         plane: &ControlPlane,
         b: api::OidcFinish,
     ) -> Result<api::SignedIn, ApiError> {
-        let Some(Pending::Web(w)) = self.take(&b.flow) else {
+        // Taken before anything else: a flow is finished (or spent by a wrong state) once,
+        // whichever replica gets it first.
+        let Some(kept) = plane
+            .store()
+            .take_sign_in_flow(&b.flow, FlowKind::Web)
+            .await?
+        else {
             return Err(ApiError::BadRequest(format!(
-                "no web sign-in {} is in progress here (it finished, waited over 15 minutes, or the server restarted): sign in again",
+                "no web sign-in {} is in progress (it finished already, or waited over 15 minutes): sign in again",
                 b.flow
             )));
         };
+        let w: WebFlow = state_of(&kept)?;
         if w.state.as_bytes() != b.state.as_bytes() {
             return Err(ApiError::BadRequest(
                 "sign-in refused: the callback's state is not the one this sign-in sent (an answer meant for another sign-in); sign in again".into(),
             ));
         }
-        let client = self.client().set_redirect_uri(w.redirect_uri);
+        let redirect = RedirectUrl::new(w.redirect_uri)
+            .map_err(|e| ApiError::Internal(format!("a kept sign-in's redirect: {e}")))?;
+        let client = self.client().set_redirect_uri(redirect);
         let exchange = client
             .exchange_code(AuthorizationCode::new(b.code))
             .map_err(|e| ApiError::Internal(format!("the issuer has no token endpoint: {e}")))?
-            .set_pkce_verifier(w.verifier);
+            .set_pkce_verifier(PkceCodeVerifier::new(w.verifier));
         let token = exchange
             .request_async(&self.http)
             .await
@@ -184,10 +260,8 @@ impl Oidc {
                 "sign-in refused: the issuer answered with no ID token".into(),
             )
         })?;
-        let verifier = self.verifier(client.id_token_verifier());
-        let claims = id_token
-            .claims(&verifier, &w.nonce)
-            .map_err(|e| proof("the issuer's ID token did not check out", &e))?;
+        let nonce = Nonce::new(w.nonce);
+        let claims = self.checked_claims(id_token, &nonce).await?;
         let who = self
             .identity(
                 &client,
@@ -199,10 +273,14 @@ impl Oidc {
         self.sign_in(plane, who, WEB_TOKEN_NAME).await
     }
 
-    /// Begins a device sign-in at the issuer; the device code stays here.
-    pub(crate) async fn device_start(&self) -> Result<api::DeviceStarted, ApiError> {
+    /// Begins a device sign-in at the issuer; the device code stays on the server side (the
+    /// store, sealed).
+    pub(crate) async fn device_start(
+        &self,
+        plane: &ControlPlane,
+    ) -> Result<api::DeviceStarted, ApiError> {
         let Some(url) = self
-            .metadata
+            .metadata()
             .additional_metadata()
             .device_authorization_endpoint
             .clone()
@@ -234,8 +312,12 @@ impl Oidc {
             user_code: details.user_code().secret().clone(),
             expires_in: details.expires_in().as_secs(),
         };
-        let deadline = Instant::now() + details.expires_in();
-        self.put(&flow, Pending::Device(DeviceFlow { details, deadline }));
+        let deadline_ms = hangar_store::now_ms().saturating_add(ms(details.expires_in()));
+        let kept = DeviceFlow {
+            details,
+            deadline_ms,
+        };
+        keep(plane, &flow, FlowKind::Device, &kept, deadline_ms).await?;
         Ok(started)
     }
 
@@ -246,17 +328,19 @@ impl Oidc {
         plane: &ControlPlane,
         flow: &str,
     ) -> Result<Option<api::SignedIn>, ApiError> {
-        let Some(Pending::Device(d)) = self.take(flow) else {
-            return Err(ApiError::BadRequest(format!(
-                "no device sign-in {flow} is in progress here (it finished, expired, or the server restarted): run `hangar login` again"
-            )));
+        let gone = || {
+            ApiError::BadRequest(format!(
+                "no device sign-in {flow} is in progress (it finished already, or its code expired): run `hangar login` again"
+            ))
         };
-        let left = d.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(ApiError::Unauthenticated(
-                "the device sign-in's code expired before it was approved: run `hangar login` again".into(),
-            ));
-        }
+        // Read, not taken: the flow is polled until the person answers, by any replica; it is
+        // taken once the issuer grants it.
+        let Some(kept) = plane.store().sign_in_flow(flow, FlowKind::Device).await? else {
+            return Err(gone());
+        };
+        let d: DeviceFlow = state_of(&kept)?;
+        let left_ms = d.deadline_ms.saturating_sub(hangar_store::now_ms());
+        let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
         let client = self.client();
         let polled = client
             .exchange_device_access_token(&d.details)
@@ -267,14 +351,30 @@ impl Oidc {
             Ok(t) => t,
             Err(RequestTokenError::ServerResponse(r))
                 if *r.error() == DeviceCodeErrorResponseType::ExpiredToken
-                    && Instant::now() < d.deadline =>
+                    && hangar_store::now_ms() < d.deadline_ms =>
             {
-                // Our slice ran out, not the code: keep the flow for the next poll.
-                self.put(flow, Pending::Device(d));
+                // Our slice ran out, not the code: the flow stays for the next poll.
                 return Ok(None);
             }
-            Err(e) => return Err(proof("the issuer did not grant the device sign-in", &e)),
+            Err(e) => {
+                // Denied, expired or broken at the issuer: the flow ends here.
+                plane
+                    .store()
+                    .take_sign_in_flow(flow, FlowKind::Device)
+                    .await?;
+                return Err(proof("the issuer did not grant the device sign-in", &e));
+            }
         };
+        // Granted: the one poll that takes the flow signs the person in (two replicas polling
+        // the same flow make one token).
+        if plane
+            .store()
+            .take_sign_in_flow(flow, FlowKind::Device)
+            .await?
+            .is_none()
+        {
+            return Err(gone());
+        }
         let id_token = token.id_token().ok_or_else(|| {
             ApiError::Unauthenticated(
                 "sign-in refused: the issuer answered with no ID token".into(),
@@ -282,10 +382,9 @@ impl Oidc {
         })?;
         // No nonce in the device flow (RFC 8628 has none): the device code never left this
         // server, so the token answers this flow.
-        let verifier = self.verifier(client.id_token_verifier());
-        let claims = id_token
-            .claims(&verifier, |_: Option<&Nonce>| Ok(()))
-            .map_err(|e| proof("the issuer's ID token did not check out", &e))?;
+        let claims = self
+            .checked_claims(id_token, |_: Option<&Nonce>| Ok(()))
+            .await?;
         let who = self
             .identity(
                 &client,
@@ -339,7 +438,7 @@ impl Oidc {
         token_name: &str,
     ) -> Result<api::SignedIn, ApiError> {
         let issuer = &self.config.issuer;
-        let Some(email) = who.email else {
+        let Some(email) = who.email.as_deref().map(normal_email) else {
             return Err(ApiError::Forbidden(format!(
                 "sign-in refused: {issuer} gave no email for this identity; hangar maps people by verified email (the client must be allowed the email scope)"
             )));

@@ -53,8 +53,12 @@ async fn config(Extension(s): Extension<SignIn>) -> ApiResult {
     .into_response())
 }
 
-async fn web_start(Extension(s): Extension<SignIn>, Json(b): Json<api::OidcStart>) -> ApiResult {
-    let started = issuer(&s)?.web_start(&b.redirect_uri)?;
+async fn web_start(
+    State(plane): S,
+    Extension(s): Extension<SignIn>,
+    Json(b): Json<api::OidcStart>,
+) -> ApiResult {
+    let started = issuer(&s)?.web_start(&plane, &b.redirect_uri).await?;
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(started)).into_response())
 }
 
@@ -66,8 +70,8 @@ async fn web_finish(
     Ok(token_answer(issuer(&s)?.web_finish(&plane, b).await?))
 }
 
-async fn device_start(Extension(s): Extension<SignIn>) -> ApiResult {
-    let started = issuer(&s)?.device_start().await?;
+async fn device_start(State(plane): S, Extension(s): Extension<SignIn>) -> ApiResult {
+    let started = issuer(&s)?.device_start(&plane).await?;
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(started)).into_response())
 }
 
@@ -94,7 +98,7 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
         e(
             "POST",
             "/v1/auth/oidc/start",
-            "Begin a web sign-in at the issuer (authorization code + PKCE); 404 without an issuer",
+            "Begin a web sign-in at the issuer (authorization code + PKCE; the callback is the server's --public-url one when it has one); 404 without an issuer",
             Some(of::<api::OidcStart>),
             of::<api::OidcStarted>,
             200,

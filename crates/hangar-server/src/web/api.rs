@@ -57,7 +57,7 @@ pub(crate) async fn board(
     let mut sessions = match &q.session {
         Some(id) => {
             let owned = crate::owner::of_session(&plane, id).await?;
-            who.require_owner(&plane, &owned, &format!("read session {id}"))
+            who.require_reader(&plane, &owned, &format!("read session {id}"))
                 .await?;
             vec![plane.store().session(id).await?]
         }
@@ -67,7 +67,7 @@ pub(crate) async fn board(
     if !who.is_admin() {
         let mut mine = Vec::with_capacity(sessions.len());
         for s in sessions {
-            if who.owns(&crate::owner::of_session_row(&plane, &s).await?) {
+            if who.sees(&crate::owner::of_session_row(&plane, &s).await?) {
                 mine.push(s);
             }
         }
@@ -119,7 +119,7 @@ pub(crate) async fn turn_audit(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let owned = crate::owner::of_turn(&plane, &id).await?;
-    who.require_owner(&plane, &owned, &format!("read the audit of turn {id}"))
+    who.require_reader(&plane, &owned, &format!("read the audit of turn {id}"))
         .await?;
     let turn = plane.store().turn(&id).await?;
     let about = |detail: &Value| -> bool {

@@ -10,7 +10,81 @@ crate::common::suite!(
     a_moved_ciphertext_does_not_open,
     a_sandbox_handles_token_is_sealed_in_the_database,
     owned_secrets_are_kept_apart_by_owner,
+    a_sign_in_flow_is_sealed_taken_once_and_expires,
 );
+
+/// A sign-in flow in progress: its state is sealed (never in the database as written), found
+/// by the flow id only (its hash is the key), taken at most once, never after its expiry, and
+/// only as the kind it was begun as.
+async fn a_sign_in_flow_is_sealed_taken_once_and_expires(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let state = Secret::new(b"pkce-verifier-and-nonce-0123456789".to_vec());
+    let later = now_ms() + 60_000;
+    store
+        .put_sign_in_flow("flow-a", FlowKind::Web, &state, later)
+        .await
+        .unwrap();
+    let raw = db.dump().await;
+    assert!(
+        !raw.windows(state.expose().len())
+            .any(|w| w == state.expose()),
+        "the flow's state is sealed"
+    );
+    assert!(
+        !raw.windows(6).any(|w| w == b"flow-a"),
+        "the flow id is not stored, its hash is"
+    );
+    assert!(
+        store
+            .take_sign_in_flow("flow-a", FlowKind::Device)
+            .await
+            .unwrap()
+            .is_none(),
+        "a web flow is not a device flow"
+    );
+    let peek = store.sign_in_flow("flow-a", FlowKind::Web).await.unwrap();
+    assert_eq!(peek.unwrap().expose(), state.expose(), "reading leaves it");
+    let got = store
+        .take_sign_in_flow("flow-a", FlowKind::Web)
+        .await
+        .unwrap();
+    assert_eq!(got.unwrap().expose(), state.expose());
+    assert!(
+        store
+            .take_sign_in_flow("flow-a", FlowKind::Web)
+            .await
+            .unwrap()
+            .is_none(),
+        "taken once"
+    );
+    // An expired flow is not handed out, and the next flow's start forgets it.
+    store
+        .put_sign_in_flow("flow-old", FlowKind::Device, &state, now_ms() - 1)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .sign_in_flow("flow-old", FlowKind::Device)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Beginning a flow forgets the expired ones: the same id again is a new row, not a
+    // conflict with the expired one.
+    store
+        .put_sign_in_flow("flow-old", FlowKind::Device, &state, later)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .sign_in_flow("flow-old", FlowKind::Device)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    db.cleanup().await;
+}
 
 /// A person's, an environment's and the server's secrets of the same name are three secrets;
 /// one person's sealed value copied into another's row does not open (issue 20).

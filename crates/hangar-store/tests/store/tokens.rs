@@ -10,6 +10,10 @@ crate::common::suite!(
     people_have_roles_and_removal_ends_their_tokens,
     tokens_expire_and_mark_their_use_once_a_minute,
     an_upgraded_database_keeps_its_tokens_working_for_ninety_days,
+    emails_compare_without_case_everywhere_a_person_is_looked_up,
+    upgrading_lower_cases_emails_and_keeps_old_secrets_open,
+    upgrading_refuses_two_people_who_differ_only_by_case,
+    viewers_are_a_role,
 );
 
 fn detail(r: &AuditRecord) -> serde_json::Value {
@@ -144,7 +148,7 @@ async fn tokens_store_only_hashes(kind: Kind) {
 
 async fn people_have_roles_and_removal_ends_their_tokens(kind: Kind) {
     let db = TestDb::new(kind).await;
-    let store = db.open().await;
+    let store = db.open_with_vault().await;
     let ada = store
         .add_person("ada@example.com", Role::Admin, "root@localhost")
         .await
@@ -188,11 +192,30 @@ async fn people_have_roles_and_removal_ends_their_tokens(kind: Kind) {
         .await
         .unwrap();
     assert!(store.authenticate(&bobs.token).await.unwrap().is_some());
+    // bob's model key goes with him; ada's stays.
+    let (bob, ada) = (
+        SecretOwner::Person("bob@example.com".into()),
+        SecretOwner::Person("ada@example.com".into()),
+    );
+    for owner in [&bob, &ada] {
+        store
+            .set_secret(owner, "ANTHROPIC_API_KEY", &Secret::new(b"k".to_vec()))
+            .await
+            .unwrap();
+    }
     assert!(
         store
             .remove_person("bob@example.com", "ada@example.com")
             .await
             .unwrap()
+    );
+    assert_eq!(
+        store.secret_names(&bob).await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        store.secret_names(&ada).await.unwrap(),
+        ["ANTHROPIC_API_KEY"]
     );
     assert!(
         !store
@@ -329,7 +352,8 @@ async fn an_upgraded_database_keeps_its_tokens_working_for_ninety_days(kind: Kin
     // Back to the schema before people and token lives (6), with tokens made then (the later
     // migrations undone too: they are applied again on top).
     db.exec(
-        "DROP TABLE owned_secrets; \
+        "DROP TABLE oidc_flows; \
+         DROP TABLE owned_secrets; \
          DROP TABLE people; \
          ALTER TABLE api_tokens DROP COLUMN name; \
          ALTER TABLE api_tokens DROP COLUMN expires_at; \
@@ -366,5 +390,171 @@ async fn an_upgraded_database_keeps_its_tokens_working_for_ninety_days(kind: Kin
         "an old token lives {left} ms more, not 90 days"
     );
     assert_eq!(rec.name, "");
+    db.cleanup().await;
+}
+
+async fn emails_compare_without_case_everywhere_a_person_is_looked_up(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let added = store
+        .add_person("Alice@Example.COM", Role::Member, "root@localhost")
+        .await
+        .unwrap();
+    assert_eq!(added.email, "alice@example.com", "stored lower-cased");
+    let again = store
+        .add_person("ALICE@example.com", Role::Admin, "root@localhost")
+        .await
+        .unwrap_err();
+    assert!(again.to_string().contains("already a person"), "{again}");
+    assert_eq!(
+        store
+            .person("aLiCe@EXAMPLE.com")
+            .await
+            .unwrap()
+            .unwrap()
+            .email,
+        "alice@example.com"
+    );
+    let made = store
+        .create_token(new_token("ALICE@EXAMPLE.COM"))
+        .await
+        .unwrap();
+    let who = store.authenticate(&made.token).await.unwrap().unwrap();
+    assert_eq!(who.email, "alice@example.com");
+    assert_eq!(
+        store.tokens(Some("Alice@example.com")).await.unwrap().len(),
+        1
+    );
+    let owner = SecretOwner::Person("Alice@Example.com".into());
+    store
+        .set_secret(&owner, "KEY", &Secret::new(b"v".to_vec()))
+        .await
+        .unwrap();
+    let lower = SecretOwner::Person("alice@example.com".into());
+    assert_eq!(store.secret_names(&lower).await.unwrap(), vec!["KEY"]);
+    assert_eq!(store.secrets_of(&lower).await.unwrap()[0].1.expose(), b"v");
+    assert!(
+        store
+            .remove_person("ALICE@example.com", "root@localhost")
+            .await
+            .unwrap()
+    );
+    assert!(store.authenticate(&made.token).await.unwrap().is_none());
+    db.cleanup().await;
+}
+
+/// Back to schema 8 (before lower-cased emails), with rows written then.
+async fn at_schema_8(db: &TestDb) {
+    db.open().await.close().await;
+    let people = match db.kind {
+        Kind::Sqlite => {
+            "CREATE TABLE people8 (id TEXT PRIMARY KEY, email TEXT NOT NULL UNIQUE, \
+             role TEXT NOT NULL CHECK (role IN ('admin', 'member')), created_at INTEGER NOT NULL, \
+             removed_at INTEGER); DROP TABLE people; ALTER TABLE people8 RENAME TO people;"
+        }
+        Kind::Postgres => {
+            "ALTER TABLE people DROP CONSTRAINT people_role_check; \
+             ALTER TABLE people ADD CONSTRAINT people_role_check CHECK (role IN ('admin', 'member'));"
+        }
+    };
+    db.exec(&format!(
+        "DROP TABLE oidc_flows; {people} ALTER TABLE owned_secrets DROP COLUMN sealed_owner; \
+         DELETE FROM schema_version WHERE version >= 9"
+    ))
+    .await;
+}
+
+async fn upgrading_lower_cases_emails_and_keeps_old_secrets_open(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    at_schema_8(&db).await;
+    let ada = format!("hgr_{}", "a1".repeat(32));
+    db.exec(&format!(
+        "INSERT INTO people (id, email, role, created_at) VALUES ('person-1', 'Ada@Example.com', 'member', 1); \
+         INSERT INTO api_tokens (id, person, token_hash, created_at, name, expires_at) VALUES \
+         ('tok-ada', 'Ada@Example.com', '{}', 1, '', {})",
+        hash_token(&ada),
+        now_ms() + 60_000
+    ))
+    .await;
+    // A secret sealed for the owner as written then (what schema 8's hangar did).
+    {
+        let vault = Vault::open_or_create(&db.key_path()).unwrap();
+        let sealed = vault
+            .seal("secret", "person:Ada@Example.com:KEY", b"old value")
+            .unwrap();
+        let hex = hex::encode(sealed);
+        let blob = match kind {
+            Kind::Sqlite => format!("X'{hex}'"),
+            Kind::Postgres => format!("'\\x{hex}'::bytea"),
+        };
+        db.exec(&format!(
+            "INSERT INTO owned_secrets (owner_kind, owner, name, sealed, created_at, updated_at) \
+             VALUES ('person', 'Ada@Example.com', 'KEY', {blob}, 1, 1)"
+        ))
+        .await;
+    }
+    let store = db.open_with_vault().await;
+    assert_eq!(store.schema_version().await.unwrap(), KNOWN_SCHEMA_VERSION);
+    let who = store.authenticate(&ada).await.unwrap().unwrap();
+    assert_eq!(
+        who.email, "ada@example.com",
+        "the token's person, lower-cased"
+    );
+    let people = store.people().await.unwrap();
+    assert_eq!(people[0].email, "ada@example.com");
+    let ada_owner = SecretOwner::Person("ADA@example.com".into());
+    let got = store.secrets_of(&ada_owner).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1.expose(), b"old value", "the old seal still opens");
+    // A new value replaces it, sealed for the lower-cased owner.
+    store
+        .set_secret(&ada_owner, "KEY", &Secret::new(b"new".to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.secrets_of(&ada_owner).await.unwrap()[0].1.expose(),
+        b"new"
+    );
+    db.cleanup().await;
+}
+
+async fn upgrading_refuses_two_people_who_differ_only_by_case(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    at_schema_8(&db).await;
+    db.exec(
+        "INSERT INTO people (id, email, role, created_at) VALUES \
+         ('person-1', 'Ada@Example.com', 'member', 1), ('person-2', 'ada@example.com', 'admin', 2)",
+    )
+    .await;
+    let err = Store::open(&db.url).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("migration 9")
+            && msg.contains("Ada@Example.com")
+            && msg.contains("ada@example.com")
+            && msg.contains("DELETE FROM people"),
+        "{msg}"
+    );
+    // Nothing of it was applied: the database is at 8, both rows as they were.
+    db.exec("DELETE FROM people WHERE id = 'person-1'").await;
+    let store = db.open().await;
+    assert_eq!(store.schema_version().await.unwrap(), KNOWN_SCHEMA_VERSION);
+    assert_eq!(store.people().await.unwrap()[0].role, Role::Admin);
+    db.cleanup().await;
+}
+
+async fn viewers_are_a_role(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open().await;
+    store
+        .add_person("vera@example.com", Role::Viewer, "root@localhost")
+        .await
+        .unwrap();
+    let made = store
+        .create_token(new_token("vera@example.com"))
+        .await
+        .unwrap();
+    let who = store.authenticate(&made.token).await.unwrap().unwrap();
+    assert_eq!(who.role, Role::Viewer);
     db.cleanup().await;
 }

@@ -33,11 +33,9 @@ impl Runs {
         let mut args = launch::driver_args(&self.tools, &l)?;
         // Issue 20, Deliver 6: the agent runs as hangar's own user here, so the driver starts it
         // where hangar's home (vault key, database, tokens, every run's control folder) and the
-        // master key file are out of sight (hangar-driver's `hide.rs`).
-        args.extend(["--hide".into(), self.tools.home.clone().into_os_string()]);
-        if let Some(k) = launch::setting(&self.tools, hangar_protocol::env::HANGAR_MASTER_KEY_FILE)
-        {
-            args.extend(["--hide".into(), k.into()]);
+        // master key file are out of sight (hangar_protocol's `hide.rs`).
+        for p in launch::hidden_from_agent(&self.tools) {
+            args.extend(["--hide".into(), p.into_os_string()]);
         }
         if l.tower.is_some() {
             // The driver asks Tower through the hook executable (it holds the one HTTPS client).

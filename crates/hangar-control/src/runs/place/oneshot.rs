@@ -63,6 +63,18 @@ impl Runs {
             argv,
             policy: session.policy,
             why: why.to_owned(),
+            session_id: session.id.clone(),
+            secrets: crate::runs::turn_secrets::for_turn(
+                &self.store,
+                &plan.person,
+                &plan.sandbox.environment,
+            )
+            .await?,
+            hide: if sb.is_none() {
+                launch::hidden_from_agent(&self.tools)
+            } else {
+                Vec::new()
+            },
         };
         self.start_one_shot(one, session, sb.cloned()).await?;
         // This process runs it: its pid is the run's.

@@ -1,7 +1,7 @@
 //! A turn in a sandbox: the driver in a tmux session inside it. A sandbox this machine sees
 //! (local, docker) shares the run's control folder; a remote one (kubernetes, e2b) gets a mirror
-//! of it (`remote.rs`). The Tower hook, the environment's rules and reviewed Claude Code
-//! settings, and the agent's uid go onto the driver's command line here.
+//! of it (`remote.rs`). The Tower hook, Tower's CA certificates, the environment's rules and
+//! reviewed Claude Code settings, and the agent's uid go onto the driver's command line here.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -65,6 +65,7 @@ impl Runs {
         if let Some(why) = crate::sandboxes::turn_unsupported(sb, session.policy) {
             return Err(ControlError::Invalid(why));
         }
+        let tower_url = tower.as_ref().map(|(url, _)| url.clone());
         let l = Launch {
             fork: fork.as_ref().map(|(p, at)| (p.as_str(), at.as_deref())),
             tower,
@@ -78,6 +79,9 @@ impl Runs {
         };
         let mut args = launch::driver_args(&self.tools, &l)?;
         args.extend(hook_flags);
+        if let Some(url) = &tower_url {
+            self.install_tower_ca(sb, run_id, url, &mut args).await?;
+        }
         let rules = self.rules_args(sb, run_id, hooked, &ctl, &mut args).await?;
         claude_settings_args(session.harness, sb, &ctl, &mut args).await?;
         if sb.env.provider != hangar_sandbox::ProviderKind::Local {

@@ -1,13 +1,14 @@
-//! `--hide PATH` (issue 20, Deliver 6): paths the harness and the job's check must not see,
-//! for a turn in a plain folder, where they run as hangar's own user (no uid split, no
-//! sandbox): `$HANGAR_HOME` (the vault's key, the database, tokens, every run's control
-//! folder) and the master key file when it lies elsewhere.
+//! Paths the harness and the job's check must not see (issue 20, Deliver 6), for a turn in a
+//! plain folder, where they run as hangar's own user (no uid split, no sandbox):
+//! `$HANGAR_HOME` (the vault's key, the database, tokens, every run's control folder) and the
+//! master key file when it lies elsewhere. The driver's `--hide PATH` and the control plane's
+//! one-shot turns (no driver) start the harness through [`wrap`] alike.
 //!
 //! The harness is started through bubblewrap (`bwrap`, which hangar's local sandboxes use
 //! already) in a mount namespace of its own: the whole file system as it is, each hidden folder
 //! covered by an empty tmpfs and each hidden file by `/dev/null`, and a PID namespace with its
 //! own `/proc`, so `/proc/<pid>/root` of the driver or of `hangar serve` (same uid, so readable)
-//! is no way round. The driver itself stays outside and keeps its control folder. Without
+//! is no way round. The driver (or the control plane) stays outside and keeps the control folder. Without
 //! bwrap the turn is refused (fails closed); the settings files the driver writes for the
 //! harness are in the temp folder, never under a hidden path.
 
