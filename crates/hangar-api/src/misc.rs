@@ -106,6 +106,17 @@ pub struct AuditVerify {
     pub error: Option<String>,
 }
 
+/// `GET /v1/ids/{prefix}`: the one id a prefix names, among those the person may read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct IdInfo {
+    /// `run`, `session`, `turn` or `sandbox`.
+    pub kind: String,
+    /// The whole id.
+    pub id: String,
+    /// Its shortest unique prefix (at least `KIND-` and six hex digits), what hints print.
+    pub short: String,
+}
+
 /// `GET /v1/me`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Me {

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::vocab::{Harness, Outcome, Policy, RunState, TurnState};
+use crate::vocab::{Harness, Outcome, Policy, RunState, TurnPhase, TurnState};
 
 /// How a session's turns run; kept on the session, so every turn runs the same way.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -64,6 +64,15 @@ pub struct TurnSummary {
     pub index: i64,
     pub run_id: Option<String>,
     pub state: TurnState,
+    /// How it is doing or how it ended, in the words the CLI and the board show: `waiting` while
+    /// a permission request waits, then `succeeded`, `failed`, `interrupted`, `blocked` or
+    /// `verify_failed`.
+    pub phase: TurnPhase,
+    /// The phase in a line: why it failed or was refused, which call blocked it, how many
+    /// requests wait.
+    pub phase_detail: Option<String>,
+    /// Permission requests of its run that wait for an answer.
+    pub waiting: i64,
     /// The harness's exit status, once ended.
     pub status: Option<i64>,
     /// Why it ended or was refused, in words.
@@ -207,6 +216,10 @@ pub struct BoardRow {
     pub sandbox: Option<SandboxBrief>,
     /// The latest turn's state.
     pub state: Option<TurnState>,
+    /// The latest turn's phase (`waiting` first on the board).
+    pub phase: Option<TurnPhase>,
+    /// Permission requests that wait for an answer in the session's running turn.
+    pub waiting: i64,
     pub usage: Usage,
     pub cost_usd: Option<f64>,
     pub turns: Vec<TurnSummary>,
@@ -214,7 +227,7 @@ pub struct BoardRow {
     pub fork: Option<crate::runs::ForkRecord>,
 }
 
-/// `GET /v1/board`.
+/// `GET /v1/board`: sessions with a request waiting first, then the newest.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Board {
     pub sessions: Vec<BoardRow>,

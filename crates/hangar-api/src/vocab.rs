@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 /// hangar's shared words, defined once in the protocol crate (with their JSON Schemas): the
 /// agent a session runs, how its tool calls are governed, where a turn and a run are, a
 /// person's answer to a permission request, where sandboxes run and how they reach the network.
-pub use hangar_protocol::{Decision, Harness, NetworkMode, Policy, Provider, RunState, TurnState};
+pub use hangar_protocol::{
+    Decision, Harness, NetworkMode, Policy, Provider, RunState, TurnPhase, TurnState,
+};
 
 /// The harness a session runs when the request names none.
 pub fn default_harness() -> Harness {

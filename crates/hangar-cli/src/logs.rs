@@ -73,6 +73,40 @@ fn run_log(home: &Path, run: &str) -> Result<PathBuf, CliError> {
     Ok(path)
 }
 
+/// A run named by a prefix of its id (`run-3fa9`, `3fa9`), made whole through the server or
+/// this machine's store (`GET /v1/ids/{prefix}`), since a run's files are named by the whole
+/// id; a whole id as it is.
+pub(crate) fn whole_run(home: &Path, run: &str) -> Result<String, CliError> {
+    let hex = run.strip_prefix("run-").unwrap_or("");
+    if hex.len() == 24 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(run.to_owned());
+    }
+    let prefix = run.to_owned();
+    let mut found = None;
+    let slot = &mut found;
+    let r = crate::sessions::with_api(home, true, |api| async move {
+        let path = format!("/v1/ids/{}", seg(&prefix));
+        match api.get_as::<hangar_api::IdInfo>(&path).await {
+            Ok(info) if info.kind == "run" => *slot = Some(info.id),
+            Ok(info) => {
+                return Err(CliError::Usage(format!(
+                    "{prefix:?} names {} {}, not a run",
+                    info.kind, info.id
+                )));
+            }
+            Err(e) if e.status() == Some(404) => {}
+            Err(e) => return Err(e.into_cli()),
+        }
+        Ok(ExitCode::SUCCESS)
+    });
+    match r {
+        Ok(_) => Ok(found.unwrap_or_else(|| run.to_owned())),
+        // No server and no store here: the id is taken as given (and found or not by its files).
+        Err(CliError::Failed(_)) => Ok(run.to_owned()),
+        Err(e) => Err(e),
+    }
+}
+
 fn check_run_id(run: &str) -> Result<(), CliError> {
     if ctl::valid_run_id(run) {
         Ok(())
@@ -104,6 +138,7 @@ async fn server(home: &Path) -> Result<Option<Api>, CliError> {
 /// (`progress::Printer`), or the raw lines with `--json`.
 pub fn log(home: &Path, run: &str, follow: bool, json: bool) -> Result<ExitCode, CliError> {
     check_run_id(run)?;
+    let run = &whole_run(home, run)?;
     let rt = serve::runtime()?;
     let printer = progress::Printer::new(run, json);
     let result = rt.block_on(async {
@@ -243,6 +278,19 @@ pub fn approvals_everywhere(home: &Path, json_out: bool) -> Result<ExitCode, Cli
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let run_of = |id: &str| all.runs.iter().find(|r| r.run_id == id);
+        // Ids cut to the prefixes that name them (every command takes them back).
+        let short = |ids: Vec<&str>| -> std::collections::HashMap<String, String> {
+            let cut = progress::short_ids(&ids);
+            ids.into_iter().map(str::to_owned).zip(cut).collect()
+        };
+        let runs = short(all.approvals.iter().map(|p| p.run_id.as_str()).collect());
+        let sessions = short(all.runs.iter().map(|r| r.session_id.as_str()).collect());
+        let requests = short(
+            all.approvals
+                .iter()
+                .map(|p| p.request_id.as_str())
+                .collect(),
+        );
         let mut rows = Vec::new();
         for p in &all.approvals {
             let r = run_of(&p.run_id);
@@ -264,12 +312,12 @@ pub fn approvals_everywhere(home: &Path, json_out: bool) -> Result<ExitCode, Cli
                     None => p.input.to_string(),
                 };
                 rows.push(vec![
-                    p.run_id.clone(),
-                    r.map_or_else(|| "?".into(), |r| r.session_id.clone()),
+                    runs[&p.run_id].clone(),
+                    r.map_or_else(|| "?".into(), |r| sessions[&r.session_id].clone()),
                     r.map_or_else(|| "?".into(), |r| r.person.clone()),
                     p.tool_name.clone(),
                     progress::age(waited),
-                    p.request_id.clone(),
+                    requests[&p.request_id].clone(),
                     progress::short(&command, 60),
                 ]);
             }
@@ -295,6 +343,7 @@ pub fn approvals_everywhere(home: &Path, json_out: bool) -> Result<ExitCode, Cli
 /// `hangar approvals RUN [--json]`: from the server when one answers, else from the run log.
 pub fn approvals(home: &Path, run: &str, json_out: bool) -> Result<ExitCode, CliError> {
     check_run_id(run)?;
+    let run = &whole_run(home, run)?;
     let rt = serve::runtime()?;
     let pending = rt.block_on(async {
         match server(home).await? {

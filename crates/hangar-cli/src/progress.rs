@@ -33,6 +33,16 @@ pub fn short(s: &str, max: usize) -> String {
     cut
 }
 
+/// `s` cut to its last `max` characters (a path's end says most), on one line.
+pub fn short_tail(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return short(s, max);
+    }
+    let tail: String = s.chars().skip(n - max).collect();
+    format!("…{}", short(&tail, max))
+}
+
 /// Rows under a header, each column aligned (comfy-table, no borders): what a person scans.
 pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut t = comfy_table::Table::new();
@@ -84,6 +94,58 @@ pub fn money(usd: f64) -> String {
         format!("${usd:.4}")
     } else {
         "<$0.0001".into()
+    }
+}
+
+/// The shortest prefix of each of `ids` that no other of them starts with: at least the id's
+/// `KIND-` and six more characters (hangar's ids: `run-` and 24 hex digits), eight characters of
+/// another id (a harness's request id), or the whole id when it is shorter. What lists and hints print; every command takes any unique prefix back.
+pub fn short_ids(ids: &[&str]) -> Vec<String> {
+    ids.iter()
+        .map(|id| {
+            let least = match id.split_once('-') {
+                Some((kind, _)) if kind.bytes().all(|b| b.is_ascii_lowercase()) => kind.len() + 7,
+                _ => 8,
+            };
+            let shared = ids
+                .iter()
+                .filter(|o| *o != id)
+                .map(|o| {
+                    o.bytes()
+                        .zip(id.bytes())
+                        .take_while(|(a, b)| a == b)
+                        .count()
+                })
+                .max()
+                .unwrap_or(0);
+            let cut = (shared + 1).max(least).min(id.len());
+            id.get(..cut).unwrap_or(id).to_owned()
+        })
+        .collect()
+}
+
+/// Whether stdout is a terminal that takes colour (`NO_COLOR`, set to anything, says no:
+/// no-color.org).
+pub fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
+/// A turn's phase word in its colour (SGR): yellow for `waiting`, green for `succeeded`, red for
+/// what failed, dim for what is over without an outcome; as it is without colour.
+pub fn paint_phase(word: &str, colour: bool) -> String {
+    let sgr = match word {
+        "waiting" => "1;33",
+        "running" | "queued" => "36",
+        "succeeded" => "32",
+        "failed" | "blocked" | "verify_failed" | "refused" => "31",
+        "interrupted" => "35",
+        _ => return word.to_owned(),
+    };
+    if colour {
+        format!("\x1b[{sgr}m{word}\x1b[0m")
+    } else {
+        word.to_owned()
     }
 }
 
@@ -245,10 +307,15 @@ impl Printer {
                 tool_name,
                 input,
                 ..
-            } => vec![format!(
-                "approval waiting: {request_id} {tool_name} {}\n  answer: hangar approve {run} {request_id} | hangar deny {run} {request_id} --reason TEXT",
-                short(&input.to_string(), 200)
-            )],
+            } => {
+                // Short enough not to wrap: each id cut to a prefix that names it.
+                let run = short_ids(&[run.as_str()]).remove(0);
+                let req = short_ids(&[request_id.as_str()]).remove(0);
+                vec![format!(
+                    "approval waiting: {req} {tool_name} {}\n  answer: hangar approve {run} {req}   or: hangar deny {run} {req} --reason TEXT",
+                    short(&input.to_string(), 200)
+                )]
+            }
             HangarLine::ApprovalAnswered {
                 request_id,
                 decision,
@@ -339,6 +406,8 @@ mod tests {
         assert_eq!(age(185_000), "3m 05s");
         assert_eq!(age(7_800_000), "2h 10m");
         assert_eq!(age(273_600_000), "3d 4h");
+        assert_eq!(short_tail("/srv/work/app", 40), "/srv/work/app");
+        assert_eq!(short_tail("/a/very/long/path/to/app", 8), "…h/to/app");
         let t = table(
             &["RUN", "TOOL"],
             vec![

@@ -98,32 +98,101 @@ pub fn send(home: &Path, session: &str, text: &str) -> Result<ExitCode, CliError
     })
 }
 
-/// `hangar sessions [--json]`.
+/// `hangar sessions [--json]`: the sessions this person may read, those waiting for an answer
+/// first, then the newest, as a table (session, phase, requests waiting, person, harness,
+/// folder, last prompt, age, tokens, cost), or the board's rows as JSON, one per line.
 pub fn list(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
     with_api(home, true, |api| async move {
-        let r = api.get("/v1/sessions").await.map_err(|e| e.into_cli())?;
-        // `--json` prints the server's objects as they came; the lines read the typed fields.
+        let path = "/v1/board?limit=1000";
+        let r = api.get(path).await.map_err(|e| e.into_cli())?;
+        // `--json` prints the server's objects as they came; the table reads the typed fields.
         let raw = r["sessions"].as_array().cloned().unwrap_or_default();
-        let all: hangar_api::Sessions = api.typed("/v1/sessions", r).map_err(|e| e.into_cli())?;
-        for (s, raw) in all.sessions.iter().zip(&raw) {
-            if json_out {
-                progress::say(&raw.to_string());
-            } else {
-                progress::say(&format!(
-                    "{}  {}  {}  turns {}  {}",
-                    s.id,
-                    word(&s.harness),
-                    word(&s.policy),
-                    s.turn_count,
-                    time(s.created_at)
-                ));
+        let board: hangar_api::Board = api.typed(path, r).map_err(|e| e.into_cli())?;
+        if json_out {
+            for row in &raw {
+                progress::say(&row.to_string());
             }
+            return Ok(ExitCode::SUCCESS);
         }
-        if all.sessions.is_empty() && !json_out {
+        if board.sessions.is_empty() {
             progress::say("no sessions");
+            return Ok(ExitCode::SUCCESS);
         }
+        progress::say(&session_table(
+            &board.sessions,
+            now_ms(),
+            progress::colour(),
+        ));
         Ok(ExitCode::SUCCESS)
     })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The board's rows as `hangar sessions` prints them (their order kept: waiting first, then
+/// the newest); the phase coloured when `colour`.
+fn session_table(rows: &[hangar_api::BoardRow], now: i64, colour: bool) -> String {
+    let ids: Vec<&str> = rows.iter().map(|r| r.session.id.as_str()).collect();
+    let short = progress::short_ids(&ids);
+    let phases: Vec<String> = rows
+        .iter()
+        .map(|r| r.phase.map_or_else(|| "new".to_owned(), |p| p.to_string()))
+        .collect();
+    let cells = rows
+        .iter()
+        .zip(&short)
+        .zip(&phases)
+        .map(|((r, id), phase)| {
+            let folder = r.sandbox.as_ref().map_or_else(
+                || "?".to_owned(),
+                |sb| match sb.environment.as_str() {
+                    "" | "local" => sb.workdir.clone(),
+                    env => format!("{} ({env})", sb.workdir),
+                },
+            );
+            let prompt = r.turns.last().map_or("", |t| t.prompt.as_str());
+            let tokens = r.usage.input_tokens.max(0) as u64 + r.usage.output_tokens.max(0) as u64;
+            vec![
+                id.clone(),
+                phase.clone(),
+                if r.waiting > 0 {
+                    r.waiting.to_string()
+                } else {
+                    String::new()
+                },
+                r.person.clone().unwrap_or_else(|| "?".into()),
+                word(&r.session.harness),
+                progress::short_tail(&folder, 40),
+                progress::short(prompt, 50),
+                progress::age(now.saturating_sub(r.session.created_at)),
+                progress::thousands(tokens),
+                r.cost_usd.map_or_else(String::new, progress::money),
+            ]
+        })
+        .collect();
+    let table = progress::table(
+        &[
+            "SESSION", "STATE", "WAITING", "PERSON", "HARNESS", "FOLDER", "PROMPT", "AGE",
+            "TOKENS", "COST",
+        ],
+        cells,
+    );
+    if !colour {
+        return table;
+    }
+    // Colour after the layout, so the widths are the words' own.
+    let mut lines: Vec<String> = table.lines().map(str::to_owned).collect();
+    for (line, (id, phase)) in lines.iter_mut().skip(1).zip(short.iter().zip(&phases)) {
+        if let Some(at) = line[id.len()..].find(phase.as_str()) {
+            let at = id.len() + at;
+            line.replace_range(at..at + phase.len(), &progress::paint_phase(phase, true));
+        }
+    }
+    lines.join("\n")
 }
 
 /// `hangar turn show TURN`: the turn as JSON, with its manifest.
@@ -424,6 +493,82 @@ pub(crate) fn time(ms: i64) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn board_row(id: &str, phase: &str, waiting: i64, prompt: &str) -> hangar_api::BoardRow {
+        serde_json::from_value(json!({
+            "id": id, "sandbox_id": "sb-1", "harness": "claude", "policy": "ask",
+            "harness_session_id": null, "options": {}, "turn_count": 1, "created_at": 1_000,
+            "person": "ada@example.com",
+            "sandbox": {"id": "sb-1", "environment": "team", "kind": "docker",
+                        "workdir": "/work/app", "person": "ada@example.com"},
+            "state": "running", "phase": phase, "waiting": waiting,
+            "usage": {"input_tokens": 12_000, "output_tokens": 345, "cached_input_tokens": 0},
+            "cost_usd": 0.000_319_999_999_999_999_97, "fork": null,
+            "turns": [{"id": "turn-1", "session_id": id, "index": 0, "run_id": null,
+                       "state": "running", "phase": phase, "phase_detail": null,
+                       "waiting": waiting, "status": null, "reason": null, "prompt": prompt,
+                       "verify_state": null,
+                       "usage": {"input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0},
+                       "cost_usd": null, "created_at": 1_000, "started_at": null,
+                       "ended_at": null, "git_trees": null}]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_sessions_table_has_a_header_aligned_columns_and_short_ids() {
+        let rows = vec![
+            board_row(
+                "ses-3fa9c2d100000000000000aa",
+                "waiting",
+                2,
+                "fix the build",
+            ),
+            board_row(
+                "ses-3fa9c2d200000000000000bb",
+                "succeeded",
+                0,
+                "add a test\nplease",
+            ),
+        ];
+        let t = session_table(&rows, 1_000 + 125_000, false);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3, "{t}");
+        assert!(lines[0].starts_with("SESSION"), "{t}");
+        for col in [
+            "STATE", "WAITING", "PERSON", "FOLDER", "PROMPT", "AGE", "TOKENS", "COST",
+        ] {
+            assert!(lines[0].contains(col), "{col} missing: {t}");
+        }
+        // Ids cut to where they differ, rows in the board's order (waiting first).
+        assert!(lines[1].starts_with("ses-3fa9c2d1 "), "{t}");
+        assert!(lines[2].starts_with("ses-3fa9c2d2 "), "{t}");
+        // Every column starts at the same place on each line.
+        let at = |l: &str, w: &str| l.find(w).unwrap();
+        assert_eq!(at(lines[0], "STATE"), at(lines[1], "waiting"));
+        assert_eq!(at(lines[0], "STATE"), at(lines[2], "succeeded"));
+        assert_eq!(at(lines[0], "PROMPT"), at(lines[2], "add a test please"));
+        assert!(lines[1].contains("/work/app (team)"), "{t}");
+        assert!(
+            lines[1].contains("2m 05s") && lines[1].contains("12,345"),
+            "{t}"
+        );
+        assert!(lines[1].contains("$0.0003"), "{t}");
+        assert!(!t.contains('\x1b'), "colour without a terminal: {t:?}");
+        let c = session_table(&rows, 1_000, true);
+        assert!(c.contains("\x1b[1;33mwaiting\x1b[0m"), "{c:?}");
+        assert!(c.contains("\x1b[32msucceeded\x1b[0m"), "{c:?}");
+    }
+
+    #[test]
+    fn short_ids_are_unique_among_their_list() {
+        let a = format!("run-3fa9c2{}", "0".repeat(18));
+        let b = format!("run-3fa9c2d{}", "1".repeat(17));
+        let c = format!("run-77{}", "2".repeat(22));
+        let s = progress::short_ids(&[&a, &b, &c]);
+        assert_eq!(s, ["run-3fa9c20", "run-3fa9c2d", "run-772222"]);
+        assert_eq!(progress::short_ids(&["toolu_01"]), ["toolu_01"]);
+    }
 
     #[test]
     fn times_are_utc() {

@@ -168,9 +168,21 @@ fn run_approvals_approve_and_late_steer_through_the_cli() {
         rows[0].starts_with("RUN") && rows[0].contains("WAITING"),
         "{shown}"
     );
-    for want in [run.as_str(), session, "Bash", id, "sleep 3 && echo hi"] {
+    // Ids are cut to prefixes that name them (issue 21), which every command takes back.
+    let (short_run, short_id) = (&run[..10], &id[..8]);
+    for want in [
+        short_run,
+        &session[..10],
+        "Bash",
+        short_id,
+        "sleep 3 && echo hi",
+    ] {
         assert!(rows[1].contains(want), "missing {want:?} in:\n{shown}");
     }
+    assert!(
+        !rows[1].contains(run.as_str()),
+        "the whole run id:\n{shown}"
+    );
     assert_eq!(
         rows[0].find("TOOL"),
         rows[1].find("Bash"),
@@ -181,7 +193,7 @@ fn run_approvals_approve_and_late_steer_through_the_cli() {
     assert_eq!(bogus.status.code(), Some(1));
     assert!(text(&bogus).1.contains("refused:"), "{:?}", text(&bogus));
 
-    let ok = env.cmd(&["approve", &run, id]);
+    let ok = env.cmd(&["approve", short_run, short_id]);
     assert_eq!(ok.status.code(), Some(0), "{:?}", text(&ok));
     assert_eq!(text(&ok).0.trim(), "done");
     let again = env.cmd(&["deny", &run, id, "--reason", "changed my mind"]);

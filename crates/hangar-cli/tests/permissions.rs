@@ -168,6 +168,7 @@ fn viewer(method: &str, route: &str, case: &str) -> Cell {
             | "/v1/runs/{id}/forks"
             | "/v1/audit/verify"
             | "/v1/me"
+            | "/v1/ids/{prefix}"
             | "/v1/board"
             | "/v1/turns/{id}/audit"
             | "/v1/environments"
@@ -346,6 +347,25 @@ fn rows(a: &Alice) -> Vec<Row> {
             format!("/v1/runs/{ended}/steer?next_turn=false"),
             Some(json!({"text": "go on"})),
             [Is(409), Owner, Owner, Is(409)],
+        ),
+        // A prefix of the id is the run itself (made whole before routing): the same owner
+        // check, not a 404 that would let anyone by.
+        r(
+            "POST",
+            "/v1/runs/{id}/steer",
+            "ended run, by a prefix of its id",
+            format!("/v1/runs/{}/steer?next_turn=false", &ended[..14]),
+            Some(json!({"text": "go on"})),
+            [Is(409), Owner, Owner, Is(409)],
+        ),
+        // Naming someone else's run by a prefix finds nothing, as if it did not exist.
+        r(
+            "GET",
+            "/v1/ids/{prefix}",
+            "alice's run",
+            format!("/v1/ids/{}", &a.run[..14]),
+            None,
+            [Is(200), Is(404), Is(404), Is(200)],
         ),
         r(
             "POST",
@@ -1171,7 +1191,8 @@ async fn every_cli_command_own_vs_another_vs_approver_vs_admin() {
             let out = cli(&s, &callers[col], args);
             let listed = String::from_utf8_lossy(&out.stdout);
             assert_eq!(
-                listed.contains(ses.as_str()) || listed.contains(sb.as_str()),
+                // (`sessions` shows ids cut to their unique prefixes.)
+                listed.contains(&ses[..10]) || listed.contains(sb.as_str()),
                 sees,
                 "hangar {args:?} as {}: {listed}",
                 callers[col].label
@@ -1184,13 +1205,20 @@ async fn every_cli_command_own_vs_another_vs_approver_vs_admin() {
         assert_eq!(
             listed
                 .lines()
-                .any(|l| l.starts_with(run) && l.contains(&a.request)),
+                .any(|l| l.starts_with(&run[..10]) && l.contains(&a.request[..8])),
             sees,
             "hangar approvals as {}: {listed}",
             callers[col].label
         );
     }
-    // Bob's `hangar approve` of the real request is refused; alice's own goes through.
+    // Bob's `hangar approve` of the real request is refused, named whole or by the prefixes the
+    // table shows (made whole before the owner check); alice's own goes through.
+    let out = cli(&s, &callers[1], &["approve", &run[..10], &a.request[..8]]);
+    assert!(
+        !out.status.success() && stderr(&out).contains("may approve in run"),
+        "{}",
+        stderr(&out)
+    );
     let out = cli(&s, &callers[1], &["approve", run, &a.request]);
     assert!(
         !out.status.success() && stderr(&out).contains("may approve in run"),

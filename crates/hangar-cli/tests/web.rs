@@ -302,6 +302,17 @@ fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
     wait_text(&b, "#feed [data-kind=tool_call]", "echo hi > made.txt");
     wait_text(&b, "#approvals .approval", "Bash");
     assert_eq!(s.turn(&turn)["state"], "running");
+    // Waiting for a person, in its own words (issue 21), and counted in the tab's title.
+    assert_eq!(s.turn(&turn)["phase"], "waiting");
+    assert_eq!(s.turn(&turn)["waiting"], 1);
+    wait_text(&b, "#turn-state", "waiting for you");
+    b.wait_js(
+        "the title to count the request",
+        "return document.title === '(1) hangar' && document.querySelector('link[rel=icon]').dataset.count === '1' ? true : null;",
+        json!([]),
+        WAIT,
+    )
+    .unwrap();
     assert!(!s.work.path().join("made.txt").exists());
     assert!(b.text("#stream-state").unwrap().contains("live"));
     shot(&b, "03-turn-waiting-for-approval");
@@ -348,12 +359,22 @@ fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
     wait_text(
         &b,
         "#feed [data-kind=approval_answered]",
-        "allowed by a person",
+        "allowed by ada@example.com",
     );
     wait_text(&b, "#feed [data-kind=assistant_text]", "made it");
-    wait_text(&b, "#turn-state", "ended 0");
+    // Its last call was denied and it did nothing after: blocked, in words, not a green
+    // "ended 0" (issue 21), with who denied what and why.
+    wait_text(&b, "#turn-state", "blocked");
+    wait_text(&b, "#phase-detail", "denied Bash: keep the file");
     let t = s.turn_ended(&turn);
     assert_eq!(t["status"], 0);
+    assert_eq!(t["phase"], "blocked", "{t}");
+    assert!(
+        t["phase_detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("@") && d.ends_with("denied Bash: keep the file")),
+        "{t}"
+    );
     assert!(
         s.work.path().join("made.txt").exists(),
         "the denied rm did not run"
@@ -369,7 +390,13 @@ fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
     wait_text(
         &b,
         "#feed [data-kind=approval_answered]",
-        "denied by a person",
+        "denied by ada@example.com",
+    );
+    // The deny's reason, in the person's words, in the live view.
+    wait_text(
+        &b,
+        "#feed [data-kind=approval_answered] .note",
+        "keep the file",
     );
     shot(&b, "04-turn-done");
 
@@ -505,7 +532,7 @@ fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
         "went on in the fork",
     );
     wait_text(&b, "#feed [data-kind=turn_end]", "status 0");
-    wait_text(&b, "#turn-state", "ended 0");
+    wait_text(&b, "#turn-state", "succeeded");
     wait_text(&b, "#turn-head .forked-from", "Forked from step 1");
     let sent = s.fake.requests().pop().unwrap();
     let calls: Vec<String> = sent.tool_calls().into_iter().map(|c| c.2).collect();
@@ -677,7 +704,7 @@ fn steer_send_the_next_prompt_and_interrupt_from_the_page() {
     b.click("#interrupt").unwrap();
     wait_text(&b, "#action-answer[data-outcome=done]", "done");
     wait_text(&b, "#feed [data-kind=turn_end]", "status 130");
-    wait_text(&b, "#turn-state", "ended 130");
+    wait_text(&b, "#turn-state", "interrupted");
     assert_eq!(s.turn_ended(&next)["status"], 130);
     shot(&b, "11-interrupted");
 
@@ -896,4 +923,122 @@ fn a_job_started_from_the_page_shows_its_check_rounds_and_hook() {
     b.click("a.tab[data-tab=manifest]").unwrap();
     let m = wait_text(&b, "#manifest", "Stop: ");
     assert!(m.contains("stop-hook.sh"), "{m}");
+}
+
+/// Issue 21: a session whose turn waits for a person sorts first on the board (though older),
+/// says `waiting for you` with its count, and "needs me" shows only it; the tab's title counts
+/// it; an ended turn says how it ended in words. Desktop and phone widths, screenshots kept.
+#[test]
+fn the_board_puts_what_waits_for_you_first_and_filters_it() {
+    let s = Server::new(Script::new([
+        bash("echo waiting > w.txt"),
+        Step::text("all done here"),
+    ]));
+    // The older session waits on its approval; the newer one ends at once.
+    let (waiting_turn, _) = s.start_session("ask", "a session that waits for you");
+    until("the request to wait", || {
+        (s.turn(&waiting_turn)["phase"] == "waiting").then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let (done_turn, _) = s.start_session("auto", "a session that is done");
+    let done = s.turn_ended(&done_turn);
+    assert_eq!(done["phase"], "succeeded", "{done}");
+    let waiting_ses = s.turn(&waiting_turn)["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let (_, board) = s.call("GET", "/v1/board", None);
+    let rows = board["sessions"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{board}");
+    assert_eq!(
+        rows[0]["id"],
+        waiting_ses.as_str(),
+        "waiting first: {board}"
+    );
+    assert_eq!(
+        (&rows[0]["phase"], &rows[0]["waiting"]),
+        (&json!("waiting"), &json!(1))
+    );
+    assert_eq!(
+        (&rows[1]["phase"], &rows[1]["waiting"]),
+        (&json!("succeeded"), &json!(0))
+    );
+
+    // Short ids: a unique prefix names the session in any path; one that starts both is a 400
+    // that names neither; without a token nothing is looked up (no answer tells ids apart).
+    let (status, one) = s.call("GET", &format!("/v1/sessions/{}", &waiting_ses[..12]), None);
+    assert_eq!(
+        (status, &one["session"]["id"]),
+        (200, &json!(waiting_ses)),
+        "{one}"
+    );
+    let (status, info) = s.call("GET", &format!("/v1/ids/{}", &waiting_ses[4..14]), None);
+    assert_eq!(
+        (status, &info["kind"], &info["id"]),
+        (200, &json!("session"), &json!(waiting_ses))
+    );
+    assert!(
+        waiting_ses.starts_with(info["short"].as_str().unwrap()),
+        "{info}"
+    );
+    let (status, both) = s.call("GET", "/v1/sessions/ses-", None);
+    assert_eq!(status, 400, "{both}");
+    let said = both["error"]["message"].as_str().unwrap();
+    assert!(
+        said.contains("more than one session") && !said.contains(&waiting_ses),
+        "{said}"
+    );
+    let (status, _) = http_json("GET", &format!("{}/v1/sessions/ses-", s.url), None, None).unwrap();
+    assert_eq!(status, 401);
+
+    let b = Browser::start(1280, 900).unwrap();
+    b.goto(&format!("{}/", s.url)).unwrap();
+    b.wait_for("#signin", WAIT).unwrap();
+    b.type_into("#token", &s.token).unwrap();
+    b.click("#signin button[type=submit]").unwrap();
+    wait_text(&b, "#sessions .session", "a session that is done");
+    wait_text(&b, "#waiting-count", "1 waiting for you");
+    let order = b
+        .js(
+            "return [...document.querySelectorAll('#sessions .session')].map(e => e.dataset.sessionId);",
+            json!([]),
+        )
+        .unwrap();
+    assert_eq!(order[0], waiting_ses.as_str(), "{order}");
+    let first = b.text("#sessions .session").unwrap();
+    assert!(first.contains("waiting for you"), "{first}");
+    b.wait_js(
+        "the title to count the request",
+        "return document.title === '(1) hangar' ? true : null;",
+        json!([]),
+        WAIT,
+    )
+    .unwrap();
+    shot(&b, "21-board-waiting-first");
+
+    // "needs me": only what waits.
+    b.click("#needs-me").unwrap();
+    b.wait_js(
+        "only the waiting session",
+        "const s = document.querySelectorAll('#sessions .session'); return s.length === 1 && s[0].dataset.sessionId === arguments[0] ? true : null;",
+        json!([waiting_ses]),
+        WAIT,
+    )
+    .unwrap();
+    shot(&b, "21-board-needs-me");
+    b.click("#needs-me").unwrap();
+    wait_text(&b, "#sessions", "a session that is done");
+    let done_badge = b
+        .js(
+            "return document.querySelector(`#sessions .session:nth-child(2) [data-phase]`).innerText;",
+            json!([]),
+        )
+        .unwrap();
+    assert_eq!(done_badge, "succeeded");
+
+    // A phone: the same order and count.
+    b.resize(390, 844).unwrap();
+    wait_text(&b, "#waiting-count", "1 waiting for you");
+    shot(&b, "21-phone-board-waiting-first");
 }

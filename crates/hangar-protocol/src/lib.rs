@@ -34,7 +34,7 @@ pub use ack::{Ack, AckStatus};
 pub use command::{Command, Kind, Refusal, Rejected, Verified, Verifier};
 pub use key::RunKey;
 pub use words::{
-    Decision, Harness, NetworkMode, Policy, Provider, RunState, TurnState, UnknownWord,
+    Decision, Harness, NetworkMode, Policy, Provider, RunState, TurnPhase, TurnState, UnknownWord,
 };
 
 /// The format version of commands and acks this crate reads and writes.

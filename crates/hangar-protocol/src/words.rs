@@ -102,6 +102,26 @@ words!(
 );
 
 words!(
+    /// How a turn is doing or how it ended, in the words the CLI, the board and the API share
+    /// (derived from the turn's state, its exit status, its check, its pending approvals and the
+    /// last call the rules or a person denied; see `hangar_api::TurnSummary::phase`).
+    TurnPhase ("turn phase", "queued, running, waiting, succeeded, failed, interrupted, blocked, verify_failed, refused")
+        schema "How a turn is doing or how it ended: `waiting` (a permission request waits for a person), `blocked` (it ended after the rules, Tower or a person denied its last call), `verify_failed` (the job's check failed its last round)." {
+        Queued = "queued",
+        Running = "running",
+        /// Running, with a permission request no one has answered yet.
+        Waiting = "waiting",
+        Succeeded = "succeeded",
+        Failed = "failed",
+        Interrupted = "interrupted",
+        /// Ended after a denied call the agent did nothing more after.
+        Blocked = "blocked",
+        VerifyFailed = "verify_failed",
+        Refused = "refused",
+    }
+);
+
+words!(
     /// Whether a run's driver may still write to its log.
     RunState ("run state", "live, ended") schema "Whether a run's driver may still write to its log." {
         Live = "live",
@@ -198,6 +218,17 @@ mod tests {
         for s in TurnState::ALL {
             assert_eq!(s.as_str().parse::<TurnState>(), Ok(*s));
         }
+        for s in TurnPhase::ALL {
+            assert_eq!(s.as_str().parse::<TurnPhase>(), Ok(*s));
+        }
+        let phases = TurnPhase::ALL
+            .iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>();
+        assert_eq!(
+            choices(&phases),
+            "ended".parse::<TurnPhase>().unwrap_err().choices
+        );
         assert_eq!(
             "busy".parse::<RunState>().unwrap_err().to_string(),
             "\"busy\" is not a run state (one of live, ended)"

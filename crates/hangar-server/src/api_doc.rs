@@ -321,8 +321,16 @@ fn record_endpoints() -> Vec<Endpoint> {
         ),
         e(
             "GET",
+            "/v1/ids/{prefix}",
+            "The run, session, turn or sandbox a prefix of its id names (with or without `run-`, `ses-`, `turn-`, `sb-`) among those the caller may read, and its shortest unique prefix. Every path under /v1/runs, /v1/sessions, /v1/turns and /v1/sandboxes takes such a prefix too, and a request id under /v1/runs/{id}/approvals/ a prefix within its run (400 when it starts more than one id).",
+            None,
+            of::<api::IdInfo>,
+            200,
+        ),
+        e(
+            "GET",
             "/v1/board",
-            "Sessions, newest first, each with its sandbox, person, turns (no manifests), state, tokens, cost and fork record (`session`, `limit`)",
+            "Sessions with a permission request waiting first, then the newest, each with its sandbox, person, turns (no manifests), phase, waiting count, tokens, cost and fork record (`session`, `limit`)",
             None,
             of::<api::Board>,
             200,

@@ -37,7 +37,10 @@ pub(crate) async fn fork(
         fork: f.record,
         session: views::session(&f.session),
         sandbox: views::sandbox_brief(&f.sandbox),
-        turn: f.started.as_ref().map(|s| views::turn(&s.turn)),
+        turn: f
+            .started
+            .as_ref()
+            .map(|s| views::turn(&s.turn, &views::Waiting::new())),
         run: f.started.as_ref().map(|s| views::run(&s.run)),
     };
     Ok((StatusCode::CREATED, Json(body)).into_response())

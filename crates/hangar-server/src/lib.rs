@@ -17,6 +17,7 @@ mod routes;
 mod runlog;
 mod sandboxes;
 mod secrets;
+mod short_ids;
 pub mod sse;
 pub mod tls;
 pub mod typedefs;

@@ -68,6 +68,7 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
         ("GET", "/v1/audit/verify", get(audit_verify)),
         // The web page's own needs (`web/api.rs`).
         ("GET", "/v1/me", get(crate::web::api::me)),
+        ("GET", "/v1/ids/{prefix}", get(crate::short_ids::lookup)),
         ("GET", "/v1/board", get(crate::web::api::board)),
         (
             "GET",
@@ -94,14 +95,23 @@ pub fn router_with(plane: Arc<ControlPlane>, sign_in: crate::oidc::routes::SignI
             None => by_path.push((path, handler)),
         }
     }
-    by_path
+    let routed = by_path
         .into_iter()
         .fold(Router::new(), |r, (path, handler)| r.route(path, handler))
         .merge(crate::web::router())
         .fallback(crate::extract::no_route)
         .method_not_allowed_fallback(crate::extract::no_method)
         .layer(axum::Extension(sign_in))
-        .with_state(plane)
+        .with_state(Arc::clone(&plane));
+    // Short ids are made whole before routing (`short_ids.rs`): a layer on the routed router
+    // would run after its route was chosen, so the layer wraps a router that only hands every
+    // request on to it.
+    Router::new()
+        .fallback_service(routed)
+        .layer(axum::middleware::from_fn_with_state(
+            plane,
+            crate::short_ids::resolve,
+        ))
 }
 
 fn ok(v: impl Serialize) -> ApiResult {
@@ -157,7 +167,7 @@ async fn start_session(
     let s = plane.runs().start_session(req).await?;
     let started = api::Started {
         session: views::session(&s.session),
-        turn: views::turn(&s.turn),
+        turn: views::turn(&s.turn, &views::Waiting::new()),
         run: views::run(&s.run),
     };
     Ok((StatusCode::CREATED, Json(started)).into_response())
@@ -226,9 +236,10 @@ async fn get_session(State(plane): S, who: Authed, Path(id): Path<String>) -> Ap
     session_seen(&plane, &who, &id, "read").await?;
     let s = plane.store().session(&id).await?;
     let turns = plane.store().turns(&id).await?;
+    let waiting = views::Waiting::read(plane.store()).await?;
     ok(api::SessionTurns {
         session: views::session(&s),
-        turns: turns.iter().map(views::turn).collect(),
+        turns: turns.iter().map(|t| views::turn(t, &waiting)).collect(),
     })
 }
 
@@ -327,7 +338,11 @@ async fn get_turn(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiRe
     let owned = owner::of_turn(&plane, &id).await?;
     who.require_reader(&plane, &owned, &format!("read turn {id}"))
         .await?;
-    ok(views::turn(&plane.store().turn(&id).await?))
+    let turn = plane.store().turn(&id).await?;
+    ok(views::turn(
+        &turn,
+        &views::Waiting::read(plane.store()).await?,
+    ))
 }
 
 async fn steps(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {

@@ -32,13 +32,89 @@ pub fn usage(u: hangar_store::Usage) -> api::Usage {
     }
 }
 
-pub fn turn_summary(t: &Turn) -> api::TurnSummary {
+/// Pending permission requests per live run and per session
+/// ([`hangar_store::Store::waiting_counts`]).
+#[derive(Default)]
+pub struct Waiting {
+    by_run: std::collections::HashMap<String, i64>,
+    by_session: std::collections::HashMap<String, i64>,
+}
+
+impl Waiting {
+    /// None waiting (a turn just made).
+    pub fn new() -> Waiting {
+        Waiting::default()
+    }
+
+    /// Every live run's, read now.
+    pub async fn read(store: &hangar_store::Store) -> Result<Waiting, ApiError> {
+        let mut w = Waiting::new();
+        for (session, run, n) in store.waiting_counts().await? {
+            w.by_run.insert(run, n);
+            *w.by_session.entry(session).or_default() += n;
+        }
+        Ok(w)
+    }
+
+    /// A session's.
+    pub fn session(&self, id: &str) -> i64 {
+        self.by_session.get(id).copied().unwrap_or(0)
+    }
+}
+
+/// How a turn is doing or how it ended, and that in a line (issue 21: the words the CLI, the
+/// board and the API share). An ended turn is `interrupted` (status 130), else `verify_failed`
+/// (its check failed its last round), else `blocked` (it ended after a denied call it did nothing
+/// more after), else `succeeded` (status 0) or `failed`.
+pub fn phase(t: &Turn, waiting: i64) -> (api::TurnPhase, Option<String>) {
+    use api::TurnPhase as P;
+    match t.state {
+        api::TurnState::Queued => (P::Queued, None),
+        api::TurnState::Refused => (P::Refused, t.reason.clone()),
+        api::TurnState::Running if waiting > 0 => (
+            P::Waiting,
+            Some(match waiting {
+                1 => "a permission request waits for an answer".to_owned(),
+                n => format!("{n} permission requests wait for an answer"),
+            }),
+        ),
+        api::TurnState::Running => (P::Running, None),
+        api::TurnState::Ended => match t.status {
+            Some(130) => (P::Interrupted, Some("interrupted by a person".into())),
+            _ if t.verify_state.as_deref() == Some("failed") => (
+                P::VerifyFailed,
+                Some("the job's check still failed after its last round".into()),
+            ),
+            _ if t.blocked.is_some() => (P::Blocked, t.blocked.clone()),
+            Some(0) => (P::Succeeded, None),
+            status => (
+                P::Failed,
+                Some(match (status, t.reason.as_deref()) {
+                    (Some(s), Some(r)) => format!("exit status {s} ({})", r.replace('_', " ")),
+                    (Some(s), None) => format!("exit status {s}"),
+                    (None, Some(r)) => r.replace('_', " "),
+                    (None, None) => "ended without a status".into(),
+                }),
+            ),
+        },
+    }
+}
+
+pub fn turn_summary(t: &Turn, waiting: &Waiting) -> api::TurnSummary {
+    let n = match (t.state, &t.run_id) {
+        (api::TurnState::Running, Some(run)) => waiting.by_run.get(run).copied().unwrap_or(0),
+        _ => 0,
+    };
+    let (phase, phase_detail) = phase(t, n);
     api::TurnSummary {
         id: t.id.clone(),
         session_id: t.session_id.clone(),
         index: t.index,
         run_id: t.run_id.clone(),
         state: t.state,
+        phase,
+        phase_detail,
+        waiting: n,
         status: t.status,
         reason: t.reason.clone(),
         prompt: t.prompt.clone(),
@@ -52,9 +128,9 @@ pub fn turn_summary(t: &Turn) -> api::TurnSummary {
     }
 }
 
-pub fn turn(t: &Turn) -> api::Turn {
+pub fn turn(t: &Turn, waiting: &Waiting) -> api::Turn {
     api::Turn {
-        summary: turn_summary(t),
+        summary: turn_summary(t, waiting),
         manifest: t.manifest.clone(),
     }
 }

@@ -130,7 +130,7 @@ export interface AuthConfig {
   oidc?: OidcIssuer | null;
 }
 
-/** `GET /v1/board`. */
+/** `GET /v1/board`: sessions with a request waiting first, then the newest. */
 export interface Board {
   sessions: BoardRow[];
 }
@@ -148,6 +148,8 @@ export interface BoardRow {
   id: string;
   options: TurnOptions;
   person: string | null;
+  /** The latest turn's phase (`waiting` first on the board). */
+  phase: TurnPhase | null;
   policy: Policy;
   sandbox: SandboxBrief | null;
   sandbox_id: string;
@@ -156,6 +158,8 @@ export interface BoardRow {
   turn_count: number;
   turns: TurnSummary[];
   usage: Usage;
+  /** Permission requests that wait for an answer in the session's running turn. */
+  waiting: number;
 }
 
 /** What a provider can do for an environment, as governance needs to know it. */
@@ -438,6 +442,16 @@ export type Harness = "claude" | "codex";
 export interface Health {
   ok: boolean;
   version: string;
+}
+
+/** `GET /v1/ids/{prefix}`: the one id a prefix names, among those the person may read. */
+export interface IdInfo {
+  /** The whole id. */
+  id: string;
+  /** `run`, `session`, `turn` or `sandbox`. */
+  kind: string;
+  /** Its shortest unique prefix (at least `KIND-` and six hex digits), what hints print. */
+  short: string;
 }
 
 /** One public key (a JWK). */
@@ -787,6 +801,17 @@ export interface Turn {
   index: number;
   /** What the turn ran with (harness, version, policy, sandbox, ...), once it started. */
   manifest: Record<string, unknown> | null;
+  /**
+   * How it is doing or how it ended, in the words the CLI and the board show: `waiting` while
+   * a permission request waits, then `succeeded`, `failed`, `interrupted`, `blocked` or
+   * `verify_failed`.
+   */
+  phase: TurnPhase;
+  /**
+   * The phase in a line: why it failed or was refused, which call blocked it, how many
+   * requests wait.
+   */
+  phase_detail: string | null;
   prompt: string;
   /** Why it ended or was refused, in words. */
   reason: string | null;
@@ -799,6 +824,8 @@ export interface Turn {
   usage: Usage;
   /** The job's check's state. */
   verify_state: string | null;
+  /** Permission requests of its run that wait for an answer. */
+  waiting: number;
 }
 
 /** `GET /v1/turns/{id}/audit`: the records about one turn. */
@@ -823,6 +850,9 @@ export interface TurnOptions {
   verify?: string | null;
 }
 
+/** How a turn is doing or how it ended: `waiting` (a permission request waits for a person), `blocked` (it ended after the rules, Tower or a person denied its last call), `verify_failed` (the job's check failed its last round). */
+export type TurnPhase = "queued" | "running" | "waiting" | "succeeded" | "failed" | "interrupted" | "blocked" | "verify_failed" | "refused";
+
 /** Where a turn is. */
 export type TurnState = "queued" | "running" | "ended" | "refused";
 
@@ -836,6 +866,17 @@ export interface TurnSummary {
   git_trees: Record<string, unknown> | null;
   id: string;
   index: number;
+  /**
+   * How it is doing or how it ended, in the words the CLI and the board show: `waiting` while
+   * a permission request waits, then `succeeded`, `failed`, `interrupted`, `blocked` or
+   * `verify_failed`.
+   */
+  phase: TurnPhase;
+  /**
+   * The phase in a line: why it failed or was refused, which call blocked it, how many
+   * requests wait.
+   */
+  phase_detail: string | null;
   prompt: string;
   /** Why it ended or was refused, in words. */
   reason: string | null;
@@ -848,6 +889,8 @@ export interface TurnSummary {
   usage: Usage;
   /** The job's check's state. */
   verify_state: string | null;
+  /** Permission requests of its run that wait for an answer. */
+  waiting: number;
 }
 
 /** Token totals. */

@@ -128,19 +128,27 @@
     return h('span', { class: `badge ${kind || ''}`.trim() }, text);
   }
 
+  /** The phase's word as a person reads it, and its badge's colour (issue 21). */
+  const PHASES = {
+    queued: ['queued', 'queued'],
+    running: ['running', 'live'],
+    waiting: ['waiting for you', 'wait'],
+    succeeded: ['succeeded', 'ok'],
+    failed: ['failed', 'bad'],
+    interrupted: ['interrupted', 'warn'],
+    blocked: ['blocked', 'bad'],
+    verify_failed: ['check failed', 'bad'],
+    refused: ['refused', 'bad'],
+  };
+
   /** @param {TurnSummary | null | undefined} t */
   function stateBadge(t) {
     if (!t) return badge('no turns');
-    /** @type {string} */
-    let kind = t.state;
-    /** @type {string} */
-    let text = t.state;
-    if (t.state === 'ended') {
-      text = `ended ${t.status ?? ''}`.trim();
-      kind = t.status === 0 ? 'ok' : t.status === 130 ? 'warn' : 'bad';
-    } else if (t.state === 'refused') kind = 'bad';
-    else if (t.state === 'running') kind = 'live';
-    return badge(text, kind);
+    const [text, kind] = PHASES[t.phase] || [t.state, t.state];
+    const b = badge(text, kind);
+    b.dataset.phase = t.phase;
+    if (t.phase_detail) b.title = t.phase_detail;
+    return b;
   }
 
   /** A block of text that may be long: the first lines, the rest behind a "more". */
@@ -606,18 +614,89 @@
     return `${Math.floor(s / 86400)} d ago`;
   }
 
+  /** "Tell me when a call waits": asks the browser for notifications (only on a click). */
+  function notifyButton() {
+    if (!('Notification' in window)) return null;
+    const b = h('button', { type: 'button', id: 'notify', class: 'small' }, 'Notify me when a call waits');
+    const show = () => {
+      const p = Notification.permission;
+      b.textContent = p === 'granted' ? 'Notifications on' : p === 'denied' ? 'Notifications blocked by the browser' : 'Notify me when a call waits';
+      b.disabled = p !== 'default';
+    };
+    b.addEventListener('click', async () => {
+      await Notification.requestPermission();
+      show();
+    });
+    show();
+    return b;
+  }
+
   /** Shows how many requests wait for this person beside the header's "Approvals". */
   function showInboxCount(n) {
     const c = $('#inbox-count');
     c.dataset.count = String(n);
     c.textContent = n ? String(n) : '';
     $('#inbox').setAttribute('title', n ? `${n} tool ${n === 1 ? 'call waits' : 'calls wait'} for your answer` : 'nothing waits for your answer');
+    // The tab says it too, in its title and its icon (issue 21).
+    document.title = n ? `(${n}) hangar` : 'hangar';
+    favicon(n);
   }
+
+  /** The tab's icon: hangar's mark, with the count of waiting requests on it when there are any. */
+  function favicon(n) {
+    let link = /** @type {HTMLLinkElement | null} */ (document.querySelector('link[rel=icon]'));
+    if (!link) {
+      link = /** @type {HTMLLinkElement} */ (h('link', { rel: 'icon' }));
+      document.head.append(link);
+    }
+    const c = document.createElement('canvas');
+    c.width = c.height = 32;
+    const g = c.getContext('2d');
+    if (!g) return;
+    g.fillStyle = '#1f2937';
+    g.fillRect(2, 6, 28, 22);
+    g.fillStyle = '#ffffff';
+    g.font = 'bold 18px sans-serif';
+    g.textAlign = 'center';
+    g.textBaseline = 'middle';
+    g.fillText('h', 16, 17);
+    if (n) {
+      g.fillStyle = '#d97706';
+      g.beginPath();
+      g.arc(22, 10, 10, 0, 2 * Math.PI);
+      g.fill();
+      g.fillStyle = '#ffffff';
+      g.font = 'bold 14px sans-serif';
+      g.fillText(n > 9 ? '9+' : String(n), 22, 11);
+    }
+    link.href = c.toDataURL('image/png');
+    link.dataset.count = String(n);
+  }
+
+  /** Requests already seen, so a notification is only for a new one. */
+  const seenRequests = new Set();
+  let firstCount = true;
 
   async function refreshInboxCount() {
     if (!state.token) return;
     try {
-      showInboxCount(/** @type {PendingApprovals} */ (await api('GET', '/v1/approvals')).approvals.length);
+      const { approvals } = /** @type {PendingApprovals} */ (await api('GET', '/v1/approvals'));
+      showInboxCount(approvals.length);
+      for (const a of approvals) {
+        const key = `${a.run_id}/${a.request_id}`;
+        if (seenRequests.has(key)) continue;
+        seenRequests.add(key);
+        // A browser notification for a request new since the page opened, when the person
+        // allowed them (the inbox has the button that asks).
+        if (!firstCount && 'Notification' in window && Notification.permission === 'granted') {
+          const n = new Notification('hangar: a tool call waits for you', { body: `${a.tool_name}: ${short(typeof a.input.command === 'string' ? a.input.command : JSON.stringify(a.input), 120)}`, tag: key });
+          n.onclick = () => {
+            window.focus();
+            go('/ui/approvals');
+          };
+        }
+      }
+      firstCount = false;
     } catch (_) {
       /* the next round tries again; a refused token signs the page out */
     }
@@ -647,6 +726,7 @@
     main.append(
       h('div', { class: 'row spread' }, h('h1', {}, 'Approvals'), status),
       h('p', { class: 'muted small' }, 'Tool calls waiting for a person, in the runs whose requests you may answer: your own, those of environments that name you as an approver, and every run for an admin.'),
+      notifyButton(),
       list,
     );
     /** @type {Map<string, {card: HTMLElement, age: HTMLElement, at: number}>} */
@@ -891,14 +971,29 @@
     const list = h('div', { id: 'sessions' }, h('p', { class: 'muted' }, 'Loading…'));
     const status = h('span', { class: 'muted small' });
     const forms = new Map();
+    // What waits for a person (issue 21): a count, a filter, and the count in the tab's title.
+    const waitingCount = h('span', { id: 'waiting-count', class: 'badge wait', hidden: true });
+    const needsMe = h('input', { type: 'checkbox', id: 'needs-me' });
+    const filter = h('label', { class: 'small' }, needsMe, ' needs me');
+    /** @type {BoardRow[]} */
+    let shown = [];
+    const render = () => {
+      const rows = needsMe.checked ? shown.filter((s) => s.waiting > 0) : shown;
+      fill(list, ...(rows.length ? rows.map((s) => sessionCard(s, forms)) : [h('p', { class: 'muted' }, needsMe.checked ? 'Nothing waits for you.' : ['No sessions yet. Start one above, or with ', h('code', {}, 'hangar run'), '.'])]));
+    };
+    needsMe.addEventListener('change', render);
     if (only) main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Session'), h('span', {}, h('a', { href: '/ui/sessions', 'data-nav': true }, 'all sessions'), ' ', status)), list);
-    else main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Sessions'), status), newSessionForm(), list);
+    else main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Sessions'), h('span', { class: 'row' }, waitingCount, filter, status)), newSessionForm(), list);
     const load = async () => {
       try {
         /** @type {Board} */
         const { sessions } = await api('GET', only ? `/v1/board?session=${encodeURIComponent(only)}` : '/v1/board');
         if (!ctx.alive) return;
-        fill(list, ...(sessions.length ? sessions.map((s) => sessionCard(s, forms)) : [h('p', { class: 'muted' }, 'No sessions yet. Start one above, or with ', h('code', {}, 'hangar run'), '.')]));
+        shown = sessions;
+        const waiting = sessions.reduce((n, s) => n + s.waiting, 0);
+        waitingCount.textContent = `${waiting} waiting for you`;
+        waitingCount.hidden = waiting === 0;
+        render();
         status.textContent = 'updated ' + when(Date.now()).slice(11);
       } catch (e) {
         if (ctx.alive) status.textContent = e.message;
@@ -1044,6 +1139,7 @@
         laterTurns(),
         t.state === 'refused' ? h('p', { class: 'notice bad' }, 'Refused: ', t.reason || 'no reason given') : null,
         t.state === 'ended' ? h('p', { class: 'muted small' }, endedInWords(t.status, t.reason)) : null,
+        t.state === 'ended' && t.phase_detail ? h('p', { class: `notice ${t.phase === 'interrupted' ? 'warn' : 'bad'}`, id: 'phase-detail' }, t.phase_detail) : null,
         h(
           'dl',
           { class: 'meta' },
@@ -1231,13 +1327,20 @@
         case 'approval_requested':
           el = row(id, k, 'ask', label('asks'), `may it run ${p.tool_name}?`, p.tool_use_id ? h('code', { class: 'small muted' }, ' ' + p.tool_use_id) : null);
           loadApprovals();
+          // The turn is `waiting` now: its badge says so.
+          reloadTurnSoon();
           break;
         case 'approval_answered':
-          el = row(id, k, p.decision === 'allow' ? 'ok' : 'bad', label('answered'), `${{ allow: 'allowed', deny: 'denied', cancelled: 'cancelled' }[p.decision] || p.decision} ${p.by === 'command' ? 'by a person' : p.by === 'policy' ? 'by the policy' : 'by ' + p.by}${p.seq !== undefined ? ' (command #' + p.seq + ')' : ''}`);
+          // Who answered and the words they gave with it (issue 21: people's words are kept).
+          el = row(id, k, p.decision === 'allow' ? 'ok' : 'bad', label('answered'), `${{ allow: 'allowed', deny: 'denied', cancelled: 'cancelled' }[p.decision] || p.decision} by ${p.person || (p.by === 'command' ? 'a person' : p.by === 'policy' ? 'the policy' : p.by)}${p.seq !== undefined ? ' (command #' + p.seq + ')' : ''}`, p.note ? h('q', { class: 'note' }, p.note) : null);
           loadApprovals();
+          reloadTurnSoon();
+          break;
+        case 'rules_denied':
+          el = row(id, k, 'bad', label('blocked'), `the rules (${p.rule}) denied ${p.tool_name}: ${p.reason}`);
           break;
         case 'command_acked':
-          el = row(id, k, 'sys', label(p.command), `#${p.seq}: ${p.outcome}`);
+          el = row(id, k, 'sys', label(p.command), `#${p.seq}: ${p.outcome}${p.person ? ' · from ' + p.person : ''}`);
           break;
         case 'command_refused':
           el = row(id, k, 'bad', label('refused'), `${p.command ? p.command + (p.seq !== undefined && p.seq !== null ? ' #' + p.seq : '') : 'a command it could not read'}: ${p.reason} (${p.code})`);

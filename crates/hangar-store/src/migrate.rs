@@ -133,6 +133,13 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0009_team_sign_in.sql"),
         refuse_if: CASE_TWINS,
     },
+    Migration {
+        version: 10,
+        name: "turn_blocked",
+        sqlite: include_str!("../migrations/sqlite/0010_turn_blocked.sql"),
+        postgres: include_str!("../migrations/postgres/0010_turn_blocked.sql"),
+        refuse_if: &[],
+    },
 ];
 
 /// The newest schema version this build knows.

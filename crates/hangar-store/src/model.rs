@@ -158,6 +158,9 @@ pub struct Turn {
     /// A one-shot turn's start and end trees (S29), JSON owned by the control plane; none for
     /// turns the driver ran (their trees are events).
     pub git_trees: Option<Value>,
+    /// When the turn ended right after a denied call the agent did nothing more after: which
+    /// call and who denied it, in words.
+    pub blocked: Option<String>,
 }
 
 /// A change of a turn's state (see [`crate::Store::update_turn_state`]); each `Some` field is
@@ -178,6 +181,8 @@ pub struct TurnUpdate {
     pub usage: Option<Usage>,
     /// Cost.
     pub cost_usd: Option<f64>,
+    /// The denied call it ended after (see [`Turn::blocked`]).
+    pub blocked: Option<String>,
 }
 
 impl TurnUpdate {
@@ -191,6 +196,7 @@ impl TurnUpdate {
             verify_state: None,
             usage: None,
             cost_usd: None,
+            blocked: None,
         }
     }
 }

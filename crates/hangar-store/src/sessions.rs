@@ -19,7 +19,7 @@ const HANDLE_SEALED_FIELD: &str = "token_sealed";
 
 const TURN_COLS: &str = "id, session_id, idx, run_id, state, status, reason, prompt, manifest, \
      verify_state, input_tokens, output_tokens, cached_tokens, cost_usd, created_at, started_at, \
-     ended_at, git_trees";
+     ended_at, git_trees, blocked";
 
 fn environment_from(r: &impl Cols) -> Result<Environment, StoreError> {
     Ok(Environment {
@@ -79,6 +79,7 @@ pub(crate) fn turn_from(r: &impl Cols) -> Result<Turn, StoreError> {
         started_at: r.opt_int("started_at")?,
         ended_at: r.opt_int("ended_at")?,
         git_trees: r.opt_json("git_trees")?,
+        blocked: r.opt_text("blocked")?,
     })
 }
 
@@ -460,7 +461,8 @@ impl Store {
                  output_tokens = COALESCE($8, output_tokens), \
                  cached_tokens = COALESCE($9, cached_tokens), \
                  cost_usd = COALESCE($10, cost_usd), \
-                 started_at = COALESCE(started_at, $11), ended_at = COALESCE(ended_at, $12) \
+                 started_at = COALESCE(started_at, $11), ended_at = COALESCE(ended_at, $12), \
+                 blocked = COALESCE($15, blocked) \
                  WHERE id = $1 AND state IN ($13, $14)",
             )
             .bind(turn_id)
@@ -477,6 +479,7 @@ impl Store {
             .bind(ends)
             .bind(from.first().copied().unwrap_or(""))
             .bind(from.get(1).copied().unwrap_or(""))
+            .bind(u.blocked.as_deref())
             .execute(pool)
             .await?
             .rows_affected()

@@ -263,4 +263,16 @@ impl Store {
     pub async fn pending_approvals(&self, run_id: &str) -> Result<Vec<Approval>, StoreError> {
         self.approvals(run_id, true).await
     }
+
+    /// How many permission requests wait for an answer in each live run that has any (what
+    /// makes a turn `waiting`), as (session, run, count), in one query for the whole board.
+    pub async fn waiting_counts(&self) -> Result<Vec<(String, String, i64)>, StoreError> {
+        let sql = "SELECT t.session_id, a.run_id, COUNT(*) AS n FROM approvals a \
+                   JOIN runs r ON r.id = a.run_id JOIN turns t ON t.id = r.turn_id \
+                   WHERE a.decision IS NULL AND r.state = 'live' GROUP BY t.session_id, a.run_id";
+        let rows = read_db!(self, pool => {
+            sqlx::query_as::<_, (String, String, i64)>(sql).fetch_all(pool).await?
+        });
+        Ok(rows)
+    }
 }

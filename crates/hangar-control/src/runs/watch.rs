@@ -25,6 +25,10 @@ struct Totals {
     /// The watcher started past the log's start (a re-attach): the events before are not in
     /// these sums, so the turn's end sums the run's stored `usage` events instead.
     partial: bool,
+    /// The last denied call, in words, until a call after it runs: the turn's `blocked`.
+    blocked: Option<String>,
+    /// Tool names by `tool_use_id` and by approval request id, to name a denied call.
+    tools: std::collections::HashMap<String, String>,
 }
 
 impl Totals {
@@ -58,6 +62,61 @@ impl Totals {
                     );
                 }
             }
+        }
+    }
+
+    /// Follows denials: a denied call (by the rules, a person, the policy or Tower's hook) is
+    /// the turn's `blocked` until a call after it runs without an error.
+    fn follow_denials(&mut self, kind: &EventKind) {
+        let name =
+            |t: &Totals, id: &str| t.tools.get(id).cloned().unwrap_or_else(|| "a call".into());
+        match kind {
+            EventKind::ToolCall {
+                tool_use_id, name, ..
+            } => {
+                self.tools.insert(tool_use_id.clone(), name.clone());
+            }
+            EventKind::ApprovalRequested {
+                request_id,
+                tool_name,
+                ..
+            } => {
+                self.tools.insert(request_id.clone(), tool_name.clone());
+            }
+            EventKind::RulesDenied {
+                tool_name,
+                rule,
+                reason,
+                ..
+            } => self.blocked = Some(format!("the rules ({rule}) denied {tool_name}: {reason}")),
+            EventKind::ApprovalAnswered {
+                request_id,
+                decision,
+                by,
+                person,
+                note,
+                ..
+            } if decision == "deny" => {
+                let who = person.clone().unwrap_or_else(|| by.clone());
+                let tool = name(self, request_id);
+                self.blocked = Some(match note {
+                    Some(n) if !n.is_empty() => format!("{who} denied {tool}: {n}"),
+                    _ => format!("{who} denied {tool}"),
+                });
+            }
+            EventKind::ToolResult {
+                tool_use_id,
+                output,
+                is_error,
+            } => {
+                if !is_error {
+                    self.blocked = None;
+                } else if let Some(why) = output.trim().strip_prefix("Tower denied this call:") {
+                    let tool = name(self, tool_use_id);
+                    self.blocked = Some(format!("Tower denied {tool}:{why}"));
+                }
+            }
+            _ => {}
         }
     }
 
@@ -553,6 +612,7 @@ fn effects_of(events: &[ProgressEvent]) -> Vec<SliceEffect<'_>> {
 async fn act(plane: &Arc<Runs>, run: &Run, events: &[ProgressEvent], totals: &mut Totals) -> bool {
     let store = &plane.store;
     for e in events {
+        totals.follow_denials(&e.kind);
         match &e.kind {
             EventKind::Started { argv, hooks, .. } if !argv.is_empty() => {
                 if let Err(err) = record_harness_argv(store, &run.turn_id, argv, hooks).await {
@@ -646,6 +706,8 @@ async fn end_turn(
     } else {
         None
     };
+    // The denials seen (a re-attach sees only those after it).
+    let blocked = totals.blocked.clone();
     let totals = stored.as_ref().unwrap_or(totals);
     let mut u = TurnUpdate::to(TurnState::Ended);
     u.status = Some(i64::from(status));
@@ -653,6 +715,7 @@ async fn end_turn(
     u.verify_state = verify;
     u.usage = Some(totals.usage);
     u.cost_usd = totals.cost;
+    u.blocked = blocked;
     if let Err(e) = store.update_turn_state(&run.turn_id, &u).await {
         tracing::warn!(run = %run.id, error = %e, "cannot record the turn's end");
     }

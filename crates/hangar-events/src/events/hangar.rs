@@ -214,12 +214,17 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
         },
         HangarLine::Warning { message } => EventKind::Warning { message },
         HangarLine::RulesDenied {
+            request_id,
             tool_name,
+            tool_use_id,
             rule,
             reason,
-            ..
-        } => EventKind::Warning {
-            message: format!("{rule} denied {tool_name}: {reason}"),
+        } => EventKind::RulesDenied {
+            request_id,
+            tool_name,
+            tool_use_id,
+            rule,
+            reason,
         },
         HangarLine::Error { message } => EventKind::Error { message },
     }

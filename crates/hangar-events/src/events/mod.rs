@@ -126,6 +126,16 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
     },
+    /// `hangar.rules_denied`: the deny-risky rules refused a call before anyone was asked
+    /// (`rule` names the rule, `reason` is what the agent was told).
+    RulesDenied {
+        request_id: String,
+        tool_name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_use_id: Option<String>,
+        rule: String,
+        reason: String,
+    },
     /// `hangar.command`: command `seq` of kind `command` (`prompt`, `steer`, `interrupt`,
     /// `approve`, `deny`, `end`) was carried out (`outcome` `done`) or answered `ended`.
     CommandAcked {
@@ -232,6 +242,7 @@ impl EventKind {
             EventKind::ToolResult { .. } => "tool_result",
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::ApprovalAnswered { .. } => "approval_answered",
+            EventKind::RulesDenied { .. } => "rules_denied",
             EventKind::CommandAcked { .. } => "command_acked",
             EventKind::CommandRefused { .. } => "command_refused",
             EventKind::Tree { .. } => "tree",

@@ -43,7 +43,7 @@ pub(crate) struct BoardQuery {
     limit: Option<usize>,
 }
 
-/// `GET /v1/board`: the newest sessions first, each with its sandbox and person, its turns
+/// `GET /v1/board`: sessions with a permission request waiting first, then the newest, each with its sandbox and person, its turns
 /// (without their manifests), its latest turn's state, the sums of its turns' tokens and cost, and
 /// the fork's record when it was made as one.
 pub(crate) async fn board(
@@ -73,16 +73,27 @@ pub(crate) async fn board(
         }
         sessions = mine;
     }
-    sessions.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+    // What waits for a person first, then the newest.
+    let waiting = views::Waiting::read(plane.store()).await?;
+    sessions.sort_by(|a, b| {
+        (waiting.session(&b.id) > 0)
+            .cmp(&(waiting.session(&a.id) > 0))
+            .then(b.created_at.cmp(&a.created_at))
+            .then(b.id.cmp(&a.id))
+    });
     sessions.truncate(q.limit.unwrap_or(BOARD_DEFAULT).clamp(1, BOARD_MAX));
     let mut rows = Vec::with_capacity(sessions.len());
     for s in &sessions {
-        rows.push(board_row(&plane, s).await?);
+        rows.push(board_row(&plane, s, &waiting).await?);
     }
     Ok(Json(api::Board { sessions: rows }).into_response())
 }
 
-async fn board_row(plane: &ControlPlane, s: &Session) -> Result<api::BoardRow, ApiError> {
+async fn board_row(
+    plane: &ControlPlane,
+    s: &Session,
+    waiting: &views::Waiting,
+) -> Result<api::BoardRow, ApiError> {
     let sandbox = match plane.store().sandbox(&s.sandbox_id).await {
         Ok(sb) => Some(views::sandbox_brief(&sb)),
         Err(StoreError::NotFound { .. }) => None,
@@ -98,14 +109,20 @@ async fn board_row(plane: &ControlPlane, s: &Session) -> Result<api::BoardRow, A
         }
     }
     let fork = plane.steps().fork_of(&s.id).await?;
+    let summaries: Vec<api::TurnSummary> = turns
+        .iter()
+        .map(|t| views::turn_summary(t, waiting))
+        .collect();
     Ok(api::BoardRow {
         session: views::session(s),
         person: sandbox.as_ref().map(|sb| sb.person.clone()),
         sandbox,
         state: turns.last().map(|t| t.state),
+        phase: summaries.last().map(|t| t.phase),
+        waiting: waiting.session(&s.id),
         usage: views::usage(usage),
         cost_usd: cost,
-        turns: turns.iter().map(views::turn_summary).collect(),
+        turns: summaries,
         fork,
     })
 }
