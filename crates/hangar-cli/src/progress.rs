@@ -43,6 +43,39 @@ pub fn short_tail(s: &str, max: usize) -> String {
     format!("…{}", short(&tail, max))
 }
 
+/// Writes without a newline (and flushes): a streamed message's pieces.
+#[expect(clippy::print_stdout, reason = "the CLI's output")]
+fn put(text: &str) {
+    print!("{text}");
+    let _ = std::io::stdout().flush();
+}
+
+/// A piece of streamed text in a run-log line, and whether it is thinking: Claude Code's
+/// `stream_event` `text_delta` / `thinking_delta` (not a subagent's), the driver's `item.delta`
+/// for Codex.
+fn delta(line: &str) -> Option<(String, bool)> {
+    if !line.contains("\"stream_event\"") && !line.contains("\"item.delta\"") {
+        return None;
+    }
+    let v: Value = serde_json::from_str(line).ok()?;
+    match v["type"].as_str()? {
+        "stream_event" if v["parent_tool_use_id"].is_null() => {
+            let d = &v["event"]["delta"];
+            match (v["event"]["type"].as_str()?, d["type"].as_str()?) {
+                ("content_block_delta", "text_delta") => {
+                    Some((d["text"].as_str()?.to_owned(), false))
+                }
+                ("content_block_delta", "thinking_delta") => {
+                    Some((d["thinking"].as_str()?.to_owned(), true))
+                }
+                _ => None,
+            }
+        }
+        "item.delta" => Some((v["delta"].as_str()?.to_owned(), v["kind"] == "reasoning")),
+        _ => None,
+    }
+}
+
 /// Rows under a header, each column aligned (comfy-table, no borders): what a person scans.
 pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut t = comfy_table::Table::new();
@@ -158,6 +191,11 @@ pub struct Printer {
     unverified: Option<String>,
     /// The person was told why, once.
     told: bool,
+    /// A message being streamed is open on the terminal (no newline yet): `Some(thinking)`.
+    open: Option<bool>,
+    /// The text streamed of the current message, so its whole `assistant` line is not shown
+    /// again.
+    streamed: String,
 }
 
 impl Printer {
@@ -167,6 +205,8 @@ impl Printer {
             json,
             unverified: None,
             told: false,
+            open: None,
+            streamed: String::new(),
         }
     }
 
@@ -185,22 +225,67 @@ impl Printer {
     }
 
     pub fn line(&mut self, line: &str) {
-        if self.json {
-            say(line);
-            return;
+        let out = self.render(line);
+        if !out.is_empty() {
+            put(&out);
         }
-        for out in self.describe(line) {
+    }
+
+    /// What [`Printer::line`] writes for `line`: whole lines, or a streamed message's pieces
+    /// on one open line (closed by the next thing shown).
+    fn render(&mut self, line: &str) -> String {
+        if self.json {
+            return format!("{line}\n");
+        }
+        let mut w = String::new();
+        // Text as the model streams it: shown as it comes, on one open line.
+        if let Some((piece, thinking)) = delta(line) {
+            if self.open != Some(thinking) {
+                if self.open.is_some() {
+                    w.push('\n');
+                }
+                let what = if thinking { "thinking" } else { "assistant" };
+                w.push_str(&format!("{}: ", self.said(what)));
+                self.open = Some(thinking);
+                if !thinking {
+                    self.streamed.clear();
+                }
+            }
+            if !thinking {
+                self.streamed.push_str(&piece);
+            }
+            w.push_str(&piece);
+            return w;
+        }
+        let mut outs = self.describe(line);
+        if outs.is_empty() {
+            return w;
+        }
+        if self.open.take().is_some() {
+            w.push('\n');
+        }
+        // The whole message, already shown piece by piece, is not shown again.
+        if !self.streamed.is_empty() {
+            let whole = format!("{}: {}", self.said("assistant"), short(&self.streamed, 300));
+            if let Some(i) = outs.iter().position(|o| *o == whole) {
+                outs.remove(i);
+                self.streamed.clear();
+            }
+        }
+        for out in outs {
             if !self.told
                 && let Some(why) = &self.unverified
                 && out.contains(UNVERIFIED)
             {
                 self.told = true;
-                say(&format!(
-                    "note: text marked {UNVERIFIED} is not known to be the model's: {why}"
+                w.push_str(&format!(
+                    "note: text marked {UNVERIFIED} is not known to be the model's: {why}\n"
                 ));
             }
-            say(&out);
+            w.push_str(&out);
+            w.push('\n');
         }
+        w
     }
 
     /// `what` marked when the run's log is unverified: `assistant` or `assistant (unverified)`.
@@ -316,13 +401,41 @@ impl Printer {
                     short(&input.to_string(), 200)
                 )]
             }
+            // Who answered and the words they gave (issue 21), the request by its short id.
             HangarLine::ApprovalAnswered {
                 request_id,
                 decision,
+                by,
+                person,
+                note,
                 ..
-            } => vec![format!("approval {request_id}: {decision}")],
-            HangarLine::Refused { name, reason, .. } => {
-                vec![format!("command refused ({name}): {reason}")]
+            } => {
+                let req = short_ids(&[request_id.as_str()]).remove(0);
+                let who = match (person, by.as_str()) {
+                    (Some(p), _) => format!(" by {p}"),
+                    (None, "command") => String::new(),
+                    (None, other) => format!(" by {other}"),
+                };
+                let words = note.filter(|n| !n.is_empty()).map(|n| format!(": {n}"));
+                vec![format!(
+                    "approval {req}: {decision}{who}{}",
+                    words.unwrap_or_default()
+                )]
+            }
+            // The command as the person knows it (its kind and number), not its file's name.
+            HangarLine::Refused {
+                name,
+                seq,
+                kind,
+                reason,
+                ..
+            } => {
+                let what = match (kind, seq) {
+                    (Some(k), Some(n)) => format!("{k} #{n}"),
+                    (Some(k), None) => k,
+                    _ => format!("a command ({name})"),
+                };
+                vec![format!("command refused ({what}): {reason}")]
             }
             HangarLine::Command {
                 kind, outcome, seq, ..
@@ -336,7 +449,15 @@ impl Printer {
                     "turn ended: status {status}; messages not delivered (seq): {handed_back:?}"
                 )]
             }
-            HangarLine::TurnEnd { status, .. } => vec![format!("turn ended: status {status}")],
+            HangarLine::TurnEnd { status, verify, .. } => {
+                let word = match (status, verify.as_deref()) {
+                    (130, _) => "interrupted",
+                    (_, Some("failed")) => "verify failed",
+                    (0, _) => "succeeded",
+                    _ => "failed",
+                };
+                vec![format!("turn ended: status {status} ({word})")]
+            }
             HangarLine::Verify {
                 round,
                 outcome,
@@ -446,6 +567,49 @@ mod tests {
         let r = p.describe(r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.1,"hangar_process_usage":{"input_tokens":11,"output_tokens":7}}"#);
         assert_eq!(r[1], "tokens: input 11 output 7 (this process); cost $0.10");
         assert_eq!(short("abcdef", 3), "abc…");
+    }
+
+    #[test]
+    fn streamed_text_shows_as_it_comes_and_its_whole_message_is_not_repeated() {
+        let mut p = Printer::new("run-1", false);
+        let piece = |t: &str| {
+            format!(
+                r#"{{"type":"stream_event","event":{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":{}}}}},"parent_tool_use_id":null}}"#,
+                serde_json::to_string(t).unwrap()
+            )
+        };
+        let think = r#"{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"thinking_delta","thinking":"hmm"}},"parent_tool_use_id":null}"#;
+        let sub = r#"{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"sub"}},"parent_tool_use_id":"toolu_1"}"#;
+        let stop = r#"{"type":"stream_event","event":{"type":"content_block_stop","index":0},"parent_tool_use_id":null}"#;
+        let whole =
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"made it"}]}}"#;
+        let mut shown = String::new();
+        for l in [think, &piece("made"), &piece(" it"), sub, stop] {
+            shown.push_str(&p.render(l));
+        }
+        // Open, piece by piece, with no newline yet; a subagent's piece is not the message's.
+        assert_eq!(shown, "thinking: hmm\nassistant: made it");
+        shown.push_str(&p.render(whole));
+        shown.push_str(&p.render(
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"made it"}"#,
+        ));
+        assert_eq!(
+            shown.lines().take(3).collect::<Vec<_>>(),
+            [
+                "thinking: hmm",
+                "assistant: made it",
+                "result: success made it"
+            ],
+            "{shown}"
+        );
+        // Codex's pieces (the driver's `item.delta`), then its completed item.
+        let mut p = Printer::new("run-1", false);
+        let mut shown =
+            p.render(r#"{"type":"item.delta","item_id":"m1","kind":"agent_message","delta":"yo"}"#);
+        shown.push_str(
+            &p.render(r#"{"type":"item.completed","item":{"type":"agent_message","text":"yo"}}"#),
+        );
+        assert_eq!(shown, "assistant: yo\n");
     }
 
     #[test]

@@ -300,7 +300,9 @@ fn ctrl_c_on_hangar_run_interrupts_the_turn() {
         "{shown:?}"
     );
     assert!(
-        shown.iter().any(|l| l == "turn ended: status 130"),
+        shown
+            .iter()
+            .any(|l| l == "turn ended: status 130 (interrupted)"),
         "{shown:?}"
     );
 }

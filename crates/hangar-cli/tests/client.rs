@@ -368,9 +368,10 @@ fn run_session_start_and_send_go_through_a_running_server() {
     assert!(at("you: which word was it?") < at("assistant: answer three"));
 
     // `sessions` and `audit` list what the server holds.
+    // (A header, then each session under its short id.)
     let listed = text(&w.cmd(&["sessions"])).0;
-    assert!(listed.contains(&session), "{listed}");
-    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(listed.contains(&session[..10]), "{listed}");
+    assert_eq!(listed.lines().count(), 3, "{listed}");
     let audit = text(&w.cmd(&["audit"])).0;
     assert!(audit.contains("session.started"), "{audit}");
 
@@ -491,7 +492,9 @@ fn hangar_run_rides_out_a_restart_and_serves_its_run_when_the_server_stays_away(
     let err = stderr(&mut child);
     assert!(err.contains("lost the server; reconnecting…"), "{err}");
     assert!(
-        shown.iter().any(|l| l == "turn ended: status 0"),
+        shown
+            .iter()
+            .any(|l| l == "turn ended: status 0 (succeeded)"),
         "{shown:#?}"
     );
     assert_eq!(
@@ -512,7 +515,9 @@ fn hangar_run_rides_out_a_restart_and_serves_its_run_when_the_server_stays_away(
     let err = stderr(&mut child);
     assert!(err.contains("serving this run from here"), "{err}");
     assert!(
-        shown.iter().any(|l| l == "turn ended: status 0"),
+        shown
+            .iter()
+            .any(|l| l == "turn ended: status 0 (succeeded)"),
         "{shown:#?}"
     );
 }

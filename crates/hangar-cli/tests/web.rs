@@ -301,6 +301,12 @@ fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
         .unwrap();
     wait_text(&b, "#feed [data-kind=tool_call]", "echo hi > made.txt");
     wait_text(&b, "#approvals .approval", "Bash");
+    // The tool's card says it waits for a person, not that it runs.
+    wait_text(
+        &b,
+        "#feed [data-kind=tool_call] .result",
+        "waiting for approval",
+    );
     assert_eq!(s.turn(&turn)["state"], "running");
     // Waiting for a person, in its own words (issue 21), and counted in the tab's title.
     assert_eq!(s.turn(&turn)["phase"], "waiting");
@@ -699,6 +705,21 @@ fn steer_send_the_next_prompt_and_interrupt_from_the_page() {
     let next = b.url().unwrap().rsplit('/').next().unwrap().to_owned();
     assert_ne!(next, turn);
     assert_eq!(s.turn(&next)["state"], "running");
+
+    // The long answer appears as the model writes it (issue 21), not all at the end: its
+    // first pieces are on the page while the turn runs, and more come after.
+    let early = wait_text(&b, "#feed [data-kind=text_delta]", "chunk2");
+    assert!(early.to_lowercase().contains("writing"), "{early}");
+    assert!(!early.contains("chunk150"), "{early}");
+    shot(&b, "10b-text-mid-stream");
+    wait_text(&b, "#feed [data-kind=text_delta]", "chunk6");
+    assert_eq!(s.turn(&next)["state"], "running");
+    assert!(
+        b.find("#feed [data-kind=assistant_text]")
+            .unwrap()
+            .is_none(),
+        "the whole message came before the turn ended"
+    );
 
     // Interrupt: the driver says done and the turn ends with 130.
     b.click("#interrupt").unwrap();

@@ -52,7 +52,17 @@ async fn a_message_sent_after_the_driver_was_killed_starts_the_next_turn() {
         // A plain folder, allowed on this control plane.
         env: claude_env(&fake.base_url(), &config)
             .into_iter()
-            .chain([("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned())])
+            .chain([
+                ("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned()),
+                // The agent's login shells read this HOME, not the machine's (whose `.bashrc`
+                // may run `pyenv rehash`: killed mid-rehash, it leaves a lock every later turn
+                // on the machine waits on).
+                ("HOME".to_owned(), {
+                    let h = home.path().join("agent-home");
+                    std::fs::create_dir_all(&h).unwrap();
+                    h.display().to_string()
+                }),
+            ])
             .collect(),
     };
     let store = Store::open(&format!(

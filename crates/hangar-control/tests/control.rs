@@ -51,7 +51,13 @@ impl Env {
             // These tests are about the control plane over a plain folder: it allows one.
             env: claude_env(&self.fake.base_url(), &config)
                 .into_iter()
-                .chain([("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned())])
+                .chain([
+                    ("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned()),
+                    // The agent's login shells (`bash -l`) read this HOME, not the machine's: a root
+                    // `.bashrc` that runs `pyenv rehash` leaves a lock behind when a test kills the
+                    // shell mid-rehash, and every later turn on the machine then waits on it.
+                    ("HOME".to_owned(), agent_home(self.home.path())),
+                ])
                 .collect(),
         }
     }
@@ -872,4 +878,11 @@ async fn a_prompt_handed_back_again_by_its_own_retry_is_not_retried_without_end(
     for t in &turns {
         assert_events_equal_rebuild(&plane, t.run_id.as_deref().unwrap()).await;
     }
+}
+
+/// A HOME of the test's own for the agent (see where it is set).
+fn agent_home(root: &std::path::Path) -> String {
+    let h = root.join("agent-home");
+    std::fs::create_dir_all(&h).unwrap();
+    h.display().to_string()
 }

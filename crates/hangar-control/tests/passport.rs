@@ -70,6 +70,10 @@ impl Env {
             ("HANGAR_URL".to_owned(), HANGAR.to_owned()),
             // The passport's exchange in a plain folder: allowed on this server.
             ("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned()),
+            // The agent's login shells (`bash -l`) read this HOME, not the machine's: a root
+            // `.bashrc` that runs `pyenv rehash` leaves a lock behind when a test kills the
+            // shell mid-rehash, and every later turn on the machine then waits on it.
+            ("HOME".to_owned(), agent_home(self.home.path())),
         ]);
         let tools = Tools {
             home: self.home.path().join("hangar"),
@@ -502,4 +506,11 @@ fn a_restarted_control_plane_resumes_renewing_the_passports_of_live_runs() {
             "renewed after the run ended"
         );
     });
+}
+
+/// A HOME of the test's own for the agent (see where it is set).
+fn agent_home(root: &std::path::Path) -> String {
+    let h = root.join("agent-home");
+    std::fs::create_dir_all(&h).unwrap();
+    h.display().to_string()
 }

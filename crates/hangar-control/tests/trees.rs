@@ -92,6 +92,12 @@ impl Place {
         tools
             .env
             .push(("HANGAR_UNSANDBOXED_FOLDERS".to_owned(), "allow".to_owned()));
+        // The agent's login shells (`bash -l`) read this HOME, not the machine's: a root
+        // `.bashrc` that runs `pyenv rehash` leaves a lock behind when a test kills the
+        // shell mid-rehash, and every later turn on the machine then waits on it.
+        tools
+            .env
+            .push(("HOME".to_owned(), agent_home(self.home.path())));
         let db = self.home.path().join("hangar.db");
         let store = Store::open(&format!("sqlite://{}", db.display()))
             .await
@@ -580,4 +586,11 @@ async fn a_slow_hash_is_exported_as_skipped() {
     let t = attrs(&tool.attributes);
     assert_eq!(t["hangar.git.tree.skipped"], "slow", "{t:?}");
     assert!(!t.contains_key("hangar.git.tree"), "{t:?}");
+}
+
+/// A HOME of the test's own for the agent (see where it is set).
+fn agent_home(root: &std::path::Path) -> String {
+    let h = root.join("agent-home");
+    std::fs::create_dir_all(&h).unwrap();
+    h.display().to_string()
 }

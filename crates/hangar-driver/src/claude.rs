@@ -37,6 +37,9 @@ pub fn args(s: &Settings, files: TurnFiles<'_>) -> Vec<OsString> {
         "--output-format",
         "stream-json",
         "--verbose",
+        // Text as the model streams it (`stream_event` lines), so a person watches it being
+        // written (issue 21); the whole message still comes as its `assistant` line.
+        "--include-partial-messages",
     ]
     .iter()
     .map(OsString::from)

@@ -1034,8 +1034,10 @@
   function turnView(main, ctx, turnId, tab) {
     /**
      * What the page knows of the turn: the API's turn and its session's board row, and what the
-     * run's events said (their payloads are the control plane's, not typed by the API).
-     * @type {{turn: Turn | null, session: BoardRow | null, tools: Map<string, any>, trees: any[], ended: boolean, pendingIds: Set<string>, picked: number[], forkForms: Map<number, HTMLElement>}}
+     * run's events said (their payloads are the control plane's, not typed by the API);
+     * `asks`: tool calls by the request that asked for them; `stream`: the row a message is
+     * being streamed into.
+     * @type {{turn: Turn | null, session: BoardRow | null, tools: Map<string, any>, trees: any[], ended: boolean, pendingIds: Set<string>, picked: number[], forkForms: Map<number, HTMLElement>, asks: Map<string, string>, stream: {thinking: boolean, text: HTMLElement, el: HTMLElement} | null}}
      */
     const v = {
       turn: null,
@@ -1046,6 +1048,8 @@
       pendingIds: new Set(),
       picked: [],
       forkForms: new Map(),
+      asks: new Map(),
+      stream: null,
     };
 
     const head = h('section', { class: 'card turn-head', id: 'turn-head' }, h('p', { class: 'muted' }, 'Loading…'));
@@ -1299,11 +1303,32 @@
         case 'user_message':
           el = row(id, k, 'user', label('message'), h('p', { class: 'text' }, p.text));
           break;
+        case 'text_delta': {
+          // Text as the model writes it (issue 21): pieces appended to one row; the whole
+          // message (its `assistant_text`) then takes the row's place. Each piece keeps its
+          // event id in the page, so a reload or a late viewer shows the same.
+          const cur = v.stream;
+          if (cur && cur.thinking === !!p.thinking) {
+            cur.text.append(h('span', { dataset: { eventId: id } }, p.text));
+            if (cur.el.getBoundingClientRect().bottom > window.innerHeight - 40 && tab === 'live') window.scrollTo(0, document.body.scrollHeight);
+            return;
+          }
+          const text = h('p', { class: 'text' }, p.text);
+          el = row(id, k, p.thinking ? 'thinking' : 'assistant streaming', label(p.thinking ? 'thinking' : 'agent · writing…'), p.unverified ? unverified() : null, text);
+          v.stream = { thinking: !!p.thinking, text, el };
+          break;
+        }
         case 'assistant_text':
+          if (v.stream && !v.stream.thinking) {
+            v.stream.el.hidden = true;
+            v.stream.el.classList.add('streamed');
+          }
+          v.stream = null;
           // A log the agent could have written: not known to be the model's words.
           el = row(id, k, 'assistant', label('agent'), p.unverified ? unverified() : null, h('p', { class: 'text' }, p.text));
           break;
         case 'tool_call': {
+          v.stream = null;
           const result = h('div', { class: 'result pending' }, 'running…');
           el = row(id, k, 'tool', h('div', { class: 'row spread' }, h('span', {}, label('tool'), h('strong', { class: 'tool-name' }, p.name)), h('code', { class: 'small muted' }, p.tool_use_id)), toolInput(p.name, p.input), result);
           el.dataset.toolUseId = p.tool_use_id;
@@ -1327,14 +1352,29 @@
         case 'approval_requested':
           el = row(id, k, 'ask', label('asks'), `may it run ${p.tool_name}?`, p.tool_use_id ? h('code', { class: 'small muted' }, ' ' + p.tool_use_id) : null);
           loadApprovals();
-          // The turn is `waiting` now: its badge says so.
+          // The turn is `waiting` now: its badge says so, and so does the tool's card.
           reloadTurnSoon();
+          if (p.tool_use_id) {
+            v.asks.set(p.request_id, p.tool_use_id);
+            const t = v.tools.get(p.tool_use_id);
+            if (t && t.result.classList.contains('pending')) {
+              t.result.textContent = 'waiting for approval…';
+              t.result.classList.add('asking');
+            }
+          }
           break;
         case 'approval_answered':
           // Who answered and the words they gave with it (issue 21: people's words are kept).
           el = row(id, k, p.decision === 'allow' ? 'ok' : 'bad', label('answered'), `${{ allow: 'allowed', deny: 'denied', cancelled: 'cancelled' }[p.decision] || p.decision} by ${p.person || (p.by === 'command' ? 'a person' : p.by === 'policy' ? 'the policy' : p.by)}${p.seq !== undefined ? ' (command #' + p.seq + ')' : ''}`, p.note ? h('q', { class: 'note' }, p.note) : null);
           loadApprovals();
           reloadTurnSoon();
+          {
+            const t = v.tools.get(v.asks.get(p.request_id));
+            if (t && t.result.classList.contains('pending')) {
+              t.result.textContent = p.decision === 'allow' ? 'running…' : p.decision === 'deny' ? 'denied' : 'cancelled';
+              t.result.classList.remove('asking');
+            }
+          }
           break;
         case 'rules_denied':
           el = row(id, k, 'bad', label('blocked'), `the rules (${p.rule}) denied ${p.tool_name}: ${p.reason}`);

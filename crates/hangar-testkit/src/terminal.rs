@@ -86,6 +86,19 @@ impl Terminal {
     }
 }
 
+impl Terminal {
+    /// [`Terminal::screen`] with its colours and styles, as SGR escape sequences.
+    pub fn screen_styled(&self) -> String {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["capture-pane", "-p", "-e", "-t", "t"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+}
+
 impl Drop for Terminal {
     fn drop(&mut self) {
         let _ = Command::new("tmux")

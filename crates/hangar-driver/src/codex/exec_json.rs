@@ -12,6 +12,7 @@
 //! | `turn/completed` `failed` | `{"type":"turn.failed","error":{"message":…}}` |
 //! | `turn/completed` `interrupted` | `{"type":"turn.failed","error":{"message":"the turn was interrupted"}}` |
 //! | `error` | `{"type":"error","message":…}` |
+//! | `item/agentMessage/delta`, `item/reasoning/textDelta`, `item/reasoning/summaryTextDelta` | `{"type":"item.delta","item_id":<app-server's id>,"kind":"agent_message"\|"reasoning","delta":…}` (hangar's own: `codex exec` streams no text) |
 //!
 //! `turn_id` (app-server's turn id, not in `codex exec`'s lines) is on `turn.started`,
 //! `turn.completed` and `turn.failed`: a fork cuts a thread at a turn (`thread/fork`
@@ -116,6 +117,26 @@ impl Translator {
                     self.total = Tokens::from_breakdown(t);
                 }
                 Vec::new()
+            }
+            // Text as the model streams it (issue 21: a person watches it being written); the
+            // item's whole text still comes with its `item.completed`.
+            "item/agentMessage/delta"
+            | "item/reasoning/textDelta"
+            | "item/reasoning/summaryTextDelta" => {
+                let kind = if method == "item/agentMessage/delta" {
+                    "agent_message"
+                } else {
+                    "reasoning"
+                };
+                match params.get("delta").and_then(Value::as_str) {
+                    Some(d) if !d.is_empty() => vec![json!({
+                        "type": "item.delta",
+                        "item_id": params.get("itemId").cloned().unwrap_or(Value::Null),
+                        "kind": kind,
+                        "delta": d,
+                    })],
+                    _ => Vec::new(),
+                }
             }
             "item/started" => {
                 let Some(item) = params.get("item") else {

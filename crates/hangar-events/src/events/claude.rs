@@ -2,8 +2,40 @@
 //! results, and plain text when the CLI echoes a message) and `result` (usage, then the result).
 //! Every other Claude line type is handled elsewhere or ignored (see the parent module).
 
+use serde_json::Value;
+
 use super::line::{Block, Content, Line, Obj};
 use super::{EventKind, ParseContext};
+
+/// A `stream_event` line (`--include-partial-messages`): a `text_delta` or `thinking_delta` of
+/// the main conversation's message as a `text_delta` event; every other stream event (a block's
+/// start or stop, a tool input's pieces, a subagent's) nothing.
+pub(super) fn stream_event(v: &Value) -> Vec<EventKind> {
+    if v.get("parent_tool_use_id").is_some_and(|p| !p.is_null()) {
+        return Vec::new();
+    }
+    let Some(event) = v.get("event") else {
+        return Vec::new();
+    };
+    if event.get("type").and_then(Value::as_str) != Some("content_block_delta") {
+        return Vec::new();
+    }
+    let delta = event.get("delta");
+    let field = |k: &str| delta.and_then(|d| d.get(k)).and_then(Value::as_str);
+    let (text, thinking) = match field("type") {
+        Some("text_delta") => (field("text"), false),
+        Some("thinking_delta") => (field("thinking"), true),
+        _ => (None, false),
+    };
+    match text {
+        Some(t) if !t.is_empty() => vec![EventKind::TextDelta {
+            text: t.to_owned(),
+            thinking,
+            unverified: false,
+        }],
+        _ => Vec::new(),
+    }
+}
 
 pub(super) fn parse(ty: &str, l: Line<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
     match ty {

@@ -21,6 +21,21 @@ use super::{EventKind, OpenItem, ParseContext, str_field};
 /// The message the driver writes for an interrupted turn (`turn.failed`).
 const INTERRUPTED: &str = "the turn was interrupted";
 
+/// An `item.delta` line (the driver's, from Codex's app-server `item/agentMessage/delta` and
+/// reasoning deltas: `{"type":"item.delta","item_id","kind":"agent_message"|"reasoning","delta"}`)
+/// as a `text_delta` event.
+pub(super) fn delta(v: &Value) -> Vec<EventKind> {
+    let s = |k: &str| v.get(k).and_then(Value::as_str);
+    match (s("delta"), s("kind")) {
+        (Some(d), Some(kind)) if !d.is_empty() => vec![EventKind::TextDelta {
+            text: d.to_owned(),
+            thinking: kind == "reasoning",
+            unverified: false,
+        }],
+        _ => Vec::new(),
+    }
+}
+
 pub(super) fn parse(ty: &str, l: Line<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
     match ty {
         "turn.started" => {

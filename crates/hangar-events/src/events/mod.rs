@@ -81,6 +81,19 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         unverified: bool,
     },
+    /// A piece of the assistant's text (or, `thinking`, of its reasoning) as the model streams
+    /// it, before the whole message: Claude Code's `stream_event` `content_block_delta` lines
+    /// (`text_delta`, `thinking_delta`; the driver runs it with `--include-partial-messages`),
+    /// Codex's `item/agentMessage/delta` and reasoning deltas (`item.delta` lines). The whole
+    /// message still comes as its `assistant_text`; these only let a person watch it being
+    /// written. A subagent's pieces are not shown.
+    TextDelta {
+        text: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        thinking: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unverified: bool,
+    },
     /// The agent called a tool. Claude: a `tool_use` block (`name` as Claude Code names it, e.g.
     /// `Bash`; `input` its input). Codex: the `item.started` of a tool item, as `command`
     /// `{"command"}`, `file_change` `{"changes"}`, `mcp__<server>__<tool>` (the arguments) or
@@ -238,6 +251,7 @@ impl EventKind {
             EventKind::Session { .. } => "session",
             EventKind::UserMessage { .. } => "user_message",
             EventKind::AssistantText { .. } => "assistant_text",
+            EventKind::TextDelta { .. } => "text_delta",
             EventKind::ToolCall { .. } => "tool_call",
             EventKind::ToolResult { .. } => "tool_result",
             EventKind::ApprovalRequested { .. } => "approval_requested",
@@ -387,7 +401,9 @@ fn parse_line_with(line: &str, ctx: &mut ParseContext, direct: bool) -> Vec<Prog
 /// Marks the assistant's words as not known to be the model's.
 fn mark_unverified(kind: &mut EventKind) {
     match kind {
-        EventKind::AssistantText { unverified, .. } | EventKind::Result { unverified, .. } => {
+        EventKind::AssistantText { unverified, .. }
+        | EventKind::Result { unverified, .. }
+        | EventKind::TextDelta { unverified, .. } => {
             *unverified = true;
         }
         _ => {}
@@ -406,6 +422,9 @@ fn parse_kinds(line: &str, ctx: &mut ParseContext, direct: bool) -> Vec<EventKin
     {
         let ty = std::mem::take(&mut l.ty);
         match ty.as_str() {
+            // Text streamed in pieces: read from the `Value` below (the fast read does not
+            // carry their nested fields).
+            Some("stream_event" | "item.delta") => {}
             Some(ty) if !ty.starts_with("hangar.") => return harness(ty, l, ctx),
             Some(ty) => {
                 if let Some(events) = hangar::parse_text(ty, line, ctx) {
@@ -432,6 +451,11 @@ fn parse_kinds(line: &str, ctx: &mut ParseContext, direct: bool) -> Vec<EventKin
     };
     if ty.starts_with("hangar.") {
         return hangar::parse(ty, &value, ctx);
+    }
+    match ty {
+        "stream_event" => return claude::stream_event(&value),
+        "item.delta" => return codex::delta(&value),
+        _ => {}
     }
     // The same fields from the `Value` (which kept the last of duplicated keys).
     match line::Line::deserialize(&value) {
