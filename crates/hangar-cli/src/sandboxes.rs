@@ -255,6 +255,69 @@ fn no_split_warning(sb: &hangar_api::Sandbox) -> Option<String> {
     ))
 }
 
+/// `hangar sb list [--all] [--json]`: a table, newest first, ids cut to the prefixes that name
+/// them (issue 21); `--json` the API's objects, one per line.
+async fn list(api: crate::api::Api, json: bool, all: bool) -> Result<ExitCode, CliError> {
+    let r = api.get("/v1/sandboxes").await.map_err(|e| e.into_cli())?;
+    let raw = r["sandboxes"].as_array().cloned().unwrap_or_default();
+    let r: hangar_api::Sandboxes = api.typed("/v1/sandboxes", r).map_err(|e| e.into_cli())?;
+    let mut shown: Vec<(&hangar_api::Sandbox, &serde_json::Value)> = r
+        .sandboxes
+        .iter()
+        .zip(&raw)
+        .filter(|(sb, _)| all || sb.state == hangar_api::SandboxState::Live)
+        .collect();
+    if json {
+        for (_, raw) in &shown {
+            progress::say(&raw.to_string());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if shown.is_empty() {
+        progress::say(if all {
+            "no sandboxes"
+        } else {
+            "no live sandboxes (--all lists removed ones too)"
+        });
+        return Ok(ExitCode::SUCCESS);
+    }
+    // A table, newest first, ids cut to the prefixes that name them (issue 21).
+    shown.sort_by_key(|s| std::cmp::Reverse(s.0.created_at));
+    let ids: Vec<&str> = shown.iter().map(|(sb, _)| sb.id.as_str()).collect();
+    let short = progress::short_ids(&ids);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let rows = shown
+        .iter()
+        .zip(short)
+        .map(|((sb, _), id)| {
+            vec![
+                id,
+                sb.environment.clone(),
+                word(&sb.provider),
+                sb.person.clone(),
+                word(&sb.state),
+                progress::short_tail(&sb.host_workspace, 50),
+                progress::age(now.saturating_sub(sb.created_at)),
+            ]
+        })
+        .collect();
+    progress::say(&progress::table(
+        &[
+            "SANDBOX",
+            "ENVIRONMENT",
+            "PROVIDER",
+            "PERSON",
+            "STATE",
+            "FOLDER",
+            "AGE",
+        ],
+        rows,
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
     match cmd {
         SbCmd::Create { env, repo, person } => {
@@ -278,32 +341,7 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
                 Ok(ExitCode::SUCCESS)
             })
         }
-        SbCmd::List { json, all } => with_api(home, |api| async move {
-            let r = api.get("/v1/sandboxes").await.map_err(|e| e.into_cli())?;
-            let raw = r["sandboxes"].as_array().cloned().unwrap_or_default();
-            let r: hangar_api::Sandboxes =
-                api.typed("/v1/sandboxes", r).map_err(|e| e.into_cli())?;
-            for (sb, raw) in r.sandboxes.iter().zip(&raw) {
-                let live = sb.state == hangar_api::SandboxState::Live;
-                if !all && !live {
-                    continue;
-                }
-                if json {
-                    progress::say(&raw.to_string());
-                    continue;
-                }
-                progress::say(&format!(
-                    "{}  {}  {}  {}  {}{}",
-                    sb.id,
-                    sb.environment,
-                    word(&sb.provider),
-                    sb.person,
-                    sb.host_workspace,
-                    if live { "" } else { "  (removed)" }
-                ));
-            }
-            Ok(ExitCode::SUCCESS)
-        }),
+        SbCmd::List { json, all } => with_api(home, |api| list(api, json, all)),
         SbCmd::Exec { sb, who, cmd } => {
             let who = match who.as_str() {
                 "agent" => hangar_api::ExecAs::Agent,

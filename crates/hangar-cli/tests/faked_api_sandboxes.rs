@@ -139,7 +139,8 @@ impl Drop for Server {
         if self.child.is_some()
             && let Ok(out) = self.hangar().args(["sb", "list"]).output()
         {
-            for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // (Under the table's header, each sandbox by a prefix of its id.)
+            for line in String::from_utf8_lossy(&out.stdout).lines().skip(1) {
                 if let Some(id) = line.split_whitespace().next() {
                     let _ = self.hangar().args(["sb", "rm", "--force", id]).output();
                 }

@@ -85,7 +85,9 @@ fn attach_shows_the_live_harness(s: &Server, sb: &str, kubernetes: bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let screen = term.screen();
-        if screen.contains("\"claude_code_version\":\"2.1.") && screen.contains("tool_use") {
+        // Claude Code's own lines, live (its partial messages fill the screen, so its first
+        // line has scrolled away by the time the tool call shows).
+        if screen.contains("\"type\":\"stream_event\"") && screen.contains("tool_use") {
             break;
         }
         assert!(

@@ -1192,7 +1192,7 @@ async fn every_cli_command_own_vs_another_vs_approver_vs_admin() {
             let listed = String::from_utf8_lossy(&out.stdout);
             assert_eq!(
                 // (`sessions` shows ids cut to their unique prefixes.)
-                listed.contains(&ses[..10]) || listed.contains(sb.as_str()),
+                listed.contains(&ses[..10]) || listed.contains(&sb[..9]),
                 sees,
                 "hangar {args:?} as {}: {listed}",
                 callers[col].label

@@ -240,7 +240,7 @@ async fn fork_in_a_sandbox(env_yaml: &str) {
 
     // A kept pack whose index names one blob's content with another's id: the rebuilt tree is
     // not step 2's, so the fork is refused (audited), and no sandbox is made.
-    let listed = s.ok(&["sb", "list"]);
+    let listed = s.ok(&["sb", "list", "--json"]);
     let idx = s.home.path().join(format!("hangar/kept/{run}/trees.idx"));
     let good = std::fs::read(&idx).unwrap();
     swap_in_idx(&idx, &blob_id("one\n"), &blob_id("one\ntwo\n"));
@@ -255,7 +255,11 @@ async fn fork_in_a_sandbox(env_yaml: &str) {
         why.contains("hashes to") && why.contains(steps[2]["tree"].as_str().unwrap()),
         "{why}"
     );
-    assert_eq!(s.ok(&["sb", "list"]), listed, "a sandbox was made");
+    assert_eq!(
+        s.ok(&["sb", "list", "--json"]),
+        listed,
+        "a sandbox was made"
+    );
     std::fs::write(&idx, good).unwrap();
 
     // --dir is for folders of this machine; this fork's work tree is its sandbox's.

@@ -463,6 +463,18 @@ fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
         )
         .unwrap();
     assert_eq!(numbers, json!(["0", "1", "2"]), "the API's step numbers");
+    // A plain folder's trees are not trusted: each says why in a line, with a link to what
+    // the uid split is (issue 21).
+    let why = b
+        .js(
+            "const u = document.querySelector('#timeline .untrusted'); return u && [u.querySelector('.badge').title, u.querySelector('a').getAttribute('href')];",
+            json!([]),
+        )
+        .unwrap();
+    assert!(
+        why[0].as_str().is_some_and(|t| t.contains("uid split")) && why[1] == "/ui/help#trust",
+        "{why}"
+    );
     shot(&b, "05-timeline");
 
     // Two steps ticked: the files that changed between them with their lines, and git's patch
@@ -1058,8 +1070,62 @@ fn the_board_puts_what_waits_for_you_first_and_filters_it() {
         .unwrap();
     assert_eq!(done_badge, "succeeded");
 
-    // A phone: the same order and count.
+    // Search by words, and filter by state: only what matches.
+    let listed = |b: &Browser| {
+        b.js(
+            "return [...document.querySelectorAll('#sessions .session')].map(e => e.dataset.sessionId);",
+            json!([]),
+        )
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .len()
+    };
+    b.type_into("#board-search", "waits for").unwrap();
+    b.wait_js(
+        "the search to keep one session",
+        "return document.querySelectorAll('#sessions .session').length === 1 && document.querySelector('#sessions .session').dataset.sessionId === arguments[0] ? true : null;",
+        json!([waiting_ses]),
+        WAIT,
+    )
+    .unwrap();
+    b.js(
+        "const s = document.querySelector('#board-search'); s.value = ''; s.dispatchEvent(new Event('input'));",
+        json!([]),
+    )
+    .unwrap();
+    assert_eq!(listed(&b), 2);
+    b.js(
+        "const s = document.querySelector('#filter-state'); s.value = 'succeeded'; s.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .unwrap();
+    assert_eq!(listed(&b), 1);
+    wait_text(&b, "#sessions .session", "a session that is done");
+    b.js(
+        "const s = document.querySelector('#filter-state'); s.value = ''; s.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .unwrap();
+    assert_eq!(listed(&b), 2);
+
+    // A phone: the same order and count, and nothing wider than the screen.
     b.resize(390, 844).unwrap();
     wait_text(&b, "#waiting-count", "1 waiting for you");
+    let wide = b
+        .js(
+            "return [document.documentElement.scrollWidth, window.innerWidth];",
+            json!([]),
+        )
+        .unwrap();
+    assert!(
+        wide[0].as_i64() <= wide[1].as_i64(),
+        "scrolls sideways: {wide}"
+    );
     shot(&b, "21-phone-board-waiting-first");
+
+    // Where trust shows, it is explained: the help page says what the uid split is.
+    b.resize(1280, 900).unwrap();
+    b.goto(&format!("{}/ui/help#trust", s.url)).unwrap();
+    wait_text(&b, "#trust", "uid split");
 }

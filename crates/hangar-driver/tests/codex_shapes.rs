@@ -26,9 +26,11 @@ fn shapes(lines: &[Value]) -> Vec<(String, String, BTreeSet<String>)> {
         .iter()
         .filter(|v| {
             let t = v["type"].as_str().unwrap_or_default();
+            // (`item.delta` is hangar's own: the text as the model streams it, which `codex
+            // exec` does not print; checked below.)
             t.starts_with("thread.")
                 || t.starts_with("turn.")
-                || t.starts_with("item.")
+                || (t.starts_with("item.") && t != "item.delta")
                 || t == "error"
         })
         .map(|v| {
@@ -87,6 +89,23 @@ fn the_translated_run_log_has_codex_exec_json_shapes() {
     rig.start_with(cmd);
     assert_eq!(rig.wait_exit(LONG), 0, "log:\n{}", rig.log_text());
     let ours = shapes(&rig.log_lines());
+    // The agent's message streamed in pieces before its item completed, and they make its text.
+    let pieces: String = rig
+        .log_lines()
+        .iter()
+        .filter(|v| v["type"] == "item.delta" && v["kind"] == "agent_message")
+        .map(|v| v["delta"].as_str().unwrap().to_owned())
+        .collect();
+    let whole = rig
+        .log_lines()
+        .iter()
+        .filter(|v| v["type"] == "item.completed" && v["item"]["type"] == "agent_message")
+        .map(|v| v["item"]["text"].as_str().unwrap().to_owned())
+        .collect::<String>();
+    assert!(
+        !pieces.is_empty() && pieces == whole,
+        "{pieces:?} / {whole:?}"
+    );
     let theirs = shapes(&exec_lines);
     assert_eq!(
         ours, theirs,

@@ -6,7 +6,8 @@
 mod common;
 
 use common::check::{
-    anthropic_usage, assert_subsequence, events_of, find, has_session, kinds, without_cost,
+    anthropic_usage, assert_subsequence, events_of, find, has_session, kinds, streamed_text,
+    without_cost,
 };
 use common::scenarios;
 use hangar_events::transcript::{Approval, Entry, ToolOutput};
@@ -36,10 +37,21 @@ fn claude_turn_with_an_approved_bash_call() {
         ]
     );
     assert!(has_session(&events));
+    // The closing text came as the model streamed it, piece by piece, before the whole message.
+    let text = events.iter().find_map(|e| match &e.kind {
+        EventKind::AssistantText { text, .. } => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(Some(streamed_text(&events)), text);
     let k: Vec<&EventKind> = events
         .iter()
         .map(|e| &e.kind)
-        .filter(|e| !matches!(e, EventKind::Session { .. } | EventKind::Tree { .. }))
+        .filter(|e| {
+            !matches!(
+                e,
+                EventKind::Session { .. } | EventKind::Tree { .. } | EventKind::TextDelta { .. }
+            )
+        })
         .collect();
     let EventKind::Started {
         harness,

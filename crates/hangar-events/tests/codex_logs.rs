@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::check::{assert_subsequence, events_of, find, has_session, kinds};
+use common::check::{assert_subsequence, events_of, find, has_session, kinds, streamed_text};
 use common::scenarios;
 use hangar_events::transcript::{Entry, ToolOutput};
 use hangar_events::{EventKind, conversation};
@@ -36,10 +36,21 @@ fn codex_turn_with_commands_and_a_patch_under_auto() {
         ]
     );
     assert!(has_session(&events));
+    // The closing text came as the model streamed it (the driver's `item.delta` lines).
+    let text = events.iter().find_map(|e| match &e.kind {
+        EventKind::AssistantText { text, .. } => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(Some(streamed_text(&events)), text);
     let k: Vec<&EventKind> = events
         .iter()
         .map(|e| &e.kind)
-        .filter(|e| !matches!(e, EventKind::Session { .. } | EventKind::Tree { .. }))
+        .filter(|e| {
+            !matches!(
+                e,
+                EventKind::Session { .. } | EventKind::Tree { .. } | EventKind::TextDelta { .. }
+            )
+        })
         .collect();
     let hello = rig.work.path().join("hello.txt").display().to_string();
     assert_eq!(

@@ -124,6 +124,9 @@
     return s.length > n ? s.slice(0, n - 1) + '…' : s;
   }
 
+  /** Why a step's tree is not trusted, in one line. */
+  const UNTRUSTED_WHY = 'The agent ran as the same user as hangar\'s driver (no uid split), so it could have changed the files this tree was read from after the fact.';
+
   function badge(text, kind) {
     return h('span', { class: `badge ${kind || ''}`.trim() }, text);
   }
@@ -424,6 +427,7 @@
     const path = location.pathname;
     if (path === '/ui/me') return personView(main, ctx);
     if (path === '/ui/approvals') return inboxView(main, ctx);
+    if (path === '/ui/help') return helpView(main);
     let m;
     if ((m = path.match(/^\/ui\/turns\/([^/]+)(?:\/([a-z]+))?\/?$/))) {
       const tab = TABS.includes(m[2]) ? m[2] : 'live';
@@ -601,6 +605,31 @@
     } catch (e) {
       out.textContent = e.message;
     }
+  }
+
+  // ---------- help ----------
+
+  /** What the page's words mean where they are not obvious (linked from where they show). */
+  function helpView(main) {
+    main.append(
+      h('h1', {}, 'What the page says'),
+      h(
+        'section',
+        { class: 'card', id: 'trust' },
+        h('h2', {}, 'Trusted and not trusted'),
+        h('p', {}, 'After every tool call the driver records the repository’s tree, so any step can be forked. A tree is ', h('strong', {}, 'trusted'), ' when the agent could not have touched what it was read from: the agent runs as a user of its own (the ', h('em', {}, 'uid split'), '), the driver as another, and only the driver writes its log and object store.'),
+        h('p', {}, 'It is ', h('strong', {}, 'not trusted'), ' when the agent ran as the same user as the driver: in a plain folder (run as the server’s user), or in a sandbox without the uid split (a container without root to switch users, a one-shot turn with no driver). The tree is then what the files said, and the agent could have arranged them. Text marked ', h('em', {}, 'unverified'), ' is the same: the run log could have been written by the agent.'),
+        h('p', { class: 'muted small' }, 'Sandboxes made by a server running as root split the users by default; see the README’s “sandboxes” section.'),
+      ),
+      h(
+        'section',
+        { class: 'card', id: 'phases' },
+        h('h2', {}, 'How a turn is doing'),
+        h('ul', {}, ...Object.entries(PHASES).map(([k, [text]]) => h('li', {}, h('strong', {}, text), ` (${k})`))),
+        h('p', { class: 'muted small' }, 'Blocked: it ended right after a call the rules, Tower or a person denied, and did nothing more. Hover a state to read why.'),
+      ),
+    );
+    if (location.hash) document.querySelector(location.hash)?.scrollIntoView();
   }
 
   // ---------- the approvals inbox ----------
@@ -911,8 +940,9 @@
   /**
    * @param {BoardRow} s
    * @param {Map<string, HTMLElement>} forms
+   * @param {boolean} all every turn (the session's own page), else the latest three
    */
-  function sessionCard(s, forms) {
+  function sessionCard(s, forms, all) {
     const last = s.turns[s.turns.length - 1];
     const sb = s.sandbox;
     const turns = h(
@@ -922,8 +952,9 @@
       h(
         'tbody',
         {},
+        // The latest three (the session's page lists every turn).
         s.turns
-          .slice()
+          .slice(all ? 0 : -3)
           .reverse()
           .map((t) =>
             h(
@@ -962,6 +993,7 @@
         h('dd', { class: 'mono' }, s.id),
       ),
       forkedFrom(s.fork),
+      !all && s.turns.length > 3 ? h('p', { class: 'muted small' }, h('a', { href: `/ui/sessions?session=${encodeURIComponent(s.id)}`, 'data-nav': true }, `all ${s.turns.length} turns`)) : null,
       s.turns.length ? h('div', { class: 'scroll' }, turns) : forms.get(s.id) || (forms.set(s.id, firstPromptForm(s)), forms.get(s.id)),
     );
   }
@@ -975,21 +1007,56 @@
     const waitingCount = h('span', { id: 'waiting-count', class: 'badge wait', hidden: true });
     const needsMe = h('input', { type: 'checkbox', id: 'needs-me' });
     const filter = h('label', { class: 'small' }, needsMe, ' needs me');
+    // Search and filters (issue 21): by words (prompt, person, folder, id) and by state,
+    // person, harness and environment; the choices are those of the sessions listed.
+    const search = h('input', { type: 'search', id: 'board-search', placeholder: 'Search prompts, people, folders, ids', 'aria-label': 'Search sessions' });
+    /** @param {string} id @param {string} all */
+    const choice = (id, all) => h('select', { id, 'aria-label': all }, h('option', { value: '' }, all));
+    const byState = choice('filter-state', 'any state');
+    const byPerson = choice('filter-person', 'anyone');
+    const byHarness = choice('filter-harness', 'any harness');
+    const byEnv = choice('filter-env', 'any environment');
+    /** Keeps a select's choice while its options follow the rows. @param {HTMLSelectElement} sel @param {string[]} values */
+    const options = (sel, values) => {
+      const keep = sel.value;
+      const first = sel.options[0];
+      sel.replaceChildren(first, ...[...new Set(values)].sort().map((x) => h('option', { value: x }, x)));
+      sel.value = values.includes(keep) ? keep : '';
+    };
+    /** @param {BoardRow} s */
+    const envOf = (s) => (s.sandbox ? s.sandbox.environment : '');
+    const filters = h('div', { class: 'row filters', id: 'board-filters' }, search, byState, byPerson, byHarness, byEnv);
     /** @type {BoardRow[]} */
     let shown = [];
     const render = () => {
-      const rows = needsMe.checked ? shown.filter((s) => s.waiting > 0) : shown;
-      fill(list, ...(rows.length ? rows.map((s) => sessionCard(s, forms)) : [h('p', { class: 'muted' }, needsMe.checked ? 'Nothing waits for you.' : ['No sessions yet. Start one above, or with ', h('code', {}, 'hangar run'), '.'])]));
+      const words = search.value.trim().toLowerCase();
+      const rows = shown.filter((s) => {
+        if (needsMe.checked && !(s.waiting > 0)) return false;
+        if (byState.value && s.phase !== byState.value) return false;
+        if (byPerson.value && s.person !== byPerson.value) return false;
+        if (byHarness.value && s.harness !== byHarness.value) return false;
+        if (byEnv.value && envOf(s) !== byEnv.value) return false;
+        if (!words) return true;
+        const hay = [s.id, s.person, s.sandbox && s.sandbox.workdir, envOf(s), ...s.turns.map((t) => t.prompt)].join(' ').toLowerCase();
+        return words.split(/\s+/).every((w) => hay.includes(w));
+      });
+      fill(list, ...(rows.length ? rows.map((s) => sessionCard(s, forms, !!only)) : [h('p', { class: 'muted' }, needsMe.checked ? 'Nothing waits for you.' : ['No sessions yet. Start one above, or with ', h('code', {}, 'hangar run'), '.'])]));
     };
     needsMe.addEventListener('change', render);
+    search.addEventListener('input', render);
+    for (const sel of [byState, byPerson, byHarness, byEnv]) sel.addEventListener('change', render);
     if (only) main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Session'), h('span', {}, h('a', { href: '/ui/sessions', 'data-nav': true }, 'all sessions'), ' ', status)), list);
-    else main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Sessions'), h('span', { class: 'row' }, waitingCount, filter, status)), newSessionForm(), list);
+    else main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Sessions'), h('span', { class: 'row' }, waitingCount, filter, status)), newSessionForm(), filters, list);
     const load = async () => {
       try {
         /** @type {Board} */
         const { sessions } = await api('GET', only ? `/v1/board?session=${encodeURIComponent(only)}` : '/v1/board');
         if (!ctx.alive) return;
         shown = sessions;
+        options(byState, sessions.map((x) => x.phase || '').filter(Boolean));
+        options(byPerson, sessions.map((x) => x.person || '').filter(Boolean));
+        options(byHarness, sessions.map((x) => x.harness));
+        options(byEnv, sessions.map(envOf).filter(Boolean));
         const waiting = sessions.reduce((n, s) => n + s.waiting, 0);
         waitingCount.textContent = `${waiting} waiting for you`;
         waitingCount.hidden = waiting === 0;
@@ -1286,6 +1353,13 @@
       return h('span', { class: 'label' }, text);
     }
 
+    /** "not trusted", with its reason in a line and a link to what the uid split is (issue 21). */
+    function untrustedBadge() {
+      const b = badge('not trusted', 'warn');
+      b.title = UNTRUSTED_WHY;
+      return h('span', { class: 'untrusted' }, b, ' ', h('a', { href: '/ui/help#trust', 'data-nav': true, class: 'small', title: UNTRUSTED_WHY }, 'why?'));
+    }
+
     function unverified() {
       return h('span', { class: 'label unverified', title: 'The run log could have been written by the agent itself (no uid split, or no driver to seal it): this text is not known to be the model\'s.' }, 'unverified');
     }
@@ -1387,7 +1461,7 @@
           break;
         case 'tree':
           v.trees.push({ id, ...p });
-          el = row(id, k, 'sys', label('tree'), h('code', {}, short(p.tree, 13)), ` ${p.phase ? 'at the ' + p.phase : 'after ' + ((v.tools.get(p.tool_use_id) || {}).name || p.tool_use_id)}`, p.trusted ? '' : ' · not trusted');
+          el = row(id, k, 'sys', label('tree'), h('code', {}, short(p.tree, 13)), ` ${p.phase ? 'at the ' + p.phase : 'after ' + ((v.tools.get(p.tool_use_id) || {}).name || p.tool_use_id)}`, p.trusted ? '' : [' · ', untrustedBadge()]);
           renderTimeline();
           break;
         case 'verify':
@@ -1408,6 +1482,10 @@
           break;
         case 'turn_end': {
           v.ended = true;
+          if (streamState.dataset.state === 'live') {
+            streamState.textContent = 'live stream · turn over';
+            streamState.dataset.ended = 'yes';
+          }
           el = row(id, k, p.status === 0 ? 'ok' : p.status === 130 ? 'warn' : 'bad', label('turn ended'), endedInWords(p.status, p.reason).replace(/^Ended with /, '').replace(/\.$/, ''), p.verify ? ` · check ${p.verify}` : '', p.handed_back && p.handed_back.length ? ` · ${p.handed_back.length} message(s) handed to the next turn` : '');
           reloadTurnSoon();
           renderTimeline();
@@ -1452,7 +1530,7 @@
           let treeLine;
           if (t) {
             const changed = prev !== null && prev !== t.tree;
-            badges = [t.trusted ? badge('trusted', 'ok') : badge('not trusted', 'warn'), t.skipped ? badge('skipped: ' + pretty(t.skipped), 'warn') : null, changed ? badge('changed', 'live') : prev !== null ? badge('unchanged', 'plain') : null];
+            badges = [t.trusted ? badge('trusted', 'ok') : untrustedBadge(), t.skipped ? badge('skipped: ' + pretty(t.skipped), 'warn') : null, changed ? badge('changed', 'live') : prev !== null ? badge('unchanged', 'plain') : null];
             treeLine = [h('code', { class: 'tree-id', title: 'tree id' }, t.tree), h('span', { class: 'muted small' }, ` · hashed in ${t.ms} ms`)];
             prev = t.tree;
           } else if (st.tool && hashed) {
@@ -1703,7 +1781,9 @@
       const stop = followEvents(v.turn.run_id, onEvent, (st, last, why) => {
         streamState.dataset.state = st;
         streamState.dataset.last = String(last);
-        streamState.textContent = st === 'live' ? '● live' : `reconnecting… (${why})`;
+        // An ended turn's stream is only its history: no green "live" dot on it (issue 21).
+        streamState.textContent = st === 'live' ? (v.ended ? 'live stream · turn over' : '● live') : `reconnecting… (${why})`;
+        streamState.dataset.ended = v.ended ? 'yes' : 'no';
         if (st === 'live') loadApprovals();
       }, (n) => (streamState.dataset.repeats = String(n)));
       ctx.cleanups.push(stop);

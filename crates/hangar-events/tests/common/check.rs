@@ -12,13 +12,32 @@ use pretty_assertions::assert_eq;
 /// ack is a race in Codex's start-up; tests check it with [`has_session`]) and without `tree`
 /// (the driver hashes on a thread of its own, so the start tree's place is a race too; the
 /// driver's own tests check the tree lines).
+/// The text the model streamed (`text_delta` events, not thinking), joined.
+pub fn streamed_text(events: &[ProgressEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            hangar_events::EventKind::TextDelta {
+                text,
+                thinking: false,
+                ..
+            } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The events' kinds, without the harness's session, the trees and the streamed pieces of
+/// text (how many pieces a message comes in is the model's business; [`streamed_text`]).
 pub fn kinds(events: &[ProgressEvent]) -> Vec<String> {
     events
         .iter()
         .filter(|e| {
             !matches!(
                 e.kind,
-                hangar_events::EventKind::Session { .. } | hangar_events::EventKind::Tree { .. }
+                hangar_events::EventKind::Session { .. }
+                    | hangar_events::EventKind::Tree { .. }
+                    | hangar_events::EventKind::TextDelta { .. }
             )
         })
         .map(|e| {
