@@ -1006,7 +1006,7 @@
     // What waits for a person (issue 21): a count, a filter, and the count in the tab's title.
     const waitingCount = h('span', { id: 'waiting-count', class: 'badge wait', hidden: true });
     const needsMe = h('input', { type: 'checkbox', id: 'needs-me' });
-    const filter = h('label', { class: 'small' }, needsMe, ' needs me');
+    const filter = h('label', { class: 'small inline-check' }, needsMe, 'needs me');
     // Search and filters (issue 21): by words (prompt, person, folder, id) and by state,
     // person, harness and environment; the choices are those of the sessions listed.
     const search = h('input', { type: 'search', id: 'board-search', placeholder: 'Search prompts, people, folders, ids', 'aria-label': 'Search sessions' });
