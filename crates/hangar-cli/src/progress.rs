@@ -140,19 +140,7 @@ pub fn short_ids(ids: &[&str]) -> Vec<String> {
                 Some((kind, _)) if kind.bytes().all(|b| b.is_ascii_lowercase()) => kind.len() + 7,
                 _ => 8,
             };
-            let shared = ids
-                .iter()
-                .filter(|o| *o != id)
-                .map(|o| {
-                    o.bytes()
-                        .zip(id.bytes())
-                        .take_while(|(a, b)| a == b)
-                        .count()
-                })
-                .max()
-                .unwrap_or(0);
-            let cut = (shared + 1).max(least).min(id.len());
-            id.get(..cut).unwrap_or(id).to_owned()
+            hangar_protocol::short_id::shortest_unique(id, ids.iter().copied(), least).to_owned()
         })
         .collect()
 }

@@ -28,6 +28,7 @@ pub mod key;
 pub mod logseal;
 pub mod runlog;
 mod seal;
+pub mod short_id;
 pub mod words;
 
 pub use ack::{Ack, AckStatus};

@@ -105,23 +105,15 @@ impl Store {
             return Ok(id.to_owned());
         }
         let least = kind.prefix().len() + MIN_SHORT_HEX;
-        let others: Vec<String> = self
-            .ids_like(kind, &id[..least], 64)
-            .await?
-            .into_iter()
-            .filter(|o| o != id)
-            .collect();
-        let shared = others
-            .iter()
-            .map(|o| {
-                o.bytes()
-                    .zip(id.bytes())
-                    .take_while(|(a, b)| a == b)
-                    .count()
-            })
-            .max()
-            .unwrap_or(0);
-        Ok(id[..(shared + 1).clamp(least, id.len())].to_owned())
+        let others = self.ids_like(kind, &id[..least], 64).await?;
+        Ok(
+            hangar_protocol::short_id::shortest_unique(
+                id,
+                others.iter().map(String::as_str),
+                least,
+            )
+            .to_owned(),
+        )
     }
 
     /// A run's permission request named by a prefix of its id: the request itself when the
