@@ -425,9 +425,23 @@ impl Printer {
                 };
                 vec![format!("command refused ({what}): {reason}")]
             }
+            // A steer or a later prompt with its words and who sent it (issue 21).
             HangarLine::Command {
-                kind, outcome, seq, ..
-            } if kind != "prompt" || seq != 1 => vec![format!("{kind}: {outcome}")],
+                kind,
+                outcome,
+                seq,
+                person,
+                text,
+                ..
+            } if kind != "prompt" || seq != 1 => {
+                let words = text.map(|t| format!(" \"{}\"", short(&t, 120)));
+                let from = person.map(|p| format!(" (from {p})"));
+                vec![format!(
+                    "{kind}: {outcome}{}{}",
+                    words.unwrap_or_default(),
+                    from.unwrap_or_default()
+                )]
+            }
             HangarLine::TurnEnd {
                 status,
                 handed_back,

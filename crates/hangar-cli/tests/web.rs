@@ -703,6 +703,13 @@ fn steer_send_the_next_prompt_and_interrupt_from_the_page() {
         reqs[1].all_text().contains("STEER: from the page"),
         "the steer did not reach the model next"
     );
+    // The live view keeps the person's words and who sent them, not only "steer #2: done".
+    let steered = wait_text(
+        &b,
+        "#feed [data-kind=command_acked]",
+        "STEER: from the page",
+    );
+    assert!(steered.contains("from ada@example.com"), "{steered}");
     shot(&b, "10-steered");
 
     // The turn has ended: the box sends the next prompt, which starts the next turn.

@@ -983,6 +983,7 @@ mod loggen {
                 outcome: hangar_protocol::runlog::CommandOutcome::Done,
                 // As a real driver writes it: the command's sealed sender.
                 person: Some("ada@example.com".into()),
+                text: None,
             });
         }
 

@@ -133,13 +133,14 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                 command,
                 outcome,
                 person,
+                text,
             } if outcome == "done"
                 && matches!(command.as_str(), "prompt" | "steer" | "interrupt") =>
             {
                 out.push(Entry::Sent {
                     seq: *seq,
                     command: command.clone(),
-                    text: None,
+                    text: text.clone(),
                     by: person.clone(),
                 });
             }

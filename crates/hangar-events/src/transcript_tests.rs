@@ -20,6 +20,7 @@ fn evs(kinds: Vec<EventKind>) -> Vec<ProgressEvent> {
 fn acked(seq: u64, command: &str) -> EventKind {
     EventKind::CommandAcked {
         person: None,
+        text: None,
         seq,
         command: command.into(),
         outcome: "done".into(),
@@ -164,6 +165,7 @@ fn orphans_verify_and_failures_are_kept() {
         },
         EventKind::CommandAcked {
             person: None,
+            text: None,
             seq: 4,
             command: "steer".into(),
             outcome: "ended".into(),

@@ -68,6 +68,21 @@ fn claude_turn_with_an_approved_bash_call() {
         ("claude", "ask", false)
     );
     assert!(argv.iter().any(|a| a == "stream-json"), "{argv:?}");
+    // The prompt's words are in the record, with the command that carried them (issue 21).
+    let EventKind::CommandAcked {
+        command,
+        text: prompt_words,
+        ..
+    } = k[1]
+    else {
+        panic!("{:?}", k[1]);
+    };
+    assert_eq!(command, "prompt");
+    assert!(
+        prompt_words.as_deref().is_some_and(|t| !t.is_empty()),
+        "{:?}",
+        k[1]
+    );
     assert!(hooks.is_empty(), "no check, no hook: {hooks:?}");
     let EventKind::ToolCall {
         tool_use_id,
@@ -110,6 +125,7 @@ fn claude_turn_with_an_approved_bash_call() {
         k[5],
         &EventKind::CommandAcked {
             person: None,
+            text: None,
             seq: 2,
             command: "approve".into(),
             outcome: "done".into()
@@ -161,7 +177,7 @@ fn claude_turn_with_an_approved_bash_call() {
             Entry::Sent {
                 seq: 1,
                 command: "prompt".into(),
-                text: None,
+                text: prompt_words.clone(),
                 by: None,
             },
             Entry::Tool {

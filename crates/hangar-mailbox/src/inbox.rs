@@ -384,6 +384,10 @@ impl Inbox {
             kind: kind.to_string(),
             outcome: CommandOutcome::Done,
             person: cmd.sender().map(str::to_owned),
+            text: kind
+                .is_message()
+                .then(|| cmd.text().map(str::to_owned))
+                .flatten(),
         });
         self.ack(log, name, Some(cmd), AckStatus::Done, "");
     }
@@ -399,6 +403,12 @@ impl Inbox {
             kind: c.verified.kind.to_string(),
             outcome: CommandOutcome::Ended,
             person: cmd.sender().map(str::to_owned),
+            text: c
+                .verified
+                .kind
+                .is_message()
+                .then(|| cmd.text().map(str::to_owned))
+                .flatten(),
         });
         self.ack(log, &c.name, Some(cmd), AckStatus::Ended, ENDED);
         c.verified.kind.is_message().then_some(cmd.seq)

@@ -140,6 +140,10 @@ pub enum HangarLine {
         outcome: CommandOutcome,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         person: Option<String>,
+        /// A prompt's or steer's words, as the person sent them (issue 21: people's words are
+        /// kept in the record, sealed with it).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        text: Option<String>,
     },
     /// A command was refused; nothing was executed. `code` is machine-readable (e.g. `bad_mac`,
     /// `replay`, `nonce_reuse`, `wrong_run`, `unknown_kind`, `not_json`, `too_large`,

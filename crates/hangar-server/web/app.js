@@ -1454,7 +1454,8 @@
           el = row(id, k, 'bad', label('blocked'), `the rules (${p.rule}) denied ${p.tool_name}: ${p.reason}`);
           break;
         case 'command_acked':
-          el = row(id, k, 'sys', label(p.command), `#${p.seq}: ${p.outcome}${p.person ? ' · from ' + p.person : ''}`);
+          // A steer's or prompt's words, with who sent them (issue 21).
+          el = row(id, k, p.text ? 'user' : 'sys', label(p.command), `#${p.seq}: ${p.outcome}${p.person ? ' · from ' + p.person : ''}`, p.text ? h('q', { class: 'note' }, p.text) : null);
           break;
         case 'command_refused':
           el = row(id, k, 'bad', label('refused'), `${p.command ? p.command + (p.seq !== undefined && p.seq !== null ? ' #' + p.seq : '') : 'a command it could not read'}: ${p.reason} (${p.code})`);

@@ -563,6 +563,7 @@ fn effects_of(events: &[ProgressEvent]) -> Vec<SliceEffect<'_>> {
                 command,
                 outcome,
                 person,
+                ..
             } => Some(SliceEffect::CommandAnswered {
                 seq: i64::try_from(*seq).unwrap_or(i64::MAX),
                 status: if outcome == "ended" {

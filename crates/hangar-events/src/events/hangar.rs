@@ -136,12 +136,14 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
             kind,
             outcome,
             person,
+            text,
             ..
         } => EventKind::CommandAcked {
             seq,
             command: kind,
             outcome: outcome.to_string(),
             person,
+            text,
         },
         HangarLine::Refused {
             seq,

@@ -158,6 +158,9 @@ pub enum EventKind {
         /// Who sent it (the command's sealed `by`), when it names one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         person: Option<String>,
+        /// A prompt's or steer's words (drivers from issue 21 on write them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
     },
     /// `hangar.refused`: a command was refused and nothing was executed; `code` is
     /// machine-readable (`bad_mac`, `replay`, `unknown_request`, …), `reason` in words.

@@ -50,6 +50,7 @@ fn hangar_lines() {
             r#"{"type":"hangar.command","name":"0000000001-ab.cmd","seq":1,"kind":"prompt","outcome":"done"}"#,
             EventKind::CommandAcked {
                 person: None,
+                text: None,
                 seq: 1,
                 command: "prompt".into(),
                 outcome: "done".into(),
@@ -236,6 +237,7 @@ fn events_serialize_flat_with_their_kind_and_round_trip() {
         offset: 9,
         kind: EventKind::CommandAcked {
             person: None,
+            text: None,
             seq: 1,
             command: "prompt".into(),
             outcome: "done".into(),
