@@ -1135,4 +1135,35 @@ fn the_board_puts_what_waits_for_you_first_and_filters_it() {
     b.resize(1280, 900).unwrap();
     b.goto(&format!("{}/ui/help#trust", s.url)).unwrap();
     wait_text(&b, "#trust", "uid split");
+
+    // The whole audit log, not only a turn's, newest first, filtered by words (an admin's).
+    b.click("#audit-link").unwrap();
+    wait_text(&b, "#audit-list table.audit", "session.started");
+    let seqs = b
+        .js(
+            "return [...document.querySelectorAll('#audit-list tbody tr')].map(r => Number(r.dataset.seq));",
+            json!([]),
+        )
+        .unwrap();
+    let seqs: Vec<i64> = seqs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert!(
+        seqs.len() > 2 && seqs.windows(2).all(|w| w[0] > w[1]),
+        "{seqs:?}"
+    );
+    b.type_into("#audit-search", "session.started").unwrap();
+    b.wait_js(
+        "only session.started records",
+        "const r = [...document.querySelectorAll('#audit-list tbody tr')]; return r.length === 2 && r.every(x => x.dataset.action === 'session.started') ? true : null;",
+        json!([]),
+        WAIT,
+    )
+    .unwrap();
+    b.click("#audit-verify-button").unwrap();
+    wait_text(&b, "#audit-verify", "the chain holds");
+    shot(&b, "21-audit");
 }

@@ -22,6 +22,8 @@
 /** @typedef {import('./api').Approvals} Approvals */
 /** @typedef {import('./api').ApprovalRun} ApprovalRun */
 /** @typedef {import('./api').PendingApprovals} PendingApprovals */
+/** @typedef {import('./api').AuditRecord} AuditRecord */
+/** @typedef {import('./api').AuditRecords} AuditRecords */
 /** @typedef {import('./api').AuditVerify} AuditVerify */
 /** @typedef {import('./api').Board} Board */
 /** @typedef {import('./api').BoardRow} BoardRow */
@@ -403,6 +405,7 @@
     $('#who').textContent = '';
     $('#signout').hidden = true;
     $('#inbox').hidden = true;
+    $('#audit-link').hidden = true;
     if (location.pathname === CALLBACK_PATH) return signInCallback(main);
     if (!state.token) return signInView(main, message);
     if (!state.person || !state.me) {
@@ -418,6 +421,7 @@
     $('#who').setAttribute('href', '/ui/me');
     $('#signout').hidden = false;
     $('#inbox').hidden = false;
+    $('#audit-link').hidden = !(state.me && state.me.role === 'admin');
     startInboxCount();
     const ctx = { alive: true, cleanups: [] };
     state.view = () => {
@@ -428,6 +432,7 @@
     if (path === '/ui/me') return personView(main, ctx);
     if (path === '/ui/approvals') return inboxView(main, ctx);
     if (path === '/ui/help') return helpView(main);
+    if (path === '/ui/audit') return auditView(main, ctx);
     let m;
     if ((m = path.match(/^\/ui\/turns\/([^/]+)(?:\/([a-z]+))?\/?$/))) {
       const tab = TABS.includes(m[2]) ? m[2] : 'live';
@@ -604,6 +609,82 @@
       await load();
     } catch (e) {
       out.textContent = e.message;
+    }
+  }
+
+  // ---------- the audit ----------
+
+  /** An audit record's detail as `key=value` words. @param {string} d */
+  function auditDetail(d) {
+    try {
+      const o = JSON.parse(d);
+      return Object.entries(o)
+        .map(([k, x]) => `${k}=${typeof x === 'object' ? JSON.stringify(x) : x}`)
+        .join(' ');
+    } catch (_) {
+      return d;
+    }
+  }
+
+  /** Audit records as a table (#, when, who, what, detail). @param {AuditRecord[]} records */
+  function auditTable(records) {
+    return h(
+      'div',
+      { class: 'scroll' },
+      h(
+        'table',
+        { class: 'audit' },
+        h('thead', {}, h('tr', {}, h('th', {}, '#'), h('th', {}, 'when'), h('th', {}, 'who'), h('th', {}, 'what'), h('th', {}, 'detail'))),
+        h(
+          'tbody',
+          {},
+          records.map((r) => h('tr', { dataset: { seq: r.seq, action: r.action } }, h('td', { class: 'num' }, String(r.seq)), h('td', { class: 'when' }, when(r.at)), h('td', {}, r.actor), h('td', {}, h('code', {}, r.action)), h('td', { class: 'detail' }, auditDetail(r.detail)))),
+        ),
+      ),
+    );
+  }
+
+  /**
+   * The whole audit log (issue 21: not only per turn), newest first, with a search over who,
+   * what and the detail; the chain checked on demand. The server lets admins read it.
+   */
+  async function auditView(main, ctx) {
+    const list = h('div', { id: 'audit-list' }, h('p', { class: 'muted' }, 'Loading…'));
+    const search = h('input', { type: 'search', id: 'audit-search', placeholder: 'Filter by who, what or detail', 'aria-label': 'Filter the audit' });
+    const out = h('span', { class: 'small', id: 'audit-verify' });
+    const verify = h('button', { type: 'button', id: 'audit-verify-button' }, 'Verify the chain');
+    verify.addEventListener('click', async () => {
+      try {
+        /** @type {AuditVerify} */
+        const r = await api('GET', '/v1/audit/verify');
+        out.textContent = r.ok ? `the chain holds (${r.records} records)` : `broken: ${r.error}`;
+      } catch (e) {
+        out.textContent = e.message;
+      }
+    });
+    main.append(h('div', { class: 'row spread' }, h('h1', {}, 'Audit'), h('span', { class: 'row' }, verify, out)), h('div', { class: 'row filters' }, search), list);
+    /** @type {AuditRecord[]} */
+    let all = [];
+    const draw = () => {
+      const words = search.value.trim().toLowerCase();
+      const rows = all.filter((r) => !words || `${r.actor} ${r.action} ${r.detail}`.toLowerCase().includes(words));
+      fill(list, rows.length ? auditTable(rows.slice(0, 1000)) : h('p', { class: 'muted' }, 'No records match.'));
+    };
+    search.addEventListener('input', draw);
+    try {
+      let after = 0;
+      for (;;) {
+        /** @type {AuditRecords} */
+        const page = await api('GET', `/v1/audit?after=${after}&limit=1000`);
+        if (!ctx.alive) return;
+        all = all.concat(page.records);
+        if (page.records.length < 1000) break;
+        after = page.records[page.records.length - 1].seq;
+      }
+      all.reverse();
+      draw();
+    } catch (e) {
+      if (ctx.alive) fill(list, h('p', { class: 'notice bad' }, e.status === 403 ? 'Only an admin may read the whole audit log (each turn’s own records are on its Audit tab).' : e.message));
     }
   }
 
@@ -1699,33 +1780,7 @@
         return;
       }
       if (!ctx.alive) return;
-      const detail = (d) => {
-        try {
-          const o = JSON.parse(d);
-          return Object.entries(o)
-            .map(([k, x]) => `${k}=${typeof x === 'object' ? JSON.stringify(x) : x}`)
-            .join(' ');
-        } catch (_) {
-          return d;
-        }
-      };
-      fill(auditPanel, 
-        h('div', { class: 'row' }, verifyBtn, out),
-        h(
-          'div',
-          { class: 'scroll' },
-          h(
-            'table',
-            { class: 'audit' },
-            h('thead', {}, h('tr', {}, h('th', {}, '#'), h('th', {}, 'when'), h('th', {}, 'who'), h('th', {}, 'what'), h('th', {}, 'detail'))),
-            h(
-              'tbody',
-              {},
-              records.map((r) => h('tr', { dataset: { seq: r.seq, action: r.action } }, h('td', { class: 'num' }, String(r.seq)), h('td', { class: 'when' }, when(r.at)), h('td', {}, r.actor), h('td', {}, h('code', {}, r.action)), h('td', { class: 'detail' }, detail(r.detail)))),
-            ),
-          ),
-        ),
-      );
+      fill(auditPanel, h('div', { class: 'row' }, verifyBtn, out), auditTable(records));
     }
 
     // --- acting ---
