@@ -144,8 +144,14 @@ fn lines(screen: &str) -> Vec<&str> {
 
 #[test]
 fn run_follow_approvals_and_sessions_read_well_in_a_terminal() {
+    // Three runs wait at once (the closing note's capture): `hangar run`'s, then two sessions
+    // started through the server it serves.
     let seat = Seat::new(Script::new([
         bash("echo hi > made.txt"),
+        bash("echo b > b.txt"),
+        bash("echo c > c.txt"),
+        Step::text("made it"),
+        Step::text("made it"),
         Step::text("made it"),
     ]));
     let work = seat.work.path().display().to_string();
@@ -188,11 +194,36 @@ fn run_follow_approvals_and_sessions_read_well_in_a_terminal() {
         "raw lines:\n{shown}"
     );
 
-    // Every pending request, as a table under its header.
+    // Two more sessions, each waiting on its own request.
+    let pending = |seat: &Seat| -> usize {
+        let out = seat.hangar(&["approvals", "--json"]);
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    for (i, prompt) in ["make b", "make c"].iter().enumerate() {
+        let out = seat.hangar(&[
+            "session", "start", "--dir", &work, "--policy", "ask", prompt,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while pending(&seat) < i + 2 {
+            assert!(
+                Instant::now() < deadline,
+                "the request of {prompt:?} never waited"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    // Every pending request, as a table under its header: three runs, oldest first.
     let approvals = seat.terminal("approvals", &["approvals"], &[]);
     let table = until_screen(&approvals, "the table", |s| s.contains("[exit 0]"));
     keep("approvals", &table);
     let rows = lines(&table);
+    assert_eq!(rows.len(), 5, "a header, three rows, the exit:\n{table}");
     assert!(
         rows[0].starts_with("RUN") && rows[0].contains("WAITING"),
         "{table}"
@@ -201,7 +232,10 @@ fn run_follow_approvals_and_sessions_read_well_in_a_terminal() {
         rows[1].starts_with(short_run) && rows[1].contains(short_req),
         "{table}"
     );
-    assert_eq!(rows[0].find("TOOL"), rows[1].find("Bash"), "{table}");
+    for r in &rows[1..4] {
+        assert_eq!(rows[0].find("TOOL"), r.find("Bash"), "{table}");
+    }
+    let others: Vec<String> = rows[2..4].iter().map(|r| (*r).to_owned()).collect();
 
     // The sessions, with the waiting one coloured on a terminal, and not under NO_COLOR.
     let sessions = seat.terminal("sessions", &["sessions"], &[]);
@@ -213,7 +247,12 @@ fn run_follow_approvals_and_sessions_read_well_in_a_terminal() {
         "{list}"
     );
     assert_eq!(rows[0].find("STATE"), rows[1].find("waiting"), "{list}");
-    assert!(rows[1].contains("make a file"), "{list}");
+    // Three waiting sessions, the newest first.
+    assert!(
+        rows[1].contains("make c") && rows[3].contains("make a file"),
+        "{list}"
+    );
+    assert!(rows[1..4].iter().all(|r| r.contains(" waiting ")), "{list}");
     assert!(
         sessions
             .screen_styled()
@@ -244,4 +283,14 @@ fn run_follow_approvals_and_sessions_read_well_in_a_terminal() {
     keep("log-follow", &followed);
     assert!(followed.contains("result: success made it"), "{followed}");
     assert!(Path::new(&seat.work.path().join("made.txt")).exists());
+    // The other two, answered by the prefixes the table printed.
+    for r in &others {
+        let cells: Vec<&str> = r.split_whitespace().collect();
+        let out = seat.hangar(&["approve", cells[0], cells[5]]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
