@@ -91,14 +91,35 @@ fn sqlite_file(url: &str) -> Option<PathBuf> {
     Some(PathBuf::from(path))
 }
 
-/// The local user, as the audit log names them: `$USER@localhost`.
+/// The local user, as the audit log names them: `$USER@localhost`; without `$USER` or
+/// `$LOGNAME` (a service, `docker exec`, cron) the account's name from the password database,
+/// so a session started there shows `root@localhost`, not a bare uid (issue 21).
 pub fn local_person() -> String {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
     let user = ["USER", "LOGNAME"]
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()))
-        // SAFETY: getuid has no preconditions and cannot fail.
-        .unwrap_or_else(|| format!("uid{}", unsafe { libc::getuid() }));
+        .or_else(|| account_name(uid))
+        .unwrap_or_else(|| format!("uid{uid}"));
     format!("{}@localhost", user.trim())
+}
+
+/// The name of account `uid` in the password database (`getpwuid_r`), if it has one.
+fn account_name(uid: libc::uid_t) -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: an all-zero `passwd` is a valid value for getpwuid_r to fill.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; `buf` outlives the use of `pw`'s strings.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() || pw.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: getpwuid_r succeeded, so `pw_name` is a NUL-terminated string inside `buf`.
+    let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
+    let name = name.to_str().ok()?.trim();
+    (!name.is_empty()).then(|| name.to_owned())
 }
 
 /// A local token with less than this left is replaced by a new one: `hangar serve` checks daily

@@ -184,6 +184,9 @@ pub struct Printer {
     /// The text streamed of the current message, so its whole `assistant` line is not shown
     /// again.
     streamed: String,
+    /// The kind of each command seen (`prompt`, `steer`, …) by its number, so a report that
+    /// names messages by number says what they were.
+    kinds: std::collections::HashMap<u64, String>,
 }
 
 impl Printer {
@@ -195,6 +198,7 @@ impl Printer {
             told: false,
             open: None,
             streamed: String::new(),
+            kinds: std::collections::HashMap::new(),
         }
     }
 
@@ -284,7 +288,7 @@ impl Printer {
         }
     }
 
-    fn describe(&self, line: &str) -> Vec<String> {
+    fn describe(&mut self, line: &str) -> Vec<String> {
         if let Some(h) = HangarLine::parse(line) {
             return self.describe_hangar(h);
         }
@@ -348,18 +352,26 @@ impl Printer {
             )],
             Some("result") => {
                 let u = &v[PROCESS_USAGE_FIELD];
+                // An answer an interrupt stopped: said so, not the CLI's diagnostic.
+                let aborted = v["terminal_reason"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("aborted"));
                 vec![
-                    format!(
-                        "{}: {}{} {}",
-                        self.said("result"),
-                        v["subtype"].as_str().unwrap_or("?"),
-                        if v["is_error"] == true {
-                            " (error)"
-                        } else {
-                            ""
-                        },
-                        short(v["result"].as_str().unwrap_or_default(), 300)
-                    ),
+                    if aborted {
+                        format!("{}: interrupted", self.said("result"))
+                    } else {
+                        format!(
+                            "{}: {}{} {}",
+                            self.said("result"),
+                            v["subtype"].as_str().unwrap_or("?"),
+                            if v["is_error"] == true {
+                                " (error)"
+                            } else {
+                                ""
+                            },
+                            short(v["result"].as_str().unwrap_or_default(), 300)
+                        )
+                    },
                     format!(
                         "tokens: input {} output {} (this process); cost {}",
                         thousands(u["input_tokens"].as_u64().unwrap_or(0)),
@@ -372,7 +384,10 @@ impl Printer {
         }
     }
 
-    fn describe_hangar(&self, h: HangarLine) -> Vec<String> {
+    fn describe_hangar(&mut self, h: HangarLine) -> Vec<String> {
+        if let HangarLine::Command { seq, kind, .. } = &h {
+            self.kinds.insert(*seq, kind.clone());
+        }
         let run = &self.run;
         match h {
             HangarLine::Approval {
@@ -442,23 +457,48 @@ impl Printer {
                     from.unwrap_or_default()
                 )]
             }
+            // What an interrupt stopped and what still runs (issue 21).
+            HangarLine::Interrupted {
+                seq,
+                person,
+                answering,
+                queued,
+                approvals,
+            } => vec![hangar_events::interrupt::describe(
+                seq,
+                person.as_deref(),
+                &answering,
+                &queued,
+                approvals.len(),
+                |n| self.kinds.get(&n).cloned(),
+            )],
             HangarLine::TurnEnd {
                 status,
+                verify,
                 handed_back,
                 ..
-            } if !handed_back.is_empty() => {
-                vec![format!(
-                    "turn ended: status {status}; messages not delivered (seq): {handed_back:?}"
-                )]
-            }
-            HangarLine::TurnEnd { status, verify, .. } => {
+            } => {
                 let word = match (status, verify.as_deref()) {
                     (130, _) => "interrupted",
                     (_, Some("failed")) => "verify failed",
                     (0, _) => "succeeded",
                     _ => "failed",
                 };
-                vec![format!("turn ended: status {status} ({word})")]
+                let mut out = format!("turn ended: status {status} ({word})");
+                if !handed_back.is_empty() {
+                    let names: Vec<String> = handed_back
+                        .iter()
+                        .map(|n| {
+                            let kind = self.kinds.get(n).map_or("message", String::as_str);
+                            format!("{kind} #{n}")
+                        })
+                        .collect();
+                    out.push_str(&format!(
+                        "; not delivered, handed to the next turn: {}",
+                        names.join(", ")
+                    ));
+                }
+                vec![out]
             }
             HangarLine::Verify {
                 round,
@@ -560,7 +600,7 @@ mod tests {
 
     #[test]
     fn progress_names_tools_approvals_and_tokens() {
-        let p = Printer::new("run-1", false);
+        let mut p = Printer::new("run-1", false);
         let tool = p.describe(r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"ls"}}]}}"#);
         assert_eq!(tool, vec![r#"tool call: Bash {"command":"ls"}"#]);
         let ap = p.describe(r#"{"type":"hangar.approval","request_id":"q1","tool_name":"Bash","input":{"command":"ls"}}"#);
@@ -569,6 +609,35 @@ mod tests {
         let r = p.describe(r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.1,"hangar_process_usage":{"input_tokens":11,"output_tokens":7}}"#);
         assert_eq!(r[1], "tokens: input 11 output 7 (this process); cost $0.10");
         assert_eq!(short("abcdef", 3), "abc…");
+    }
+
+    /// An interrupt's report names messages by kind and number, as they were sent; messages
+    /// handed back are named the same way.
+    #[test]
+    fn an_interrupt_says_what_it_stopped_and_what_still_runs() {
+        let mut p = Printer::new("run-1", false);
+        let mut shown = Vec::new();
+        for l in [
+            r#"{"type":"hangar.command","name":"1.cmd","seq":1,"kind":"prompt","outcome":"done","text":"go"}"#,
+            r#"{"type":"hangar.command","name":"2.cmd","seq":2,"kind":"steer","outcome":"done","text":"and this"}"#,
+            r#"{"type":"hangar.interrupted","seq":3,"person":"ada@example.com","answering":[1],"queued":[2],"approvals":["q1"]}"#,
+            r#"{"type":"result","subtype":"error_during_execution","is_error":true,"terminal_reason":"aborted_streaming","errors":["[ede_diagnostic] x"]}"#,
+            r#"{"type":"hangar.turn_end","status":0,"reason":"result","handed_back":[4]}"#,
+        ] {
+            shown.extend(p.describe(l));
+        }
+        assert_eq!(
+            shown,
+            [
+                "steer: done \"and this\"",
+                "interrupted by ada@example.com: stopped the answer to prompt #1; withdrew the \
+                 waiting approval; steer #2 not yet begun, still runs",
+                "result: interrupted",
+                "tokens: input 0 output 0 (this process); cost $0.00",
+                "turn ended: status 0 (succeeded); not delivered, handed to the next turn: \
+                 message #4",
+            ]
+        );
     }
 
     #[test]

@@ -305,6 +305,19 @@ fn ctrl_c_on_hangar_run_interrupts_the_turn() {
             .any(|l| l == "turn ended: status 130 (interrupted)"),
         "{shown:?}"
     );
+    // What the interrupt stopped, and who sent it: with no `$USER` (the CLI runs with a clean
+    // environment here) the person is the account's name, not a bare uid (issue 21).
+    let me = Command::new("id").arg("-un").output().unwrap();
+    let me = String::from_utf8(me.stdout).unwrap();
+    let report = format!(
+        "interrupted by {}@localhost: stopped the answer to prompt #1",
+        me.trim()
+    );
+    assert!(shown.contains(&report), "{report}\n{shown:?}");
+    assert!(
+        shown.iter().any(|l| l == "result: interrupted"),
+        "the stopped answer, not the CLI's diagnostic: {shown:?}"
+    );
 }
 
 #[test]

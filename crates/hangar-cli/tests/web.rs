@@ -20,7 +20,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hangar_testkit::browser::{Browser, http_json};
-use hangar_testkit::{FakeAnthropic, Script, Step, claude_bin, claude_env, workspace_root};
+use hangar_testkit::{
+    FakeAnthropic, FakeOpenAi, Script, Step, claude_bin, claude_env, codex_bin, codex_env,
+    codex_offline_config, workspace_root,
+};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -44,6 +47,8 @@ struct Server {
     home: tempfile::TempDir,
     work: tempfile::TempDir,
     fake: FakeAnthropic,
+    /// Codex's scripted model, when the server runs Codex too.
+    codex: Option<FakeOpenAi>,
     child: Option<Child>,
     url: String,
     token: String,
@@ -51,10 +56,20 @@ struct Server {
 
 impl Server {
     fn new(script: Script) -> Server {
+        Server::build(script, None)
+    }
+
+    /// A server whose Codex turns talk to `codex`'s scripted model.
+    fn with_codex(codex: Script) -> Server {
+        Server::build(Script::new([]), Some(FakeOpenAi::start(codex).unwrap()))
+    }
+
+    fn build(script: Script, codex: Option<FakeOpenAi>) -> Server {
         let mut s = Server {
             home: tempfile::tempdir().unwrap(),
             work: tempfile::tempdir().unwrap(),
             fake: FakeAnthropic::start(script).unwrap(),
+            codex,
             child: None,
             url: String::new(),
             token: String::new(),
@@ -102,6 +117,12 @@ impl Server {
             .env("HANGAR_DRIVER_BIN", driver_bin())
             .env("HANGAR_CLAUDE_BIN", claude_bin().unwrap())
             .envs(claude_env(&self.fake.base_url(), &config));
+        if self.codex.is_some() {
+            let codex_home = self.home.path().join("codex-home");
+            std::fs::create_dir_all(&codex_home).unwrap();
+            c.env("HANGAR_CODEX_BIN", codex_bin().unwrap())
+                .envs(codex_env(&codex_home));
+        }
         c
     }
 
@@ -227,16 +248,25 @@ fn bash(cmd: &str) -> Step {
 
 /// Waits for the page's element `css` whose text contains `needle`, and returns that text.
 fn wait_text(b: &Browser, css: &str, needle: &str) -> String {
-    b.wait_js(
+    let found = b.wait_js(
         &format!("{css} to say {needle:?}"),
         "for (const e of document.querySelectorAll(arguments[0])) { if (e.innerText.includes(arguments[1])) return e.innerText; } return null;",
         json!([css, needle]),
         WAIT,
-    )
-    .unwrap()
-    .as_str()
-    .unwrap()
-    .to_owned()
+    );
+    match found {
+        Ok(v) => v.as_str().unwrap().to_owned(),
+        // What the page showed instead says most about why.
+        Err(e) => {
+            let shown = b
+                .js(
+                    "return Array.from(document.querySelectorAll(arguments[0])).map(e => e.innerText).join('\\n---\\n');",
+                    json!([css]),
+                )
+                .unwrap_or_default();
+            panic!("{e}; {css} showed:\n{}", shown.as_str().unwrap_or_default());
+        }
+    }
 }
 
 /// The ids of the events the live view shows (a tool's result shows inside its call, so the
@@ -746,6 +776,11 @@ fn steer_send_the_next_prompt_and_interrupt_from_the_page() {
     wait_text(&b, "#feed [data-kind=turn_end]", "status 130");
     wait_text(&b, "#turn-state", "interrupted");
     assert_eq!(s.turn_ended(&next)["status"], 130);
+    // What the interrupt stopped and who sent it, in the feed and (from the API) in the head.
+    let report = "interrupted by ada@example.com: stopped the answer to prompt #1";
+    wait_text(&b, "#feed [data-kind=interrupted]", report);
+    wait_text(&b, "#phase-detail", report);
+    assert_eq!(s.turn_ended(&next)["phase_detail"], report);
     shot(&b, "11-interrupted");
 
     // A steer into the ended turn is answered "the turn has ended" (the page says so).
@@ -756,6 +791,51 @@ fn steer_send_the_next_prompt_and_interrupt_from_the_page() {
     .unwrap();
     b.click("#interrupt").unwrap();
     wait_text(&b, "#action-answer[data-outcome=ended]", "ended");
+}
+
+/// Codex's answer as it streams (its `item/agentMessage/delta`s, the driver's `item.delta`
+/// lines) shows on the page while the model writes it, as Claude Code's does, and a reload
+/// shows the same (issue 21).
+#[test]
+fn codex_text_shows_on_the_page_as_the_model_writes_it() {
+    let s = Server::with_codex(Script::new([Step::slow_text(
+        60,
+        Duration::from_millis(150),
+    )]));
+    let codex = s.codex.as_ref().unwrap();
+    let (status, started) = s.call(
+        "POST",
+        "/v1/sessions",
+        Some(
+            json!({"no_sandbox": true, "dir": s.work.path(), "harness": "codex",
+            "policy": "auto", "prompt": "talk for a while",
+            "options": {"codex_config": codex_offline_config(&codex.base_url())}}),
+        ),
+    );
+    assert_eq!(status, 201, "{started}");
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let b = Browser::start(1280, 900).unwrap();
+    s.sign_in(&b);
+    b.goto(&format!("{}/ui/turns/{turn}", s.url)).unwrap();
+    let early = wait_text(&b, "#feed [data-kind=text_delta]", "chunk3");
+    assert!(early.to_lowercase().contains("writing"), "{early}");
+    assert!(!early.contains("chunk59"), "{early}");
+    assert_eq!(s.turn(&turn)["state"], "running");
+    assert!(
+        b.find("#feed [data-kind=assistant_text]")
+            .unwrap()
+            .is_none(),
+        "the whole message came before the turn ended"
+    );
+    shot(&b, "10c-codex-text-mid-stream");
+    // The whole message then takes the streamed row's place, and the turn succeeds.
+    wait_text(&b, "#feed [data-kind=assistant_text]", "chunk59");
+    wait_text(&b, "#feed [data-kind=turn_end]", "status 0");
+    assert_eq!(s.turn_ended(&turn)["phase"], "succeeded");
+    // A reload (or a late viewer) sees the text the pieces made, from the stored events.
+    b.goto(&format!("{}/ui/turns/{turn}", s.url)).unwrap();
+    let again = wait_text(&b, "#feed [data-kind=assistant_text]", "chunk59");
+    assert!(again.contains("chunk0 chunk1"), "{again}");
 }
 
 #[test]

@@ -106,4 +106,9 @@ pub trait Adapter {
     fn never_started(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The ids of messages the model has begun and not finished answering: what an interrupt
+    /// now stops (its `hangar.interrupted` line names them).
+    fn answering(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

@@ -252,6 +252,14 @@ impl Adapter for Claude {
         !self.outstanding.is_empty()
     }
 
+    fn answering(&self) -> Vec<String> {
+        self.ids
+            .iter()
+            .filter(|(uuid, _)| self.outstanding.contains(uuid) && self.started.contains(uuid))
+            .map(|(_, id)| id.clone())
+            .collect()
+    }
+
     fn never_started(&self) -> Vec<String> {
         self.ids
             .iter()

@@ -70,6 +70,9 @@ pub struct Turn {
     answered: HashSet<String>,
     /// An interrupt was sent after the last message.
     interrupted: bool,
+    /// Ids of the messages not yet begun at the last interrupt: if the model begins one after
+    /// it, the turn goes on and ends by that message's result, not as interrupted.
+    queued_at_interrupt: Vec<String>,
     last_error: bool,
     end_requested: bool,
     failed: Option<String>,
@@ -139,6 +142,7 @@ impl Turn {
             pending: HashMap::new(),
             answered: HashSet::new(),
             interrupted: false,
+            queued_at_interrupt: Vec::new(),
             last_error: false,
             end_requested: false,
             failed: None,
@@ -213,10 +217,10 @@ impl Turn {
     fn on_os_signals(&mut self) {
         let interrupts = crate::signals::take_interrupts();
         if interrupts > 0 && self.adapter.interrupt(&mut self.harness, 0).is_ok() {
-            self.interrupted = true;
             self.log.hangar(&HangarLine::Warning {
                 message: "interrupted from the terminal (Ctrl-C)".into(),
             });
+            self.on_interrupt(0, None);
         }
         if crate::signals::stop_requested() && !self.stopping {
             self.stopping = true;
@@ -274,6 +278,17 @@ impl Turn {
                 }
                 Signal::Settled { is_error } => {
                     self.last_error = is_error;
+                    // A message queued at the interrupt that the model then began: the turn
+                    // went on, and this result is its end.
+                    let never = self.adapter.never_started();
+                    if self
+                        .queued_at_interrupt
+                        .iter()
+                        .any(|id| !never.contains(id))
+                    {
+                        self.interrupted = false;
+                    }
+                    self.queued_at_interrupt.clear();
                     settled = Some(Outcome::Settled {
                         is_error,
                         interrupted: self.interrupted,
@@ -510,7 +525,7 @@ impl Turn {
             }
             Kind::Interrupt => match self.adapter.interrupt(&mut self.harness, cmd.seq) {
                 Ok(()) => {
-                    self.interrupted = true;
+                    self.on_interrupt(cmd.seq, cmd.sender().map(str::to_owned));
                     Ok(())
                 }
                 Err(e) => Err(refusal_for(e)),
@@ -535,6 +550,36 @@ impl Turn {
             }
             Err(refusal) => self.inbox.refuse_checked(&self.log, &name, &cmd, &refusal),
         }
+    }
+
+    /// An interrupt went to the harness: the turn is interrupted unless a message follows, and
+    /// `hangar.interrupted` says what it stopped and what still runs (issue 21).
+    fn on_interrupt(&mut self, seq: u64, person: Option<String>) {
+        self.interrupted = true;
+        let seqs = |ids: &[String]| -> Vec<u64> {
+            self.passed
+                .iter()
+                .filter(|(_, id)| ids.contains(id))
+                .map(|(seq, _)| *seq)
+                .collect()
+        };
+        let answering = seqs(&self.adapter.answering());
+        self.queued_at_interrupt = self.adapter.never_started();
+        let queued = seqs(&self.queued_at_interrupt);
+        let mut approvals: Vec<String> = self
+            .pending
+            .keys()
+            .chain(self.tower_pending.keys())
+            .cloned()
+            .collect();
+        approvals.sort();
+        self.log.hangar(&HangarLine::Interrupted {
+            seq,
+            person,
+            answering,
+            queued,
+            approvals,
+        });
     }
 
     /// `approve` / `deny`: only for a request this harness asked and nobody answered (S16).
@@ -597,6 +642,7 @@ impl Turn {
         self.harness.close_input();
         self.drain_until_eof(rx);
         self.reap();
+        self.hand_back_never_started();
         self.end_trees();
         self.log.hangar(&HangarLine::TurnEnd {
             status,
@@ -606,6 +652,18 @@ impl Turn {
             verify_rounds: self.verify_rounds,
         });
         status
+    }
+
+    /// Messages the harness took but never began (it was killed, or crashed, with them queued;
+    /// or it settled without them) go to the next turn like those that came too late: a message
+    /// acked `done` is never lost.
+    fn hand_back_never_started(&mut self) {
+        let never = self.adapter.never_started();
+        for (seq, id) in &self.passed {
+            if never.contains(id) && !self.handed_back.contains(seq) {
+                self.handed_back.push(*seq);
+            }
+        }
     }
 
     /// The end tree, and the turn's objects handed over, before the turn's last line.
@@ -663,14 +721,7 @@ impl Turn {
                 message: format!("the harness {how} before the turn finished"),
             });
         }
-        // Messages the harness took but never began (it was killed, or crashed, with them
-        // queued) go to the next turn like those that came too late.
-        let never = self.adapter.never_started();
-        for (seq, id) in &self.passed {
-            if never.contains(id) && !self.handed_back.contains(seq) {
-                self.handed_back.push(*seq);
-            }
-        }
+        self.hand_back_never_started();
         self.end_trees();
         self.log.hangar(&HangarLine::TurnEnd {
             status,

@@ -237,6 +237,43 @@ fn interrupt_ends_the_turn_with_130() {
     let result = rig.wait_type("result");
     assert_eq!(result["terminal_reason"], "aborted_streaming");
     assert_eq!(rig.wait_type("hangar.turn_end")["status"], 130);
+    // The report: the answer to the prompt (#1) was stopped; nothing was queued.
+    let report = rig.wait_type("hangar.interrupted");
+    assert_eq!(report["answering"], json!([1]), "{report}");
+    assert_eq!(report["queued"], json!([]), "{report}");
+}
+
+/// A steer sent while the model streams waits in Claude Code's queue; an interrupt then stops
+/// the answer to the prompt, and the queued steer still runs: the report says so, and the turn
+/// ends by the steer's answer (0), not as interrupted (issue 21: "result: success" followed by
+/// "status 130" told nobody what happened).
+#[test]
+fn an_interrupt_with_a_steer_queued_reports_both_and_ends_by_the_steer() {
+    let mut rig = Rig::new(
+        Script::new([
+            Step::slow_text(20, Duration::from_millis(300)),
+            Step::text("answer to the steer"),
+        ]),
+        "talk for six seconds",
+    );
+    rig.start("ask");
+    rig.fake.wait_for_requests(1, LONG).unwrap();
+    rig.wait_line("the answer streams", |v| v["type"] == "stream_event");
+    let steer = rig.send(Kind::Steer, body::text("and then this"));
+    assert_eq!(rig.mailbox.wait(&steer, LONG).unwrap(), Outcome::Done);
+    let interrupt = rig.send(Kind::Interrupt, body::empty());
+    assert_eq!(rig.mailbox.wait(&interrupt, LONG).unwrap(), Outcome::Done);
+    assert_eq!(rig.wait_exit(LONG), 0, "log:\n{}", rig.log_text());
+    let report = rig.wait_type("hangar.interrupted");
+    assert_eq!(report["seq"], interrupt.command.seq, "{report}");
+    assert_eq!(report["answering"], json!([1]), "{report}");
+    assert_eq!(report["queued"], json!([steer.command.seq]), "{report}");
+    let results = rig.lines_of("result");
+    assert_eq!(results[0]["terminal_reason"], "aborted_streaming");
+    assert_eq!(results.last().unwrap()["result"], "answer to the steer");
+    let end = rig.wait_type("hangar.turn_end");
+    assert_eq!(end["status"], 0, "{end}");
+    assert_eq!(end["handed_back"], json!([]), "{end}");
 }
 
 #[test]

@@ -305,6 +305,55 @@ fn interrupt_exits_130_and_the_running_command_is_gone() {
     );
 }
 
+/// Codex drops a steer it took into a turn but had not begun when that turn is interrupted
+/// (the steer was acked `done`, and the model never had it). The driver reports it as queued
+/// and passes it on again as a new turn, as Claude Code runs its queued messages: the model
+/// gets it once and the turn ends by its answer.
+#[test]
+fn a_steer_codex_had_not_begun_still_runs_after_an_interrupt() {
+    const STEER: &str = "STEER-QUEUED then do this";
+    let mut rig = Rig::codex(
+        Script::new([
+            Step::exec_with(
+                "sleep 4; echo late > slept.txt",
+                json!({"yield_time_ms": 30000}),
+            ),
+            Step::text("did the steer"),
+        ]),
+        "sleep",
+    );
+    let cmd = rig.codex_command("auto", &[]);
+    rig.start_with(cmd);
+    rig.wait_line("the command started", |v| {
+        v["type"] == "item.started" && v["item"]["type"] == "command_execution"
+    });
+    let steer = rig.send(Kind::Steer, body::text(STEER));
+    assert_eq!(rig.mailbox.wait(&steer, LONG).unwrap(), Outcome::Done);
+    let interrupt = rig.send(Kind::Interrupt, body::empty());
+    assert_eq!(rig.mailbox.wait(&interrupt, LONG).unwrap(), Outcome::Done);
+    assert_eq!(rig.wait_exit(LONG), 0, "log:\n{}", rig.log_text());
+    let report = rig.wait_type("hangar.interrupted");
+    assert_eq!(report["answering"], json!([1]), "{report}");
+    assert_eq!(report["queued"], json!([steer.command.seq]), "{report}");
+    let reqs = rig.fake.requests();
+    let with_steer: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.last_user_text().as_deref() == Some(STEER))
+        .collect();
+    assert_eq!(with_steer.len(), 1, "the model got the steer once");
+    assert_eq!(
+        rig.lines_of("item.completed")
+            .iter()
+            .filter(|i| i["item"]["type"] == "agent_message")
+            .map(|i| i["item"]["text"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>(),
+        ["did the steer"]
+    );
+    assert_eq!(rig.wait_type("hangar.turn_end")["handed_back"], json!([]));
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(!rig.work.path().join("slept.txt").exists());
+}
+
 #[test]
 fn an_interrupt_then_a_message_goes_on_in_a_new_turn() {
     let mut rig = Rig::codex(

@@ -5,6 +5,7 @@
 //! * [`watcher`]: reading a growing run log from a saved byte cursor, complete lines only
 //!   ([`LogReader`]), [`ingest`] (read + parse) and [`rebuild`] (all events from offset 0).
 //! * [`transcript`]: the conversation of a session from its events ([`conversation`]).
+//! * [`interrupt`]: an interrupt's report in words, the same in the CLI and the API.
 //! * [`manifest`]: a turn's manifest and its `harness_digest` ([`harness_digest`]), and
 //!   [`file_digest`].
 //!
@@ -13,6 +14,7 @@
 
 pub mod error;
 pub mod events;
+pub mod interrupt;
 pub mod manifest;
 pub mod transcript;
 pub mod watcher;

@@ -264,7 +264,14 @@ fn claude_turn_interrupted() {
     let ks = kinds(&events);
     assert_subsequence(
         &ks,
-        &["started", "command_acked", "usage", "result", "turn_end"],
+        &[
+            "started",
+            "interrupted",
+            "command_acked",
+            "usage",
+            "result",
+            "turn_end",
+        ],
     );
     assert!(
         find(&events, "command_acked").iter().any(|k| matches!(k,
@@ -277,7 +284,8 @@ fn claude_turn_interrupted() {
     );
     let result = find(&events, "result");
     assert!(
-        matches!(result[0], EventKind::Result { is_error: true, status, .. } if status == "error_during_execution"),
+        // The answer the interrupt stopped, said so (not the CLI's diagnostic text).
+        matches!(result[0], EventKind::Result { is_error: true, status, text, .. } if status == "interrupted" && text.is_empty()),
         "{result:?}"
     );
     assert!(matches!(

@@ -185,6 +185,24 @@ pub enum HangarLine {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         note: Option<String>,
     },
+    /// An interrupt was carried out: command `seq` (0: Ctrl-C in the turn's terminal) from
+    /// `person`. What it stopped: `answering`, the messages (by `seq`) whose answer was under
+    /// way, and `approvals`, the permission requests still waiting (the harness withdraws them).
+    /// `queued` are the messages the model had not begun: they still run after the interrupt
+    /// (Claude Code keeps them; the driver passes Codex's on as a new turn), so a turn whose
+    /// queued message then ran ends by that message's result, not as interrupted.
+    #[serde(rename = "hangar.interrupted")]
+    Interrupted {
+        seq: u64,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        person: Option<String>,
+        #[serde(default)]
+        answering: Vec<u64>,
+        #[serde(default)]
+        queued: Vec<u64>,
+        #[serde(default)]
+        approvals: Vec<String>,
+    },
     /// The turn is over and the driver is exiting with `status` (0 success, 1 harness error,
     /// harness gone without a result, or the job's check failed; 130 interrupted with no new
     /// message). `reason` is `result` or `harness_exited`. `handed_back` lists the sequence

@@ -80,13 +80,21 @@ pub fn phase(t: &Turn, waiting: i64) -> (api::TurnPhase, Option<String>) {
         ),
         api::TurnState::Running => (P::Running, None),
         api::TurnState::Ended => match t.status {
-            Some(130) => (P::Interrupted, Some("interrupted by a person".into())),
+            Some(130) => (
+                P::Interrupted,
+                Some(
+                    t.interrupted
+                        .clone()
+                        .unwrap_or_else(|| "interrupted by a person".into()),
+                ),
+            ),
             _ if t.verify_state.as_deref() == Some("failed") => (
                 P::VerifyFailed,
                 Some("the job's check still failed after its last round".into()),
             ),
             _ if t.blocked.is_some() => (P::Blocked, t.blocked.clone()),
-            Some(0) => (P::Succeeded, None),
+            // An interrupt whose queued message then ran to the end: what it stopped.
+            Some(0) => (P::Succeeded, t.interrupted.clone()),
             status => (
                 P::Failed,
                 Some(match (status, t.reason.as_deref()) {

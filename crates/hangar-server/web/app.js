@@ -1173,6 +1173,26 @@
     return name;
   }
 
+  /**
+   * An interrupt's report, word for word as the CLI and the API say it (hangar-events'
+   * `interrupt::describe`).
+   * @param {{seq: number, person?: string, answering?: number[], queued?: number[], approvals?: string[]}} p
+   * @param {(n: number) => string | undefined} kindOf
+   */
+  function interruptInWords(p, kindOf) {
+    const by = p.seq === 0 ? 'interrupted from the terminal (Ctrl-C)' : p.person ? `interrupted by ${p.person}` : 'interrupted';
+    const name = (/** @type {number} */ n) => `${kindOf(n) || 'message'} #${n}`;
+    const answering = p.answering || [];
+    const queued = p.queued || [];
+    const approvals = (p.approvals || []).length;
+    const parts = [];
+    if (answering.length) parts.push(`stopped the answer to ${answering.map(name).join(' and ')}`);
+    if (approvals) parts.push(approvals === 1 ? 'withdrew the waiting approval' : `withdrew ${approvals} waiting approvals`);
+    if (!parts.length) parts.push('the model was not answering');
+    if (queued.length) parts.push(`${queued.map(name).join(' and ')} not yet begun, still ${queued.length === 1 ? 'runs' : 'run'}`);
+    return `${by}: ${parts.join('; ')}`;
+  }
+
   function endedInWords(status, reason) {
     const what = status === 0 ? 'done' : status === 130 ? 'interrupted' : 'failed';
     const how = reason === 'harness_exited' ? ', the agent’s process exited on its own' : '';
@@ -1185,7 +1205,7 @@
      * run's events said (their payloads are the control plane's, not typed by the API);
      * `asks`: tool calls by the request that asked for them; `stream`: the row a message is
      * being streamed into.
-     * @type {{turn: Turn | null, session: BoardRow | null, tools: Map<string, any>, trees: any[], ended: boolean, pendingIds: Set<string>, picked: number[], forkForms: Map<number, HTMLElement>, asks: Map<string, string>, stream: {thinking: boolean, text: HTMLElement, el: HTMLElement} | null}}
+     * @type {{turn: Turn | null, session: BoardRow | null, tools: Map<string, any>, trees: any[], ended: boolean, pendingIds: Set<string>, picked: number[], forkForms: Map<number, HTMLElement>, asks: Map<string, string>, stream: {thinking: boolean, text: HTMLElement, el: HTMLElement} | null, kinds: Map<number, string>}}
      */
     const v = {
       turn: null,
@@ -1198,6 +1218,7 @@
       forkForms: new Map(),
       asks: new Map(),
       stream: null,
+      kinds: new Map(),
     };
 
     const head = h('section', { class: 'card turn-head', id: 'turn-head' }, h('p', { class: 'muted' }, 'Loading…'));
@@ -1291,7 +1312,7 @@
         laterTurns(),
         t.state === 'refused' ? h('p', { class: 'notice bad' }, 'Refused: ', t.reason || 'no reason given') : null,
         t.state === 'ended' ? h('p', { class: 'muted small' }, endedInWords(t.status, t.reason)) : null,
-        t.state === 'ended' && t.phase_detail ? h('p', { class: `notice ${t.phase === 'interrupted' ? 'warn' : 'bad'}`, id: 'phase-detail' }, t.phase_detail) : null,
+        t.state === 'ended' && t.phase_detail ? h('p', { class: `notice ${t.phase === 'interrupted' || t.phase === 'succeeded' ? 'warn' : 'bad'}`, id: 'phase-detail' }, t.phase_detail) : null,
         h(
           'dl',
           { class: 'meta' },
@@ -1535,8 +1556,13 @@
           el = row(id, k, 'bad', label('blocked'), `the rules (${p.rule}) denied ${p.tool_name}: ${p.reason}`);
           break;
         case 'command_acked':
+          v.kinds.set(p.seq, p.command);
           // A steer's or prompt's words, with who sent them (issue 21).
-          el = row(id, k, p.text ? 'user' : 'sys', label(p.command), `#${p.seq}: ${p.outcome}${p.person ? ' · from ' + p.person : ''}`, p.text ? h('q', { class: 'note' }, p.text) : null);
+          el = row(id, k, p.text ? 'user' : 'sys', label(p.command), `#${p.seq}: ${p.outcome}${p.person ? ' · from ' + p.person : ''} `, p.text ? h('q', { class: 'note' }, p.text) : null);
+          break;
+        case 'interrupted':
+          // What the interrupt stopped and what still runs (issue 21), in the CLI's words.
+          el = row(id, k, 'warn', label('interrupted'), interruptInWords(p, (n) => v.kinds.get(n)));
           break;
         case 'command_refused':
           el = row(id, k, 'bad', label('refused'), `${p.command ? p.command + (p.seq !== undefined && p.seq !== null ? ' #' + p.seq : '') : 'a command it could not read'}: ${p.reason} (${p.code})`);
@@ -1554,7 +1580,7 @@
           reloadTurnSoon();
           break;
         case 'result':
-          el = row(id, k, p.is_error ? 'bad' : 'ok', label(`result · ${p.status}`), p.unverified && p.text ? unverified() : null, p.text ? h('p', { class: 'text' }, p.text) : null);
+          el = row(id, k, p.status === 'interrupted' ? 'warn' : p.is_error ? 'bad' : 'ok', label(`result · ${p.status}`), p.unverified && p.text ? unverified() : null, p.text ? h('p', { class: 'text' }, p.text) : null);
           break;
         case 'error':
           el = row(id, k, 'bad', label('error'), p.message);
@@ -1568,7 +1594,7 @@
             streamState.textContent = 'live stream · turn over';
             streamState.dataset.ended = 'yes';
           }
-          el = row(id, k, p.status === 0 ? 'ok' : p.status === 130 ? 'warn' : 'bad', label('turn ended'), endedInWords(p.status, p.reason).replace(/^Ended with /, '').replace(/\.$/, ''), p.verify ? ` · check ${p.verify}` : '', p.handed_back && p.handed_back.length ? ` · ${p.handed_back.length} message(s) handed to the next turn` : '');
+          el = row(id, k, p.status === 0 ? 'ok' : p.status === 130 ? 'warn' : 'bad', label('turn ended'), endedInWords(p.status, p.reason).replace(/^Ended with /, '').replace(/\.$/, ''), p.verify ? ` · check ${p.verify}` : '', p.handed_back && p.handed_back.length ? ` · not delivered, handed to the next turn: ${p.handed_back.map((/** @type {number} */ n) => `${v.kinds.get(n) || 'message'} #${n}`).join(', ')}` : '');
           reloadTurnSoon();
           renderTimeline();
           for (const t of v.tools.values()) if (t.result.classList.contains('pending')) t.result.textContent = 'no result';

@@ -140,6 +140,13 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0010_turn_blocked.sql"),
         refuse_if: &[],
     },
+    Migration {
+        version: 11,
+        name: "turn_interrupted",
+        sqlite: include_str!("../migrations/sqlite/0011_turn_interrupted.sql"),
+        postgres: include_str!("../migrations/postgres/0011_turn_interrupted.sql"),
+        refuse_if: &[],
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -161,6 +161,8 @@ pub struct Turn {
     /// When the turn ended right after a denied call the agent did nothing more after: which
     /// call and who denied it, in words.
     pub blocked: Option<String>,
+    /// The turn's last interrupt in words: who sent it, what it stopped, what still ran.
+    pub interrupted: Option<String>,
 }
 
 /// A change of a turn's state (see [`crate::Store::update_turn_state`]); each `Some` field is
@@ -183,6 +185,8 @@ pub struct TurnUpdate {
     pub cost_usd: Option<f64>,
     /// The denied call it ended after (see [`Turn::blocked`]).
     pub blocked: Option<String>,
+    /// The last interrupt's report (see [`Turn::interrupted`]).
+    pub interrupted: Option<String>,
 }
 
 impl TurnUpdate {
@@ -197,6 +201,7 @@ impl TurnUpdate {
             usage: None,
             cost_usd: None,
             blocked: None,
+            interrupted: None,
         }
     }
 }

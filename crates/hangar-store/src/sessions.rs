@@ -19,7 +19,7 @@ const HANDLE_SEALED_FIELD: &str = "token_sealed";
 
 const TURN_COLS: &str = "id, session_id, idx, run_id, state, status, reason, prompt, manifest, \
      verify_state, input_tokens, output_tokens, cached_tokens, cost_usd, created_at, started_at, \
-     ended_at, git_trees, blocked";
+     ended_at, git_trees, blocked, interrupted";
 
 fn environment_from(r: &impl Cols) -> Result<Environment, StoreError> {
     Ok(Environment {
@@ -80,6 +80,7 @@ pub(crate) fn turn_from(r: &impl Cols) -> Result<Turn, StoreError> {
         ended_at: r.opt_int("ended_at")?,
         git_trees: r.opt_json("git_trees")?,
         blocked: r.opt_text("blocked")?,
+        interrupted: r.opt_text("interrupted")?,
     })
 }
 
@@ -462,7 +463,8 @@ impl Store {
                  cached_tokens = COALESCE($9, cached_tokens), \
                  cost_usd = COALESCE($10, cost_usd), \
                  started_at = COALESCE(started_at, $11), ended_at = COALESCE(ended_at, $12), \
-                 blocked = COALESCE($15, blocked) \
+                 blocked = COALESCE($15, blocked), \
+                 interrupted = COALESCE($16, interrupted) \
                  WHERE id = $1 AND state IN ($13, $14)",
             )
             .bind(turn_id)
@@ -480,6 +482,7 @@ impl Store {
             .bind(from.first().copied().unwrap_or(""))
             .bind(from.get(1).copied().unwrap_or(""))
             .bind(u.blocked.as_deref())
+            .bind(u.interrupted.as_deref())
             .execute(pool)
             .await?
             .rows_affected()

@@ -29,6 +29,10 @@ struct Totals {
     blocked: Option<String>,
     /// Tool names by `tool_use_id` and by approval request id, to name a denied call.
     tools: std::collections::HashMap<String, String>,
+    /// The last interrupt's report in words: the turn's `interrupted`.
+    interrupted: Option<String>,
+    /// Each command's kind by its number, so the report names messages as `steer #2`.
+    kinds: std::collections::HashMap<u64, String>,
 }
 
 impl Totals {
@@ -66,7 +70,8 @@ impl Totals {
     }
 
     /// Follows denials: a denied call (by the rules, a person, the policy or Tower's hook) is
-    /// the turn's `blocked` until a call after it runs without an error.
+    /// the turn's `blocked` until a call after it runs without an error. And interrupts: the
+    /// last one's report is the turn's `interrupted`.
     fn follow_denials(&mut self, kind: &EventKind) {
         let name =
             |t: &Totals, id: &str| t.tools.get(id).cloned().unwrap_or_else(|| "a call".into());
@@ -82,6 +87,25 @@ impl Totals {
                 ..
             } => {
                 self.tools.insert(request_id.clone(), tool_name.clone());
+            }
+            EventKind::CommandAcked { seq, command, .. } => {
+                self.kinds.insert(*seq, command.clone());
+            }
+            EventKind::Interrupted {
+                seq,
+                person,
+                answering,
+                queued,
+                approvals,
+            } => {
+                self.interrupted = Some(hangar_events::interrupt::describe(
+                    *seq,
+                    person.as_deref(),
+                    answering,
+                    queued,
+                    approvals.len(),
+                    |n| self.kinds.get(&n).cloned(),
+                ));
             }
             EventKind::RulesDenied {
                 tool_name,
@@ -709,6 +733,7 @@ async fn end_turn(
     };
     // The denials seen (a re-attach sees only those after it).
     let blocked = totals.blocked.clone();
+    let interrupted = totals.interrupted.clone();
     let totals = stored.as_ref().unwrap_or(totals);
     let mut u = TurnUpdate::to(TurnState::Ended);
     u.status = Some(i64::from(status));
@@ -717,6 +742,7 @@ async fn end_turn(
     u.usage = Some(totals.usage);
     u.cost_usd = totals.cost;
     u.blocked = blocked;
+    u.interrupted = interrupted;
     if let Err(e) = store.update_turn_state(&run.turn_id, &u).await {
         tracing::warn!(run = %run.id, error = %e, "cannot record the turn's end");
     }

@@ -89,7 +89,11 @@ enum Call {
     Initialize,
     Thread,
     TurnStart,
-    TurnSteer { text: String },
+    /// A message steered into turn `turn`.
+    TurnSteer {
+        text: String,
+        turn: String,
+    },
     TurnInterrupt,
 }
 
@@ -129,6 +133,14 @@ pub struct Codex {
     begun: HashSet<String>,
     /// Ids of the `userMessage` items seen.
     user_items: HashSet<String>,
+    /// Ids of begun messages whose turn has completed (answered, or stopped by an interrupt).
+    finished: HashSet<String>,
+    /// Ids of messages passed on again as a new turn after an interrupted turn dropped them.
+    resent: HashSet<String>,
+    /// Messages Codex took into a running turn (`turn/steer` answered): (turn, text).
+    steered: Vec<(String, String)>,
+    /// Turns that ended interrupted.
+    interrupted_turns: HashSet<String>,
     /// Codex refused the thread or a turn: a failure that would come again, so nothing is handed
     /// back for a next turn to fail on.
     refused: bool,
@@ -159,6 +171,10 @@ impl Codex {
             passed: Vec::new(),
             begun: HashSet::new(),
             user_items: HashSet::new(),
+            finished: HashSet::new(),
+            resent: HashSet::new(),
+            steered: Vec::new(),
+            interrupted_turns: HashSet::new(),
             refused: false,
         }
     }
@@ -246,6 +262,7 @@ impl Codex {
                 json!({"threadId": thread, "expectedTurnId": turn, "input": input}),
                 Call::TurnSteer {
                     text: text.to_owned(),
+                    turn: turn.clone(),
                 },
             )?,
             None => self.call(
@@ -317,11 +334,16 @@ impl Codex {
                 }
                 Vec::new()
             }
-            (Call::TurnSteer { .. }, None) => {
+            (Call::TurnSteer { text, turn }, None) => {
                 self.in_flight = self.in_flight.saturating_sub(1);
+                // Taken into a turn that was interrupted meanwhile: dropped unless passed on.
+                if self.interrupted_turns.contains(&turn) {
+                    return self.resend_dropped(h, &text);
+                }
+                self.steered.push((turn, text));
                 Vec::new()
             }
-            (Call::TurnSteer { text }, Some(_)) => {
+            (Call::TurnSteer { text, .. }, Some(_)) => {
                 // The turn ended between our look and Codex's: the message starts the next one.
                 self.in_flight = self.in_flight.saturating_sub(1);
                 self.active_turn = None;
@@ -467,6 +489,21 @@ impl Codex {
                     self.stop_running(h, log);
                 }
                 self.kill_running_at_turn_end = false;
+                if self.active_turn.is_none() {
+                    self.finished.extend(self.begun.iter().cloned());
+                }
+                if let Some(turn) = turn {
+                    let (ours, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.steered)
+                        .into_iter()
+                        .partition(|(t, _)| t == turn);
+                    self.steered = others;
+                    if status == "interrupted" {
+                        self.interrupted_turns.insert(turn.to_owned());
+                        for (_, text) in ours {
+                            signals.extend(self.resend_dropped(h, &text));
+                        }
+                    }
+                }
                 if self.active_turn.is_none() && self.in_flight == 0 && self.waiting.is_empty() {
                     let is_error = status == "failed" || self.gave_up;
                     signals.push(Signal::Settled { is_error });
@@ -475,6 +512,28 @@ impl Codex {
             _ => {}
         }
         signals
+    }
+
+    /// Codex drops a steer it took into a turn (`turn/steer`) but had not begun when that turn
+    /// is interrupted. Claude Code runs such a queued message after the interrupt; so that a
+    /// message acked `done` is never lost and both harnesses behave alike, the driver passes
+    /// it on again as a new turn (once; not if Codex began it after all).
+    fn resend_dropped(&mut self, h: &mut Harness, text: &str) -> Vec<Signal> {
+        let Some(id) = self
+            .passed
+            .iter()
+            .find(|(id, t)| t == text && !self.begun.contains(id) && !self.resent.contains(id))
+            .map(|(id, _)| id.clone())
+        else {
+            return Vec::new();
+        };
+        self.resent.insert(id);
+        match self.send_text(h, text) {
+            Ok(()) => Vec::new(),
+            Err(_) => vec![Signal::Failed {
+                message: "Codex went away".into(),
+            }],
+        }
     }
 
     /// Kills the commands an interrupted turn left running (see the module docs): every process
@@ -599,6 +658,14 @@ impl Adapter for Codex {
     /// Messages Codex never made a `userMessage` item of: waiting for the thread, a `turn/start`
     /// or `turn/steer` not answered, or a steer Codex accepted and held until the running
     /// command (or approval) was done. None when Codex refused the thread or a turn.
+    fn answering(&self) -> Vec<String> {
+        self.passed
+            .iter()
+            .filter(|(id, _)| self.begun.contains(id) && !self.finished.contains(id))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     fn never_started(&self) -> Vec<String> {
         if self.refused {
             return Vec::new();

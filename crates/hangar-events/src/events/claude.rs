@@ -166,6 +166,20 @@ fn result(l: Line<'_>, ctx: &mut ParseContext) -> Vec<EventKind> {
             cost_usd,
         });
     }
+    // An answer an interrupt stopped: said so, without the CLI's diagnostic in its place.
+    let aborted = l
+        .terminal_reason
+        .into_str()
+        .is_some_and(|r| r.starts_with("aborted"));
+    if aborted {
+        out.push(EventKind::Result {
+            is_error,
+            text: String::new(),
+            status: "interrupted".to_owned(),
+            unverified: false,
+        });
+        return out;
+    }
     let text = match l.result.into_str() {
         Some(t) => t,
         None => match l.errors {

@@ -36,6 +36,7 @@ const KNOWN: &[&str] = &[
     "hangar.warning",
     "hangar.error",
     "hangar.rules_denied",
+    "hangar.interrupted",
 ];
 
 pub(super) fn parse(ty: &str, v: &Value, ctx: &mut ParseContext) -> Vec<EventKind> {
@@ -85,6 +86,39 @@ fn malformed(ty: &str, e: &serde_json::Error) -> EventKind {
     warning(format!("malformed {ty} line: {e}"))
 }
 
+/// `hangar.started`: a new harness process, whose per-process state starts over.
+fn started(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
+    let HangarLine::Started {
+        harness,
+        policy,
+        uid_split,
+        argv,
+        hooks,
+        ..
+    } = line
+    else {
+        return warning("not a hangar.started line".into());
+    };
+    ctx.harness = Some(harness.clone());
+    ctx.uid_split = Some(uid_split);
+    ctx.codex_open.clear();
+    ctx.codex_last_text.clear();
+    ctx.claude_cost = None;
+    EventKind::Started {
+        harness,
+        policy,
+        uid_split,
+        argv,
+        hooks: hooks
+            .into_iter()
+            .map(|h| crate::manifest::Hook {
+                name: h.name,
+                digest: h.digest,
+            })
+            .collect(),
+    }
+}
+
 fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
     match line {
         // Read by `parse` through the more lenient `TreeLine`; the same here.
@@ -103,34 +137,7 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
             skipped: skipped.map(Value::String),
             trusted: ctx.trees_trusted() && trusted != Some(false),
         },
-        HangarLine::Started {
-            harness,
-            policy,
-            uid_split,
-            argv,
-            hooks,
-            ..
-        } => {
-            // A new harness process: per-process state starts over.
-            ctx.harness = Some(harness.clone());
-            ctx.uid_split = Some(uid_split);
-            ctx.codex_open.clear();
-            ctx.codex_last_text.clear();
-            ctx.claude_cost = None;
-            EventKind::Started {
-                harness,
-                policy,
-                uid_split,
-                argv,
-                hooks: hooks
-                    .into_iter()
-                    .map(|h| crate::manifest::Hook {
-                        name: h.name,
-                        digest: h.digest,
-                    })
-                    .collect(),
-            }
-        }
+        line @ HangarLine::Started { .. } => started(line, ctx),
         HangarLine::Command {
             seq,
             kind,
@@ -229,6 +236,19 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
             reason,
         },
         HangarLine::Error { message } => EventKind::Error { message },
+        HangarLine::Interrupted {
+            seq,
+            person,
+            answering,
+            queued,
+            approvals,
+        } => EventKind::Interrupted {
+            seq,
+            person,
+            answering,
+            queued,
+            approvals,
+        },
     }
 }
 

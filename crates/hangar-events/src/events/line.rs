@@ -290,6 +290,9 @@ pub(crate) struct Line<'a> {
     pub(crate) result: J<'a>,
     #[serde(borrow)]
     pub(crate) errors: Arr<J<'a>>,
+    /// Claude Code's why a `result` ended (`completed`, `aborted_streaming`, `aborted_tools`).
+    #[serde(borrow)]
+    pub(crate) terminal_reason: J<'a>,
     #[serde(borrow)]
     pub(crate) item: Obj<'a, Item<'a>>,
     #[serde(borrow)]

@@ -216,7 +216,8 @@ pub enum EventKind {
         cost_usd: Option<f64>,
     },
     /// A harness turn ended. Claude: a `result` (`text` its `result`, else its `errors` joined;
-    /// `status` its `subtype`: `success`, `error_during_execution`, …). Codex: `turn.completed`
+    /// `status` its `subtype`: `success`, `error_during_execution`, …; `interrupted` with no
+    /// text for an answer an interrupt stopped, `terminal_reason` `aborted_*`). Codex: `turn.completed`
     /// (`status` `completed`, `text` the turn's last agent message) or `turn.failed` (`status`
     /// `failed`, or `interrupted` for the driver's "the turn was interrupted"; `text` the error).
     /// `unverified` as for [`EventKind::AssistantText`].
@@ -233,6 +234,20 @@ pub enum EventKind {
     /// Something to know that does not stop the turn: `hangar.warning`, a line that is not JSON,
     /// a malformed `hangar.*` line, a line too long to read.
     Warning { message: String },
+    /// `hangar.interrupted`: interrupt `seq` (0: Ctrl-C in the turn's terminal) from `person`
+    /// stopped the answer to the messages `answering` and the waiting `approvals`; the messages
+    /// `queued` (not yet begun) still run after it.
+    Interrupted {
+        seq: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        person: Option<String>,
+        #[serde(default)]
+        answering: Vec<u64>,
+        #[serde(default)]
+        queued: Vec<u64>,
+        #[serde(default)]
+        approvals: Vec<String>,
+    },
     /// `hangar.turn_end`: the driver's exit `status` (0, 1, 130), its `reason` (`result` |
     /// `harness_exited`), the job's check's final state, and the messages `handed_back`.
     TurnEnd {
@@ -255,6 +270,7 @@ impl EventKind {
             EventKind::UserMessage { .. } => "user_message",
             EventKind::AssistantText { .. } => "assistant_text",
             EventKind::TextDelta { .. } => "text_delta",
+            EventKind::Interrupted { .. } => "interrupted",
             EventKind::ToolCall { .. } => "tool_call",
             EventKind::ToolResult { .. } => "tool_result",
             EventKind::ApprovalRequested { .. } => "approval_requested",

@@ -117,6 +117,16 @@ fn hangar_lines() {
             },
         ),
         (
+            r#"{"type":"hangar.interrupted","seq":3,"person":"ada@example.com","answering":[1],"queued":[2],"approvals":["q1"]}"#,
+            EventKind::Interrupted {
+                seq: 3,
+                person: Some("ada@example.com".into()),
+                answering: vec![1],
+                queued: vec![2],
+                approvals: vec!["q1".into()],
+            },
+        ),
+        (
             r#"{"type":"hangar.warning","message":"careful"}"#,
             EventKind::Warning {
                 message: "careful".into(),
