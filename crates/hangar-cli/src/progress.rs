@@ -411,6 +411,7 @@ impl Printer {
                 by,
                 person,
                 note,
+                updated_input,
                 ..
             } => {
                 let req = short_ids(&[request_id.as_str()]).remove(0);
@@ -420,9 +421,12 @@ impl Printer {
                     (None, other) => format!(" by {other}"),
                 };
                 let words = note.filter(|n| !n.is_empty()).map(|n| format!(": {n}"));
+                let edit = updated_input
+                    .map(|u| format!(", with the input changed to {}", short(&u.to_string(), 200)));
                 vec![format!(
-                    "approval {req}: {decision}{who}{}",
-                    words.unwrap_or_default()
+                    "approval {req}: {decision}{who}{}{}",
+                    words.unwrap_or_default(),
+                    edit.unwrap_or_default()
                 )]
             }
             // The command as the person knows it (its kind and number), not its file's name.

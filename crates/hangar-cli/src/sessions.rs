@@ -338,9 +338,13 @@ fn render(entries: &[Value], prompts: &[String]) -> Vec<String> {
             "sent" if e["text"].is_string() => {
                 turn += usize::from(first_prompt);
                 let text = flat(e["text"].as_str().unwrap_or_default());
-                match e["command"].as_str() {
-                    Some("prompt") => format!("you: {text}"),
-                    other => format!("you ({}): {text}", other.unwrap_or("?")),
+                // Who sent it and when, as the server recorded it (issue 21).
+                match (e["by"].as_str(), e["at"].as_i64(), e["command"].as_str()) {
+                    (Some(by), Some(at), command) => {
+                        format!("{by} ({}, {}): {text}", command.unwrap_or("?"), time(at))
+                    }
+                    (_, _, Some("prompt")) => format!("you: {text}"),
+                    (_, _, other) => format!("you ({}): {text}", other.unwrap_or("?")),
                 }
             }
             "sent" if first_prompt => {
@@ -370,10 +374,7 @@ fn render(entries: &[Value], prompts: &[String]) -> Vec<String> {
                     progress::short(&e["input"].to_string(), 300)
                 );
                 if let Some(d) = e["approval"]["decision"].as_str() {
-                    l.push_str(&format!(
-                        " [{d} by {}]",
-                        e["approval"]["by"].as_str().unwrap_or("?")
-                    ));
+                    l.push_str(&answered(d, &e["approval"]));
                 } else if e["approval"].is_object() {
                     l.push_str(" [waiting for approval]");
                 }
@@ -408,6 +409,22 @@ fn render(entries: &[Value], prompts: &[String]) -> Vec<String> {
         out.push(line);
     }
     out
+}
+
+/// An approval's answer in a transcript line: who, and their words or their edit.
+fn answered(decision: &str, a: &Value) -> String {
+    let mut s = format!(" [{decision} by {}", a["by"].as_str().unwrap_or("?"));
+    if let Some(n) = a["note"].as_str().filter(|n| !n.is_empty()) {
+        s.push_str(&format!(": {}", flat(n)));
+    }
+    if a["updated_input"].is_object() {
+        s.push_str(&format!(
+            ", input changed to {}",
+            progress::short(&a["updated_input"].to_string(), 200)
+        ));
+    }
+    s.push(']');
+    s
 }
 
 fn result(r: &Value) -> String {
@@ -586,6 +603,11 @@ mod tests {
             json!({"kind": "assistant", "text": "two\nlines"}),
             json!({"kind": "sent", "seq": 2, "command": "steer"}),
             json!({"kind": "sent", "seq": 3, "command": "steer", "text": "use tabs", "by": "a@b.c"}),
+            json!({"kind": "sent", "seq": 4, "command": "steer", "text": "no, spaces", "by": "a@b.c", "at": 1_709_210_096_000_i64}),
+            json!({"kind": "tool", "tool_use_id": "t2", "name": "Bash", "input": {"command": "rm x"},
+                   "approval": {"request_id": "r", "decision": "deny", "by": "a@b.c", "note": "keep x"}}),
+            json!({"kind": "tool", "tool_use_id": "t3", "name": "Bash", "input": {"command": "ls /"},
+                   "approval": {"request_id": "s", "decision": "allow", "by": "a@b.c", "updated_input": {"command": "ls"}}}),
             json!({"kind": "sent", "seq": 1, "command": "prompt"}),
             json!({"kind": "sent", "seq": 1, "command": "prompt", "text": "third", "by": "a@b.c"}),
         ];
@@ -598,6 +620,9 @@ mod tests {
                 "assistant: two ⏎ lines",
                 "you: (steer #2)",
                 "you (steer): use tabs",
+                "a@b.c (steer, 2024-02-29T12:34:56Z): no, spaces",
+                r#"tool: Bash {"command":"rm x"} [deny by a@b.c: keep x]"#,
+                r#"tool: Bash {"command":"ls /"} [allow by a@b.c, input changed to {"command":"ls"}]"#,
                 "you: again",
                 "you: third",
             ]

@@ -363,9 +363,18 @@ fn run_session_start_and_send_go_through_a_running_server() {
             .position(|l| l == want)
             .unwrap_or_else(|| panic!("no {want:?} in {lines:#?}"))
     };
-    assert!(at("you: remember the word PELICAN") < at("assistant: answer two"));
-    assert!(at("assistant: answer two") < at("you: which word was it?"));
-    assert!(at("you: which word was it?") < at("assistant: answer three"));
+    // What a person sent comes with who sent it and when (issue 21).
+    let sent = |words: &str| {
+        lines
+            .iter()
+            .position(|l| {
+                l.starts_with("ada@localhost (prompt, 20") && l.ends_with(&format!("Z): {words}"))
+            })
+            .unwrap_or_else(|| panic!("no prompt {words:?} from ada in {lines:#?}"))
+    };
+    assert!(sent("remember the word PELICAN") < at("assistant: answer two"));
+    assert!(at("assistant: answer two") < sent("which word was it?"));
+    assert!(sent("which word was it?") < at("assistant: answer three"));
 
     // `sessions` and `audit` list what the server holds.
     // (A header, then each session under its short id.)

@@ -392,10 +392,39 @@ fn sign_in_then_watch_a_tool_call_live_and_approve_it_from_the_page() {
         "deny: done",
     );
     wait_text(&b, "#feed [data-kind=turn_end]", "status 0");
-    wait_text(
+    // Who answered, when, and the input they changed (issue 21: people's words are kept),
+    // in the live view and in the audit record.
+    let allowed = wait_text(
         &b,
         "#feed [data-kind=approval_answered]",
         "allowed by ada@example.com",
+    );
+    assert!(
+        allowed.to_lowercase().contains("with the input changed to")
+            && allowed.contains("echo edited > made.txt"),
+        "{allowed}"
+    );
+    assert!(
+        b.find("#feed [data-kind=approval_answered] time")
+            .unwrap()
+            .is_some(),
+        "the answer says when"
+    );
+    let denied = wait_text(&b, "#feed [data-kind=approval_answered]", "denied by");
+    assert!(denied.contains("keep the file"), "{denied}");
+    let (_, audit) = s.call("GET", "/v1/audit?limit=200", None);
+    let answers: Vec<&Value> = audit["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["action"] == "approval.answered")
+        .collect();
+    assert!(
+        answers
+            .iter()
+            .any(|r| r.to_string().contains("updated_input")
+                && r.to_string().contains("echo edited > made.txt")),
+        "{answers:?}"
     );
     wait_text(&b, "#feed [data-kind=assistant_text]", "made it");
     // Its last call was denied and it did nothing after: blocked, in words, not a green

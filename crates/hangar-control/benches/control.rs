@@ -1086,6 +1086,7 @@ mod loggen {
                             seq: Some(self.seq),
                             person: Some("ada@example.com".into()),
                             note: None,
+                            updated_input: None,
                         });
                     }
                     if self.rng.percent(5) {
@@ -1191,6 +1192,7 @@ mod loggen {
                             seq: Some(self.seq),
                             person: Some("ada@example.com".into()),
                             note: None,
+                            updated_input: None,
                         });
                     }
                     let out = self.output();

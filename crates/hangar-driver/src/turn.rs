@@ -273,6 +273,7 @@ impl Turn {
                             seq: None,
                             person: None,
                             note: None,
+                            updated_input: None,
                         });
                     }
                 }
@@ -455,6 +456,7 @@ impl Turn {
             seq: None,
             person: None,
             note: None,
+            updated_input: None,
         });
     }
 
@@ -488,6 +490,7 @@ impl Turn {
             seq: None,
             person: None,
             note: None,
+            updated_input: None,
         });
     }
 
@@ -618,6 +621,8 @@ impl Turn {
             seq: Some(cmd.seq),
             person: cmd.sender().map(str::to_owned),
             note: cmd.note().filter(|_| !allow).map(str::to_owned),
+            // The person's edit of the call, kept with who made it (issue 21).
+            updated_input: answer.updated_input.filter(|u| allow && *u != input),
         });
         Ok(())
     }

@@ -24,5 +24,5 @@ pub use events::{
     EventKind, LogMode, ParseContext, ProgressEvent, parse_line, parse_line_via_value,
 };
 pub use manifest::{Hook, Manifest, RulesRecord, file_digest, harness_digest};
-pub use transcript::{Entry, conversation, fill_sent};
+pub use transcript::{Entry, SentRecord, conversation, fill_sent};
 pub use watcher::{Batch, LogReader, SealedRead, ingest, rebuild, rebuild_with};

@@ -17,15 +17,27 @@ use serde_json::Value;
 
 use crate::events::{EventKind, ProgressEvent};
 
-/// Fills in the text and the sender of each [`Entry::Sent`] of one run's conversation from
-/// `sent(seq)` (the run's record of command `seq`: its text, if it has one, and who sent it).
-pub fn fill_sent(entries: &mut [Entry], sent: impl Fn(u64) -> Option<(Option<String>, String)>) {
+/// What the control plane recorded of a command it sent: its text (a message's), who sent it,
+/// and when (ms since the epoch).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SentRecord {
+    pub text: Option<String>,
+    pub by: String,
+    pub at: i64,
+}
+
+/// Fills in the text, the sender and the time of each [`Entry::Sent`] of one run's
+/// conversation from `sent(seq)` (the run's record of command `seq`).
+pub fn fill_sent(entries: &mut [Entry], sent: impl Fn(u64) -> Option<SentRecord>) {
     for e in entries {
-        if let Entry::Sent { seq, text, by, .. } = e
-            && let Some((t, who)) = sent(*seq)
+        if let Entry::Sent {
+            seq, text, by, at, ..
+        } = e
+            && let Some(r) = sent(*seq)
         {
-            *text = t;
-            *by = Some(who);
+            *text = r.text;
+            *by = Some(r.by);
+            *at = Some(r.at);
         }
     }
 }
@@ -37,9 +49,15 @@ pub struct Approval {
     /// `allow` | `deny` | `cancelled`; `None` while it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
-    /// `command` | `policy`, with the decision.
+    /// Who decided: the person who answered, or `policy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// The person's words with a deny.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The input the tool ran with, when the person changed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_input: Option<Value>,
 }
 
 /// A tool's result.
@@ -63,6 +81,9 @@ pub enum Entry {
         text: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<String>,
+        /// When it was sent (ms since the epoch).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<i64>,
     },
     /// A message as the harness echoed it.
     User { text: String },
@@ -142,6 +163,7 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                     command: command.clone(),
                     text: text.clone(),
                     by: person.clone(),
+                    at: None,
                 });
             }
             EventKind::UserMessage { text } => out.push(Entry::User { text: text.clone() }),
@@ -193,6 +215,8 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                     request_id: request_id.clone(),
                     decision: None,
                     by: None,
+                    note: None,
+                    updated_input: None,
                 };
                 let tool = tool_use_id
                     .as_deref()
@@ -219,6 +243,8 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                 decision,
                 by,
                 person,
+                note,
+                updated_input,
                 ..
             } => {
                 let at = approvals.iter().rev().find(|(r, _)| r == request_id);
@@ -236,6 +262,8 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                 if let Some(a) = slot {
                     a.decision = Some(decision.clone());
                     a.by = Some(person.clone().unwrap_or_else(|| by.clone()));
+                    a.note.clone_from(note);
+                    a.updated_input.clone_from(updated_input);
                 }
             }
             EventKind::Verify {

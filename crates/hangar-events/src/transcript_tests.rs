@@ -54,8 +54,9 @@ fn calls_carry_their_approval_and_result() {
             tool_use_id: Some("t1".into()),
         },
         EventKind::ApprovalAnswered {
-            note: None,
-            person: None,
+            updated_input: None,
+            note: Some("not in that folder".into()),
+            person: Some("ada@example.com".into()),
             request_id: "r1".into(),
             decision: "deny".into(),
             by: "command".into(),
@@ -94,6 +95,7 @@ fn calls_carry_their_approval_and_result() {
         conversation(&events),
         vec![
             Entry::Sent {
+                at: None,
                 seq: 1,
                 command: "prompt".into(),
                 text: None,
@@ -107,10 +109,13 @@ fn calls_carry_their_approval_and_result() {
                 tool_use_id: "t1".into(),
                 name: "Bash".into(),
                 input: json!({"command": "ls"}),
+                // Who denied it and the words they gave (issue 21).
                 approval: Some(Approval {
+                    note: Some("not in that folder".into()),
+                    updated_input: None,
                     request_id: "r1".into(),
                     decision: Some("deny".into()),
-                    by: Some("command".into())
+                    by: Some("ada@example.com".into())
                 }),
                 result: Some(ToolOutput {
                     output: "not here".into(),
@@ -134,6 +139,7 @@ fn orphans_verify_and_failures_are_kept() {
             tool_use_id: Some("gone".into()),
         },
         EventKind::ApprovalAnswered {
+            updated_input: None,
             note: None,
             person: None,
             request_id: "r9".into(),
@@ -178,6 +184,8 @@ fn orphans_verify_and_failures_are_kept() {
                 tool_name: "Write".into(),
                 input: json!({}),
                 approval: Approval {
+                    note: None,
+                    updated_input: None,
                     request_id: "r9".into(),
                     decision: Some("cancelled".into()),
                     by: Some("command".into())
@@ -197,6 +205,7 @@ fn orphans_verify_and_failures_are_kept() {
                 output_tail: "nope".into()
             },
             Entry::Sent {
+                at: None,
                 seq: 3,
                 command: "interrupt".into(),
                 text: None,
@@ -235,23 +244,31 @@ fn sent_entries_get_their_text_and_sender_from_the_commands() {
     ]);
     let mut conv = conversation(&events);
     crate::fill_sent(&mut conv, |seq| match seq {
-        1 => Some((Some("do it".into()), "ada@example.com".into())),
-        3 => Some((None, "bob@example.com".into())),
+        1 => Some(crate::SentRecord {
+            text: Some("do it".into()),
+            by: "ada@example.com".into(),
+            at: 1_000,
+        }),
+        3 => Some(crate::SentRecord {
+            text: None,
+            by: "bob@example.com".into(),
+            at: 3_000,
+        }),
         _ => None,
     });
-    let got: Vec<(Option<&str>, Option<&str>)> = conv
+    let got: Vec<(Option<&str>, Option<&str>, Option<i64>)> = conv
         .iter()
         .map(|e| match e {
-            Entry::Sent { text, by, .. } => (text.as_deref(), by.as_deref()),
+            Entry::Sent { text, by, at, .. } => (text.as_deref(), by.as_deref(), *at),
             other => panic!("{other:?}"),
         })
         .collect();
     assert_eq!(
         got,
         [
-            (Some("do it"), Some("ada@example.com")),
-            (None, None),
-            (None, Some("bob@example.com"))
+            (Some("do it"), Some("ada@example.com"), Some(1_000)),
+            (None, None, None),
+            (None, Some("bob@example.com"), Some(3_000))
         ]
     );
 }

@@ -113,6 +113,7 @@ fn claude_turn_with_an_approved_bash_call() {
     assert_eq!(
         k[4],
         &EventKind::ApprovalAnswered {
+            updated_input: None,
             note: None,
             person: None,
             request_id: request_id.clone(),
@@ -175,6 +176,7 @@ fn claude_turn_with_an_approved_bash_call() {
         conversation(&events),
         vec![
             Entry::Sent {
+                at: None,
                 seq: 1,
                 command: "prompt".into(),
                 text: prompt_words.clone(),
@@ -185,6 +187,8 @@ fn claude_turn_with_an_approved_bash_call() {
                 name: "Bash".into(),
                 input: input.clone(),
                 approval: Some(Approval {
+                    note: None,
+                    updated_input: None,
                     request_id: request_id.clone(),
                     decision: Some("allow".into()),
                     by: Some("command".into())

@@ -172,7 +172,8 @@ pub enum HangarLine {
     /// A permission request was answered. `decision` is `allow`, `deny` or `cancelled` (the
     /// harness withdrew it, e.g. after an interrupt); `by` is `command` (with its `seq`) or
     /// `policy` (e.g. `auto`). An answer by command names its `person` (the command's sealed
-    /// `by`) and, with a deny, the person's `note`.
+    /// `by`) and, with a deny, the person's `note`; an allow whose input the person changed
+    /// carries the input the tool ran with (`updated_input`).
     #[serde(rename = "hangar.approval_answered")]
     ApprovalAnswered {
         request_id: String,
@@ -184,6 +185,8 @@ pub enum HangarLine {
         person: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         note: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        updated_input: Option<Value>,
     },
     /// An interrupt was carried out: command `seq` (0: Ctrl-C in the turn's terminal) from
     /// `person`. What it stopped: `answering`, the messages (by `seq`) whose answer was under

@@ -56,10 +56,17 @@ impl EventSource for StoreEvents {
             .map_err(|e| e.to_string())?;
         Ok(events
             .into_iter()
-            .map(|e| StreamEvent {
-                id: e.id,
-                kind: e.kind,
-                data: e.payload,
+            .map(|e| {
+                // When it was stored (ms), so the page can say when a person acted.
+                let mut data = e.payload;
+                if let Some(o) = data.as_object_mut() {
+                    o.insert("at".into(), e.created_at.into());
+                }
+                StreamEvent {
+                    id: e.id,
+                    kind: e.kind,
+                    data,
+                }
             })
             .collect())
     }

@@ -1455,6 +1455,13 @@
       return h('span', { class: 'label' }, text);
     }
 
+    /** When a person acted (the event's stored time, ms), as ` · 14:03:07`. */
+    function when(at) {
+      if (typeof at !== 'number') return null;
+      const d = new Date(at);
+      return h('time', { class: 'small muted', datetime: d.toISOString(), title: d.toLocaleString() }, ` · ${d.toLocaleTimeString()}`);
+    }
+
     /** "not trusted", with its reason in a line and a link to what the uid split is (issue 21). */
     function untrustedBadge() {
       const b = badge('not trusted', 'warn');
@@ -1540,8 +1547,9 @@
           }
           break;
         case 'approval_answered':
-          // Who answered and the words they gave with it (issue 21: people's words are kept).
-          el = row(id, k, p.decision === 'allow' ? 'ok' : 'bad', label('answered'), `${{ allow: 'allowed', deny: 'denied', cancelled: 'cancelled' }[p.decision] || p.decision} by ${p.person || (p.by === 'command' ? 'a person' : p.by === 'policy' ? 'the policy' : p.by)}${p.seq !== undefined ? ' (command #' + p.seq + ')' : ''}`, p.note ? h('q', { class: 'note' }, p.note) : null);
+          // Who answered, when, and the words they gave with it or the input they changed
+          // (issue 21: people's words are kept).
+          el = row(id, k, p.decision === 'allow' ? 'ok' : 'bad', label('answered'), `${{ allow: 'allowed', deny: 'denied', cancelled: 'cancelled' }[p.decision] || p.decision} by ${p.person || (p.by === 'command' ? 'a person' : p.by === 'policy' ? 'the policy' : p.by)}${p.seq !== undefined ? ' (command #' + p.seq + ')' : ''}`, when(p.at), p.note ? h('q', { class: 'note' }, p.note) : null, p.updated_input ? h('div', { class: 'edited' }, h('span', { class: 'label' }, 'with the input changed to'), ' ', h('code', { class: 'small' }, short(JSON.stringify(p.updated_input), 400))) : null);
           loadApprovals();
           reloadTurnSoon();
           {
@@ -1558,11 +1566,11 @@
         case 'command_acked':
           v.kinds.set(p.seq, p.command);
           // A steer's or prompt's words, with who sent them (issue 21).
-          el = row(id, k, p.text ? 'user' : 'sys', label(p.command), `#${p.seq}: ${p.outcome}${p.person ? ' · from ' + p.person : ''} `, p.text ? h('q', { class: 'note' }, p.text) : null);
+          el = row(id, k, p.text ? 'user' : 'sys', label(p.command), `#${p.seq}: ${p.outcome}${p.person ? ' · from ' + p.person : ''}`, p.person ? when(p.at) : null, ' ', p.text ? h('q', { class: 'note' }, p.text) : null);
           break;
         case 'interrupted':
           // What the interrupt stopped and what still runs (issue 21), in the CLI's words.
-          el = row(id, k, 'warn', label('interrupted'), interruptInWords(p, (n) => v.kinds.get(n)));
+          el = row(id, k, 'warn', label('interrupted'), interruptInWords(p, (n) => v.kinds.get(n)), when(p.at));
           break;
         case 'command_refused':
           el = row(id, k, 'bad', label('refused'), `${p.command ? p.command + (p.seq !== undefined && p.seq !== null ? ' #' + p.seq : '') : 'a command it could not read'}: ${p.reason} (${p.code})`);

@@ -335,6 +335,7 @@ macro_rules! impl_apply_effect {
                         decision,
                         person: Some(person),
                         note,
+                        updated_input,
                         ..
                     } => {
                         let recorded: Option<String> = sqlx::query_scalar(
@@ -356,6 +357,9 @@ macro_rules! impl_apply_effect {
                         });
                         if let Some(note) = note {
                             detail["note"] = json!(note);
+                        }
+                        if let Some(input) = updated_input {
+                            detail["updated_input"] = input.clone();
                         }
                         return Ok(recorded.map(|_| OwedAudit {
                             actor: person.to_owned(),

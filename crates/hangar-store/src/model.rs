@@ -388,6 +388,8 @@ pub enum SliceEffect<'a> {
         person: Option<&'a str>,
         /// The person's words with a deny.
         note: Option<&'a str>,
+        /// The input the tool ran with, when the person changed it (in the audit record).
+        updated_input: Option<&'a Value>,
     },
 }
 

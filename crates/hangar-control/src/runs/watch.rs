@@ -570,6 +570,7 @@ fn effects_of(events: &[ProgressEvent]) -> Vec<SliceEffect<'_>> {
                 seq: Some(seq),
                 person,
                 note,
+                updated_input,
             } if by == "command" => Some(SliceEffect::ApprovalAnsweredByCommand {
                 request_id,
                 decision: if decision == "allow" {
@@ -580,6 +581,7 @@ fn effects_of(events: &[ProgressEvent]) -> Vec<SliceEffect<'_>> {
                 seq: i64::try_from(*seq).unwrap_or(i64::MAX),
                 person: person.as_deref(),
                 note: note.as_deref(),
+                updated_input: updated_input.as_ref(),
             }),
             // The driver's answers to commands: the log is their one source.
             EventKind::CommandAcked {

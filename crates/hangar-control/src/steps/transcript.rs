@@ -38,13 +38,14 @@ pub async fn transcript(store: &Store, session: &str) -> Result<Vec<Entry>, Cont
                 commands
                     .iter()
                     .find(|c| u64::try_from(c.seq).ok() == Some(seq))
-                    .map(|c| {
-                        let text = c
+                    .map(|c| hangar_events::SentRecord {
+                        text: c
                             .body
                             .get("text")
                             .and_then(Value::as_str)
-                            .map(str::to_owned);
-                        (text, c.sent_by.clone())
+                            .map(str::to_owned),
+                        by: c.sent_by.clone(),
+                        at: c.sent_at,
                     })
             });
         }

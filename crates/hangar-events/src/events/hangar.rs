@@ -187,6 +187,7 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
             seq,
             person,
             note,
+            updated_input,
         } => EventKind::ApprovalAnswered {
             request_id,
             decision: decision.to_string(),
@@ -194,6 +195,7 @@ fn event(line: HangarLine, ctx: &mut ParseContext) -> EventKind {
             seq,
             person,
             note,
+            updated_input,
         },
         HangarLine::TurnEnd {
             status,

@@ -138,6 +138,9 @@ pub enum EventKind {
         /// The person's words with a deny.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
+        /// The input the tool ran with, when the person changed it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        updated_input: Option<Value>,
     },
     /// `hangar.rules_denied`: the deny-risky rules refused a call before anyone was asked
     /// (`rule` names the rule, `reason` is what the agent was told).

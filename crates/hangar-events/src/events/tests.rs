@@ -88,6 +88,7 @@ fn hangar_lines() {
         (
             r#"{"type":"hangar.approval_answered","request_id":"r1","decision":"allow","by":"command","seq":2}"#,
             EventKind::ApprovalAnswered {
+                updated_input: None,
                 note: None,
                 person: None,
                 request_id: "r1".into(),

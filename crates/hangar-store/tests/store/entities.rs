@@ -37,6 +37,7 @@ async fn an_ack_racing_the_watchers_slice_on_another_replica_commits_both(kind: 
             .unwrap();
         let effects = [
             SliceEffect::ApprovalAnsweredByCommand {
+                updated_input: None,
                 request_id: &request,
                 decision: Decision::Allow,
                 seq,
@@ -431,6 +432,7 @@ async fn a_command_its_ack_and_an_answer_commit_with_their_audit_records(kind: K
     assert_eq!((c.kind.as_str(), &c.body, c.ack), ("deny", &body, None));
     let first = [
         SliceEffect::ApprovalAnsweredByCommand {
+            updated_input: None,
             request_id: "req-1",
             decision: Decision::Deny,
             seq: 1,
@@ -466,6 +468,7 @@ async fn a_command_its_ack_and_an_answer_commit_with_their_audit_records(kind: K
     // the command's row is made from the log; the sender's record fills in the body.
     let second = [
         SliceEffect::ApprovalAnsweredByCommand {
+            updated_input: None,
             request_id: "req-2",
             decision: Decision::Allow,
             seq: 2,
@@ -509,6 +512,7 @@ async fn a_command_its_ack_and_an_answer_commit_with_their_audit_records(kind: K
     // the first answer stands, and no `approval.answered` record is written for it.
     let third = [
         SliceEffect::ApprovalAnsweredByCommand {
+            updated_input: None,
             request_id: "req-1",
             decision: Decision::Allow,
             seq: 3,

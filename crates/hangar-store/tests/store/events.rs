@@ -363,6 +363,7 @@ async fn a_slice_records_the_drivers_answers_nobody_recorded(kind: Kind) {
             reason: None,
         },
         SliceEffect::ApprovalAnsweredByCommand {
+            updated_input: None,
             note: None,
             person: None,
             request_id: "req-1",
@@ -383,6 +384,7 @@ async fn a_slice_records_the_drivers_answers_nobody_recorded(kind: Kind) {
             reason: None,
         },
         SliceEffect::ApprovalAnsweredByCommand {
+            updated_input: None,
             note: None,
             person: None,
             request_id: "req-2",
@@ -470,6 +472,7 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
                     reason: None,
                 },
                 SliceEffect::ApprovalAnsweredByCommand {
+                    updated_input: None,
                     note: None,
                     person: None,
                     request_id: req,
@@ -496,6 +499,7 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
                     note: Some("deny"),
                 },
                 SliceEffect::ApprovalAnsweredByCommand {
+                    updated_input: None,
                     note: None,
                     person: None,
                     request_id: req,
