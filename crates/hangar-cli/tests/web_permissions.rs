@@ -584,7 +584,12 @@ async fn the_pages_actions_owner_vs_another_vs_approver_vs_admin() {
     shot(&b, "20-approvals-inbox");
     b.click(&format!("{item_a} .approve")).unwrap();
     wait_gone(&b, &item_a);
-    assert!(waiting(&s, &alice, &a.run).await.is_empty());
+    // The answer returns at the driver's ack; the run's watcher records it from the log just
+    // after (issue 22: off the reply's path).
+    until("the answer recorded", async || {
+        waiting(&s, &alice, &a.run).await.is_empty().then_some(())
+    })
+    .await;
     let (_, mine) = call(&s, &carol, "GET", "/v1/approvals", None).await;
     assert!(
         !mine["approvals"]

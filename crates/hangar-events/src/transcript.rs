@@ -238,34 +238,7 @@ pub fn conversation(events: &[ProgressEvent]) -> Vec<Entry> {
                     }
                 }
             }
-            EventKind::ApprovalAnswered {
-                request_id,
-                decision,
-                by,
-                person,
-                note,
-                updated_input,
-                ..
-            } => {
-                let at = approvals.iter().rev().find(|(r, _)| r == request_id);
-                let slot = match at {
-                    Some((_, ApprovalAt::Tool(i))) => match out.get_mut(*i) {
-                        Some(Entry::Tool { approval, .. }) => approval.as_mut(),
-                        _ => None,
-                    },
-                    Some((_, ApprovalAt::Orphan(i))) => match out.get_mut(*i) {
-                        Some(Entry::Approval { approval, .. }) => Some(approval),
-                        _ => None,
-                    },
-                    None => None,
-                };
-                if let Some(a) = slot {
-                    a.decision = Some(decision.clone());
-                    a.by = Some(person.clone().unwrap_or_else(|| by.clone()));
-                    a.note.clone_from(note);
-                    a.updated_input.clone_from(updated_input);
-                }
-            }
+            EventKind::ApprovalAnswered { .. } => answer(&mut out, &approvals, &ev.kind),
             EventKind::Verify {
                 round,
                 exit_code,
@@ -307,6 +280,40 @@ fn find_tool(
         matches!(e, Entry::Tool { tool_use_id, approval, result, .. }
             if tool_use_id == id && pred(approval, result))
     })
+}
+
+/// Records an answer on the approval it answers (wherever in `out` that is).
+fn answer(out: &mut [Entry], approvals: &[(String, ApprovalAt)], kind: &EventKind) {
+    let EventKind::ApprovalAnswered {
+        request_id,
+        decision,
+        by,
+        person,
+        note,
+        updated_input,
+        ..
+    } = kind
+    else {
+        return;
+    };
+    let at = approvals.iter().rev().find(|(r, _)| r == request_id);
+    let slot = match at {
+        Some((_, ApprovalAt::Tool(i))) => match out.get_mut(*i) {
+            Some(Entry::Tool { approval, .. }) => approval.as_mut(),
+            _ => None,
+        },
+        Some((_, ApprovalAt::Orphan(i))) => match out.get_mut(*i) {
+            Some(Entry::Approval { approval, .. }) => Some(approval),
+            _ => None,
+        },
+        None => None,
+    };
+    if let Some(a) = slot {
+        a.decision = Some(decision.clone());
+        a.by = Some(person.clone().unwrap_or_else(|| by.clone()));
+        a.note.clone_from(note);
+        a.updated_input.clone_from(updated_input);
+    }
 }
 
 #[cfg(test)]
