@@ -7,6 +7,8 @@
 //!     in/            ... then renames it in: the driver never sees half a file
 //!     in.ended-<n>/  in/ renamed away when a turn ended (S18); a rename into in/ now fails
 //!     acks/          the driver's signed answers, `<command file name>.ack`
+//!     bell           a FIFO: the client writes a byte after each command it lands, the driver
+//!                    listens (its doorbell, `bell.rs`)
 //!     run.log        the run log (JSON lines: the harness's stream plus hangar.* lines)
 //!     tree/          the driver's object store for the turn's trees (the repo's objects as
 //!                    alternates); deleted when the turn ends, after ...
@@ -52,6 +54,10 @@ impl ControlDir {
     }
     pub fn acks(&self) -> PathBuf {
         self.root.join("acks")
+    }
+    /// The doorbell FIFO.
+    pub fn bell(&self) -> PathBuf {
+        self.root.join("bell")
     }
     /// The driver's object store for the turn's trees.
     pub fn tree_store(&self) -> PathBuf {

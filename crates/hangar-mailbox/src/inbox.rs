@@ -1,8 +1,8 @@
 //! The inbox: taking command files out of `in/`, checking them ([`Verifier`]), answering them
 //! with signed acks, and closing `in/` at a turn's end, answering what waited there `ended`.
 //!
-//! The driver reads its run's inbox for the whole turn (with a doorbell: inotify on `in/` wakes
-//! its main loop). The control plane closes it in the driver's place when the driver stopped
+//! The driver reads its run's inbox for the whole turn (with a doorbell: the control folder's
+//! bell FIFO, or else inotify on `in/`, wakes its main loop). The control plane closes it in the driver's place when the driver stopped
 //! without doing so (the orphan sweeper) and closes a remote run's mirror of it when the
 //! driver in the pod closed its own: one implementation of the close for all three.
 
@@ -63,6 +63,8 @@ pub struct Inbox {
     inotify: Option<OwnedFd>,
     /// `in/` is watched: a command rings the doorbell.
     doorbell: bool,
+    /// The control folder's doorbell FIFO, listened to (`bell.rs`).
+    bell: Option<std::sync::Arc<OwnedFd>>,
     seen: HashSet<OsString>,
     closings: u32,
     open: bool,
@@ -94,7 +96,14 @@ impl Inbox {
             Folder::open_root(ctl.root()).map_err(|e| refused(format!("cannot be opened: {e}")))?;
         let inbox = root.child(IN).map_err(&refused)?;
         let acks = root.child(ACKS).map_err(&refused)?;
-        let inotify = if doorbell {
+        let bell = if doorbell {
+            crate::bell::listen(&ctl.bell()).map(std::sync::Arc::new)
+        } else {
+            None
+        };
+        // inotify only without a bell: its instances are few per user, left to the drivers
+        // whose folders have none (a remote sandbox's).
+        let inotify = if doorbell && bell.is_none() {
             // SAFETY: inotify_init1 takes flags only; a valid fd (>= 0) is owned by nobody else.
             let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
             (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
@@ -109,6 +118,7 @@ impl Inbox {
             verifier,
             inotify,
             doorbell: false,
+            bell,
             seen: HashSet::new(),
             closings: 0,
             open: true,
@@ -168,15 +178,21 @@ impl Inbox {
         self.doorbell = wd >= 0;
     }
 
-    /// Whether a command landing in `in/` wakes the main loop (inotify instances are limited per
-    /// user, 128 by default: many drivers of one user run without).
+    /// Whether a command landing in `in/` wakes the main loop: the control folder's bell, or
+    /// inotify on `in/` (inotify instances are limited per user, 128 by default: past that, a
+    /// driver whose folder has no bell runs without).
     pub fn has_doorbell(&self) -> bool {
-        self.doorbell
+        self.doorbell || self.bell.is_some()
     }
 
-    /// Starts the doorbell thread: each batch of inotify events calls `ring` once, until it
-    /// returns `false`. Without inotify the main loop's periodic scan still finds every command.
-    pub fn start_doorbell(&self, mut ring: impl FnMut() -> bool + Send + 'static) {
+    /// Starts the doorbell threads: each ring of the bell, and each batch of inotify events,
+    /// calls `ring` once, until it returns `false`. Without either the main loop's periodic
+    /// scan still finds every command.
+    pub fn start_doorbell(&self, ring: impl Fn() -> bool + Send + Clone + 'static) {
+        if let Some(bell) = &self.bell {
+            let (bell, ring) = (std::sync::Arc::clone(bell), ring.clone());
+            std::thread::spawn(move || crate::bell::serve(&bell, ring));
+        }
         let Some(fd) = &self.inotify else { return };
         let raw: RawFd = fd.as_raw_fd();
         std::thread::spawn(move || {
@@ -484,6 +500,32 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
     use crate::outbox::Mailbox;
+
+    /// A control folder made by the client has a bell: the driver's inbox listens to it and
+    /// takes no inotify instance (128 per user: issue 22), and a command landed rings it.
+    #[test]
+    fn a_landed_command_rings_the_bell_without_inotify() {
+        let home = tempfile::tempdir().unwrap();
+        let m = Mailbox::create_keeping_key(home.path(), "run-1").unwrap();
+        let verifier = Verifier::new("run-1", m.key().clone());
+        let inbox = Inbox::with_doorbell(m.ctl().clone(), verifier).unwrap();
+        assert!(inbox.has_doorbell());
+        assert!(inbox.inotify.is_none(), "no inotify instance taken");
+        let (tx, rx) = std::sync::mpsc::channel();
+        inbox.start_doorbell(move || tx.send(()).is_ok());
+        let sent = m
+            .send(Kind::Steer, hangar_protocol::command::body::text("hi"))
+            .unwrap();
+        assert!(matches!(sent, crate::Delivery::Landed(_)));
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .expect("the bell rang");
+        // Without a bell (a folder made elsewhere), inotify on `in/` is the doorbell.
+        std::fs::remove_file(m.ctl().bell()).unwrap();
+        let verifier = Verifier::new("run-1", m.key().clone());
+        let inbox = Inbox::with_doorbell(m.ctl().clone(), verifier).unwrap();
+        assert!(inbox.bell.is_none());
+        assert!(inbox.inotify.is_some());
+    }
 
     /// Closing `in/` in a stopped driver's place (the orphan sweeper, the remote mirror) opens it
     /// as the driver does: an `in/` the agent replaced with a link to a folder of its choosing is

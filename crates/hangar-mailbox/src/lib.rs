@@ -1,5 +1,6 @@
 //! hangar's control folder end to end: the mailbox between the control plane and the driver.
 //!
+//! * [`bell`]: the doorbell FIFO the client rings after landing a command.
 //! * [`ctl`]: the layout of a run's control folder, `$HANGAR_HOME/runs/<run>.ctl/`.
 //! * [`name`]: command file names (the one parser and formatter).
 //! * [`outbox`]: the sending side: stage a sealed command, rename it into `in/`, and
@@ -12,6 +13,7 @@
 //! handling both sides need to agree on byte for byte. Non-goals: no async runtime, no network
 //! (the driver links it: std, libc and the protocol crate only).
 
+pub mod bell;
 pub mod ctl;
 pub mod folder;
 pub mod inbox;

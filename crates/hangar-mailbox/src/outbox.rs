@@ -130,6 +130,7 @@ impl Mailbox {
                 .create(&d)
                 .map_err(io_err(format!("create {}", d.display())))?;
         }
+        crate::bell::make(&ctl.bell()).map_err(io_err("make the doorbell"))?;
         let client = ctl::client_dir(home, run);
         fs::DirBuilder::new()
             .mode(0o700)
@@ -282,7 +283,10 @@ impl Mailbox {
         atomic::write_new_with(&staged, bytes, 0o600, Durability::Visible)
             .map_err(io_err(format!("stage {}", staged.display())))?;
         match fs::rename(&staged, self.ctl.inbox().join(name)) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                crate::bell::ring(&self.ctl.bell());
+                Ok(true)
+            }
             Err(e) => {
                 let _ = fs::remove_file(&staged);
                 if e.kind() == io::ErrorKind::NotFound {
