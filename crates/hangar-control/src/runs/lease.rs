@@ -57,6 +57,8 @@ pub(crate) async fn claim(plane: &Runs, run_id: &str) -> bool {
 #[derive(Debug)]
 pub(crate) struct Hold {
     next: Instant,
+    /// Leases are on (several replicas share the database).
+    leased: bool,
 }
 
 impl Hold {
@@ -64,7 +66,15 @@ impl Hold {
     pub(crate) fn new(plane: &Runs) -> Hold {
         Hold {
             next: Instant::now() + plane.lease.unwrap_or_default() / 3,
+            leased: plane.lease.is_some(),
         }
+    }
+
+    /// How long until the claim must be renewed (none without leases): an idle watcher wakes
+    /// by then.
+    pub(crate) fn due_in(&self) -> Option<Duration> {
+        self.leased
+            .then(|| self.next.saturating_duration_since(Instant::now()))
     }
 
     /// False once the run is no longer this replica's (the watcher stops).

@@ -31,6 +31,7 @@ mod handback;
 pub(crate) mod lease;
 pub(crate) mod live;
 mod log_mode;
+pub(crate) mod logbell;
 pub(crate) mod oneshot;
 mod oneshot_secrets;
 mod orphan;
@@ -65,6 +66,8 @@ pub struct Runs {
     pub(crate) lease: Option<Duration>,
     /// The takeover of runs no replica holds has started.
     pub(crate) taking_over: std::sync::atomic::AtomicBool,
+    /// What wakes an idle watcher: its log changing.
+    pub(crate) log_bells: logbell::LogBells,
 }
 
 impl Runs {
@@ -93,6 +96,7 @@ impl Runs {
             replica,
             lease,
             taking_over: Default::default(),
+            log_bells: Default::default(),
         }
     }
 

@@ -178,7 +178,7 @@ pub(crate) async fn run_watcher(plane: Arc<Runs>, run: Run) {
         match next {
             Next::Stop => return,
             Next::Now => continue,
-            Next::Wait => tokio::time::sleep(w.plane.poll).await,
+            Next::Wait => w.wait().await,
         }
     }
 }
@@ -218,6 +218,12 @@ struct Watcher {
     /// sync task that lives as long as this watcher (`remote.rs`).
     sync: Option<crate::runs::remote::Sync>,
     sync_checked: bool,
+    /// Wakes the watcher when its log changes (issue 22); none yet, or none to be had: polls.
+    bell: Option<crate::runs::logbell::Bell>,
+    /// Readable once the driver (a process of this machine) has exited.
+    exit: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
+    /// The driver's exit was seen: its end is looked at without waiting for the next check.
+    pid_exited: bool,
 }
 
 impl Watcher {
@@ -268,15 +274,62 @@ impl Watcher {
             stuck: None,
             sync: None,
             sync_checked: false,
+            bell: None,
+            exit: None,
+            pid_exited: false,
             plane,
             run,
         })
     }
 
+    /// Waits until there may be something to do: the log changed, the driver exited, a check
+    /// is due. With a watch on its log an idle watcher costs nothing between those (issue 22);
+    /// without one (no inotify), it polls.
+    async fn wait(&mut self) {
+        if self.bell.is_none() {
+            self.bell = self.plane.log_bells.watch(&self.log);
+        }
+        if self.exit.is_none()
+            && let Some(pid) = self.pid
+        {
+            self.exit = exit_of(pid);
+        }
+        let Some(bell) = &self.bell else {
+            tokio::time::sleep(self.plane.poll).await;
+            return;
+        };
+        // A remote run's mirror says how the pod is in memory: cheap to ask each second. A
+        // sandbox's driver is asked through its tmux, and a local one is awaited by its exit:
+        // a slow check is the safety net for a driver that died without a word.
+        let check = if self.sync.is_some() {
+            Duration::from_secs(1)
+        } else {
+            IDLE_CHECK
+        };
+        let check = self.hold.due_in().map_or(check, |d| d.min(check));
+        let exited = async {
+            match &self.exit {
+                Some(fd) => {
+                    let _ = fd.readable().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = bell.notify.notified() => {}
+            () = exited => {
+                // Looked at at once (and not awaited again: it stays readable).
+                self.exit = None;
+                self.pid_exited = true;
+            }
+            () = tokio::time::sleep(check) => {}
+        }
+    }
+
     /// Nothing new in the log: about once a second, whether the driver still runs; if it
     /// stopped without ending the turn, the turn is ended for it.
     async fn idle(&mut self) -> Next {
-        if self.last_alive_check.elapsed() < Duration::from_secs(1) {
+        if self.last_alive_check.elapsed() < Duration::from_secs(1) && !self.pid_exited {
             return Next::Wait;
         }
         self.last_alive_check = std::time::Instant::now();
@@ -495,6 +548,24 @@ pub fn stored_event(e: &ProgressEvent) -> EncodedEvent {
 }
 
 /// Whether the driver's process is there (not gone, not a zombie); `true` while its pid is unknown.
+/// How long an idle watcher with a watch on its log sleeps at most (see [`Watcher::wait`]).
+const IDLE_CHECK: Duration = Duration::from_secs(5);
+
+/// A descriptor that becomes readable when process `pid` exits (a pidfd), where the kernel
+/// gives one.
+fn exit_of(pid: i64) -> Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+    let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()?;
+    // Without a reactor (a runtime built without I/O), there is no waiting on it: the slow
+    // check stands in.
+    tokio::runtime::Handle::try_current().ok()?;
+    // SAFETY: an OwnedFd is a valid open descriptor that stays the same and open for as long as
+    // the AsyncFd owns it.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE).ok()
+    }
+}
+
 fn driver_alive(pid: Option<i64>) -> bool {
     match pid.and_then(|p| i32::try_from(p).ok()) {
         // /proc/<pid> exists while the process (or its zombie) does.
