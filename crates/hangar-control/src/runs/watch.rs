@@ -303,6 +303,8 @@ impl Watcher {
         // a slow check is the safety net for a driver that died without a word.
         let check = if self.sync.is_some() {
             Duration::from_secs(1)
+        } else if self.exit.is_some() {
+            IDLE_CHECK_AWAITING_EXIT
         } else {
             IDLE_CHECK
         };
@@ -550,6 +552,8 @@ pub fn stored_event(e: &ProgressEvent) -> EncodedEvent {
 /// Whether the driver's process is there (not gone, not a zombie); `true` while its pid is unknown.
 /// How long an idle watcher with a watch on its log sleeps at most (see [`Watcher::wait`]).
 const IDLE_CHECK: Duration = Duration::from_secs(5);
+/// The same when the driver's exit wakes the watcher (a pidfd): the check is only a safety net.
+const IDLE_CHECK_AWAITING_EXIT: Duration = Duration::from_secs(30);
 
 /// A descriptor that becomes readable when process `pid` exits (a pidfd), where the kernel
 /// gives one.
