@@ -265,6 +265,21 @@ async fn phase(
         p(&many.start_ms, 99.0),
         p(&alone.start_ms, 50.0)
     );
+    // Issue 22's targets, each beside what this phase measured.
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    let (rtt99, alone99) = (p(&many.rtt_ms, 99.0), p(&alone.rtt_ms, 99.0));
+    let (lag99, start50, start99) = (
+        p(&many.lag_ms, 99.0),
+        p(&many.start_ms, 50.0),
+        p(&many.start_ms, 99.0),
+    );
+    println!(
+        "  targets: approval round trip p99 <= 2x one run alone ({:.2} ms): {}; ingest lag p99 < 50 ms: {}; session start p50 < 500 ms and p99 < 1500 ms: {}",
+        2.0 * alone99,
+        met(rtt99 <= 2.0 * alone99),
+        met(lag99 < 50.0),
+        met(start50 < 500.0 && start99 < 1500.0)
+    );
     let peaks = peak.lock().map(|p| p.clone()).unwrap_or_default();
     for (k, s) in servers.iter().enumerate() {
         let (rss, hwm) = s.memory_kib();
