@@ -80,6 +80,25 @@ impl Store {
         .ok_or_else(|| no_run(id))
     }
 
+    /// Whose a run is: its sandbox's person and environment (through its turn and session),
+    /// in one read. The API asks this before every command a person sends a run (issue 22:
+    /// under load each of four reads queued for the pool on its own).
+    pub async fn run_owner(&self, id: &str) -> Result<(String, String), StoreError> {
+        read_db!(self, pool => {
+            let q = sqlx::query(
+                "SELECT sb.person AS person, sb.environment AS environment FROM runs r \
+                 JOIN turns t ON t.id = r.turn_id JOIN sessions s ON s.id = t.session_id \
+                 JOIN sandboxes sb ON sb.id = s.sandbox_id WHERE r.id = $1",
+            )
+            .bind(id);
+            match q.fetch_optional(pool).await? {
+                Some(row) => Some((row.text("person")?, row.text("environment")?)),
+                None => None,
+            }
+        })
+        .ok_or_else(|| no_run(id))
+    }
+
     /// The live runs, oldest first, with their cursors: what the watchers re-attach to.
     pub async fn live_runs(&self) -> Result<Vec<Run>, StoreError> {
         let sql =

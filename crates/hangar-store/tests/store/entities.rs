@@ -286,6 +286,15 @@ async fn runs_commands_and_acks(kind: Kind) {
         store.turn("turn-1").await.unwrap().run_id.as_deref(),
         Some("run-1")
     );
+    // Whose the run is, in one read: its sandbox's person and environment.
+    assert_eq!(
+        store.run_owner("run-1").await.unwrap(),
+        ("ada@example.com".to_owned(), "default".to_owned())
+    );
+    assert!(matches!(
+        store.run_owner("run-nope").await,
+        Err(StoreError::NotFound { what: "run", .. })
+    ));
     let second = NewRun {
         id: "run-2".into(),
         turn_id: turn.id.clone(),
