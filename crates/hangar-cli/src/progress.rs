@@ -493,8 +493,10 @@ impl Printer {
                     let names: Vec<String> = handed_back
                         .iter()
                         .map(|n| {
-                            let kind = self.kinds.get(n).map_or("message", String::as_str);
-                            format!("{kind} #{n}")
+                            hangar_events::interrupt::named(
+                                *n,
+                                self.kinds.get(n).map(String::as_str),
+                            )
                         })
                         .collect();
                     out.push_str(&format!(

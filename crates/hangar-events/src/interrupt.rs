@@ -16,7 +16,7 @@ pub fn describe(
         (_, Some(p)) => format!("interrupted by {p}"),
         (_, None) => "interrupted".to_owned(),
     };
-    let name = |s: &u64| format!("{} #{s}", kind_of(*s).unwrap_or_else(|| "message".into()));
+    let name = |s: &u64| named(*s, kind_of(*s).as_deref());
     let mut parts = Vec::new();
     if !answering.is_empty() {
         let names: Vec<String> = answering.iter().map(name).collect();
@@ -40,6 +40,12 @@ pub fn describe(
         ));
     }
     format!("{by}: {}", parts.join("; "))
+}
+
+/// A command as a person knows it: its kind and number (`steer #2`; `message #2` when the kind
+/// is not known).
+pub fn named(seq: u64, kind: Option<&str>) -> String {
+    format!("{} #{seq}", kind.unwrap_or("message"))
 }
 
 #[cfg(test)]

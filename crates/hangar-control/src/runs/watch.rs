@@ -224,6 +224,8 @@ struct Watcher {
     exit: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
     /// The driver's exit was seen: its end is looked at without waiting for the next check.
     pid_exited: bool,
+    /// A pidfd was asked for once (it is not asked again on every wait, nor after it fired).
+    exit_tried: bool,
 }
 
 impl Watcher {
@@ -277,6 +279,7 @@ impl Watcher {
             bell: None,
             exit: None,
             pid_exited: false,
+            exit_tried: false,
             plane,
             run,
         })
@@ -289,9 +292,10 @@ impl Watcher {
         if self.bell.is_none() {
             self.bell = self.plane.log_bells.watch(&self.log);
         }
-        if self.exit.is_none()
+        if !self.exit_tried
             && let Some(pid) = self.pid
         {
+            self.exit_tried = true;
             self.exit = exit_of(pid);
         }
         let Some(bell) = &self.bell else {
