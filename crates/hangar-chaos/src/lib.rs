@@ -359,8 +359,18 @@ pub fn alive(pid: u32) -> bool {
 #[derive(Debug, Clone)]
 pub struct Api {
     client: reqwest::Client,
+    /// For live streams: no limit on the whole request (only on connecting).
+    streams: reqwest::Client,
     pub base: String,
     token: String,
+}
+
+/// One event of a live stream.
+#[derive(Debug, Clone)]
+pub struct StreamEvent {
+    pub id: i64,
+    pub kind: String,
+    pub data: Value,
 }
 
 /// What a call got: its status and JSON body, or the transport failed (a server killed
@@ -373,6 +383,10 @@ impl Api {
             client: reqwest::Client::builder()
                 .pool_max_idle_per_host(64)
                 .timeout(Duration::from_secs(90))
+                .build()
+                .map_err(err("an HTTP client"))?,
+            streams: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
                 .build()
                 .map_err(err("an HTTP client"))?,
             base: base.to_owned(),
@@ -403,6 +417,36 @@ impl Api {
         let status = resp.status().as_u16();
         let body = resp.json().await.unwrap_or(Value::Null);
         Ok((status, body))
+    }
+
+    /// A live event stream (`text/event-stream`) from after event `after`: its events as they
+    /// come, each with its id, kind and JSON data (`eventsource-stream` parses the wire format).
+    pub async fn stream(
+        &self,
+        path: &str,
+        after: i64,
+    ) -> Res<impl futures_util::Stream<Item = Res<StreamEvent>> + use<>> {
+        use eventsource_stream::Eventsource;
+        use futures_util::StreamExt;
+        let resp = self
+            .streams
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .header("last-event-id", after.to_string())
+            .send()
+            .await
+            .map_err(|e| format!("GET {path}: {e}"))?;
+        if resp.status() != 200 {
+            return Err(format!("GET {path}: {}", resp.status()));
+        }
+        Ok(resp.bytes_stream().eventsource().map(|e| {
+            let e = e.map_err(|e| format!("the event stream: {e}"))?;
+            Ok(StreamEvent {
+                id: e.id.parse().unwrap_or(0),
+                kind: e.event,
+                data: serde_json::from_str(&e.data).unwrap_or(Value::Null),
+            })
+        }))
     }
 
     /// A GET that must answer 200 (retried while the server restarts, up to `patience`).

@@ -37,6 +37,7 @@ pub use hangar_sandbox as sandbox;
 pub use launch::{Tools, TurnOptions};
 pub use plane::ControlPlane;
 pub use runs::oneshot::HANGAR_LIVE_TURNS;
+pub use runs::wakes::WakeScope;
 pub use runs::watch::stored_event;
 pub use runs::{Reply, Runs, SessionRequest, Started};
 pub use sandboxes::envs::EnvView;

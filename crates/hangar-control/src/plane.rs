@@ -22,6 +22,7 @@ use crate::forks::Forks;
 use crate::governance::Governance;
 use crate::launch::Tools;
 use crate::runs::Runs;
+use crate::runs::wakes::WakeScope;
 use crate::sandboxes::Sandboxes;
 use crate::steps::Steps;
 
@@ -102,7 +103,13 @@ impl ControlPlane {
 
     /// A receiver that changes whenever events are stored (its value: the newest event id).
     pub fn subscribe(&self) -> watch::Receiver<i64> {
-        self.runs.subscribe()
+        self.runs.subscribe(WakeScope::All)
+    }
+
+    /// A receiver that changes when events of `scope` (a run's, a session's) are stored: what
+    /// wakes a live stream of one run without waking it for every other run's.
+    pub fn subscribe_to(&self, scope: WakeScope<'_>) -> watch::Receiver<i64> {
+        self.runs.subscribe(scope)
     }
 
     /// Starts a watcher for every live run (after a restart). Returns how many.

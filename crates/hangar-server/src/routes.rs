@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, delete, get, post};
 use hangar_api as api;
-use hangar_control::{ControlPlane, Reply, SessionRequest};
+use hangar_control::{ControlPlane, Reply, SessionRequest, WakeScope};
 use hangar_store::EventScope;
 use serde::{Deserialize, Serialize};
 
@@ -552,17 +552,18 @@ fn live(
     headers: &HeaderMap,
     p: &Page,
 ) -> axum::response::Response {
+    // Woken by this run's (this session's) commits only, not by every run's.
+    let wake = match (&run, &session) {
+        (Some(r), _) => plane.subscribe_to(WakeScope::Run(r)),
+        (None, Some(s)) => plane.subscribe_to(WakeScope::Session(s)),
+        (None, None) => plane.subscribe(),
+    };
     let source = StoreEvents {
         plane: Arc::clone(plane),
         run,
         session,
     };
-    sse::stream(
-        source,
-        sse::resume_cursor(headers, p.after),
-        plane.subscribe(),
-    )
-    .into_response()
+    sse::stream(source, sse::resume_cursor(headers, p.after), wake).into_response()
 }
 
 async fn audit(State(plane): S, who: Authed, Query(p): Query<Page>) -> ApiResult {

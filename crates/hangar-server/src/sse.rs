@@ -2,8 +2,9 @@
 //! reconnects with `Last-Event-ID` gets exactly the events after it — no gap, no repeat.
 //!
 //! The stream first replays what is stored after the cursor, then waits for a wake-up (a
-//! [`tokio::sync::watch`] of the newest event id) and reads again from its own cursor. Reading
-//! always goes through the store, so the order and ids are the store's, whatever the wake-ups.
+//! [`tokio::sync::watch`] of the newest event id of its run or session: another run's commits
+//! do not wake it) and reads again from its own cursor. Reading always goes through the store,
+//! so the order and ids are the store's, whatever the wake-ups.
 
 use std::convert::Infallible;
 use std::future::Future;

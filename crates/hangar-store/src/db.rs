@@ -60,9 +60,10 @@ pub struct Store {
     /// SQLite: this process's writers take turns here before asking for the database's write
     /// lock. SQLite's own wait for a busy lock sleeps 1, 2, 5, 10... ms between tries, so
     /// writers of one process queued on it (200 runs' commands, audits and watcher commits at
-    /// once) spent most of their time asleep; queued here, each starts as the last one
-    /// commits. Other processes on the file still meet the busy timeout.
-    pub(crate) writer: Arc<tokio::sync::Mutex<()>>,
+    /// once) spent most of their time asleep; queued here, each starts as the last one is
+    /// done, and the writers queued together share one commit (`group.rs`). Other processes
+    /// on the file still meet the busy timeout.
+    pub(crate) writer: Arc<crate::group::Writer>,
     url: String,
 }
 
@@ -92,10 +93,13 @@ macro_rules! in_tx {
     ($store:expr, $tx:ident => $body:block) => {
         match &$store.db {
             $crate::db::Db::Sqlite(pool) => {
-                let _turn = $store.writer.lock().await;
-                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                let out = $body;
-                $tx.commit().await?;
+                // A savepoint of the transaction open in the writer's queue (`group.rs`).
+                let mut turn = $store.writer.enter(pool).await?;
+                let out = {
+                    let $tx = turn.conn();
+                    $body
+                };
+                turn.finish().await?;
                 out
             }
             $crate::db::Db::Postgres(pool) => {
@@ -108,14 +112,19 @@ macro_rules! in_tx {
     };
 }
 
-/// [`read_db!`] for a write outside a transaction: on SQLite, queued on [`Store`]'s writer mutex
-/// first, as [`in_tx!`] is.
+/// [`read_db!`] for a write outside a transaction: on SQLite, in the writer's queue as [`in_tx!`]
+/// is (`$pool` is then the connection of the open transaction, inside the caller's savepoint).
 macro_rules! write_db {
     ($store:expr, $pool:ident => $body:expr) => {
         match &$store.db {
-            $crate::db::Db::Sqlite($pool) => {
-                let _turn = $store.writer.lock().await;
-                $body
+            $crate::db::Db::Sqlite(pool) => {
+                let mut turn = $store.writer.enter(pool).await?;
+                let out = {
+                    let $pool = turn.conn();
+                    $body
+                };
+                turn.finish().await?;
+                out
             }
             $crate::db::Db::Postgres($pool) => $body,
         }
@@ -359,7 +368,7 @@ mod tests {
     /// The reading handle cannot write on SQLite, so a write that skipped the writer queue (and
     /// its mutex) fails in the tests instead of racing in production; the writing handle can.
     #[tokio::test]
-    async fn on_sqlite_only_the_writing_handle_writes() {
+    async fn on_sqlite_only_the_writing_handle_writes() -> Result<(), crate::StoreError> {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}/h.db", dir.path().display());
         let store = Store::open(&url).await.unwrap();
@@ -373,6 +382,7 @@ mod tests {
         let n: i64 = read_db!(store, pool => sqlx::query_scalar("SELECT COUNT(*) FROM environments WHERE name = 'x'").fetch_one(pool).await.unwrap());
         assert_eq!(n, 1);
         assert!(matches!(store.reader, Db::Sqlite(_)));
+        Ok(())
     }
 
     #[test]

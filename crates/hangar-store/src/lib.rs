@@ -22,6 +22,7 @@ mod db;
 mod error;
 mod events;
 mod forks;
+mod group;
 mod harness_checks;
 mod ids;
 mod migrate;

@@ -10,7 +10,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::db::{read_db, write_db};
+use crate::db::{in_tx, read_db, write_db};
 use crate::error::StoreError;
 use crate::vault::Secret;
 use crate::{Store, now_ms};
@@ -56,10 +56,10 @@ impl Store {
             state.expose(),
         )?;
         let now = now_ms();
-        write_db!(self, pool => {
+        in_tx!(self, tx => {
             sqlx::query("DELETE FROM oidc_flows WHERE expires_at <= $1")
                 .bind(now)
-                .execute(pool)
+                .execute(&mut *tx)
                 .await?;
             sqlx::query(
                 "INSERT INTO oidc_flows (id, kind, sealed, created_at, expires_at) \
@@ -70,7 +70,7 @@ impl Store {
             .bind(&sealed)
             .bind(now)
             .bind(expires_at)
-            .execute(pool)
+            .execute(&mut *tx)
             .await?;
         });
         Ok(())

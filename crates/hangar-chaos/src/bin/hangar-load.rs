@@ -1,6 +1,7 @@
-//! `hangar-load [--runs N] [--rounds R] [--only sqlite|postgres|replicas] [--quick]`: N
-//! concurrent runs (default 200) of the real driver with a stub harness (`hangar-stub-claude`,
-//! R approvals each, default 5) on a real `hangar serve`: on SQLite, on PostgreSQL
+//! `hangar-load [--runs N] [--rounds R] [--think-ms T] [--only sqlite|postgres|replicas]
+//! [--quick]`: N concurrent runs (default 200) of the real driver with a stub harness
+//! (`hangar-stub-claude`, R approvals each, default 5, its model thinking T ms before each tool
+//! call, default 1000; 0 is a stress test) on a real `hangar serve`: on SQLite, on PostgreSQL
 //! (`HANGAR_TEST_DATABASE_URL`), and on two `hangar serve` replicas sharing that PostgreSQL and
 //! the home folder (sessions started through each in turn, answered through the other). With
 //! `--kill-replica` the first replica is killed with SIGKILL half-way, and its runs go on with
@@ -11,7 +12,9 @@
 //! prints the approval round trip (from the start of the answer's HTTP request to the stub
 //! harness reading the answer on its stdin, CLOCK_MONOTONIC on both sides) p50/p99, the event
 //! ingest lag (a stored event's `created_at` minus the wall clock when the stub wrote its line)
-//! p50/p99, and each server's resident memory (sampled VmRSS peak, and VmHWM). It checks that
+//! p50/p99, the live view lag (a tool call's arrival at a client of the run's event stream,
+//! which every run has open as a person's Live view would, minus the same wall clock) p50/p99,
+//! and each server's resident memory (sampled VmRSS peak, and VmHWM). It checks that
 //! every turn ended with status 0, every run's stored events equal a rebuild of its log (each
 //! line stored exactly once), and every permission request was answered exactly once (one
 //! `approval_answered` in the log, no refused command); any violation exits 1.
@@ -32,11 +35,19 @@ use hangar_chaos::{Api, Env, PgSchema, Res, Serve, check_events, err, exe, mono_
 use serde_json::json;
 use tokio::sync::Mutex;
 
-const USAGE: &str = "usage: hangar-load [--runs N] [--rounds R] [--only sqlite|postgres|replicas] [--quick] [--kill-replica]";
+const USAGE: &str = "usage: hangar-load [--runs N] [--rounds R] [--think-ms T] [--only sqlite|postgres|replicas] [--quick] [--kill-replica]";
+
+/// How long the stub's model thinks before each tool call unless `--think-ms` says otherwise:
+/// a fast model's step (Claude Code's real steps take seconds). With 0, 200 runs call tools as
+/// fast as the machine lets them: a stress test of throughput, whose latencies are the
+/// queue of a saturated machine (2 cores for 200 drivers, 200 harnesses and the server).
+const DEFAULT_THINK_MS: u64 = 1000;
 
 struct Opts {
     runs: usize,
     rounds: u64,
+    /// How long the stub's model thinks before each tool call (ms).
+    think_ms: u64,
     only: Option<String>,
     kill_replica: bool,
 }
@@ -45,6 +56,7 @@ fn main() -> ExitCode {
     let mut o = Opts {
         runs: 200,
         rounds: 5,
+        think_ms: DEFAULT_THINK_MS,
         only: None,
         kill_replica: false,
     };
@@ -58,6 +70,10 @@ fn main() -> ExitCode {
             },
             "--rounds" => match num(args.next()) {
                 Some(n) if n > 0 => o.rounds = n,
+                _ => return usage(),
+            },
+            "--think-ms" => match num(args.next()) {
+                Some(n) => o.think_ms = n,
                 _ => return usage(),
             },
             "--only" => o.only = args.next(),
@@ -104,9 +120,10 @@ async fn run(o: &Opts) -> Res<usize> {
     let driver = exe("HANGAR_DRIVER_BIN", "hangar-driver")?;
     let stub = exe("HANGAR_STUB_CLAUDE_BIN", "hangar-stub-claude")?;
     println!(
-        "load: {} concurrent runs x {} approvals; driver {}; harness {} (stub, Claude Code stream-json); load average {}",
+        "load: {} concurrent runs x {} approvals, the model thinking {} ms before each tool call; driver {}; harness {} (stub, Claude Code stream-json); load average {}",
         o.runs,
         o.rounds,
+        o.think_ms,
         driver.display(),
         stub.display(),
         loadavg()
@@ -159,6 +176,8 @@ struct Live {
     log: PathBuf,
     /// Answers sent again (the first went to a replica killed under it, and did not land).
     resent: usize,
+    /// Each tool call's arrival on the live stream after the stub wrote it (ms).
+    sse_ms: Vec<f64>,
 }
 
 /// Figures of one batch.
@@ -166,6 +185,8 @@ struct Live {
 struct Figures {
     rtt_ms: Vec<f64>,
     lag_ms: Vec<f64>,
+    /// A harness line to a live stream's client (SSE).
+    sse_ms: Vec<f64>,
     start_ms: Vec<f64>,
     /// Answers sent again after a replica was killed under them.
     resent: usize,
@@ -243,43 +264,7 @@ async fn phase(
     if let Some(k) = killed {
         servers[k].kill9();
     }
-    let p = |v: &[f64], q: f64| percentile(v, q);
-    println!(
-        "  approval round trip   p50 {:7.2} ms  p99 {:7.2} ms  ({} answers; one run alone: p50 {:.2} ms, p99 {:.2} ms)",
-        p(&many.rtt_ms, 50.0),
-        p(&many.rtt_ms, 99.0),
-        many.rtt_ms.len(),
-        p(&alone.rtt_ms, 50.0),
-        p(&alone.rtt_ms, 99.0)
-    );
-    println!(
-        "  event ingest lag      p50 {:7.2} ms  p99 {:7.2} ms  ({} tool calls after each run's first; one run alone: p50 {:.2} ms)",
-        p(&many.lag_ms, 50.0),
-        p(&many.lag_ms, 99.0),
-        many.lag_ms.len(),
-        p(&alone.lag_ms, 50.0)
-    );
-    println!(
-        "  session start         p50 {:7.2} ms  p99 {:7.2} ms  (POST /v1/sessions, 16 at a time; one run alone: {:.2} ms)",
-        p(&many.start_ms, 50.0),
-        p(&many.start_ms, 99.0),
-        p(&alone.start_ms, 50.0)
-    );
-    // Issue 22's targets, each beside what this phase measured.
-    let met = |ok: bool| if ok { "met" } else { "not met" };
-    let (rtt99, alone99) = (p(&many.rtt_ms, 99.0), p(&alone.rtt_ms, 99.0));
-    let (lag99, start50, start99) = (
-        p(&many.lag_ms, 99.0),
-        p(&many.start_ms, 50.0),
-        p(&many.start_ms, 99.0),
-    );
-    println!(
-        "  targets: approval round trip p99 <= 2x one run alone ({:.2} ms): {}; ingest lag p99 < 50 ms: {}; session start p50 < 500 ms and p99 < 1500 ms: {}",
-        2.0 * alone99,
-        met(rtt99 <= 2.0 * alone99),
-        met(lag99 < 50.0),
-        met(start50 < 500.0 && start99 < 1500.0)
-    );
+    print_figures(&many, &alone);
     let peaks = peak.lock().map(|p| p.clone()).unwrap_or_default();
     for (k, s) in servers.iter().enumerate() {
         let (rss, hwm) = s.memory_kib();
@@ -317,6 +302,56 @@ async fn phase(
     Ok(all.len())
 }
 
+/// The figures of the `many` runs beside one run `alone`, and issue 22's targets.
+fn print_figures(many: &Figures, alone: &Figures) {
+    let p = |v: &[f64], q: f64| percentile(v, q);
+    println!(
+        "  approval round trip   p50 {:7.2} ms  p99 {:7.2} ms  ({} answers; one run alone: p50 {:.2} ms, p99 {:.2} ms)",
+        p(&many.rtt_ms, 50.0),
+        p(&many.rtt_ms, 99.0),
+        many.rtt_ms.len(),
+        p(&alone.rtt_ms, 50.0),
+        p(&alone.rtt_ms, 99.0)
+    );
+    println!(
+        "  event ingest lag      p50 {:7.2} ms  p99 {:7.2} ms  ({} tool calls after each run's first; one run alone: p50 {:.2} ms)",
+        p(&many.lag_ms, 50.0),
+        p(&many.lag_ms, 99.0),
+        many.lag_ms.len(),
+        p(&alone.lag_ms, 50.0)
+    );
+    println!(
+        "  live view (SSE) lag   p50 {:7.2} ms  p99 {:7.2} ms  ({} tool calls, a harness line to a client of GET /v1/runs/{{id}}/events/stream; one run alone: p50 {:.2} ms)",
+        p(&many.sse_ms, 50.0),
+        p(&many.sse_ms, 99.0),
+        many.sse_ms.len(),
+        p(&alone.sse_ms, 50.0)
+    );
+    println!(
+        "  session start         p50 {:7.2} ms  p99 {:7.2} ms  (POST /v1/sessions, 16 at a time; one run alone: {:.2} ms)",
+        p(&many.start_ms, 50.0),
+        p(&many.start_ms, 99.0),
+        p(&alone.start_ms, 50.0)
+    );
+    // Issue 22's targets, each beside what this phase measured.
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    let (rtt99, alone99) = (p(&many.rtt_ms, 99.0), p(&alone.rtt_ms, 99.0));
+    let (lag99, sse99, start50, start99) = (
+        p(&many.lag_ms, 99.0),
+        p(&many.sse_ms, 99.0),
+        p(&many.start_ms, 50.0),
+        p(&many.start_ms, 99.0),
+    );
+    println!(
+        "  targets: approval round trip p99 <= 2x one run alone ({:.2} ms): {}; ingest lag p99 < 50 ms: {}; live view lag p99 < 50 ms: {}; session start p50 < 500 ms and p99 < 1500 ms: {}",
+        2.0 * alone99,
+        met(rtt99 <= 2.0 * alone99),
+        met(lag99 < 50.0),
+        met(sse99 < 50.0),
+        met(start50 < 500.0 && start99 < 1500.0)
+    );
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -333,9 +368,12 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Starts `n` runs at once, answers every permission request through the API as soon as it is
-/// listed, waits for every turn's end, and checks them. With `kill`, that replica is killed
-/// with SIGKILL once half the answers went out (its index is returned, for the caller to reap).
+/// Starts `n` runs (16 at a time), then lets them work all at once (the stub holds its first
+/// tool call until then, so the figures are those of `n` live runs, and the session starts
+/// those of starts), answers every permission request through the API as soon as it arrives on
+/// the run's live stream, waits for every turn's end, and checks them. With `kill`, that
+/// replica is killed with SIGKILL once half the answers went out (its index is returned, for
+/// the caller to reap).
 async fn batch(
     o: &Opts,
     env: &Env,
@@ -352,7 +390,7 @@ async fn batch(
         std::fs::create_dir_all(&dir).map_err(err("a work folder"))?;
         std::fs::write(
             dir.join(".hangar-stub.json"),
-            json!({"rounds": o.rounds}).to_string(),
+            json!({"rounds": o.rounds, "think_ms": o.think_ms, "hold": true}).to_string(),
         )
         .map_err(err("the stub's settings"))?;
         lives.push(dir);
@@ -385,6 +423,7 @@ async fn batch(
                     start_ms,
                     log: PathBuf::new(),
                     resent: 0,
+                    sse_ms: Vec::new(),
                 })
             });
         }
@@ -393,6 +432,10 @@ async fn batch(
         }
     }
     started.sort_by_key(|l| l.i);
+    // Every run is live: now they work (their first tool calls were held until this).
+    for l in &started {
+        std::fs::write(l.dir.join(".hangar-stub.go"), b"").map_err(err("the stub's go-ahead"))?;
+    }
     for l in &mut started {
         l.log = env.ctl(&l.run).join("run.log");
     }
@@ -445,8 +488,11 @@ async fn batch(
     Ok((f, k))
 }
 
-/// Answers a run's permission requests as they are listed (polled through one replica,
-/// answered through the next), until it answered `rounds` and the turn ended.
+/// Follows a run's live event stream (`GET /v1/runs/{id}/events/stream`, from the replica that
+/// started it while that one lives, as a person's Live view does) and answers each permission
+/// request as it arrives (through the next replica), until the turn's end arrives. Each tool
+/// call's arrival on the stream is timed against the wall clock of the stub's line (the live
+/// view lag). A broken stream is opened again from its last event id (`Last-Event-ID`).
 async fn drive(
     l: &mut Live,
     apis: &[Api],
@@ -454,88 +500,135 @@ async fn drive(
     answered: &std::sync::atomic::AtomicUsize,
     dead: &AtomicBool,
 ) -> Res<()> {
+    use futures_util::StreamExt;
     let deadline = Instant::now() + Duration::from_secs(600);
     let r = apis.len();
-    // After a replica was killed, only the last one is used.
-    let pick = |k: usize| {
-        if dead.load(Ordering::SeqCst) {
-            &apis[r - 1]
-        } else {
-            &apis[k % r]
-        }
-    };
-    let mut pause = Duration::from_millis(20);
+    let mut cursor = 0i64;
+    let mut first_call = true;
     loop {
         if Instant::now() > deadline {
             return Err("timed out".into());
         }
-        if l.sent.len() >= rounds {
-            let t = pick(l.i).get(&format!("/v1/turns/{}", l.turn)).await;
-            if let Ok(t) = t
-                && t["state"] == "ended"
-            {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        }
-        let pending = match pick(l.i)
-            .call("GET", &format!("/v1/runs/{}/approvals", l.run), None)
-            .await
-        {
-            Ok((200, v)) => v["approvals"].as_array().cloned().unwrap_or_default(),
-            _ => Vec::new(),
+        let from = if dead.load(Ordering::SeqCst) {
+            &apis[r - 1]
+        } else {
+            &apis[l.i % r]
         };
-        let mut any = false;
-        for a in pending {
-            let Some(rid) = a["request_id"].as_str() else {
-                continue;
-            };
-            if l.sent.contains_key(rid) {
+        let path = format!("/v1/runs/{}/events/stream", l.run);
+        let mut events = match from.stream(&path, cursor).await {
+            Ok(s) => Box::pin(s),
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
-            any = true;
-            let t0 = mono_ns();
-            l.sent.insert(rid.to_owned(), t0);
-            answered.fetch_add(1, Ordering::SeqCst);
-            let path = format!("/v1/runs/{}/approvals/{rid}", l.run);
-            match pick(l.i + 1)
-                .call("POST", &path, Some(&json!({"decision": "allow"})))
-                .await
-            {
-                Ok((200, v)) if v["outcome"] == "done" => l.done += 1,
-                Ok((s, v)) => l.failed.push(format!("answer {rid}: {s} {v}")),
+        };
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(5), events.next()).await;
+            let e = match next {
+                Ok(Some(Ok(e))) => e,
+                // The stream broke (a replica killed under it): opened again.
+                Ok(Some(Err(_)) | None) => break,
                 Err(_) => {
-                    // The replica died under the request: the answer landed or it did not, and
-                    // the driver's log says which (it carries out a landed one at once). The
-                    // dead replica lands nothing more: once `in/` is empty the driver has taken
-                    // every command that landed, and a grace period covers carrying it out.
-                    let inbox = l.log.with_file_name("in");
-                    let until = Instant::now() + Duration::from_secs(10);
-                    while std::fs::read_dir(&inbox).is_ok_and(|mut d| d.next().is_some())
-                        && Instant::now() < until
+                    // Quiet for a while: the turn may have ended without its end reaching us.
+                    if let Ok(t) = from.get(&format!("/v1/turns/{}", l.turn)).await
+                        && t["state"] == "ended"
                     {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        return Ok(());
                     }
-                    tokio::time::sleep(Duration::from_millis(1000)).await;
-                    let needle = format!("\"hangar.approval_answered\",\"request_id\":\"{rid}\"");
-                    if std::fs::read_to_string(&l.log).is_ok_and(|t| t.contains(&needle)) {
-                        l.done += 1;
-                    } else {
-                        l.sent.remove(rid);
-                        l.resent += 1;
+                    continue;
+                }
+            };
+            let at = wall_ms();
+            cursor = cursor.max(e.id);
+            match e.kind.as_str() {
+                "tool_call" => {
+                    // The first tool call is written before the stream opens: not a lag.
+                    if let Some(sent) = e.data["input"]["sent_ms"].as_f64()
+                        && !std::mem::take(&mut first_call)
+                    {
+                        l.sse_ms.push(at - sent);
                     }
                 }
+                "approval_requested" => {
+                    if let Some(rid) = e.data["request_id"].as_str()
+                        && !l.sent.contains_key(rid)
+                        && l.sent.len() < rounds
+                    {
+                        answered.fetch_add(1, Ordering::SeqCst);
+                        answer(l, apis, rid, dead).await;
+                    }
+                }
+                // The turn's record is updated just after its end is stored.
+                "turn_end" => return turn_ended(from, &l.turn, deadline).await,
+                _ => {}
             }
         }
-        // Poll quickly while answers are due, slower when idle (200 runs poll at once).
-        pause = if any {
-            Duration::from_millis(20)
-        } else {
-            (pause * 2).min(Duration::from_millis(160))
-        };
-        tokio::time::sleep(pause).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Waits until the turn's record says it ended.
+async fn turn_ended(api: &Api, turn: &str, deadline: Instant) -> Res<()> {
+    while Instant::now() < deadline {
+        if let Ok(t) = api.get(&format!("/v1/turns/{turn}")).await
+            && t["state"] == "ended"
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err("timed out waiting for the turn's end".into())
+}
+
+/// Answers request `rid` of the run (allow) through the replica after the one that started it.
+async fn answer(l: &mut Live, apis: &[Api], rid: &str, dead: &AtomicBool) {
+    let r = apis.len();
+    let api = if dead.load(Ordering::SeqCst) {
+        &apis[r - 1]
+    } else {
+        &apis[(l.i + 1) % r]
+    };
+    let t0 = mono_ns();
+    l.sent.insert(rid.to_owned(), t0);
+    let path = format!("/v1/runs/{}/approvals/{rid}", l.run);
+    match api
+        .call("POST", &path, Some(&json!({"decision": "allow"})))
+        .await
+    {
+        Ok((200, v)) if v["outcome"] == "done" => l.done += 1,
+        Ok((s, v)) => l.failed.push(format!("answer {rid}: {s} {v}")),
+        Err(_) => {
+            // The replica died under the request: the answer landed or it did not, and the
+            // driver's log says which (it carries out a landed one at once). The dead replica
+            // lands nothing more: once `in/` is empty the driver has taken every command that
+            // landed, and a grace period covers carrying it out.
+            let inbox = l.log.with_file_name("in");
+            let until = Instant::now() + Duration::from_secs(10);
+            while std::fs::read_dir(&inbox).is_ok_and(|mut d| d.next().is_some())
+                && Instant::now() < until
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+            let needle = format!("\"hangar.approval_answered\",\"request_id\":\"{rid}\"");
+            if std::fs::read_to_string(&l.log).is_ok_and(|t| t.contains(&needle)) {
+                l.done += 1;
+            } else {
+                // Sent again, through the survivor.
+                l.sent.remove(rid);
+                l.resent += 1;
+                Box::pin(answer(l, apis, rid, dead)).await;
+            }
+        }
+    }
+}
+
+/// The wall clock in milliseconds (the clock of the stub's `sent_ms`).
+fn wall_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1e3)
+        .unwrap_or(0.0)
 }
 
 async fn check_run(env: &Env, api: &Api, l: &Live, rounds: usize, f: &mut Figures) -> Res<()> {
@@ -571,14 +664,14 @@ async fn check_run(env: &Env, api: &Api, l: &Live, rounds: usize, f: &mut Figure
             Some("command_refused") => v(f, format!("a command was refused: {p}")),
             Some("tool_call") => {
                 if let (Some(sent), Some(at)) =
-                    (p["input"]["sent_ms"].as_u64(), e["created_at"].as_i64())
+                    (p["input"]["sent_ms"].as_f64(), e["created_at"].as_f64())
                 {
                     // The first tool call is written before the run's watcher starts (the
                     // session's start is still being recorded): counted in the start time.
                     if first_call {
                         first_call = false;
                     } else {
-                        f.lag_ms.push(at as f64 - sent as f64);
+                        f.lag_ms.push(at - sent);
                     }
                 }
             }
@@ -627,6 +720,8 @@ async fn check_run(env: &Env, api: &Api, l: &Live, rounds: usize, f: &mut Figure
         v(f, format!("the stub read {got} answers, want {rounds}"));
     }
     f.start_ms.push(l.start_ms);
+    f.sse_ms.extend(&l.sse_ms);
+    f.sse_ms.sort_by(f64::total_cmp);
     f.start_ms.sort_by(f64::total_cmp);
     f.rtt_ms.sort_by(f64::total_cmp);
     f.lag_ms.sort_by(f64::total_cmp);

@@ -7,7 +7,11 @@
 //! answer, writes the tool's result and ends with a `result` covering the message. It answers
 //! `initialize` and `interrupt` as the CLI does and exits when stdin closes.
 //!
-//! Settings: `.hangar-stub.json` in its working folder, `{"rounds": N}` (default 5). Each
+//! Settings: `.hangar-stub.json` in its working folder, `{"rounds": N, "think_ms": T}` (default
+//! 5 rounds; T, default 0: the model "thinks" between T/2 and 3T/2 ms, uniformly at random,
+//! before each tool call, so runs started together do not stay in step; with `"hold": true` the
+//! first tool call also waits until `.hangar-stub.go` exists there, so a load run can start all
+//! its runs before any of them works). Each
 //! answer's arrival is appended to `.hangar-stub.receipts` there as `REQUEST_ID MONO_NS ALLOW`
 //! (CLOCK_MONOTONIC, the clock the load run reads too), and each `tool_use` input carries
 //! `sent_ms` (the wall clock when the line was written: the event ingest lag is the stored
@@ -45,11 +49,25 @@ fn mono_ns() -> u64 {
     u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
 }
 
-fn wall_ms() -> u64 {
+/// The wall clock in milliseconds, to the microsecond.
+fn wall_ms() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(0))
-        .unwrap_or(0)
+        .map(|d| (d.as_micros() as f64) / 1e3)
+        .unwrap_or(0.0)
+}
+
+/// xorshift64: think times need spread, not quality.
+struct Rng(u64);
+
+impl Rng {
+    /// A number in [0, 1).
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 struct Out(io::Stdout);
@@ -64,11 +82,14 @@ impl Out {
 }
 
 fn run() -> Result<(), String> {
-    let rounds = std::fs::read_to_string(".hangar-stub.json")
+    let settings = std::fs::read_to_string(".hangar-stub.json")
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .and_then(|v| v.get("rounds").and_then(Value::as_u64))
-        .unwrap_or(5);
+        .unwrap_or(Value::Null);
+    let rounds = settings["rounds"].as_u64().unwrap_or(5);
+    let think = std::time::Duration::from_millis(settings["think_ms"].as_u64().unwrap_or(0));
+    let hold = settings["hold"].as_bool().unwrap_or(false);
+    let mut rng = Rng(mono_ns() ^ u64::from(std::process::id()).rotate_left(32) | 1);
     let mut receipts = OpenOptions::new()
         .create(true)
         .append(true)
@@ -117,7 +138,11 @@ fn run() -> Result<(), String> {
                 "tools": ["Bash"], "model": "stub", "permissionMode": "default"}),
             )?;
         }
+        while hold && !std::path::Path::new(".hangar-stub.go").exists() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         for _ in 0..rounds {
+            std::thread::sleep(think.mul_f64(0.5 + rng.next()));
             tool += 1;
             let id = format!("toolu_stub_{tool:05}");
             let input = json!({"command": format!("echo {tool}"), "description": "say it", "sent_ms": wall_ms()});

@@ -41,6 +41,7 @@ pub(crate) mod remote;
 pub(crate) mod sandbox_turn;
 mod session;
 pub(crate) mod turn_secrets;
+pub(crate) mod wakes;
 pub(crate) mod watch;
 
 pub use commands::Reply;
@@ -55,7 +56,8 @@ pub struct Runs {
     pub(crate) governance: Arc<Governance>,
     pub(crate) steps: Arc<Steps>,
     pub(crate) poll: Duration,
-    newest: tokio::sync::watch::Sender<i64>,
+    /// What wakes live event streams.
+    pub(crate) wakes: wakes::Wakes,
     watching: Mutex<HashSet<String>>,
     pub(crate) mailboxes: live::Mailboxes,
     /// The one-shot turns running in this process (nothing reads their mailbox).
@@ -78,7 +80,6 @@ impl Runs {
         governance: Arc<Governance>,
         steps: Arc<Steps>,
     ) -> Runs {
-        let (newest, _) = tokio::sync::watch::channel(0);
         let lease = lease::configured(&store);
         let replica =
             new_id("replica").unwrap_or_else(|_| format!("replica-{}", std::process::id()));
@@ -89,7 +90,7 @@ impl Runs {
             governance,
             steps,
             poll: Duration::from_millis(100),
-            newest,
+            wakes: wakes::Wakes::default(),
             watching: Mutex::new(HashSet::new()),
             mailboxes: Default::default(),
             one_shots: Mutex::new(HashSet::new()),
@@ -100,13 +101,17 @@ impl Runs {
         }
     }
 
-    /// A receiver that changes whenever events are stored (its value: the newest event id).
-    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<i64> {
-        self.newest.subscribe()
+    /// A receiver that changes when events of `scope` are stored (its value: the newest id).
+    pub(crate) fn subscribe(
+        &self,
+        scope: wakes::WakeScope<'_>,
+    ) -> tokio::sync::watch::Receiver<i64> {
+        self.wakes.subscribe(scope)
     }
 
-    pub(crate) fn events_stored(&self, newest: i64) {
-        self.newest.send_modify(|v| *v = (*v).max(newest));
+    /// Events of `run` (of `session`, when known) up to id `newest` were stored.
+    pub(crate) fn events_stored(&self, run: &str, session: Option<&str>, newest: i64) {
+        self.wakes.stored(run, session, newest);
     }
 
     /// Starts a watcher for every live run (after a restart). Returns how many.

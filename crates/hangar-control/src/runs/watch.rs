@@ -226,6 +226,9 @@ struct Watcher {
     pid_exited: bool,
     /// A pidfd was asked for once (it is not asked again on every wait, nor after it fired).
     exit_tried: bool,
+    /// The run's session, looked up once a stream of a session is open: such streams are
+    /// woken by this run's commits too.
+    session: Option<String>,
 }
 
 impl Watcher {
@@ -280,6 +283,7 @@ impl Watcher {
             exit: None,
             pid_exited: false,
             exit_tried: false,
+            session: None,
             plane,
             run,
         })
@@ -447,7 +451,15 @@ impl Watcher {
                 self.ctx = new_ctx;
                 self.ahead = next;
                 if let Some(newest) = ids.last() {
-                    plane.events_stored(*newest);
+                    if self.session.is_none() && plane.wakes.has_session_streams() {
+                        self.session = plane
+                            .store
+                            .turn(&self.run.turn_id)
+                            .await
+                            .ok()
+                            .map(|t| t.session_id);
+                    }
+                    plane.events_stored(&self.run.id, self.session.as_deref(), *newest);
                 }
                 if act(&plane, &self.run, &batch.events, &mut self.totals).await {
                     return Next::Stop;
