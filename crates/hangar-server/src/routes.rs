@@ -563,7 +563,13 @@ fn live(
         run,
         session,
     };
-    sse::stream(source, sse::resume_cursor(headers, p.after), wake).into_response()
+    // Replicas share PostgreSQL, and another replica's commits wake nothing here: read again
+    // each second there (issue 24 brings its wake-ups through the database).
+    let recheck = match plane.store().backend() {
+        hangar_store::Backend::Postgres => std::time::Duration::from_secs(1),
+        hangar_store::Backend::Sqlite => std::time::Duration::from_secs(60),
+    };
+    sse::stream(source, sse::resume_cursor(headers, p.after), wake, recheck).into_response()
 }
 
 async fn audit(State(plane): S, who: Authed, Query(p): Query<Page>) -> ApiResult {

@@ -84,10 +84,14 @@ pub fn resume_cursor(headers: &HeaderMap, after: Option<i64>) -> i64 {
 }
 
 /// The SSE response: stored events after `cursor`, then live ones as `newest` moves.
+///
+/// `recheck` bounds the wait for a wake-up: a commit made by another replica (PostgreSQL) wakes
+/// nothing here, so there the stream reads again at least that often.
 pub fn stream<S: EventSource>(
     source: S,
     mut cursor: i64,
     mut newest: watch::Receiver<i64>,
+    recheck: Duration,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let s = async_stream(move |tx| async move {
         loop {
@@ -114,8 +118,8 @@ pub fn stream<S: EventSource>(
                     return;
                 }
             }
-            // Nothing new: wait for the store to move (or a minute, to re-check anyway).
-            let _ = tokio::time::timeout(Duration::from_secs(60), newest.changed()).await;
+            // Nothing new: wait for the store to move (or re-check anyway).
+            let _ = tokio::time::timeout(recheck, newest.changed()).await;
         }
     });
     Sse::new(s).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
