@@ -883,6 +883,26 @@ impl Store {
 
     /// Up to `limit` (1 to [`MAX_PAGE`]) events of `scope` with ids above `after_id`, oldest
     /// first. Start with `after_id = 0`; go on from the last id returned.
+    /// The newest stored event of `kind` of run `run_id`, if any (e.g. its `turn_end`, for a
+    /// watcher that restarted after committing it and before acting on it).
+    pub async fn last_run_event(
+        &self,
+        run_id: &str,
+        kind: &str,
+    ) -> Result<Option<Event>, StoreError> {
+        read_db!(self, pool => {
+            let row = sqlx::query(
+                "SELECT id, session_id, run_id, kind, payload, created_at FROM events \
+                 WHERE run_id = $1 AND kind = $2 ORDER BY id DESC LIMIT 1",
+            )
+            .bind(run_id)
+            .bind(kind)
+            .fetch_optional(pool)
+            .await?;
+            row.as_ref().map(event_from).transpose()
+        })
+    }
+
     pub async fn events_after(
         &self,
         scope: EventScope<'_>,

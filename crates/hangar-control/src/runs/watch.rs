@@ -371,6 +371,16 @@ impl Watcher {
         if alive || has_news(&self.log, self.cursor, self.stuck) {
             return Next::Wait;
         }
+        // The driver did end the turn, and this process stopped (killed) after committing its
+        // end and before acting on it: the stored end is acted on now, not taken for a crash.
+        if let Ok(Some(e)) = plane.store.last_run_event(&self.run.id, "turn_end").await
+            && let Ok(end) = serde_json::from_value::<ProgressEvent>(e.payload)
+        {
+            let totals = &mut self.totals;
+            totals.partial = true;
+            act(plane, &self.run, std::slice::from_ref(&end), totals).await;
+            return Next::Stop;
+        }
         // What the driver would have done at the end: `in/` closed, what waited there
         // answered, its messages handed to the next turn.
         let handed_back = crate::runs::orphan::close(plane, &self.run.id).await;
