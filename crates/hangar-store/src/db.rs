@@ -87,21 +87,26 @@ macro_rules! read_db {
     };
 }
 
+/// SQLite: runs `$body` with `$conn` bound to the connection of the transaction open in the
+/// writer's queue, inside this caller's savepoint (`group.rs`), and returns once it committed.
+macro_rules! in_turn {
+    ($store:expr, $pool:expr, $conn:ident => $body:expr) => {{
+        let mut turn = $store.writer.enter($pool).await?;
+        let out = {
+            let $conn = turn.conn();
+            $body
+        };
+        turn.finish().await?;
+        out
+    }};
+}
+
 /// Runs `$body` in a write transaction bound to `$tx` and commits it; an early return (`?`)
 /// drops the transaction, which rolls it back.
 macro_rules! in_tx {
     ($store:expr, $tx:ident => $body:block) => {
         match &$store.db {
-            $crate::db::Db::Sqlite(pool) => {
-                // A savepoint of the transaction open in the writer's queue (`group.rs`).
-                let mut turn = $store.writer.enter(pool).await?;
-                let out = {
-                    let $tx = turn.conn();
-                    $body
-                };
-                turn.finish().await?;
-                out
-            }
+            $crate::db::Db::Sqlite(pool) => $crate::db::in_turn!($store, pool, $tx => $body),
             $crate::db::Db::Postgres(pool) => {
                 let mut $tx = pool.begin().await?;
                 let out = $body;
@@ -117,21 +122,13 @@ macro_rules! in_tx {
 macro_rules! write_db {
     ($store:expr, $pool:ident => $body:expr) => {
         match &$store.db {
-            $crate::db::Db::Sqlite(pool) => {
-                let mut turn = $store.writer.enter(pool).await?;
-                let out = {
-                    let $pool = turn.conn();
-                    $body
-                };
-                turn.finish().await?;
-                out
-            }
+            $crate::db::Db::Sqlite(pool) => $crate::db::in_turn!($store, pool, $pool => $body),
             $crate::db::Db::Postgres($pool) => $body,
         }
     };
 }
 
-pub(crate) use {in_tx, read_db, write_db};
+pub(crate) use {in_turn, in_tx, read_db, write_db};
 
 impl Store {
     /// Opens (and migrates) the database at `url`:
