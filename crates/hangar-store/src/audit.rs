@@ -244,6 +244,28 @@ macro_rules! impl_append_audit {
 impl_append_audit!(sqlx::SqliteConnection);
 impl_append_audit!(sqlx::PgConnection);
 
+/// Records `first_seq`, `first_seq + 1`, ... for `records` (actor, action, detail), chained to
+/// `prev_hash` (the head's hash): each one's seq, previous hash and hash, as stored. The chain a
+/// run of [`AppendAudit::append_audit`] calls would write, computed in one pass for a caller
+/// that writes them in one statement.
+pub(crate) fn chain(
+    prev_hash: &str,
+    first_seq: i64,
+    at: i64,
+    records: &[(&str, &str, &str)],
+) -> Result<Vec<(i64, String, String)>, AuditError> {
+    let mut prev = decode_hash(prev_hash, first_seq)?;
+    let mut prev_hex = prev_hash.to_owned();
+    let mut out = Vec::with_capacity(records.len());
+    for (i, (actor, action, detail)) in records.iter().enumerate() {
+        let seq = first_seq + i as i64;
+        prev = record_hash(&prev, seq, at, actor, action, detail);
+        let hash = hex::encode(prev);
+        out.push((seq, std::mem::replace(&mut prev_hex, hash.clone()), hash));
+    }
+    Ok(out)
+}
+
 impl AuditLog<'_> {
     /// Appends a record, chained to the last one, in one transaction.
     pub async fn append(

@@ -352,19 +352,10 @@ macro_rules! impl_apply_effect {
                         .bind(now)
                         .fetch_optional(&mut *self)
                         .await?;
-                        let mut detail = json!({
-                            "run": run_id, "request_id": request_id, "decision": decision.as_str(),
-                        });
-                        if let Some(note) = note {
-                            detail["note"] = json!(note);
-                        }
-                        if let Some(input) = updated_input {
-                            detail["updated_input"] = input.clone();
-                        }
                         return Ok(recorded.map(|_| OwedAudit {
                             actor: person.to_owned(),
                             action: "approval.answered",
-                            detail: canonical_json(&detail),
+                            detail: answer_detail(run_id, request_id, decision, note, updated_input),
                         }));
                     }
                     _ => {}
@@ -472,15 +463,41 @@ struct Grouped<'e> {
     commands: Vec<(i64, AckStatus, Option<&'e str>)>,
     /// The last harness session id.
     harness_session: Option<&'e str>,
+    /// The first answer to each command that names its sender (`sent`): made if missing.
+    sent_commands: Vec<(i64, AckStatus, Option<&'e str>, SentBy<'e>)>,
+    /// First answers that are a person's, carried out by a command: (request, decision,
+    /// person, note, the input the person changed).
+    person_answers: PersonAnswers<'e>,
+    /// The audit records these two may owe, in the slice's order.
+    owed: Vec<Owed>,
+}
+
+type PersonAnswers<'e> = Vec<(
+    &'e str,
+    Decision,
+    &'e str,
+    Option<&'e str>,
+    Option<&'e Value>,
+)>;
+
+/// An audit record a grouped effect owes if it changes something: the index of its entry in
+/// [`Grouped::sent_commands`] or [`Grouped::person_answers`].
+#[derive(Debug, Clone, Copy)]
+enum Owed {
+    Command(usize),
+    Answer(usize),
 }
 
 impl<'e> Grouped<'e> {
-    /// `effects` grouped, or `None` if a request follows an answer to it (apply them in order).
+    /// `effects` grouped, or `None` where the order matters (apply them in order): a request
+    /// after an answer to it, a command's answer naming its sender after another answer to it
+    /// or after an approval carried out by it that reads its sender.
     fn of(effects: &[SliceEffect<'e>]) -> Option<Grouped<'e>> {
         let mut g = Grouped::default();
         let mut asked = HashSet::new();
         let mut answered = HashSet::new();
         let mut acked = HashSet::new();
+        let mut sender_read = HashSet::new();
         for e in effects {
             match *e {
                 SliceEffect::ApprovalRequested {
@@ -505,11 +522,34 @@ impl<'e> Grouped<'e> {
                         g.settled.push((request_id, decision, by, note));
                     }
                 }
-                // A person's answer is audited as it is recorded: applied on its own.
                 SliceEffect::ApprovalAnsweredByCommand {
-                    person: Some(_), ..
+                    request_id,
+                    decision,
+                    person: Some(person),
+                    note,
+                    updated_input,
+                    ..
+                } => {
+                    if answered.insert(request_id) {
+                        g.owed.push(Owed::Answer(g.person_answers.len()));
+                        g.person_answers
+                            .push((request_id, decision, person, note, updated_input));
+                    }
                 }
-                | SliceEffect::CommandAnswered { sent: Some(_), .. } => return None,
+                SliceEffect::CommandAnswered {
+                    seq,
+                    status,
+                    reason,
+                    sent: Some(sent),
+                } => {
+                    // In order, this answer could make the command's row another one found
+                    // missing, or give a sender to an answer that read none.
+                    if !acked.insert(seq) || sender_read.contains(&seq) {
+                        return None;
+                    }
+                    g.owed.push(Owed::Command(g.sent_commands.len()));
+                    g.sent_commands.push((seq, status, reason, sent));
+                }
                 SliceEffect::ApprovalAnsweredByCommand {
                     request_id,
                     decision,
@@ -518,6 +558,7 @@ impl<'e> Grouped<'e> {
                     ..
                 } => {
                     if answered.insert(request_id) {
+                        sender_read.insert(seq);
                         g.by_command.push((request_id, decision, seq));
                     }
                 }
@@ -642,6 +683,38 @@ mod grouped_sql {
         )
     }
 
+    /// Values: (request_id, decision, person, note); returns the requests it answered.
+    pub(super) fn person_answers(postgres: bool, rows: usize) -> String {
+        let mut sql = settled(postgres, rows);
+        sql.push_str(" RETURNING approvals.request_id");
+        sql
+    }
+
+    /// Values: (run_id, seq, kind, body, sent_by, sent_at, ack_status, ack_reason, acked_at);
+    /// returns the commands whose answer it recorded.
+    pub(super) fn sent_commands(postgres: bool, rows: usize) -> String {
+        let mut sql = String::from(
+            "INSERT INTO commands (run_id, seq, kind, body, sent_by, sent_at, ack_status, \
+             ack_reason, acked_at) VALUES ",
+        );
+        Params::new(postgres).rows(&mut sql, rows, 9);
+        sql.push_str(
+            " ON CONFLICT (run_id, seq) DO UPDATE SET ack_status = excluded.ack_status, \
+             ack_reason = excluded.ack_reason, acked_at = excluded.acked_at \
+             WHERE commands.ack_status IS NULL RETURNING seq",
+        );
+        sql
+    }
+
+    /// Values: (seq, at, actor, action, detail, prev_hash, hash).
+    pub(super) fn audit(postgres: bool, rows: usize) -> String {
+        let mut sql = String::from(
+            "INSERT INTO audit_log (seq, at, actor, action, detail, prev_hash, hash) VALUES ",
+        );
+        Params::new(postgres).rows(&mut sql, rows, 7);
+        sql
+    }
+
     /// Values: (seq, status, reason).
     pub(super) fn commands(postgres: bool, rows: usize) -> String {
         let mut p = Params::new(postgres);
@@ -706,6 +779,7 @@ macro_rules! impl_apply_grouped {
                     }
                     q.bind(run_id).execute(&mut *self).await?;
                 }
+                let acked = ApplyPersonal::sent_commands(self, g, run_id, now).await?;
                 for chunk in effect_chunks(&g.by_command) {
                     let mut q = sqlx::query(sqlx::AssertSqlSafe(grouped_sql::by_command(
                         pg,
@@ -726,6 +800,7 @@ macro_rules! impl_apply_grouped {
                     }
                     q.bind(run_id).execute(&mut *self).await?;
                 }
+                let answered = ApplyPersonal::person_answers(self, g, run_id, now).await?;
                 if let Some(id) = g.harness_session {
                     ApplyEffect::apply(
                         self,
@@ -736,11 +811,201 @@ macro_rules! impl_apply_grouped {
                     )
                     .await?;
                 }
+                let owed = owed_audits(g, run_id, &acked, &answered);
+                ApplyPersonal::append_audits(self, &owed, now).await
+            }
+        }
+    };
+}
+
+/// The audit records `g`'s personal effects owe, in the slice's order: those that changed
+/// something (`acked` commands, `answered` requests), as applying them one by one would write.
+fn owed_audits(
+    g: &Grouped<'_>,
+    run_id: &str,
+    acked: &HashSet<i64>,
+    answered: &HashSet<String>,
+) -> Vec<OwedAudit> {
+    g.owed
+        .iter()
+        .filter_map(|o| match *o {
+            Owed::Command(i) => {
+                let (seq, status, reason, sent) = g.sent_commands[i];
+                acked.contains(&seq).then(|| OwedAudit {
+                    actor: sent.person.to_owned(),
+                    action: "command.acked",
+                    detail: canonical_json(&json!({
+                        "run": run_id, "seq": seq, "status": status.as_str(), "reason": reason,
+                    })),
+                })
+            }
+            Owed::Answer(i) => {
+                let (request_id, decision, person, note, updated_input) = g.person_answers[i];
+                answered.contains(request_id).then(|| OwedAudit {
+                    actor: person.to_owned(),
+                    action: "approval.answered",
+                    detail: answer_detail(run_id, request_id, decision, note, updated_input),
+                })
+            }
+        })
+        .collect()
+}
+
+/// The detail of a person's answer's audit record (`approval.answered`).
+fn answer_detail(
+    run_id: &str,
+    request_id: &str,
+    decision: Decision,
+    note: Option<&str>,
+    updated_input: Option<&Value>,
+) -> String {
+    let mut detail = json!({
+        "run": run_id, "request_id": request_id, "decision": decision.as_str(),
+    });
+    if let Some(note) = note {
+        detail["note"] = json!(note);
+    }
+    if let Some(input) = updated_input {
+        detail["updated_input"] = input.clone();
+    }
+    canonical_json(&detail)
+}
+
+/// A slice's effects that are a person's (their answers are audited when recorded), grouped as
+/// [`ApplyGrouped`] does the rest: a few statements whatever their number, and their audit
+/// records appended in one.
+trait ApplyPersonal {
+    /// Records the answers to commands that name their sender; the commands answered.
+    async fn sent_commands(
+        &mut self,
+        g: &Grouped<'_>,
+        run_id: &str,
+        now: i64,
+    ) -> Result<HashSet<i64>, StoreError>;
+
+    /// Records a person's answers; the requests answered.
+    async fn person_answers(
+        &mut self,
+        g: &Grouped<'_>,
+        run_id: &str,
+        now: i64,
+    ) -> Result<HashSet<String>, StoreError>;
+
+    /// Appends `owed` to the audit chain, in order (what [`AppendAudit::append_audit`] once
+    /// for each would write).
+    async fn append_audits(&mut self, owed: &[OwedAudit], at: i64) -> Result<(), StoreError>;
+}
+
+macro_rules! impl_apply_personal {
+    ($conn:ty, $postgres:expr) => {
+        impl ApplyPersonal for $conn {
+            async fn sent_commands(
+                &mut self,
+                g: &Grouped<'_>,
+                run_id: &str,
+                now: i64,
+            ) -> Result<HashSet<i64>, StoreError> {
+                let mut acked = HashSet::new();
+                for chunk in effect_chunks(&g.sent_commands) {
+                    let sql = grouped_sql::sent_commands($postgres, chunk.len());
+                    let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql));
+                    for (seq, status, reason, sent) in chunk {
+                        q = q
+                            .bind(run_id)
+                            .bind(*seq)
+                            .bind(sent.kind)
+                            .bind(Json(json!({})))
+                            .bind(sent.person)
+                            .bind(now)
+                            .bind(status.as_str())
+                            .bind(*reason)
+                            .bind(now);
+                    }
+                    acked.extend(q.fetch_all(&mut *self).await?);
+                }
+                Ok(acked)
+            }
+
+            async fn person_answers(
+                &mut self,
+                g: &Grouped<'_>,
+                run_id: &str,
+                now: i64,
+            ) -> Result<HashSet<String>, StoreError> {
+                let mut answered = HashSet::new();
+                for chunk in effect_chunks(&g.person_answers) {
+                    let sql = grouped_sql::person_answers($postgres, chunk.len());
+                    let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql)).bind(now);
+                    for (request_id, decision, person, note, _) in chunk {
+                        q = q
+                            .bind(*request_id)
+                            .bind(decision.as_str())
+                            .bind(*person)
+                            .bind(*note);
+                    }
+                    answered.extend(q.bind(run_id).fetch_all(&mut *self).await?);
+                }
+                Ok(answered)
+            }
+
+            async fn append_audits(
+                &mut self,
+                owed: &[OwedAudit],
+                at: i64,
+            ) -> Result<(), StoreError> {
+                let Ok(n) = i64::try_from(owed.len()) else {
+                    return Err(StoreError::Invalid("too many audit records".into()));
+                };
+                if n == 0 {
+                    return Ok(());
+                }
+                let head: Option<(i64, String)> = sqlx::query_as(
+                    "UPDATE audit_head SET seq = seq + $1 WHERE id = 1 RETURNING seq, hash",
+                )
+                .bind(n)
+                .fetch_optional(&mut *self)
+                .await?;
+                let Some((last, prev_hash)) = head else {
+                    return Err(crate::audit::AuditError::Broken {
+                        seq: 0,
+                        why: "the chain head row is missing".into(),
+                    }
+                    .into());
+                };
+                let records: Vec<(&str, &str, &str)> = owed
+                    .iter()
+                    .map(|a| (a.actor.as_str(), a.action, a.detail.as_str()))
+                    .collect();
+                let rows = crate::audit::chain(&prev_hash, last - n + 1, at, &records)?;
+                let full: Vec<_> = rows.iter().zip(&records).collect();
+                for chunk in effect_chunks(&full) {
+                    let sql = grouped_sql::audit($postgres, chunk.len());
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                    for &((seq, prev, hash), (actor, action, detail)) in chunk {
+                        q = q
+                            .bind(*seq)
+                            .bind(at)
+                            .bind(*actor)
+                            .bind(*action)
+                            .bind(*detail)
+                            .bind(prev.as_str())
+                            .bind(hash.as_str());
+                    }
+                    q.execute(&mut *self).await?;
+                }
+                let newest = rows.last().map(|r| r.2.as_str()).unwrap_or_default();
+                sqlx::query("UPDATE audit_head SET hash = $1 WHERE id = 1")
+                    .bind(newest)
+                    .execute(&mut *self)
+                    .await?;
                 Ok(())
             }
         }
     };
 }
+
+impl_apply_personal!(sqlx::SqliteConnection, false);
+impl_apply_personal!(sqlx::PgConnection, true);
 
 impl_apply_grouped!(sqlx::SqliteConnection, false);
 impl_apply_grouped!(sqlx::PgConnection, true);
@@ -933,6 +1198,36 @@ impl Store {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A person's answers group (a few statements, not four a person), unless the order
+    /// matters.
+    #[test]
+    fn a_persons_answers_are_grouped_unless_the_order_matters() {
+        let sent = Some(SentBy {
+            kind: "approve",
+            person: "ada@example.com",
+        });
+        let acked = |seq| SliceEffect::CommandAnswered {
+            seq,
+            status: AckStatus::Done,
+            reason: None,
+            sent,
+        };
+        let answered = |seq, person| SliceEffect::ApprovalAnsweredByCommand {
+            request_id: "r",
+            decision: Decision::Allow,
+            seq,
+            person,
+            note: None,
+            updated_input: None,
+        };
+        let g = Grouped::of(&[answered(1, Some("ada@example.com")), acked(1), acked(2)]);
+        let g = g.expect("grouped");
+        assert_eq!((g.sent_commands.len(), g.person_answers.len()), (2, 1));
+        assert!(Grouped::of(&[acked(1), acked(1)]).is_none());
+        assert!(Grouped::of(&[answered(1, None), acked(1)]).is_none());
+        assert!(Grouped::of(&[acked(1), answered(1, None)]).is_some());
+    }
 
     #[test]
     fn nul_characters_become_replacement_characters() {

@@ -540,6 +540,85 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
             _ => effects.push(requested),
         }
     }
+    // A person's answers and the answers to commands that name their sender (each audited
+    // when it changes something): commands recorded before the slice (seq 1-100) or not yet
+    // (seq 201+: the ack makes the row), one acked before (8: not again), answers too late.
+    let updated = json!({"command": "echo changed"});
+    // Commands recorded before that no other effect of the slice names; the first is acked.
+    let free: Vec<i64> = (1..=100).filter(|s| matches!((s - 1) % 7, 4 | 6)).collect();
+    for (k, input) in inputs.iter().enumerate().take(40) {
+        let req: &'static str = Box::leak(format!("preq-{k}").into_boxed_str());
+        let person: &'static str = Box::leak(format!("q{k}@example.com").into_boxed_str());
+        let seq = match k {
+            5 => free[0],
+            k if k % 2 == 0 => 201 + k as i64,
+            k => free[k / 2 + 1],
+        };
+        effects.extend([
+            SliceEffect::ApprovalRequested {
+                request_id: req,
+                tool_name: "Bash",
+                input,
+            },
+            SliceEffect::ApprovalAnsweredByCommand {
+                request_id: req,
+                decision: if k % 3 == 0 {
+                    Decision::Deny
+                } else {
+                    Decision::Allow
+                },
+                seq,
+                person: Some(person),
+                note: (k % 3 == 0).then_some("not that"),
+                updated_input: (k % 4 == 1).then_some(&updated),
+            },
+            SliceEffect::CommandAnswered {
+                seq,
+                status: AckStatus::Done,
+                reason: None,
+                sent: Some(SentBy {
+                    kind: "approve",
+                    person,
+                }),
+            },
+        ]);
+        if k % 5 == 0 {
+            effects.push(SliceEffect::ApprovalAnsweredByCommand {
+                request_id: req,
+                decision: Decision::Allow,
+                seq: 400,
+                person: Some("late@example.com"),
+                note: None,
+                updated_input: None,
+            });
+        }
+    }
+    // An answer that reads its command's sender before the command's row is made, in order
+    // (answered by `command`, then the row): grouped, the row would come first.
+    let late_sender = [
+        SliceEffect::ApprovalRequested {
+            request_id: "req-sender",
+            tool_name: "Bash",
+            input: &inputs[2],
+        },
+        SliceEffect::ApprovalAnsweredByCommand {
+            request_id: "req-sender",
+            decision: Decision::Allow,
+            seq: 300,
+            person: None,
+            note: None,
+            updated_input: None,
+        },
+        SliceEffect::CommandAnswered {
+            seq: 300,
+            status: AckStatus::Done,
+            reason: None,
+            sent: Some(SentBy {
+                kind: "approve",
+                person: "sender@example.com",
+            }),
+        },
+    ];
     // An answer before its request (in a slice of its own below too: that order matters).
     let early = [
         SliceEffect::ApprovalSettled {
@@ -581,6 +660,10 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
             .record_ack(run, 8, AckStatus::Ended, Some("the turn has ended"))
             .await
             .unwrap();
+        store
+            .record_ack(run, free[0], AckStatus::Done, None)
+            .await
+            .unwrap();
         let before: Vec<SliceEffect> = (0..100)
             .filter(|i| i % 7 == 4)
             .map(|i| SliceEffect::ApprovalRequested {
@@ -606,7 +689,11 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
         .commit_slice("run-batch", 2, 3, &[ev("b", 2)], None, &early)
         .await
         .unwrap();
-    for (cursor, e) in (1..).zip(effects.iter().chain(&early)) {
+    store
+        .commit_slice("run-batch", 3, 4, &[ev("c", 3)], None, &late_sender)
+        .await
+        .unwrap();
+    for (cursor, e) in (1..).zip(effects.iter().chain(&early).chain(&late_sender)) {
         store
             .commit_slice(
                 "run-single",
@@ -625,7 +712,8 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
             let mut approvals = Vec::new();
             for id in (0..100)
                 .map(|i| format!("req-{i}"))
-                .chain(["req-early".into()])
+                .chain((0..40).map(|k| format!("preq-{k}")))
+                .chain(["req-early".into(), "req-sender".into()])
             {
                 approvals.push(store.approval(run, &id).await.ok().map(|a| {
                     (
@@ -644,9 +732,19 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
                 .await
                 .unwrap()
                 .into_iter()
-                .map(|c| (c.seq, c.ack, c.ack_reason))
+                .map(|c| (c.seq, c.ack, c.ack_reason, c.sent_by))
                 .collect();
-            (approvals, commands)
+            // The audit records of the run, in order, with the run's name taken out.
+            let audit: Vec<_> = store
+                .audit()
+                .records(0, 10_000)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|r| r.detail.contains(&format!("\"{run}\"")))
+                .map(|r| (r.actor, r.action, r.detail.replace(run, "RUN")))
+                .collect();
+            (approvals, commands, audit)
         }
     };
     let (batch, single) = (state("run-batch").await, state("run-single").await);
@@ -656,8 +754,22 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
     for (b, s) in batch.1.iter().zip(&single.1) {
         assert_eq!(b, s, "one slice, then one slice per effect");
     }
+    for (b, s) in batch.2.iter().zip(&single.2) {
+        assert_eq!(b, s, "audit records: one slice, then one slice per effect");
+    }
     assert_eq!(batch, single);
+    store.audit().verify().await.unwrap();
     // The comparison compares something: every kind of outcome is there.
+    let audited = |action: &str| batch.2.iter().filter(|r| r.1 == action).count();
+    // 40 commands but the one acked before, and command 300; 40 answers (the late ones
+    // answer nothing).
+    assert_eq!(
+        (audited("command.acked"), audited("approval.answered")),
+        (40, 40)
+    );
+    assert!(batch.2.iter().any(|r| r.2.contains("updated_input")));
+    let sender = batch.0.iter().flatten().find(|a| a.0 == "req-sender");
+    assert_eq!(sender.and_then(|a| a.4.as_deref()), Some("command"));
     let decided = |by: &str| {
         batch
             .0
@@ -677,10 +789,23 @@ async fn a_slice_of_many_effects_ends_as_applying_them_one_by_one(kind: Kind) {
     );
     // Never asked.
     assert_eq!(batch.0.iter().filter(|a| a.is_none()).count(), 14);
-    assert_eq!(batch.1[5], (6, Some(AckStatus::Refused), Some("no".into())));
+    assert_eq!(
+        batch.1[5],
+        (
+            6,
+            Some(AckStatus::Refused),
+            Some("no".into()),
+            "p6@example.com".into()
+        )
+    );
     assert_eq!(
         batch.1[7],
-        (8, Some(AckStatus::Ended), Some("the turn has ended".into()))
+        (
+            8,
+            Some(AckStatus::Ended),
+            Some("the turn has ended".into()),
+            "p8@example.com".into()
+        )
     );
     for session in ["ses-1", "ses-2"] {
         assert_eq!(
