@@ -94,9 +94,13 @@ pub fn stream<S: EventSource>(
     recheck: Duration,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let s = async_stream(move |tx| async move {
+        let limit = 500;
         loop {
-            match source.after(cursor, 500).await {
+            match source.after(cursor, limit).await {
                 Ok(batch) if !batch.is_empty() => {
+                    // A short page is all there was: wait for the next wake-up (a commit made
+                    // while this page was read has woken `newest` already).
+                    let more = batch.len() >= limit;
                     for e in batch {
                         cursor = e.id;
                         let ev = Event::default()
@@ -107,7 +111,9 @@ pub fn stream<S: EventSource>(
                             return;
                         }
                     }
-                    continue;
+                    if more {
+                        continue;
+                    }
                 }
                 Ok(_) => {}
                 Err(message) => {

@@ -54,6 +54,12 @@ pub(crate) enum Db {
 pub struct Store {
     /// For reads only ([`read_db!`]): on SQLite its connections are read-only.
     pub(crate) reader: Db,
+    /// For pages of events only ([`read_pages!`]): live streams catching up after a shared
+    /// commit woke many of them at once queued on the readers' connections, and a person's
+    /// click (its token's and its run's lookups) waited behind them (`scripts/load`: an
+    /// answer's one run lookup took 1-13 ms of 200 runs' round trips). Connections of their own
+    /// keep the streams' bursts off everyone else's reads.
+    pub(crate) pages: Db,
     /// For writes only, through [`write_db!`] and [`in_tx!`] (which queue on `writer` first).
     pub(crate) db: Db,
     pub(crate) vault: Option<Arc<Vault>>,
@@ -64,6 +70,10 @@ pub struct Store {
     /// done, and the writers queued together share one commit (`group.rs`). Other processes
     /// on the file still meet the busy timeout.
     pub(crate) writer: Arc<crate::group::Writer>,
+    /// Each run's owner (person, environment), which never changes once the run exists: an
+    /// answer, a steer and a stream each ask for it first, and under load the read waited
+    /// for a connection behind the live streams' and watchers' reads.
+    pub(crate) owners: Arc<std::sync::Mutex<std::collections::HashMap<String, (String, String)>>>,
     url: String,
 }
 
@@ -81,6 +91,16 @@ impl fmt::Debug for Store {
 macro_rules! read_db {
     ($store:expr, $pool:ident => $body:expr) => {
         match &$store.reader {
+            $crate::db::Db::Sqlite($pool) => $body,
+            $crate::db::Db::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// [`read_db!`] on the pool kept for pages of events ([`Store::pages`]).
+macro_rules! read_pages {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.pages {
             $crate::db::Db::Sqlite($pool) => $body,
             $crate::db::Db::Postgres($pool) => $body,
         }
@@ -128,7 +148,7 @@ macro_rules! write_db {
     };
 }
 
-pub(crate) use {in_turn, in_tx, read_db, write_db};
+pub(crate) use {in_turn, in_tx, read_db, read_pages, write_db};
 
 impl Store {
     /// Opens (and migrates) the database at `url`:
@@ -162,20 +182,26 @@ impl Store {
             },
             e => e,
         })?;
-        let reader = match &db {
-            Db::Sqlite(_) => reader_of_sqlite(url, &shown).await?,
-            // Connections of their own: a read (a token's lookup, a live stream's page) never
-            // waits for a connection held by a writer waiting for the events' order lock (under
-            // 200 runs' commits, answers waited 300 ms for one).
-            Db::Postgres(pool) => {
-                Db::Postgres(pg_pool((*pool.connect_options()).clone(), &shown).await?)
+        // Connections of their own: a read (a token's lookup, a live stream's page) never
+        // waits for a connection held by a writer waiting for the events' order lock (under
+        // 200 runs' commits, answers waited 300 ms for one).
+        let reading = || async {
+            match &db {
+                Db::Sqlite(_) => reader_of_sqlite(url, &shown).await,
+                Db::Postgres(pool) => Ok(Db::Postgres(
+                    pg_pool((*pool.connect_options()).clone(), &shown).await?,
+                )),
             }
         };
+        let reader = reading().await?;
+        let pages = reading().await?;
         Ok(Store {
             reader,
+            pages,
             db,
             vault: None,
             writer: Arc::default(),
+            owners: Arc::default(),
             url: shown,
         })
     }
@@ -206,6 +232,7 @@ impl Store {
     /// Closes the pools, waiting for connections in use to come back.
     pub async fn close(&self) {
         read_db!(self, pool => pool.close().await);
+        read_pages!(self, pool => pool.close().await);
         match &self.db {
             Db::Sqlite(pool) => pool.close().await,
             Db::Postgres(pool) => pool.close().await,

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use sqlx::types::Json;
 
 use crate::audit::{AppendAudit, canonical_json};
-use crate::db::{Cols, in_tx, read_db};
+use crate::db::{Cols, in_tx, read_db, read_pages};
 use crate::error::StoreError;
 use crate::migrate::Backend;
 use crate::model::*;
@@ -1187,7 +1187,7 @@ impl Store {
                 r,
             ),
         };
-        read_db!(self, pool => {
+        read_pages!(self, pool => {
             let q = sqlx::query(sql).bind(key).bind(after_id).bind(limit);
             q.fetch_all(pool).await?.iter().map(event_from).collect()
         })

@@ -84,7 +84,12 @@ impl Store {
     /// in one read. The API asks this before every command a person sends a run (issue 22:
     /// under load each of four reads queued for the pool on its own).
     pub async fn run_owner(&self, id: &str) -> Result<(String, String), StoreError> {
-        read_db!(self, pool => {
+        /// Owners kept at most (then forgotten all at once: a read each brings them back).
+        const KEPT: usize = 100_000;
+        if let Some(owner) = self.owners.lock().ok().and_then(|o| o.get(id).cloned()) {
+            return Ok(owner);
+        }
+        let owner = read_db!(self, pool => {
             let q = sqlx::query(
                 "SELECT sb.person AS person, sb.environment AS environment FROM runs r \
                  JOIN turns t ON t.id = r.turn_id JOIN sessions s ON s.id = t.session_id \
@@ -96,7 +101,14 @@ impl Store {
                 None => None,
             }
         })
-        .ok_or_else(|| no_run(id))
+        .ok_or_else(|| no_run(id))?;
+        if let Ok(mut kept) = self.owners.lock() {
+            if kept.len() >= KEPT {
+                kept.clear();
+            }
+            kept.insert(id.to_owned(), owner.clone());
+        }
+        Ok(owner)
     }
 
     /// The live runs, oldest first, with their cursors: what the watchers re-attach to.
