@@ -12,7 +12,8 @@
 //! binary (fresh memory figures, and a hard timeout: a child that overruns is killed by pid, with
 //! any driver it started).
 //!
-//! 1. **Ingest** (target >= 100k events/s on SQLite): a generated run log of 1M lines
+//! 1. **Ingest** (targets: the watcher on SQLite >= 0.7x the parse-only rate of the same run,
+//!    on PostgreSQL >= 0.5x; issue 22): a generated run log of 1M lines
 //!    (`HANGAR_BENCH_LINES` overrides): Claude Code stream-json (`system`, `assistant` text and
 //!    `tool_use`, `user` `tool_result`, `result`), a Codex share (`codex exec --json` lines) and
 //!    hangar's own lines (commands, approvals, trees). Printed beside the raw line-read rate of
@@ -1283,7 +1284,9 @@ mod ingest {
     const DEFAULT_LINES: u64 = 1_000_000;
     /// PostgreSQL rows run on the log's first lines only (its per-row path is slow).
     const DEFAULT_PG_LINES: u64 = 200_000;
-    const TARGET_EVENTS_PER_S: f64 = 100_000.0;
+    /// Issue 22: the watcher parsed and stored at least this share of the parse-only rate.
+    const TARGET_SQLITE_SHARE: f64 = 0.7;
+    const TARGET_POSTGRES_SHARE: f64 = 0.5;
     const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
     /// The run every pass stores the log under (each pass has a database of its own): the
     /// log's seals are made for it, with the run key [`RUN_KEY`].
@@ -1408,6 +1411,8 @@ mod ingest {
             "parse only: {events} events, rebuild {}",
             log.truth.count
         );
+        // The baseline of the targets: what the watcher's own reader parses alone.
+        let parse_rate = events as f64 / time.0.as_secs_f64();
         rows.push(log.pass(
             "parse only, seals checked (hangar_events::LogReader, 1 MiB slices)",
             events,
@@ -1430,11 +1435,6 @@ mod ingest {
         let db_rows = rt.block_on(db_passes(dir.path(), &log));
         rt.shutdown_timeout(Duration::from_secs(10));
         let db_rows = db_rows?;
-        // The target is the control plane's own watcher on SQLite: parsed and stored, end to end.
-        let sqlite_store = db_rows
-            .iter()
-            .find(|r| r.label.starts_with("SQLite: the control plane's watcher"))
-            .map(|r| r.events as f64 / r.time.as_secs_f64());
         rows.extend(db_rows);
 
         let secs = raw_time.as_secs_f64();
@@ -1468,36 +1468,34 @@ mod ingest {
             "  (the watcher reads and parses the next slice while one commits; the store writes a slice in multi-row INSERTs)"
         );
         println!("  load average {load_before} before, {} after", load());
-        match sqlite_store {
-            Some(rate) => println!(
-                "ingest target: >= {:.0}k events/s on SQLite (the control plane's watcher, parsed and stored) -> {:.1}k events/s: {}",
-                TARGET_EVENTS_PER_S / 1e3,
-                rate / 1e3,
-                verdict(rate >= TARGET_EVENTS_PER_S)
-            ),
-            None => println!("ingest target: no SQLite watcher row"),
-        }
-        let raw_rate = raw_lines as f64 / secs;
+        // Issue 22's targets: the watcher parsed and stored, beside the parse alone.
         for r in &rows {
-            let (backend, target) = if r.label.starts_with("SQLite: the control plane's watcher") {
-                ("SQLite", Some(TARGET_EVENTS_PER_S))
+            let (backend, share) = if r.label.starts_with("SQLite: the control plane's watcher") {
+                ("SQLite", TARGET_SQLITE_SHARE)
             } else if r
                 .label
                 .starts_with("PostgreSQL: the control plane's watcher")
             {
-                ("PostgreSQL", None)
+                ("PostgreSQL", TARGET_POSTGRES_SHARE)
             } else {
                 continue;
             };
             let rate = r.events as f64 / r.time.as_secs_f64();
+            let ratio = rate / parse_rate;
+            println!(
+                "ingest target: the watcher on {backend} >= {share}x the parse alone ({:.1}k events/s) -> {:.1}k events/s, {ratio:.2}x: {}",
+                parse_rate / 1e3,
+                rate / 1e3,
+                verdict(ratio >= share)
+            );
             figure(
                 &format!("control: ingest, {} lines, watcher on {backend}", r.lines),
                 rate,
                 "events/s",
-                "raw line read of the file, lines/s",
-                raw_rate,
-                &target.map_or_else(|| "-".to_owned(), |t| format!(">= {t:.0}")),
-                target.map(|t| rate >= t),
+                "parse only (seals checked), events/s",
+                parse_rate,
+                &format!(">= {share}x"),
+                Some(ratio >= share),
             );
         }
         Ok(())

@@ -193,6 +193,21 @@ impl Store {
         .and_then(|sb| self.open_handle(sb))
     }
 
+    /// The sandbox run `run_id` runs in (its turn's session's), in one read: a watcher asks
+    /// it as it starts, and 1,000 re-attached watchers asking it in four reads each (run,
+    /// turn, session, sandbox) queued on the readers' connections.
+    pub async fn sandbox_of_run(&self, run_id: &str) -> Result<Sandbox, StoreError> {
+        let sql = "SELECT sb.* FROM runs r JOIN turns t ON t.id = r.turn_id \
+                   JOIN sessions s ON s.id = t.session_id \
+                   JOIN sandboxes sb ON sb.id = s.sandbox_id WHERE r.id = $1";
+        read_db!(self, pool => {
+            let row = sqlx::query(sql).bind(run_id).fetch_optional(pool).await?;
+            row.as_ref().map(sandbox_from).transpose()?
+        })
+        .ok_or_else(|| not_found("run", run_id))
+        .and_then(|sb| self.open_handle(sb))
+    }
+
     /// A provider handle as stored: a `token` in it (envd's access token of an e2b sandbox,
     /// root in the sandbox) is sealed by the vault into `token_sealed`, bound to the sandbox, so
     /// the database alone reveals no such credential.

@@ -314,10 +314,7 @@ exit 1
     /// Whether a sandboxed run's tmux session is still there (`None`: not a sandboxed run, or
     /// its sandbox cannot be asked).
     pub(crate) async fn sandbox_run_alive(&self, run_id: &str) -> Option<bool> {
-        let run = self.store.run(run_id).await.ok()?;
-        let turn = self.store.turn(&run.turn_id).await.ok()?;
-        let session = self.store.session(&turn.session_id).await.ok()?;
-        let row = self.store.sandbox(&session.sandbox_id).await.ok()?;
+        let row = self.store.sandbox_of_run(run_id).await.ok()?;
         let sb = crate::sandboxes::handle_of(&row).ok()??;
         if row.state != "live" {
             return Some(false);

@@ -278,10 +278,7 @@ pub(crate) fn handle_of(row: &hangar_store::Sandbox) -> Result<Option<Sandbox>, 
 impl Sandboxes {
     /// The provider's sandbox a run is in, if it is in one.
     pub(crate) async fn sandbox_of_run(&self, run_id: &str) -> Option<Sandbox> {
-        let run = self.store.run(run_id).await.ok()?;
-        let turn = self.store.turn(&run.turn_id).await.ok()?;
-        let session = self.store.session(&turn.session_id).await.ok()?;
-        let row = self.store.sandbox(&session.sandbox_id).await.ok()?;
+        let row = self.store.sandbox_of_run(run_id).await.ok()?;
         if row.state != "live" {
             return None;
         }

@@ -295,6 +295,14 @@ async fn runs_commands_and_acks(kind: Kind) {
         store.run_owner("run-nope").await,
         Err(StoreError::NotFound { what: "run", .. })
     ));
+    // Its sandbox, in one read: the one its turn's session runs in.
+    let session = store.session(&turn.session_id).await.unwrap();
+    let sb = store.sandbox_of_run("run-1").await.unwrap();
+    assert_eq!(sb, store.sandbox(&session.sandbox_id).await.unwrap());
+    assert!(matches!(
+        store.sandbox_of_run("run-nope").await,
+        Err(StoreError::NotFound { what: "run", .. })
+    ));
     let second = NewRun {
         id: "run-2".into(),
         turn_id: turn.id.clone(),
