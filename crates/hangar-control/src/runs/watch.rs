@@ -410,6 +410,7 @@ impl Watcher {
             ctx: new_ctx,
             encoded: events,
             state,
+            len_before,
         } = match read {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => {
@@ -422,8 +423,11 @@ impl Watcher {
         if batch.new_cursor == self.cursor {
             // Nothing complete to take: a partial last line, or bytes no seal covers (yet, or
             // ever: the agent's). Until the log grows again, it is as if it had not grown, so
-            // the driver's end is still noticed.
-            self.stuck = std::fs::metadata(&self.log).ok().map(|m| m.len());
+            // the driver's end is still noticed. The length is the one the read started from:
+            // one taken after it could include the very bytes the read missed (a seal written
+            // just after), and the watcher would wait for growth that never comes (scripts/load
+            // hung on a run waiting for its approval, its request unread).
+            self.stuck = len_before;
             return Next::Wait;
         }
         self.stuck = None;
@@ -508,6 +512,8 @@ struct Slice {
     encoded: Vec<EncodedEvent>,
     /// `ctx` as JSON, stored with the cursor.
     state: Option<serde_json::Value>,
+    /// The log's length before it was read: all the read could have seen.
+    len_before: Option<u64>,
 }
 
 /// A slice being read on a blocking thread.
@@ -557,6 +563,7 @@ fn slice_of(
     max_bytes: u64,
     reader: &LogReader,
 ) -> Result<Slice, hangar_events::CoreError> {
+    let len_before = std::fs::metadata(path).ok().map(|m| m.len());
     let batch = reader.ingest(path, cursor, max_bytes, &mut ctx)?;
     let encoded = batch.events.iter().map(stored_event).collect();
     let state = serde_json::to_value(&ctx).ok();
@@ -565,6 +572,7 @@ fn slice_of(
         ctx,
         encoded,
         state,
+        len_before,
     })
 }
 
@@ -905,6 +913,40 @@ async fn end_turn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A read that took nothing (the last line not complete yet) remembers the length it read
+    /// from, not one taken after: the rest of the line, written just after the read, is news,
+    /// and the watcher reads again instead of waiting for growth that never comes.
+    #[test]
+    fn a_line_completed_just_after_a_read_that_took_nothing_is_news() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("run.log");
+        std::fs::write(
+            &log,
+            br#"{"type":"system","subtype":"init","session_id":"s"#,
+        )
+        .unwrap();
+        let slice = slice_of(
+            &log,
+            0,
+            ParseContext::at(0),
+            READ_INLINE_BYTES,
+            &LogReader::new(),
+        )
+        .unwrap();
+        assert_eq!(slice.batch.new_cursor, 0, "nothing complete to take");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .unwrap()
+            .write_all(b"\"}\n")
+            .unwrap();
+        assert!(has_news(&log, 0, slice.len_before));
+        // Stuck at the length after the line was completed, the watcher would wait forever.
+        let after = std::fs::metadata(&log).ok().map(|m| m.len());
+        assert!(!has_news(&log, 0, after));
+    }
 
     /// Token totals stop at `i64::MAX` instead of wrapping (or panicking in a debug build),
     /// whether one count or the sum is too big.
