@@ -1109,11 +1109,10 @@ impl Store {
                     },
                 });
             };
-            if postgres && !events.is_empty() {
-                sqlx::query(ORDER_LOCK).execute(&mut *tx).await?;
-            }
-            let mut ids = Vec::with_capacity(events.len());
-            InsertEvents::insert_events(&mut *tx, &session, run_id, now, events, &mut ids).await?;
+            // The effects first, the events last: on PostgreSQL the events' order lock is held
+            // from here to the commit and every slice of every run waits for it, so it covers
+            // the INSERT and the commit only. Taken last, it is never held while waiting for
+            // another lock (the only other taker, `append_event`, takes none): no deadlock.
             match Grouped::of(effects) {
                 Some(g) => ApplyGrouped::apply_grouped(&mut *tx, &g, run_id, &session, now).await?,
                 None => {
@@ -1126,6 +1125,11 @@ impl Store {
                     }
                 }
             }
+            if postgres && !events.is_empty() {
+                sqlx::query(ORDER_LOCK).execute(&mut *tx).await?;
+            }
+            let mut ids = Vec::with_capacity(events.len());
+            InsertEvents::insert_events(&mut *tx, &session, run_id, now, events, &mut ids).await?;
             ids
         });
         Ok(ids)
