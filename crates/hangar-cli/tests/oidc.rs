@@ -11,6 +11,7 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
+    clippy::print_stderr,
     reason = "tests"
 )]
 
@@ -35,33 +36,51 @@ struct Provider {
 }
 
 impl Provider {
+    /// Node itself has been seen to hang while starting (its threads all asleep on futexes,
+    /// nothing printed, for 15 minutes in a CI run): a start that says nothing within
+    /// [`START_WAIT`] is killed and tried again.
     fn start() -> Provider {
+        const START_WAIT: Duration = Duration::from_secs(30);
+        const TRIES: usize = 3;
         let dir = workspace_root().join(".tools/npm/node_modules/oidc-provider");
         assert!(
             dir.join("package.json").exists(),
             "oidc-provider is not installed: run scripts/install-tools"
         );
-        let mut child = Command::new("node")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oidc/provider.mjs"))
-            .env("OIDC_PROVIDER_DIR", dir)
-            .env("CLIENT_ID", CLIENT_ID)
-            .env("CLIENT_SECRET", CLIENT_SECRET)
-            .env("REDIRECT_URI", "http://127.0.0.1/ui/signin/callback")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node (Node.js 20+) runs the OpenID provider");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        // Whatever it says later is read (and dropped): a closed pipe would end it (EPIPE).
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        let issuer = line
-            .trim()
-            .strip_prefix("issuer: ")
-            .unwrap_or_else(|| panic!("the provider said {line:?}"))
-            .to_owned();
-        Provider { child, issuer }
+        for _ in 0..TRIES {
+            let mut child = Command::new("node")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oidc/provider.mjs"))
+                .env("OIDC_PROVIDER_DIR", &dir)
+                .env("CLIENT_ID", CLIENT_ID)
+                .env("CLIENT_SECRET", CLIENT_SECRET)
+                .env("REDIRECT_URI", "http://127.0.0.1/ui/signin/callback")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("node (Node.js 20+) runs the OpenID provider");
+            let mut out = BufReader::new(child.stdout.take().unwrap());
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let _ = out.read_line(&mut line);
+                let _ = tx.send(line);
+                // Whatever it says later is read (and dropped): a closed pipe would end it.
+                std::io::copy(&mut out, &mut std::io::sink())
+            });
+            let Ok(line) = rx.recv_timeout(START_WAIT) else {
+                eprintln!("the OpenID provider said nothing in {START_WAIT:?}: starting it again");
+                let _ = child.kill();
+                let _ = child.wait();
+                continue;
+            };
+            let issuer = line
+                .trim()
+                .strip_prefix("issuer: ")
+                .unwrap_or_else(|| panic!("the provider said {line:?}"))
+                .to_owned();
+            return Provider { child, issuer };
+        }
+        panic!("the OpenID provider did not start in {TRIES} tries");
     }
 
     /// Every login from now on signs in as `email`, its verification as given.
