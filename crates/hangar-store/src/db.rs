@@ -240,11 +240,26 @@ impl Store {
     }
 }
 
-/// A pool of PostgreSQL connections made with `opts`.
+/// How long a pooled PostgreSQL connection may sit idle before it is pinged when next taken.
+const PG_PING_AFTER_IDLE: Duration = Duration::from_secs(30);
+
+/// A pool of PostgreSQL connections made with `opts`. A connection taken from the pool is
+/// pinged only if it sat idle for [`PG_PING_AFTER_IDLE`] (a server restarted or a connection
+/// cut meanwhile): sqlx's default pings before every statement, one more round trip to the
+/// server each time, which under `scripts/load` doubled the statements a busy pool sent.
 async fn pg_pool(opts: PgConnectOptions, shown: &str) -> Result<PgPool, StoreError> {
     PgPoolOptions::new()
         .max_connections(8)
         .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PG_PING_AFTER_IDLE {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
         .connect_with(opts)
         .await
         .map_err(|source| StoreError::Open {
@@ -265,11 +280,15 @@ async fn reader_of_sqlite(url: &str, shown: &str) -> Result<Db, StoreError> {
     sqlite_pool(opts, shown).await
 }
 
-/// A pool of SQLite connections made with `opts`.
+/// A pool of SQLite connections made with `opts`. Nothing is pinged when a connection is taken:
+/// it is a file this process holds open, through a worker thread of sqlx's, and a ping was one
+/// more hand-off to that thread and back before every statement (profiled under
+/// `scripts/load`: about a third of the statements the server's threads passed around).
 async fn sqlite_pool(opts: SqliteConnectOptions, shown: &str) -> Result<Db, StoreError> {
     let pool = SqlitePoolOptions::new()
         .max_connections(4)
         .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire(false)
         .connect_with(opts)
         .await
         .map_err(|source| StoreError::Open {
