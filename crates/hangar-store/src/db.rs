@@ -74,6 +74,8 @@ pub struct Store {
     /// answer, a steer and a stream each ask for it first, and under load the read waited
     /// for a connection behind the live streams' and watchers' reads.
     pub(crate) owners: Arc<std::sync::Mutex<std::collections::HashMap<String, (String, String)>>>,
+    /// Tokens authenticated lately ([`crate::tokens::Kept`]): every request asks.
+    pub(crate) tokens: Arc<std::sync::Mutex<crate::tokens::Kept>>,
     url: String,
 }
 
@@ -202,6 +204,7 @@ impl Store {
             vault: None,
             writer: Arc::default(),
             owners: Arc::default(),
+            tokens: Arc::default(),
             url: shown,
         })
     }

@@ -51,8 +51,8 @@ pub use people::normal_email;
 pub use secrets::SecretOwner;
 pub use sign_in_flows::FlowKind;
 pub use tokens::{
-    CreatedToken, DEFAULT_LIFETIME_MS, LAST_USED_GRANULARITY_MS, MAX_LIFETIME_MS, NewToken, Person,
-    hash_token,
+    CreatedToken, DEFAULT_LIFETIME_MS, KEPT_FOR, LAST_USED_GRANULARITY_MS, MAX_LIFETIME_MS,
+    NewToken, Person, hash_token,
 };
 pub use vault::{Secret, Vault, VaultError};
 

@@ -110,6 +110,9 @@ impl Store {
                 removed_at: None,
             }
         });
+        // A person added back may have another role: no token of theirs is believed on what
+        // was read before.
+        self.forget_tokens();
         Ok(added)
     }
 
@@ -152,6 +155,7 @@ impl Store {
             );
             AppendAudit::append_audit(&mut *tx, actor, "person.removed", detail, now).await?;
         });
+        self.forget_tokens();
         Ok(true)
     }
 

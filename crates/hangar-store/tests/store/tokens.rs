@@ -14,6 +14,7 @@ crate::common::suite!(
     upgrading_lower_cases_emails_and_keeps_old_secrets_open,
     upgrading_refuses_two_people_who_differ_only_by_case,
     viewers_are_a_role,
+    a_revoked_token_is_refused_at_once_here_and_within_a_second_elsewhere,
 );
 
 fn detail(r: &AuditRecord) -> serde_json::Value {
@@ -254,7 +255,8 @@ async fn people_have_roles_and_removal_ends_their_tokens(kind: Kind) {
     );
 
     // A token speaks only for a person who is in, even one whose revocation did not happen
-    // (written by another path): the person's removal alone refuses it.
+    // (written by another path): the person's removal alone refuses it, once the token kept
+    // from its last lookup is no longer believed.
     let fresh = store
         .create_token(new_token("bob@example.com"))
         .await
@@ -262,6 +264,7 @@ async fn people_have_roles_and_removal_ends_their_tokens(kind: Kind) {
     assert!(store.authenticate(&fresh.token).await.unwrap().is_some());
     db.exec("UPDATE people SET removed_at = 1 WHERE email = 'bob@example.com'")
         .await;
+    std::thread::sleep(KEPT_FOR);
     assert_eq!(store.authenticate(&fresh.token).await.unwrap(), None);
 
     let records = store.audit().records(0, 100).await.unwrap();
@@ -559,5 +562,46 @@ async fn viewers_are_a_role(kind: Kind) {
         .unwrap();
     let who = store.authenticate(&made.token).await.unwrap().unwrap();
     assert_eq!(who.role, Role::Viewer);
+    db.cleanup().await;
+}
+
+/// Tokens are kept in memory after a lookup; a revocation or a removal through the same store
+/// is seen by the very next request, one through another replica (another `Store` on the same
+/// database) within `KEPT_FOR`.
+async fn a_revoked_token_is_refused_at_once_here_and_within_a_second_elsewhere(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let here = db.open().await;
+    let there = db.open().await;
+    for email in ["ada@example.com", "bob@example.com"] {
+        here.add_person(email, Role::Member, "root@localhost")
+            .await
+            .unwrap();
+    }
+    let ada = here
+        .create_token(new_token("ada@example.com"))
+        .await
+        .unwrap();
+    let bob = here
+        .create_token(new_token("bob@example.com"))
+        .await
+        .unwrap();
+    for store in [&here, &there] {
+        for t in [&ada, &bob] {
+            assert!(store.authenticate(&t.token).await.unwrap().is_some());
+        }
+    }
+    // Revoked and removed here: refused here by the next request.
+    assert!(here.revoke_token(&ada.id, "root@localhost").await.unwrap());
+    assert_eq!(here.authenticate(&ada.token).await.unwrap(), None);
+    assert!(
+        here.remove_person("bob@example.com", "root@localhost")
+            .await
+            .unwrap()
+    );
+    assert_eq!(here.authenticate(&bob.token).await.unwrap(), None);
+    // The other replica learns it from the database once its kept lookup is old.
+    std::thread::sleep(KEPT_FOR);
+    assert_eq!(there.authenticate(&ada.token).await.unwrap(), None);
+    assert_eq!(there.authenticate(&bob.token).await.unwrap(), None);
     db.cleanup().await;
 }
