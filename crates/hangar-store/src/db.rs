@@ -76,6 +76,9 @@ pub struct Store {
     pub(crate) owners: Arc<std::sync::Mutex<std::collections::HashMap<String, (String, String)>>>,
     /// Tokens authenticated lately ([`crate::tokens::Kept`]): every request asks.
     pub(crate) tokens: Arc<std::sync::Mutex<crate::tokens::Kept>>,
+    /// Permission requests this process recorded, by run and request id
+    /// ([`crate::ids::KnownRequests`]).
+    pub(crate) requests: Arc<std::sync::Mutex<crate::ids::KnownRequests>>,
     url: String,
 }
 
@@ -205,6 +208,7 @@ impl Store {
             writer: Arc::default(),
             owners: Arc::default(),
             tokens: Arc::default(),
+            requests: Arc::default(),
             url: shown,
         })
     }

@@ -1132,6 +1132,13 @@ impl Store {
             InsertEvents::insert_events(&mut *tx, &session, run_id, now, events, &mut ids).await?;
             ids
         });
+        self.note_requests(
+            run_id,
+            effects.iter().filter_map(|e| match e {
+                SliceEffect::ApprovalRequested { request_id, .. } => Some(*request_id),
+                _ => None,
+            }),
+        );
         Ok(ids)
     }
 

@@ -9,6 +9,17 @@
 use crate::db::{Store, read_db};
 use crate::error::StoreError;
 
+/// Permission requests this process recorded, by (run, request id): an answer names its request
+/// whole nearly always, and the answer route's check for a prefix then needs no read (under
+/// `scripts/load` that read, behind the pool's other readers, was the largest part of an
+/// answer's p99). Only "this whole id exists" is taken from here; anything else is read.
+/// Forgotten all at once past [`KNOWN_REQUESTS_MAX`].
+#[derive(Debug, Default)]
+pub(crate) struct KnownRequests(std::collections::HashSet<(String, String)>);
+
+/// Permission requests kept at most in [`KnownRequests`].
+const KNOWN_REQUESTS_MAX: usize = 100_000;
+
 /// What an id names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IdKind {
@@ -123,16 +134,48 @@ impl Store {
         run_id: &str,
         prefix: &str,
     ) -> Result<Resolved, StoreError> {
-        let all = self.approvals(run_id, false).await?;
-        if all.iter().any(|a| a.request_id == prefix) {
+        if self.known_request(run_id, prefix) {
             return Ok(Resolved::One(prefix.to_owned()));
         }
-        let mut hits = all.iter().filter(|a| a.request_id.starts_with(prefix));
-        Ok(match (hits.next(), hits.next()) {
-            (None, _) => Resolved::None,
-            (Some(a), None) => Resolved::One(a.request_id.clone()),
+        // The whole id first, then up to two that start with it (`substr`, not `LIKE`: an id
+        // may hold `_` or `%`).
+        let ids: Vec<String> = read_db!(self, pool => {
+            sqlx::query_scalar(
+                "SELECT request_id FROM approvals WHERE run_id = $1 \
+                 AND substr(request_id, 1, length($2)) = $2 \
+                 ORDER BY request_id = $2 DESC, request_id LIMIT 2",
+            )
+            .bind(run_id)
+            .bind(prefix)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(match ids.as_slice() {
+            [] => Resolved::None,
+            [one] => Resolved::One(one.clone()),
+            [first, _] if first == prefix => Resolved::One(first.clone()),
             _ => Resolved::Many,
         })
+    }
+
+    /// Whether this process recorded permission request `request_id` of run `run_id`.
+    fn known_request(&self, run_id: &str, request_id: &str) -> bool {
+        self.requests
+            .lock()
+            .is_ok_and(|k| k.0.contains(&(run_id.to_owned(), request_id.to_owned())))
+    }
+
+    /// Notes permission requests of run `run_id` just recorded.
+    pub(crate) fn note_requests<'a>(&self, run_id: &str, ids: impl IntoIterator<Item = &'a str>) {
+        let Ok(mut k) = self.requests.lock() else {
+            return;
+        };
+        for id in ids {
+            if k.0.len() >= KNOWN_REQUESTS_MAX {
+                k.0.clear();
+            }
+            k.0.insert((run_id.to_owned(), id.to_owned()));
+        }
     }
 
     async fn ids_like(

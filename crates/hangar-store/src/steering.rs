@@ -184,6 +184,7 @@ impl Store {
             .await?
             .rows_affected()
         });
+        self.note_requests(run_id, [request_id]);
         Ok(n > 0)
     }
 

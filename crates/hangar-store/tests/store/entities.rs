@@ -13,6 +13,7 @@ crate::common::suite!(
     a_command_its_ack_and_an_answer_commit_with_their_audit_records,
     environments_are_replaced_and_sandboxes_removed,
     an_ack_racing_the_watchers_slice_on_another_replica_commits_both,
+    a_request_id_is_named_whole_or_by_a_unique_prefix,
 );
 
 /// Two replicas on one database: one's sender records that it sent an approval command (the
@@ -603,5 +604,47 @@ async fn a_command_its_ack_and_an_answer_commit_with_their_audit_records(kind: K
         store.audit().verify().await.unwrap(),
         u64::try_from(end).unwrap()
     );
+    db.cleanup().await;
+}
+
+/// A permission request is named by its whole id or a unique prefix within its run, on a
+/// replica that recorded it (from memory) and on one that did not (read), the same way; `_`
+/// and `%` in an id are letters, not wildcards.
+async fn a_request_id_is_named_whole_or_by_a_unique_prefix(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let here = db.open_with_vault().await;
+    let elsewhere = db.open_with_vault().await;
+    let (_, turn) = seed(&here).await;
+    seed_run(&here, &turn.id, "run-1").await;
+    let second = here.create_turn("turn-2", "ses-1", "again").await.unwrap();
+    seed_run(&here, &second.id, "run-2").await;
+    for id in ["toolu_01", "toolu_012", "toolu_02", "a%b", "axb"] {
+        here.upsert_approval_requested("run-1", id, "Bash", &json!({"command": "ls"}))
+            .await
+            .unwrap();
+    }
+    here.upsert_approval_requested("run-2", "zzz-other", "Bash", &json!({}))
+        .await
+        .unwrap();
+    let one = |s: &str| Resolved::One(s.to_owned());
+    for store in [&here, &elsewhere] {
+        let by = |p: &'static str| store.approval_by_prefix("run-1", p);
+        // Whole, though it is also the start of another.
+        assert_eq!(by("toolu_01").await.unwrap(), one("toolu_01"));
+        assert_eq!(by("toolu_012").await.unwrap(), one("toolu_012"));
+        assert_eq!(by("toolu_02").await.unwrap(), one("toolu_02"));
+        assert_eq!(by("toolu_0").await.unwrap(), Resolved::Many);
+        assert_eq!(by("toolu_01_").await.unwrap(), Resolved::None);
+        // `_` and `%` match themselves only.
+        assert_eq!(by("toolu%").await.unwrap(), Resolved::None);
+        assert_eq!(by("a%").await.unwrap(), one("a%b"));
+        assert_eq!(by("a_").await.unwrap(), Resolved::None);
+        // Another run's request is not this run's.
+        assert_eq!(by("zzz").await.unwrap(), Resolved::None);
+        assert_eq!(
+            store.approval_by_prefix("run-2", "zzz").await.unwrap(),
+            one("zzz-other")
+        );
+    }
     db.cleanup().await;
 }
