@@ -98,7 +98,7 @@ impl Runs {
             })
             .await??
         } else {
-            blocking(move || m.send(kind, b2)).await??
+            crate::blocking::blocking_here(move || m.send(kind, b2)).await??
         };
         let sent = match delivery {
             Delivery::Landed(sent) => sent,
