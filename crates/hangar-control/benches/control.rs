@@ -36,11 +36,13 @@
 //!    Checked: every run's stored events equal a rebuild of its log.
 //! 3. **Approval latency under load**: 200 concurrent runs (`HANGAR_BENCH_APPROVAL_RUNS`) of
 //!    the real driver (`--policy ask --raw`) with a stub harness (this binary) that asks
-//!    `can_use_tool` five times in a row, each answered through `ControlPlane::answer` as soon
-//!    as the watcher has recorded it. Latency: from the start of the `answer` call to the stub
+//!    `can_use_tool` five times, its model thinking about a second before each tool call
+//!    (`HANGAR_BENCH_THINK_MS`, as `scripts/load`'s), each answered through
+//!    `ControlPlane::answer` as soon as the watcher has recorded it. Latency: from the start of the `answer` call to the stub
 //!    reading the `control_response` on its stdin (CLOCK_MONOTONIC on both sides). Baseline:
 //!    one run alone, `answer` and the bare mailbox (`Mailbox::request`, no control plane)
-//!    interleaved. A second phase of 200 runs answers half through `answer` and half through a
+//!    interleaved. A second phase of 200 runs, a burst (each stub asks again the moment it is
+//!    answered: a stress figure, no target), answers half through `answer` and half through a
 //!    timed step-by-step copy of the answer path before live mailboxes were kept in memory (the
 //!    run and its key read from the store for every command, a blocking thread polling for
 //!    the ack): the old path measured in the same run, under the same load. The driver is
@@ -659,7 +661,8 @@ mod db {
 mod stub {
     use super::*;
 
-    /// argv after [`STUB`]: RECV_FILE ROUNDS DEADLINE_SECS.
+    /// argv after [`STUB`]: RECV_FILE ROUNDS DEADLINE_SECS THINK_MS (its model thinks
+    /// THINK_MS/2 to 3*THINK_MS/2 before each tool call; 0: none, a burst).
     pub fn main(args: &[String]) -> i32 {
         match run(args) {
             Ok(()) => 0,
@@ -671,10 +674,14 @@ mod stub {
     }
 
     fn run(args: &[String]) -> Res<()> {
-        let [recv, rounds, deadline] = args else {
-            return Err(format!("usage: {STUB} RECV_FILE ROUNDS DEADLINE_SECS"));
+        let [recv, rounds, deadline, think] = args else {
+            return Err(format!(
+                "usage: {STUB} RECV_FILE ROUNDS DEADLINE_SECS THINK_MS"
+            ));
         };
         let rounds: u32 = rounds.parse().map_err(err("ROUNDS"))?;
+        let think: u64 = think.parse().map_err(err("THINK_MS"))?;
+        let mut rng = loggen::Rng::new(mono_ns() ^ u64::from(std::process::id()).rotate_left(32));
         let deadline: u64 = deadline.parse().map_err(err("DEADLINE_SECS"))?;
         // Never outlive the benchmark, whatever happens to it.
         std::thread::spawn(move || {
@@ -697,6 +704,10 @@ mod stub {
         .map_err(w)?;
         let mut line = String::new();
         for n in 1..=rounds {
+            if think > 0 {
+                let ms = think / 2 + rng.below(think + 1);
+                std::thread::sleep(Duration::from_millis(ms));
+            }
             let tool = format!("toolu_bench_{n:04}");
             writeln!(
                 out,
@@ -2275,6 +2286,12 @@ mod approval {
     /// Approvals the lone baseline run asks for (odd ones through the control plane, even ones
     /// through the bare mailbox).
     const BASE_ROUNDS: u32 = 40;
+    /// How long each stub's model thinks before a tool call in the first phase under load
+    /// (`HANGAR_BENCH_THINK_MS`; half to one and a half times it, at random), as
+    /// `scripts/load`'s does: 200 live runs whose agents call tools about once a second each.
+    /// The lone baseline does not think (the stricter baseline: nothing else runs), nor does
+    /// the second phase (a burst: each stub asks again the moment it is answered).
+    const DEFAULT_THINK_MS: u64 = 1000;
     const PERSON: &str = "bench@example.com";
     /// The stub harness exits by itself after this long, whatever happens.
     const STUB_DEADLINE_S: u64 = 240;
@@ -2417,11 +2434,24 @@ mod approval {
                 || "?".into(),
                 |d| format!("{:.0} min", d.as_secs_f64() / 60.0),
             );
+        let think_ms = match std::env::var("HANGAR_BENCH_THINK_MS") {
+            Ok(v) => v
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("HANGAR_BENCH_THINK_MS={v:?} is not a number of ms"))?,
+            Err(_) => DEFAULT_THINK_MS,
+        };
         let stub = std::env::current_exe().map_err(err("this benchmark's executable"))?;
         let dir = tempfile::tempdir().map_err(err("temp folder"))?;
         let rt = runtime()?;
         let mut procs = Procs::new();
-        let r = rt.block_on(bench(dir.path(), &driver, &stub, runs, &mut procs));
+        let r = rt.block_on(bench(
+            dir.path(),
+            &driver,
+            &stub,
+            (runs, think_ms),
+            &mut procs,
+        ));
         rt.shutdown_timeout(Duration::from_secs(10));
         drop(procs);
         let report = r?;
@@ -2440,7 +2470,7 @@ mod approval {
         dir: &Path,
         driver: &Path,
         stub: &Path,
-        runs: usize,
+        (runs, think_ms): (usize, u64),
         procs: &mut Procs,
     ) -> Res<String> {
         let home = dir.join("home");
@@ -2485,7 +2515,7 @@ mod approval {
         let load_before = load();
 
         // Baseline: one run alone.
-        let base = start_run(&ctx, procs, BASE_ROUNDS, 0).await?;
+        let base = start_run(&ctx, procs, BASE_ROUNDS, 0, 0).await?;
         wait_started(std::slice::from_ref(&base)).await?;
         let base_inotify = HashMap::from([(base.run.as_str(), has_inotify(base.pid))]);
         plane.reattach().await.map_err(err("reattach"))?;
@@ -2509,8 +2539,11 @@ mod approval {
         // Under load: `runs` runs at once, every answer through ControlPlane::answer; then a
         // second phase: half through answer(), half through a timed copy of the previous
         // answer path (store reads before every command).
-        let main = load_phase(&ctx, &plane, &reader, procs, runs, |_, _| Via::Plane).await?;
-        let diag = load_phase(&ctx, &plane, &reader, procs, runs, |l, _| {
+        let main = load_phase(&ctx, &plane, &reader, procs, runs, think_ms, |_, _| {
+            Via::Plane
+        })
+        .await?;
+        let diag = load_phase(&ctx, &plane, &reader, procs, runs, 0, |l, _| {
             if l.i % 2 == 0 {
                 Via::Traced
             } else {
@@ -2607,12 +2640,12 @@ mod approval {
         row(
             &mut out,
             under,
-            &format!("{runs} runs x {ROUNDS}: answer() -> harness"),
+            &format!("{runs} runs x {ROUNDS}, thinking ~{think_ms} ms: answer() -> harness"),
         );
         row(
             &mut out,
             stats(&main.lat, |l| Some(l.returned)),
-            &format!("{runs} runs x {ROUNDS}: answer() returned (acked+recorded)"),
+            &format!("{runs} runs x {ROUNDS}, thinking ~{think_ms} ms: answer() returned"),
         );
         if main.inotify < runs {
             row(
@@ -2638,7 +2671,7 @@ mod approval {
         );
         let _ = writeln!(
             out,
-            "  second phase, {runs} more runs x {ROUNDS} ({} with a doorbell): half answered by answer(), half by a timed step-by-step copy of the PREVIOUS answer path (the run and its key read from the store before every command; a blocking thread polls for the ack):",
+            "  second phase, a burst: {runs} more runs x {ROUNDS}, each stub asking again the moment it is answered ({} with a doorbell): half answered by answer(), half by a timed step-by-step copy of the PREVIOUS answer path (the run and its key read from the store before every command; a blocking thread polls for the ack):",
             diag.inotify
         );
         let traced = |i: usize| {
@@ -2704,7 +2737,7 @@ mod approval {
         );
         let _ = writeln!(
             out,
-            "approval latency under load ({runs} concurrent runs, no target set): answer() -> harness p99 {} (second phase {}), the previous path in the same phase {}, baseline alone {}",
+            "approval latency under load ({runs} concurrent runs, their models thinking ~{think_ms} ms): answer() -> harness p99 {} (the burst of the second phase {}, the previous path in the same burst {}), baseline alone {}",
             p99(under),
             p99(diag_plane),
             p99(previous),
@@ -2717,7 +2750,7 @@ mod approval {
                 let met = if u.p99 <= 2.0 * a.p99 { "yes" } else { "no" };
                 let _ = writeln!(
                     out,
-                    "hangar-bench\tcontrol: approval, {runs} runs, {what}, p99\t{:.3}\tms\t1 run alone, p99\t{:.3}\t<= 2x alone\t{met}",
+                    "hangar-bench\tcontrol: approval, {runs} runs (think {think_ms} ms), {what}, p99\t{:.3}\tms\t1 run alone, p99\t{:.3}\t<= 2x alone\t{met}",
                     u.p99, a.p99
                 );
             }
@@ -2732,6 +2765,15 @@ mod approval {
             stats(&main.lat, |l| Some(l.returned)),
             stats(&base_lat, |l| (l.via == Via::Plane).then_some(l.returned)),
         );
+        // The burst: a stress figure of a saturated machine's queue (200 answers outstanding
+        // at every moment), shown beside the same baseline, with no target.
+        if let (Some(u), Some(a)) = (diag_plane, stats(&base_lat, via(Via::Plane))) {
+            let _ = writeln!(
+                out,
+                "hangar-bench\tcontrol: approval, {runs} runs in a burst (stress), answer() -> harness, p99\t{:.3}\tms\t1 run alone, p99\t{:.3}\t(no target)\t-",
+                u.p99, a.p99
+            );
+        }
         Ok(out)
     }
 
@@ -2754,12 +2796,13 @@ mod approval {
         reader: &sqlx::SqlitePool,
         procs: &mut Procs,
         runs: usize,
+        think_ms: u64,
         via: impl Fn(&Live, u32) -> Via,
     ) -> Res<Phase> {
         let t = Instant::now();
         let mut live = Vec::with_capacity(runs);
         for i in 0..runs {
-            live.push(start_run(ctx, procs, ROUNDS, i).await?);
+            live.push(start_run(ctx, procs, ROUNDS, i, think_ms).await?);
         }
         let started_in = t.elapsed();
         wait_started(&live).await?;
@@ -2796,7 +2839,13 @@ mod approval {
 
     /// A turn as `ControlPlane::start_turn` makes it (session, turn, mailbox with the key in the
     /// vault, run, the driver started detached), but with the stub as a `--raw` harness.
-    async fn start_run(c: &Ctx<'_>, procs: &mut Procs, rounds: u32, i: usize) -> Res<Live> {
+    async fn start_run(
+        c: &Ctx<'_>,
+        procs: &mut Procs,
+        rounds: u32,
+        i: usize,
+        think_ms: u64,
+    ) -> Res<Live> {
         let run = new_id("run").map_err(err("id"))?;
         let mailbox =
             Mailbox::create_keeping_key(c.home, &run).map_err(err("create the mailbox"))?;
@@ -2819,6 +2868,7 @@ mod approval {
                 .arg(&recv)
                 .arg(rounds.to_string())
                 .arg(STUB_DEADLINE_S.to_string())
+                .arg(think_ms.to_string())
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::from(stderr))
