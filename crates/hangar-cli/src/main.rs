@@ -4,6 +4,7 @@
 //! in-process when no server answers; see `local`), and presents the result.
 
 mod api;
+mod config;
 mod exit;
 mod find;
 mod follow;
@@ -124,10 +125,16 @@ enum Cmd {
         reason: Option<String>,
     },
     /// The control plane: store, vault, audit log, run watchers and the HTTP API.
+    #[command(after_help = config::help())]
     Serve {
-        /// Where to listen.
-        #[arg(long, default_value = "127.0.0.1:7700")]
-        listen: std::net::SocketAddr,
+        /// Every setting in one TOML file (HANGAR_CONFIG): the keys and the variables they
+        /// stand for are listed below; a variable set in the environment, and a flag, win over
+        /// the file.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Where to listen (default 127.0.0.1:7700).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
         /// Let a session asking for no sandbox (`"no_sandbox": true`, `hangar run
         /// --no-sandbox`) run in a plain folder, the driver and the agent as this server's own
         /// user (HANGAR_UNSANDBOXED_FOLDERS=allow). Off by default: every session started with
@@ -305,6 +312,20 @@ enum PersonCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A server's configuration file, laid under the environment before any setting is read.
+    let file = match &cli.command {
+        Cmd::Serve { config, .. } => match config::chosen(config.clone()) {
+            Some(path) => match config::load(&path) {
+                Ok(file) => file,
+                Err(e) => {
+                    exit::report(&e);
+                    return e.exit_code();
+                }
+            },
+            None => config::ServeFile::default(),
+        },
+        _ => config::ServeFile::default(),
+    };
     let home: PathBuf = hangar_protocol::env::hangar_home();
     let result = match cli.command {
         Cmd::Run(a) => run::run(&home, a),
@@ -360,6 +381,7 @@ fn main() -> ExitCode {
         Cmd::Env { action } => sandboxes::env(&home, action),
         Cmd::Sb { action } => sandboxes::sb(&home, action),
         Cmd::Serve {
+            config: _,
             listen,
             unsandboxed_folders,
             tls_cert,
@@ -372,9 +394,9 @@ fn main() -> ExitCode {
             .and_then(|oidc| {
                 serve::serve(
                     &home,
-                    listen,
+                    listen.or(file.listen).unwrap_or(config::DEFAULT_LISTEN),
                     unsandboxed_folders,
-                    tls_cert.zip(tls_key).as_ref(),
+                    tls_cert.zip(tls_key).or(file.tls).as_ref(),
                     oidc,
                 )
             }),

@@ -83,7 +83,8 @@ pub fn person_list(home: &Path, json_out: bool) -> Result<ExitCode, CliError> {
     })
 }
 
-/// `hangar person rm EMAIL`: their tokens stop working at once; their secrets are deleted.
+/// `hangar person rm EMAIL`: their tokens are revoked (a running server refuses them within a
+/// second); their secrets are deleted.
 pub fn person_rm(home: &Path, email: &str) -> Result<ExitCode, CliError> {
     on_store(home, |store| async move {
         if !store

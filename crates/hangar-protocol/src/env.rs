@@ -222,8 +222,28 @@ pub fn harness_may_inherit(name: &str) -> bool {
 /// read through [`var`] or [`var_os`], and kept for the life of the process. Every part of a
 /// process sees the same values, and nothing reads a variable half-way through being changed.
 fn settings() -> &'static HashMap<OsString, OsString> {
-    static SETTINGS: OnceLock<HashMap<OsString, OsString>> = OnceLock::new();
     SETTINGS.get_or_init(|| std::env::vars_os().collect())
+}
+
+static SETTINGS: OnceLock<HashMap<OsString, OsString>> = OnceLock::new();
+
+/// Some variable was read before [`layer_under_environment`] was called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AlreadyRead;
+
+/// Lays `values` (a configuration file's, as variable names and values) under the process's
+/// environment: from now on [`var`] and [`var_os`] give the environment's value where it has a
+/// non-empty one, else the file's. Must come before any variable is read, so every part of the
+/// process sees one set of values; [`AlreadyRead`] otherwise.
+pub fn layer_under_environment(
+    values: impl IntoIterator<Item = (String, OsString)>,
+) -> Result<(), AlreadyRead> {
+    let mut all: HashMap<OsString, OsString> = values
+        .into_iter()
+        .map(|(k, v)| (OsString::from(k), v))
+        .collect();
+    all.extend(std::env::vars_os().filter(|(_, v)| !v.is_empty()));
+    SETTINGS.set(all).map_err(|_| AlreadyRead)
 }
 
 /// A variable of the process's environment, as it was when hangar first read one: `None` when
