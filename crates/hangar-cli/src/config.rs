@@ -34,9 +34,6 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::ne
     7700,
 ));
 
-/// The environment variable naming the configuration file when `--config` is not given.
-pub const HANGAR_CONFIG: &str = "HANGAR_CONFIG";
-
 /// What a value of the file becomes.
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -158,14 +155,8 @@ pub struct ServeFile {
 }
 
 /// The file `hangar serve` reads: `--config`, else `$HANGAR_CONFIG`; none if neither is given.
-/// (`HANGAR_CONFIG` is read from the process's environment itself: the settings it names are
-/// not laid down yet.)
 pub fn chosen(flag: Option<PathBuf>) -> Option<PathBuf> {
-    flag.or_else(|| {
-        std::env::var_os(HANGAR_CONFIG)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    })
+    flag.or_else(|| var::config_file().map(PathBuf::from))
 }
 
 /// Reads `path` and lays its settings under the environment. Call before any setting is read.

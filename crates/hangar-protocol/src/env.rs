@@ -227,6 +227,16 @@ fn settings() -> &'static HashMap<OsString, OsString> {
 
 static SETTINGS: OnceLock<HashMap<OsString, OsString>> = OnceLock::new();
 
+/// `hangar serve`'s configuration file when `--config` is not given (TOML; its settings are laid
+/// under the environment, [`layer_under_environment`]).
+pub const HANGAR_CONFIG: &str = "HANGAR_CONFIG";
+
+/// [`HANGAR_CONFIG`] as the process's environment has it. Read before the settings are taken,
+/// since the file it names becomes part of them; so not through [`var`].
+pub fn config_file() -> Option<OsString> {
+    std::env::var_os(HANGAR_CONFIG).filter(|v| !v.is_empty())
+}
+
 /// Some variable was read before [`layer_under_environment`] was called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AlreadyRead;
