@@ -165,7 +165,7 @@ async fn where_the_required_hook_could_not_hold_the_turn_is_refused_and_audited(
     apply(
         &s,
         "listed",
-        "provider: kubernetes\nimage: i\negress: {allowlist: [github.com, '*.npmjs.org']}\n",
+        "provider: kubernetes\nimage: i\negress: {allowlist: [github.com, '*.pkg.example.com']}\n",
     );
     refused(
         &s,

@@ -265,7 +265,7 @@ async fn faked_api_an_e2b_allowlist_is_sent_as_e2bs_egress_rules() {
     );
     assert!(f.e2b_created().is_empty());
     let yaml = format!(
-        "name: e\nprovider: e2b\nimage: {}\negress: {{allowlist: [github.com, '*.npmjs.org', 192.0.2.1], enforcement: e2b-firewall}}\n",
+        "name: e\nprovider: e2b\nimage: {}\negress: {{allowlist: [github.com, '*.pkg.example.com', 192.0.2.1], enforcement: e2b-firewall}}\n",
         image()
     );
     let sb = p
@@ -275,7 +275,7 @@ async fn faked_api_an_e2b_allowlist_is_sent_as_e2bs_egress_rules() {
     let sent = f.e2b_created().pop().unwrap();
     assert_eq!(
         sent["network"],
-        serde_json::json!({"allowOut": ["github.com", "*.npmjs.org", "192.0.2.1"], "denyOut": ["0.0.0.0/0"]}),
+        serde_json::json!({"allowOut": ["github.com", "*.pkg.example.com", "192.0.2.1"], "denyOut": ["0.0.0.0/0"]}),
         "{sent}"
     );
     assert_eq!(sent["allow_internet_access"], true, "{sent}");

@@ -121,7 +121,7 @@ pub(crate) fn url_port(url: &str) -> Option<u16> {
     }
 }
 
-/// Whether an allowlist entry (`github.com`, `*.npmjs.org`) names `host`.
+/// Whether an allowlist entry (`github.com`, `*.pkg.example.com`) names `host`.
 pub(crate) fn host_matches(entry: &str, host: &str) -> bool {
     let entry = entry.to_ascii_lowercase();
     match entry.strip_prefix('*') {

@@ -151,7 +151,7 @@ impl Allowlist {
     }
 }
 
-/// An entry (`github.com`, `*.npmjs.org`) names `host` (lower-case).
+/// An entry (`github.com`, `*.pkg.example.com`) names `host` (lower-case).
 fn entry_matches(entry: &str, host: &str) -> bool {
     match entry.strip_prefix('*') {
         Some(suffix) if suffix.starts_with('.') => {
@@ -807,23 +807,23 @@ mod tests {
             "e",
             &[
                 "github.com".into(),
-                "*.npmjs.org".into(),
+                "*.pkg.example.com".into(),
                 "192.0.2.3".into(),
             ],
         );
         for ok in [
             "github.com",
             "GitHub.com.",
-            "registry.npmjs.org",
-            "a.b.npmjs.org",
+            "registry.pkg.example.com",
+            "a.b.pkg.example.com",
             "192.0.2.3",
         ] {
             assert!(a.check(ok).is_ok(), "{ok}");
         }
         for (no, why) in [
             ("api.github.com", "not on environment e's egress allowlist"),
-            ("npmjs.org", "not on"),
-            ("evilnpmjs.org", "not on"),
+            ("pkg.example.com", "not on"),
+            ("evilpkg.example.com", "not on"),
             ("github.com.evil.org", "not on"),
             ("192.0.2.4", "is an address"),
             ("::1", "is an address"),

@@ -343,7 +343,7 @@ fn read_egress(
             "open" => Ok((Egress::Open, None)),
             "allowlist" => Err(bad(
                 "egress",
-                "allowlist needs its hosts: egress: {allowlist: [github.com, registry.npmjs.org]}",
+                "allowlist needs its hosts: egress: {allowlist: [github.com, registry.pkg.example.com]}",
             )),
             other => Err(bad(
                 "egress",
@@ -408,7 +408,7 @@ fn read_allowlist(m: &Map<String, Value>) -> Result<Vec<String>, SandboxError> {
         if !valid_host(h) {
             return Err(bad(
                 "egress.allowlist",
-                format!("{h:?} is not a host name (e.g. github.com or *.npmjs.org)"),
+                format!("{h:?} is not a host name (e.g. github.com or *.pkg.example.com)"),
             ));
         }
         out.push(h.to_ascii_lowercase());
@@ -1084,13 +1084,13 @@ mod tests {
     #[test]
     fn kubernetes_and_e2b_default_to_no_split_and_allow_allowlists() {
         let s = EnvSpec::from_yaml(
-            "name: k\nprovider: kubernetes\nimage: i\negress: {allowlist: [GitHub.com, '*.npmjs.org']}\n",
+            "name: k\nprovider: kubernetes\nimage: i\negress: {allowlist: [GitHub.com, '*.pkg.example.com']}\n",
         )
         .unwrap();
         assert!(!s.uid_split);
         assert_eq!(
             s.egress,
-            Egress::Allowlist(vec!["github.com".into(), "*.npmjs.org".into()])
+            Egress::Allowlist(vec!["github.com".into(), "*.pkg.example.com".into()])
         );
     }
 

@@ -1,6 +1,7 @@
 //! Checks of the workspace's shape that the compiler does not make (issue 19): the modules of a
 //! crate that must stay layered import each other in no circle, and no function of non-test code
-//! is longer than a reader can hold. Both walk the sources the way the compiler does: from each
+//! is longer than a reader can hold; and (issue 23) no package registry's host is named in the
+//! workspace's text files ([`registry_mentions`]). Both walk the sources the way the compiler does: from each
 //! crate root through its `mod` declarations, skipping `#[cfg(test)]` modules and items.
 //!
 //! The tests in `tests/shape.rs` run these over the workspace; they are the checks.
@@ -632,4 +633,97 @@ pub fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     }
     s.out.sort();
     s.out
+}
+
+/// Package registries' host names (written in two pieces here, so this file names none):
+/// hangar's code, scripts, fixtures and docs use the mirror the machine's package manager is
+/// configured with, and `example.com`-style names in examples.
+pub const REGISTRY_HOSTS: &[(&str, &str)] = &[
+    ("npmjs", ".org"),
+    ("npmjs", ".com"),
+    ("yarnpkg", ".com"),
+    ("crates", ".io"),
+    ("pypi", ".org"),
+    ("pythonhosted", ".org"),
+    ("deb.debian", ".org"),
+    ("security.debian", ".org"),
+    ("archive.ubuntu", ".com"),
+    ("registry-1.docker", ".io"),
+    ("index.docker", ".io"),
+    ("hub.docker", ".com"),
+    ("ghcr", ".io"),
+    ("quay", ".io"),
+    ("gcr", ".io"),
+    ("rubygems", ".org"),
+    ("proxy.golang", ".org"),
+    ("repo1.maven", ".org"),
+    ("repo.maven.apache", ".org"),
+];
+
+/// Folders never looked in: build output, installed tools, what the fuzzer learnt, git's own.
+const NOT_SOURCES: &[&str] = &[
+    "target",
+    ".git",
+    ".tools",
+    "node_modules",
+    "corpus",
+    "artifacts",
+];
+
+/// One mention of a registry's host: file (relative to the root), line, host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mention {
+    pub file: PathBuf,
+    pub line: usize,
+    pub host: String,
+}
+
+/// Every mention of a [`REGISTRY_HOSTS`] host in the text files under `root`, but those of
+/// `Cargo.lock` files (cargo writes its index's name there) and of [`NOT_SOURCES`] folders.
+pub fn registry_mentions(root: &Path) -> Result<Vec<Mention>, ShapeError> {
+    let hosts: Vec<String> = REGISTRY_HOSTS
+        .iter()
+        .map(|(a, b)| format!("{a}{b}"))
+        .collect();
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let read = |source| ShapeError::Read {
+            path: dir.clone(),
+            source,
+        };
+        for entry in std::fs::read_dir(&dir).map_err(read)? {
+            let entry = entry.map_err(read)?;
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let kind = entry.file_type().map_err(read)?;
+            if kind.is_dir() {
+                if !NOT_SOURCES.contains(&name.as_str()) {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            if !kind.is_file() || name == "Cargo.lock" {
+                continue;
+            }
+            // Binary files and files that are not UTF-8 are not read as text.
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            for (n, line) in text.lines().enumerate() {
+                let lower = line.to_ascii_lowercase();
+                for host in &hosts {
+                    if lower.contains(host.as_str()) {
+                        found.push(Mention {
+                            file: path.strip_prefix(root).unwrap_or(&path).to_path_buf(),
+                            line: n + 1,
+                            host: host.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    found.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    Ok(found)
 }

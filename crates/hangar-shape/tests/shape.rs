@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use hangar_shape::{
-    Function, Literal, SourceFile, circles, crate_roots, env_reads, functions, literals,
-    module_files, module_graph,
+    Function, Literal, REGISTRY_HOSTS, SourceFile, circles, crate_roots, env_reads, functions,
+    literals, module_files, module_graph, registry_mentions,
 };
 
 /// Longer than this and a function no longer fits in a reader's head (or on two screens).
@@ -230,5 +230,55 @@ fn a_functions_length_runs_from_fn_to_its_closing_brace_and_skips_tests() {
     assert_eq!(
         found,
         vec![("long".to_string(), 162), ("S::short".into(), 1)]
+    );
+}
+
+/// No package registry's host name in the code, scripts, fixtures or docs (issue 23): the
+/// scripts use the mirror the machine's package manager is configured with, the examples
+/// `example.com`-style names.
+#[test]
+fn no_package_registry_is_named() {
+    let found = registry_mentions(&workspace()).unwrap();
+    let lines: Vec<String> = found
+        .iter()
+        .map(|m| format!("{}:{} names {}", m.file.display(), m.line, m.host))
+        .collect();
+    assert!(lines.is_empty(), "{}", lines.join("\n"));
+}
+
+#[test]
+fn a_registry_named_anywhere_is_found_but_in_lock_files_and_build_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (npm, deb) = (
+        format!("{}{}", REGISTRY_HOSTS[0].0, REGISTRY_HOSTS[0].1),
+        format!("{}{}", REGISTRY_HOSTS[6].0, REGISTRY_HOSTS[6].1),
+    );
+    write(
+        root,
+        "README.md",
+        &format!("intro\nnpm install --registry https://{npm}/\n"),
+    );
+    write(
+        root,
+        "scripts/x",
+        &format!("mirror=http://{}/debian\n", deb.to_uppercase()),
+    );
+    write(root, "Cargo.lock", &format!("source = \"{npm}\"\n"));
+    write(root, "target/debug/log.txt", &format!("{npm}\n"));
+    write(root, ".tools/npm/package.json", &format!("{npm}\n"));
+    write(root, "fuzz/corpus/env/1", &format!("{npm}\n"));
+    std::fs::write(root.join("blob.bin"), [0xff, 0xfe, 0x00]).unwrap();
+    let found: Vec<(String, usize, String)> = registry_mentions(root)
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.file.display().to_string(), m.line, m.host))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("README.md".to_owned(), 2, npm.clone()),
+            ("scripts/x".to_owned(), 1, deb.clone()),
+        ]
     );
 }
