@@ -12,6 +12,15 @@ pub struct Health {
     pub version: String,
 }
 
+/// `GET /v1/ready`: the server can serve (its database answers); a 503 error otherwise.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Ready {
+    pub ready: bool,
+    /// The schema version the database is at.
+    pub schema: i64,
+    pub version: String,
+}
+
 /// One public key (a JWK).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Jwk {

@@ -291,6 +291,64 @@ fn bash(cmd: &str) -> Step {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_while_the_database_answers_and_503_once_it_does_not() {
+    ready_follows_the_database(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_ready_while_the_database_answers_and_503_once_it_does_not() {
+    ready_follows_the_database(Some(PgSchema::new())).await;
+}
+
+/// `GET /v1/ready` (no token) is 200 with the schema version while the database answers; once
+/// its tables are gone (the schema dropped, the table renamed away) it is 503, and the answer
+/// names no part of the database's address. `/v1/health` stays 200: the process is up.
+async fn ready_follows_the_database(database: Option<PgSchema>) {
+    let s = Server::with_database(Script::new([]), database);
+    let client = reqwest::Client::new();
+    let get = async |path: &str| {
+        let r = client.get(format!("{}{path}", s.url)).send().await.unwrap();
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        answers::check(&s.url, "GET", path, status, &body).await;
+        (status, body)
+    };
+    let (status, body) = get("/v1/ready").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ready"], true);
+    assert_eq!(body["schema"], hangar_store::KNOWN_SCHEMA_VERSION);
+    let (secret, address) = match &s.database {
+        Some(db) => {
+            psql(&db.base, &format!("DROP SCHEMA {} CASCADE", db.schema));
+            (db.schema.clone(), db.base.clone())
+        }
+        None => {
+            let db = s.home.path().join("hangar/hangar.db");
+            let out = Command::new("sqlite3")
+                .arg(&db)
+                .arg("ALTER TABLE schema_version RENAME TO schema_version_gone")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (db.display().to_string(), db.display().to_string())
+        }
+    };
+    let (status, body) = get("/v1/ready").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "unavailable", "{body}");
+    let text = body.to_string();
+    assert!(
+        !text.contains(&secret) && !text.contains(&address),
+        "{text}"
+    );
+    assert_eq!(get("/v1/health").await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_refuses_requests_without_a_valid_token() {
     let s = Server::new(Script::new([]));
     let client = reqwest::Client::new();

@@ -39,6 +39,7 @@ fn string() -> Value {
 /// Routes served without a token.
 const PUBLIC: &[&str] = &[
     "/v1/health",
+    "/v1/ready",
     "/.well-known/jwks.json",
     "/v1/openapi.json",
     // Signing in is how a person gets a token.
@@ -90,6 +91,14 @@ fn service_endpoints() -> Vec<Endpoint> {
             "Whether the server is up (no token needed)",
             None,
             of::<api::Health>,
+            200,
+        ),
+        e(
+            "GET",
+            "/v1/ready",
+            "Whether the server can serve: its database answers (no token needed; 503 when not)",
+            None,
+            of::<api::Ready>,
             200,
         ),
         e(

@@ -30,6 +30,7 @@ type ApiResult = Result<axum::response::Response, ApiError>;
 pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<ControlPlane>>)> {
     let mut all = vec![
         ("GET", "/v1/health", get(health)),
+        ("GET", "/v1/ready", get(ready)),
         ("GET", "/.well-known/jwks.json", get(crate::jwks::jwks)),
         ("GET", "/v1/openapi.json", get(openapi)),
         ("GET", "/v1/sessions", get(list_sessions)),
@@ -120,6 +121,31 @@ fn ok(v: impl Serialize) -> ApiResult {
 
 async fn openapi() -> Json<serde_json::Value> {
     Json(crate::api_doc::openapi())
+}
+
+/// How long `/v1/ready` waits for the database.
+const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Ready when the database answers a read of its schema version within [`READY_WAIT`] (a load
+/// balancer's or Kubernetes' readiness probe). What failed goes to the log, not to the caller:
+/// an error may name the database.
+async fn ready(State(plane): S) -> ApiResult {
+    let unready = |why: String| {
+        tracing::warn!(reason = %why, "not ready: the database did not answer");
+        ApiError::Unavailable(
+            "not ready: the database does not answer (the server's log says why)".into(),
+        )
+    };
+    match tokio::time::timeout(READY_WAIT, plane.store().schema_version()).await {
+        Ok(Ok(schema)) if schema > 0 => ok(api::Ready {
+            ready: true,
+            schema,
+            version: env!("CARGO_PKG_VERSION").into(),
+        }),
+        Ok(Ok(_)) => Err(unready("no schema version recorded".into())),
+        Ok(Err(e)) => Err(unready(e.to_string())),
+        Err(_) => Err(unready(format!("no answer within {READY_WAIT:?}"))),
+    }
 }
 
 async fn health() -> Json<api::Health> {

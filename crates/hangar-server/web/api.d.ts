@@ -580,6 +580,14 @@ export type Policy = "ask" | "auto" | "governed";
 /** Where sandboxes of an environment run. */
 export type Provider = "local" | "docker" | "kubernetes" | "e2b";
 
+/** `GET /v1/ready`: the server can serve (its database answers); a 503 error otherwise. */
+export interface Ready {
+  ready: boolean;
+  /** The schema version the database is at. */
+  schema: number;
+  version: string;
+}
+
 /**
  * What a person may do: an admin adds and removes people, sees and revokes anyone's tokens and
  * may act for another person; a member acts as themselves only; a viewer reads the team's work
