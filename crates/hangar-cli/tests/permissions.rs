@@ -149,6 +149,7 @@ fn viewer(method: &str, route: &str, case: &str) -> Cell {
         (
             "GET",
             "/v1/health"
+            | "/v1/ready"
             | "/.well-known/jwks.json"
             | "/v1/openapi.json"
             | "/v1/sessions"
@@ -243,6 +244,7 @@ fn rows(a: &Alice) -> Vec<Row> {
     let (ses, run, ended, sb) = (&a.session, &a.run, &a.ended_run, &a.sandbox);
     vec![
         r("GET", "/v1/health", "", "/v1/health".into(), None, OK),
+        r("GET", "/v1/ready", "", "/v1/ready".into(), None, OK),
         r(
             "GET",
             "/.well-known/jwks.json",
