@@ -93,6 +93,16 @@ fn psql(url: &str, sql: &str) {
     );
 }
 
+/// Runs `sql` on the SQLite file `db` with Debian's sqlite3.
+fn sqlite3(db: &std::path::Path, sql: &str) {
+    let out = Command::new("sqlite3").arg(db).arg(sql).output().unwrap();
+    assert!(
+        out.status.success(),
+        "sqlite3 {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 impl Server {
     fn new(script: Script) -> Server {
         Server::with_database(script, None)
@@ -324,15 +334,9 @@ async fn ready_follows_the_database(database: Option<PgSchema>) {
         }
         None => {
             let db = s.home.path().join("hangar/hangar.db");
-            let out = Command::new("sqlite3")
-                .arg(&db)
-                .arg("ALTER TABLE schema_version RENAME TO schema_version_gone")
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
+            sqlite3(
+                &db,
+                "ALTER TABLE schema_version RENAME TO schema_version_gone",
             );
             (db.display().to_string(), db.display().to_string())
         }
@@ -451,19 +455,7 @@ fn refuses_a_newer_database(database: Option<PgSchema>) {
     );
     match &s.database {
         Some(db) => psql(&db.url(), &insert),
-        None => {
-            let db = s.home.path().join("hangar/hangar.db");
-            let out = Command::new("sqlite3")
-                .arg(&db)
-                .arg(&insert)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        None => sqlite3(&s.home.path().join("hangar/hangar.db"), &insert),
     }
     let mut child = s
         .hangar()

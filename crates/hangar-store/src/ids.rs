@@ -167,6 +167,11 @@ impl Store {
 
     /// Notes permission requests of run `run_id` just recorded.
     pub(crate) fn note_requests<'a>(&self, run_id: &str, ids: impl IntoIterator<Item = &'a str>) {
+        // Most slices record none: no lock taken for them.
+        let mut ids = ids.into_iter().peekable();
+        if ids.peek().is_none() {
+            return;
+        }
         let Ok(mut k) = self.requests.lock() else {
             return;
         };
