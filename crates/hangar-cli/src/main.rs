@@ -12,6 +12,7 @@ mod fork;
 mod local;
 mod login;
 mod logs;
+mod manual;
 mod people;
 mod progress;
 mod relay;
@@ -243,6 +244,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print the completion script for a shell: `hangar completions bash >
+    /// /etc/bash_completion.d/hangar`, or zsh, fish, elvish, powershell.
+    Completions { shell: clap_complete::Shell },
+    /// Write hangar's man pages (hangar.1 and one per command) into a folder.
+    #[command(hide = true)]
+    Man { dir: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -312,22 +319,35 @@ enum PersonCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // A server's configuration file, laid under the environment before any setting is read.
-    let file = match &cli.command {
-        Cmd::Serve { config, .. } => match config::chosen(config.clone()) {
-            Some(path) => match config::load(&path) {
-                Ok(file) => file,
-                Err(e) => {
-                    exit::report(&e);
-                    return e.exit_code();
-                }
-            },
-            None => config::ServeFile::default(),
-        },
-        _ => config::ServeFile::default(),
+    let result = server_file(&cli.command).and_then(|file| {
+        let home: PathBuf = hangar_protocol::env::hangar_home();
+        dispatch(cli.command, home, file)
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            exit::report(&e);
+            e.exit_code()
+        }
+    }
+}
+
+/// A server's configuration file, laid under the environment before any setting is read:
+/// `serve --config`, else `$HANGAR_CONFIG` for every command, so the commands an admin runs on
+/// the server's machine (`token create`, `person add`, `credential set`) find its store.
+fn server_file(cmd: &Cmd) -> Result<config::ServeFile, exit::CliError> {
+    let flag = match cmd {
+        Cmd::Serve { config, .. } => config.clone(),
+        _ => None,
     };
-    let home: PathBuf = hangar_protocol::env::hangar_home();
-    let result = match cli.command {
+    match config::chosen(flag) {
+        Some(path) => config::load(&path),
+        None => Ok(config::ServeFile::default()),
+    }
+}
+
+fn dispatch(cmd: Cmd, home: PathBuf, file: config::ServeFile) -> Result<ExitCode, exit::CliError> {
+    match cmd {
         Cmd::Run(a) => run::run(&home, a),
         Cmd::Session {
             action: SessionCmd::Start(a),
@@ -437,6 +457,8 @@ fn main() -> ExitCode {
             };
             serve::credential(&home, &action, name.as_deref(), &owner)
         }
+        Cmd::Completions { shell } => manual::completions::<Cli>(shell),
+        Cmd::Man { dir } => manual::man_pages::<Cli>(&dir),
         Cmd::Audit { action: None, json } => sessions::audit(&home, json),
         Cmd::Audit {
             action: Some(action),
@@ -448,12 +470,5 @@ fn main() -> ExitCode {
         } => Err(exit::CliError::Usage(format!(
             "unknown audit action {action:?}: use `hangar audit` or `hangar audit verify`"
         ))),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            exit::report(&e);
-            e.exit_code()
-        }
     }
 }

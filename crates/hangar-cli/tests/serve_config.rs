@@ -199,3 +199,41 @@ fn serve_help_lists_the_files_settings_and_their_variables() {
         assert!(text.contains(want), "{want} missing from:\n{text}");
     }
 }
+
+/// An admin on the server's machine runs `hangar person add` with the service's
+/// `HANGAR_CONFIG`: the command works on the store the file names, not on a default home.
+#[test]
+fn hangar_config_points_the_server_machines_commands_at_the_files_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("service-home");
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, format!("home = {:?}\n", store.to_str().unwrap())).unwrap();
+    let out = hangar(
+        dir.path(),
+        &["person", "add", "ada@example.com"],
+        &[("HANGAR_CONFIG", file.to_str().unwrap())],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        store.join("hangar.db").is_file(),
+        "the file's home has no store"
+    );
+    let listed = hangar(
+        dir.path(),
+        &["person", "list", "--json"],
+        &[("HANGAR_HOME", store.to_str().unwrap())],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("ada@example.com"),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+}

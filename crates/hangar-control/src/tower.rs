@@ -185,7 +185,7 @@ pub(crate) fn binary(tools: &Tools) -> Result<PathBuf, String> {
         Ok(path)
     } else {
         Err(format!(
-            "the Tower hook is required, but its executable {} is missing (build it with scripts/build-hook and set HANGAR_TOWER_HOOK_BIN); the turn is refused",
+            "the Tower hook is required, but its executable {} is missing (the hangar package installs it beside hangar-driver; or set HANGAR_TOWER_HOOK_BIN to a static hangar-tower-hook); the turn is refused",
             path.display()
         ))
     }
