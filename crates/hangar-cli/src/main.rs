@@ -10,6 +10,7 @@ mod find;
 mod follow;
 mod fork;
 mod local;
+mod logging;
 mod login;
 mod logs;
 mod manual;
@@ -34,6 +35,14 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
+    /// Log more: each -v one level (hangar serve logs info and up, other commands warnings;
+    /// HANGAR_LOG or RUST_LOG, tracing's filter syntax, win over it).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// How log lines are written: text (coloured on a terminal, never with NO_COLOR) or json,
+    /// one object per line (HANGAR_LOG_FORMAT).
+    #[arg(long, global = true, value_name = "FORMAT")]
+    log_format: Option<logging::Format>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -319,7 +328,9 @@ enum PersonCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let serving = matches!(cli.command, Cmd::Serve { .. });
     let result = server_file(&cli.command).and_then(|file| {
+        logging::init(serving, cli.verbose, cli.log_format)?;
         let home: PathBuf = hangar_protocol::env::hangar_home();
         dispatch(cli.command, home, file)
     });
@@ -470,5 +481,17 @@ fn dispatch(cmd: Cmd, home: PathBuf, file: config::ServeFile) -> Result<ExitCode
         } => Err(exit::CliError::Usage(format!(
             "unknown audit action {action:?}: use `hangar audit` or `hangar audit verify`"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own checks of the definition (no flag named twice, a global `-v` no command
+    /// shadows), which otherwise run only when a command is parsed.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
     }
 }

@@ -127,13 +127,7 @@ pub fn serve(
     tls: Option<&(PathBuf, PathBuf)>,
     oidc: Option<OidcConfig>,
 ) -> Result<ExitCode, CliError> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env(hangar_protocol::env::HANGAR_LOG)
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    hangar_server::metrics::install().map_err(CliError::Failed)?;
     let plane_settings = Plane::from_env(home);
     let mut tools = tools(home)?;
     if unsandboxed {

@@ -464,3 +464,43 @@ fn hangar_run_works_in_a_local_sandbox_on_the_folder_unless_told_not_to() {
         "kept"
     );
 }
+
+/// `hangar run` shows the log of the server it embeds: its warnings always, more with each
+/// `-v` (here its access log at `info`), never coloured when stderr is not a terminal.
+#[test]
+fn hangar_run_shows_its_embedded_servers_log_more_with_v() {
+    let env = Env::new(Script::new([Step::text("one"), Step::text("two")]));
+    let dir = env.work.path().to_str().unwrap().to_owned();
+    let quiet = env.cmd(&[
+        "run",
+        "--dir",
+        &dir,
+        "--no-sandbox",
+        "--policy",
+        "auto",
+        "hi",
+    ]);
+    let (_, err) = text(&quiet);
+    assert!(quiet.status.success(), "{err}");
+    assert!(
+        !err.contains("hangar::access"),
+        "info lines without -v: {err}"
+    );
+    let loud = env.cmd(&[
+        "run",
+        "-v",
+        "--dir",
+        &dir,
+        "--no-sandbox",
+        "--policy",
+        "auto",
+        "hi",
+    ]);
+    let (_, err) = text(&loud);
+    assert!(loud.status.success(), "{err}");
+    assert!(
+        err.contains("hangar::access"),
+        "no access log with -v: {err}"
+    );
+    assert!(!err.contains('\u{1b}'), "coloured on a pipe: {err}");
+}

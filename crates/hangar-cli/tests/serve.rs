@@ -170,11 +170,17 @@ impl Server {
 
     /// `hangar serve` allowing plain folders: these tests are about the server over one.
     fn start(&mut self) {
+        self.start_with(&[], Stdio::null());
+    }
+
+    /// [`Server::start`] with more arguments, its log going to `log`.
+    fn start_with(&mut self, args: &[&str], log: Stdio) {
         let mut child = self
             .hangar()
             .args(["serve", "--listen", "127.0.0.1:0", "--unsandboxed-folders"])
+            .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -865,5 +871,130 @@ async fn steps_and_the_diff_between_two_of_them() {
             .unwrap()
             .contains("there is no step 9"),
         "{body}"
+    );
+}
+
+/// The value of the first sample of `/metrics`' text whose line starts with `series`.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// `GET /metrics` needs a token, and counts what the server did: the answer to a permission
+/// request (sent, acked, how long the request waited), the run log's ingestion, the requests
+/// by status. `--log-format json` writes one access line per request, naming the path and
+/// never the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_the_work_and_the_access_log_names_each_request() {
+    let mut s = Server::new(Script::new([
+        bash("echo hi > made.txt"),
+        Step::text("made it"),
+    ]));
+    s.kill9();
+    let log_path = s.home.path().join("serve.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    s.start_with(&["--log-format", "json"], Stdio::from(log));
+    let client = reqwest::Client::new();
+    let anonymous = client
+        .get(format!("{}/metrics", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"no_sandbox": true, "dir": s.work.path(), "policy": "ask", "prompt": "make a file"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let request = s
+        .until("an approval", async || {
+            let (_, a) = s
+                .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+                .await;
+            a["approvals"][0]["request_id"].as_str().map(str::to_owned)
+        })
+        .await;
+    let (status, r) = s
+        .call(
+            "POST",
+            &format!("/v1/runs/{run}/approvals/{request}"),
+            Some(json!({"decision": "allow"})),
+        )
+        .await;
+    assert_eq!((status, r["outcome"].as_str()), (200, Some("done")), "{r}");
+    s.turn_ended(&turn).await;
+
+    let text = s
+        .until("the approval's wait in /metrics", async || {
+            let r = client
+                .get(format!("{}/metrics", s.url))
+                .bearer_auth(&s.token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            let text = r.text().await.unwrap();
+            sample(&text, "hangar_approval_wait_seconds_count")
+                .is_some()
+                .then_some(text)
+        })
+        .await;
+    assert_eq!(
+        sample(
+            &text,
+            r#"hangar_commands_total{kind="approve",outcome="done"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, r#"hangar_command_ack_seconds_count{kind="approve"}"#),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "hangar_approval_wait_seconds_count"),
+        Some(1.0)
+    );
+    assert!(
+        sample(&text, "hangar_ingest_lag_seconds_count").is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    assert!(
+        sample(&text, r#"hangar_http_requests_total{status="401"}"#).is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    assert!(
+        sample(&text, r#"hangar_http_requests_total{status="201"}"#).is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(!log.contains(&s.token), "the token reached the log");
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let access = |method: &str, path: &str, status: u64| {
+        lines.iter().any(|l| {
+            l["target"] == "hangar::access"
+                && l["status"] == status
+                && l["span"]["method"] == method
+                && l["span"]["path"] == path
+        })
+    };
+    assert!(access("POST", "/v1/sessions", 201), "{log}");
+    assert!(access("GET", "/metrics", 401), "{log}");
+    assert!(
+        access("POST", &format!("/v1/runs/{run}/approvals/{request}"), 200),
+        "{log}"
     );
 }

@@ -24,6 +24,7 @@ mod error;
 pub mod forks;
 pub mod governance;
 mod launch;
+pub mod metrics;
 mod plane;
 pub mod runs;
 pub mod sandboxes;

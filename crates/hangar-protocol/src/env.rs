@@ -41,6 +41,9 @@ pub const HANGAR_ATTACH_IDLE_SECS: &str = "HANGAR_ATTACH_IDLE_SECS";
 pub const HANGAR_TOWER_HOOK_BIN: &str = "HANGAR_TOWER_HOOK_BIN";
 /// `hangar serve`'s log filter (tracing's `EnvFilter` syntax, e.g. `info,hangar_control=debug`).
 pub const HANGAR_LOG: &str = "HANGAR_LOG";
+/// How hangar's log lines are written: `text` (the default; coloured on a terminal unless
+/// `NO_COLOR` is set) or `json` (one JSON object per line, for a log collector).
+pub const HANGAR_LOG_FORMAT: &str = "HANGAR_LOG_FORMAT";
 /// `false` (or `0`, `no`, `off`): every turn is one-shot, the harness once in its plain mode
 /// with no driver (S30). Default: live turns.
 pub const HANGAR_LIVE_TURNS: &str = "HANGAR_LIVE_TURNS";

@@ -4,12 +4,14 @@
 //! Non-goals: no business rules here (they live in `hangar-control`); this crate turns HTTP into
 //! calls on the control plane and results into JSON.
 
+mod access;
 pub mod api_doc;
 pub mod auth;
 pub mod error;
 mod extract;
 mod fork;
 mod jwks;
+pub mod metrics;
 pub mod oidc;
 mod owner;
 mod people;

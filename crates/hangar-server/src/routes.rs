@@ -100,6 +100,7 @@ pub fn router_with(plane: Arc<ControlPlane>, sign_in: crate::oidc::routes::SignI
         .into_iter()
         .fold(Router::new(), |r, (path, handler)| r.route(path, handler))
         .merge(crate::web::router())
+        .merge(crate::metrics::router())
         .fallback(crate::extract::no_route)
         .method_not_allowed_fallback(crate::extract::no_method)
         .layer(axum::Extension(sign_in))
@@ -113,6 +114,7 @@ pub fn router_with(plane: Arc<ControlPlane>, sign_in: crate::oidc::routes::SignI
             plane,
             crate::short_ids::resolve,
         ))
+        .layer(crate::access::layer())
 }
 
 fn ok(v: impl Serialize) -> ApiResult {

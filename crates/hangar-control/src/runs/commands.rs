@@ -224,7 +224,21 @@ impl Runs {
         } else {
             (Kind::Deny, body::deny(request_id, reason))
         };
-        self.command(run_id, kind, b, person).await
+        let reply = self.command(run_id, kind, b, person).await?;
+        if matches!(reply, Reply::Done { .. }) {
+            // How long the request waited, read off the reply's path.
+            let (store, run, request) =
+                (self.store.clone(), run_id.to_owned(), request_id.to_owned());
+            tokio::spawn(async move {
+                if let Ok(a) = store.approval(&run, &request).await {
+                    let waited = hangar_store::now_ms().saturating_sub(a.requested_at);
+                    crate::metrics::approval_wait(Duration::from_millis(
+                        u64::try_from(waited).unwrap_or(0),
+                    ));
+                }
+            });
+        }
+        Ok(reply)
     }
 
     async fn command(
@@ -255,29 +269,40 @@ impl Runs {
                 self.mailbox(run_id).await?
             }
         };
-        Ok(
-            match self
-                .deliver(&mailbox, run_id, kind, b, person, Then::Ack)
-                .await?
-            {
-                (Outcome::Ended { .. }, true) => Reply::HandedBack {
+        let sending = std::time::Instant::now();
+        let delivered = self
+            .deliver(&mailbox, run_id, kind, b, person, Then::Ack)
+            .await;
+        let took = sending.elapsed();
+        crate::metrics::command(
+            kind.as_str(),
+            match &delivered {
+                Err(_) => "error",
+                Ok((Outcome::Ended { .. }, true)) => "handed_back",
+                Ok((Outcome::Done, _)) => "done",
+                Ok((Outcome::Refused(_), _)) => "refused",
+                Ok((Outcome::Ended { .. }, false)) => "ended",
+            },
+            matches!(delivered, Ok((Outcome::Done | Outcome::Refused(_), _))).then_some(took),
+        );
+        Ok(match delivered? {
+            (Outcome::Ended { .. }, true) => Reply::HandedBack {
+                run: run_id.to_owned(),
+            },
+            (outcome, _) => match outcome {
+                Outcome::Done => Reply::Done {
+                    run: run_id.to_owned(),
+                    seq: 0,
+                },
+                Outcome::Refused(reason) => Reply::Refused {
+                    run: run_id.to_owned(),
+                    reason,
+                },
+                Outcome::Ended { .. } => Reply::Ended {
                     run: run_id.to_owned(),
                 },
-                (outcome, _) => match outcome {
-                    Outcome::Done => Reply::Done {
-                        run: run_id.to_owned(),
-                        seq: 0,
-                    },
-                    Outcome::Refused(reason) => Reply::Refused {
-                        run: run_id.to_owned(),
-                        reason,
-                    },
-                    Outcome::Ended { .. } => Reply::Ended {
-                        run: run_id.to_owned(),
-                    },
-                },
             },
-        )
+        })
     }
 }
 

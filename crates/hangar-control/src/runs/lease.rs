@@ -111,6 +111,7 @@ pub(crate) fn take_over_orphans(plane: &Arc<Runs>) {
                     continue;
                 }
                 tracing::info!(run = %run.id, "taking over a run no replica holds");
+                crate::metrics::lease_takeover();
                 me.governance.resume_passport(&run).await;
                 me.watch(run);
             }

@@ -148,7 +148,9 @@ impl Runs {
                 let id = run.id.clone();
                 // Among replicas, the one that holds the run's lease watches it.
                 if crate::runs::lease::claim(&me, &id).await {
+                    crate::metrics::live_runs(1.0);
                     crate::runs::watch::run_watcher(Arc::clone(&me), run).await;
+                    crate::metrics::live_runs(-1.0);
                 }
                 if let Ok(mut w) = me.watching.lock() {
                     w.remove(&id);

@@ -434,9 +434,9 @@ impl Watcher {
         let plane = Arc::clone(&self.plane);
         // The next slice is read and parsed while this one commits (two cores at work); it is
         // used only if this commit lands.
-        let more = std::fs::metadata(&self.log)
-            .map(|m| m.len() > batch.new_cursor)
-            .unwrap_or(false);
+        let meta = std::fs::metadata(&self.log).ok();
+        let more = meta.as_ref().is_some_and(|m| m.len() > batch.new_cursor);
+        let written = meta.and_then(|m| m.modified().ok());
         let next =
             more.then(|| read_slice(&self.log, batch.new_cursor, new_ctx.clone(), &self.reader));
         let effects = effects_of(&batch.events);
@@ -461,6 +461,9 @@ impl Watcher {
             .await;
         match commit {
             Ok(ids) => {
+                if let Some(lag) = written.and_then(|w| w.elapsed().ok()) {
+                    crate::metrics::ingest_lag(lag);
+                }
                 self.cursor = batch.new_cursor;
                 self.ctx = new_ctx;
                 self.ahead = next;

@@ -384,10 +384,13 @@ impl Sandboxes {
             person: person.to_owned(),
             home: self.tools.home.clone(),
         };
+        let creating = std::time::Instant::now();
         let sb = with_provider!(self, spec.provider, |p| {
             p.check(&spec).await?;
             p.create(&req).await.map_err(ControlError::from)
-        })?;
+        });
+        crate::metrics::sandbox_create(spec.provider.as_str(), sb.is_ok(), creating.elapsed());
+        let sb = sb?;
         let host_workspace = sb
             .host_workspace
             .clone()
