@@ -858,3 +858,74 @@ async fn an_environments_azure_openai_key_reaches_codex() {
     }
     assert_eq!(turn["status"], 0, "{turn}");
 }
+
+/// Codex settings for the scripted model as a provider whose key is read from `env_key`.
+fn keyed_provider(base_url: &str, env_key: &str) -> Vec<String> {
+    vec![
+        r#"model_provider="mine""#.into(),
+        format!(
+            r#"model_providers.mine={{name="mine", base_url="{base_url}", wire_api="responses", env_key="{env_key}", request_max_retries=0, stream_max_retries=0}}"#
+        ),
+        r#"model="gpt-5.5""#.into(),
+        "analytics.enabled=false".into(),
+    ]
+}
+
+/// Issue 23, item 8: a model provider's key variable of any name (`--codex-config
+/// model_providers.X.env_key=NAME`) reaches Codex from the person's credential of that name.
+/// Without one the turn is refused before anything runs, saying what to set (Codex itself
+/// would fail with "Missing environment variable"); a name that is hangar's own or steers the
+/// harness's process is refused too, so a session cannot have the server hand it one of those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_providers_key_variable_of_any_name_reaches_codex_or_the_turn_is_refused() {
+    let model = hangar_testkit::FakeOpenAi::start(Script::new([Step::text("keyed")])).unwrap();
+    let s = codex_server();
+    let me = admin_email(&s).await;
+    let start = async |config: Vec<String>| {
+        let work = tempfile::tempdir().unwrap();
+        s.call(
+            "POST",
+            "/v1/sessions",
+            Some(
+                json!({"dir": work.path(), "harness": "codex", "policy": "auto", "prompt": "hi",
+                        "options": {"codex_config": config}}),
+            ),
+        )
+        .await
+    };
+    let (status, refused) = start(keyed_provider(&model.base_url(), "MINE_MODEL_KEY")).await;
+    assert_eq!(status, 400, "{refused}");
+    let why = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        why.contains("MINE_MODEL_KEY") && why.contains("hangar credential set MINE_MODEL_KEY"),
+        "{why}"
+    );
+    assert!(model.all_requests().is_empty(), "Codex ran");
+    for own in ["HANGAR_DATABASE_URL", "PATH"] {
+        let (status, refused) = start(keyed_provider(&model.base_url(), own)).await;
+        assert_eq!(status, 400, "{own}: {refused}");
+    }
+
+    let key = "mine-key-hangar-test-5e1a";
+    set_all(
+        &s,
+        &format!("person={me}"),
+        &[("MINE_MODEL_KEY", key.into())],
+    )
+    .await;
+    let (turn, requests) = codex_turn(
+        &s,
+        &model,
+        keyed_provider(&model.base_url(), "MINE_MODEL_KEY"),
+    )
+    .await;
+    for r in &requests {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {key}").as_str()),
+            "{:?}",
+            r.headers
+        );
+    }
+    assert_eq!(turn["status"], 0, "{turn}");
+}

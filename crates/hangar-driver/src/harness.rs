@@ -36,9 +36,12 @@ pub fn harness_env(s: &Settings) -> Vec<(OsString, OsString)> {
         // The turn's own Codex home (codex/home.rs): the agent's `~/.codex` is not read.
         set("CODEX_HOME", home.clone().into_os_string());
     }
-    // The turn's own credentials (secrets.rs), over anything the driver was started with.
+    // The turn's own credentials (secrets.rs), over anything the driver was started with; a
+    // Codex model provider's key variable only from there (`codex_keys.rs`).
+    let provider_keys =
+        hangar_protocol::codex_keys::provider_keys(&s.codex_config).unwrap_or_default();
     for (k, v) in &s.secret_env {
-        if harness_may_inherit(k) {
+        if harness_may_inherit(k) || provider_keys.iter().any(|(_, name)| name == k) {
             set(k, v.into());
         }
     }

@@ -21,6 +21,7 @@
 pub mod ack;
 pub mod atomic;
 pub mod claude_settings;
+pub mod codex_keys;
 pub mod command;
 pub mod env;
 pub mod hide;

@@ -15,17 +15,28 @@ use hangar_store::{SecretOwner, Store};
 use serde_json::{Map, Value, json};
 
 use crate::error::ControlError;
+use crate::launch::Tools;
 
 /// The file's name in the control folder.
 pub(crate) const FILE: &str = "secrets.json";
 
 /// What the driver gets: `{"env": {NAME: value}, "files": [{"var", "file", "content"}]}`, or
 /// `None` when the person and the environment keep no credential a harness takes.
+///
+/// A Codex model provider's key variable (`--codex-config model_providers.X.env_key=NAME`,
+/// `hangar_protocol::codex_keys`) is handed on from the person's or the environment's
+/// credential of that name; in the single-user local mode (`HANGAR_SERVER_CREDENTIALS=allow`)
+/// from the control plane's environment too. Without one the turn is refused here, saying
+/// what to set, rather than failing inside Codex.
 pub(crate) async fn for_turn(
     store: &Store,
     person: &str,
     environment: &str,
+    codex_config: &[String],
+    tools: &Tools,
 ) -> Result<Option<Value>, ControlError> {
+    let provider_keys =
+        hangar_protocol::codex_keys::provider_keys(codex_config).map_err(ControlError::Invalid)?;
     let mine = store
         .secrets_of(&SecretOwner::Person(person.to_owned()))
         .await?;
@@ -49,13 +60,33 @@ pub(crate) async fn for_turn(
                     ))
                 })
         };
-        if HARNESS_CREDENTIAL_ENV.contains(&name.as_str()) {
+        if HARNESS_CREDENTIAL_ENV.contains(&name.as_str())
+            || provider_keys.iter().any(|(_, n)| n == name)
+        {
             vars.insert(name.clone(), Value::String(text()?));
         } else if let Some((_, var, file)) = HARNESS_CREDENTIAL_FILES
             .iter()
             .find(|(n, _, _)| *n == name.as_str())
         {
             files.push(json!({"secret": name, "var": var, "file": file, "content": text()?}));
+        }
+    }
+    for (provider, name) in &provider_keys {
+        if vars.contains_key(name) {
+            continue;
+        }
+        match crate::launch::server_credentials_pass(tools)
+            .then(|| crate::launch::setting(tools, name))
+            .flatten()
+        {
+            Some(v) => {
+                vars.insert(name.clone(), Value::String(v));
+            }
+            None => {
+                return Err(ControlError::Invalid(format!(
+                    "Codex's model provider {provider:?} reads its key from {name} (--codex-config model_providers.{provider}.env_key), and no credential of that name is kept for {person} or environment {environment:?}: set it with `hangar credential set {name} --person {person}` (value on stdin), or for everyone in the environment with --environment {environment}"
+                )));
+            }
         }
     }
     if vars.is_empty() && files.is_empty() {

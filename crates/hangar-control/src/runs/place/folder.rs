@@ -47,6 +47,8 @@ impl Runs {
             &self.store,
             &plan.person,
             &plan.sandbox.environment,
+            &plan.options.codex_config,
+            &self.tools,
         )
         .await?
         {

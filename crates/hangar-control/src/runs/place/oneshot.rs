@@ -68,6 +68,8 @@ impl Runs {
                 &self.store,
                 &plan.person,
                 &plan.sandbox.environment,
+                &plan.options.codex_config,
+                &self.tools,
             )
             .await?,
             hide: if sb.is_none() {

@@ -258,8 +258,14 @@ impl Runs {
     ) -> Result<(), ControlError> {
         use crate::runs::turn_secrets;
         use hangar_sandbox::Provider;
-        let Some(secrets) =
-            turn_secrets::for_turn(&self.store, &plan.person, &plan.sandbox.environment).await?
+        let Some(secrets) = turn_secrets::for_turn(
+            &self.store,
+            &plan.person,
+            &plan.sandbox.environment,
+            &plan.options.codex_config,
+            &self.tools,
+        )
+        .await?
         else {
             return Ok(());
         };
