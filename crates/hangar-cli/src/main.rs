@@ -9,6 +9,7 @@ mod exit;
 mod find;
 mod follow;
 mod fork;
+mod harness;
 mod local;
 mod logging;
 mod login;
@@ -253,12 +254,32 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Harness CLI versions: `check` runs hangar's conformance suite (built in, with its
+    /// scripted model) against the Claude Code and Codex on PATH or named and records the
+    /// result, after which a version that passed runs turns; `list` shows every version known.
+    Harness {
+        #[command(subcommand)]
+        action: HarnessCmd,
+    },
     /// Print the completion script for a shell: `hangar completions bash >
     /// /etc/bash_completion.d/hangar`, or zsh, fish, elvish, powershell.
     Completions { shell: clap_complete::Shell },
     /// Write hangar's man pages (hangar.1 and one per command) into a folder.
     #[command(hide = true)]
     Man { dir: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+enum HarnessCmd {
+    /// Run the conformance suite against Claude Code and Codex (on PATH, or --claude PATH,
+    /// --codex PATH) and record each result in the store (with HANGAR_CONFIG, the server's).
+    Check(harness::CheckArgs),
+    /// The versions known here: the pinned ones, those checked, and those on PATH.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -468,6 +489,12 @@ fn dispatch(cmd: Cmd, home: PathBuf, file: config::ServeFile) -> Result<ExitCode
             };
             serve::credential(&home, &action, name.as_deref(), &owner)
         }
+        Cmd::Harness {
+            action: HarnessCmd::Check(a),
+        } => harness::check(&home, &a),
+        Cmd::Harness {
+            action: HarnessCmd::List { json },
+        } => harness::list(&home, json),
         Cmd::Completions { shell } => manual::completions::<Cli>(shell),
         Cmd::Man { dir } => manual::man_pages::<Cli>(&dir),
         Cmd::Audit { action: None, json } => sessions::audit(&home, json),

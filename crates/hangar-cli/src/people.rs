@@ -27,7 +27,7 @@ fn fail(e: hangar_store::StoreError) -> CliError {
 }
 
 /// Runs `f` on this machine's store.
-fn on_store<F, Fut>(home: &Path, f: F) -> Result<ExitCode, CliError>
+pub(crate) fn on_store<F, Fut>(home: &Path, f: F) -> Result<ExitCode, CliError>
 where
     F: FnOnce(Store) -> Fut,
     Fut: Future<Output = Result<ExitCode, CliError>>,

@@ -51,7 +51,7 @@ pub struct TurnArgs {
     #[arg(long, value_name = "SECS")]
     model_timeout: Option<u32>,
     /// Run the harness even if its version has not passed hangar's conformance suite
-    /// (`scripts/conformance`); each turn warns and its manifest records it.
+    /// (`hangar harness check`); each turn warns and its manifest records it.
     #[arg(long)]
     unverified_harness: bool,
     /// `ask`: a person answers each permission request; `auto`: none are asked; `governed`:

@@ -1,8 +1,8 @@
 //! Which harness CLI versions may run turns: those whose conformance suite (hangar-conformance)
 //! passed, either built in (the pinned versions, whose results are checked in below and re-checked
-//! by the suite in CI) or recorded in the store by `hangar-conformance run --record` on this
-//! installation. Any other version is refused, unless the session asks to run it unverified, which
-//! its turns' manifests record (`harness_check`).
+//! by the suite in CI) or recorded in the store by `hangar harness check` (or `hangar-conformance
+//! run --record`) on this installation. Any other version is refused, unless the session asks to
+//! run it unverified, which its turns' manifests record (`harness_check`).
 //!
 //! A CLI whose version cannot be read (not an npm install) runs with a warning: there is nothing
 //! to look up. Say so to operators rather than pretend it was checked.
@@ -124,7 +124,7 @@ pub async fn check(
         Harness::Codex => "--codex",
     };
     Err(ControlError::Refused(format!(
-        "{} {version} has not passed hangar's conformance suite ({why}): run `scripts/conformance {flag} {version} --record`, or start the session with --unverified-harness (its turns' manifests record it)",
+        "{} {version} has not passed hangar's conformance suite ({why}): run `hangar harness check {flag} PATH` on the server's machine (it checks that CLI with the scripted model and records the result), or start the session with --unverified-harness (its turns' manifests record it)",
         harness.as_str()
     )))
 }

@@ -717,7 +717,7 @@ async fn a_harness_version_that_has_not_passed_the_suite_is_refused_unless_the_s
     let said = err.to_string();
     assert!(
         said.contains("claude 0.0.1-conformance has not passed hangar's conformance suite")
-            && said.contains("scripts/conformance --claude 0.0.1-conformance --record")
+            && said.contains("hangar harness check --claude PATH")
             && said.contains("--unverified-harness"),
         "{said}"
     );
