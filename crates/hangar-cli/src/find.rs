@@ -84,7 +84,7 @@ fn tool(what: &str, name: &str, var: &str) -> Result<PathBuf, CliError> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p)).ok_or_else(|| {
         CliError::Failed(format!(
-            "cannot find {what}: put `{name}` on PATH or set {var} (scripts/install-tools installs the pinned version)"
+            "cannot find {what}: put `{name}` on PATH or set {var} (`hangar harness list` shows the versions that run turns here; `hangar harness check` checks another)"
         ))
     })
 }
