@@ -5,6 +5,7 @@
 
 mod api;
 mod config;
+mod doctor;
 mod exit;
 mod find;
 mod follow;
@@ -261,6 +262,15 @@ enum Cmd {
         #[command(subcommand)]
         action: HarnessCmd,
     },
+    /// Check this machine: the driver and hook, bubblewrap and user namespaces, tmux, the
+    /// harness CLIs (and the Node.js they need) and their check, dockerd, the store, free disk
+    /// and the home folder's permissions; says what to do for each failure. Exit 1 when a turn
+    /// cannot run here.
+    Doctor {
+        /// One JSON object per check: check, status (ok, warn, fail), found, fix.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the completion script for a shell: `hangar completions bash >
     /// /etc/bash_completion.d/hangar`, or zsh, fish, elvish, powershell.
     Completions { shell: clap_complete::Shell },
@@ -495,6 +505,7 @@ fn dispatch(cmd: Cmd, home: PathBuf, file: config::ServeFile) -> Result<ExitCode
         Cmd::Harness {
             action: HarnessCmd::List { json },
         } => harness::list(&home, json),
+        Cmd::Doctor { json } => doctor::doctor(&home, json),
         Cmd::Completions { shell } => manual::completions::<Cli>(shell),
         Cmd::Man { dir } => manual::man_pages::<Cli>(&dir),
         Cmd::Audit { action: None, json } => sessions::audit(&home, json),

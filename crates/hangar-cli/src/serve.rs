@@ -41,8 +41,15 @@ impl Plane {
 
     /// The store with its vault (the master key is made on first start).
     pub async fn open(&self, home: &Path) -> Result<Store, CliError> {
-        std::fs::create_dir_all(home)
-            .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", home.display())))?;
+        // hangar's home holds the store, the vault's key and every run's log: its owner's only.
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(home)
+                .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", home.display())))?;
+        }
         let store = Store::open(&self.database)
             .await
             .map_err(|e| CliError::Failed(e.to_string()))?;
