@@ -131,11 +131,25 @@ fn run_to_end(home: &Path, url: &str, env: &[(String, String)], args: &[String])
         .strip_prefix("run: ")
         .unwrap_or_else(|| panic!("{first}"))
         .to_owned();
-    std::thread::spawn(move || for _ in out.by_ref() {});
+    // What `hangar run` showed, kept to say why a turn that should pass did not.
+    let shown = std::thread::spawn(move || out.map_while(Result::ok).collect::<Vec<_>>());
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         if let Some(st) = child.try_wait().unwrap() {
-            return st.code().unwrap_or(-1);
+            let code = st.code().unwrap_or(-1);
+            if code != 0 {
+                let log = hangar(home, url, env)
+                    .args(["log", &run, "--json"])
+                    .output()
+                    .unwrap();
+                eprintln!(
+                    "hangar run exited {code}; it showed:\n{}\nthe run log:\n{}{}",
+                    shown.join().unwrap_or_default().join("\n"),
+                    String::from_utf8_lossy(&log.stdout),
+                    String::from_utf8_lossy(&log.stderr)
+                );
+            }
+            return code;
         }
         let o = hangar(home, url, env)
             .args(["approvals", &run, "--json"])
