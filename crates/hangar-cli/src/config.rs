@@ -36,7 +36,7 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::ne
 
 /// What a value of the file becomes.
 #[derive(Clone, Copy, Debug)]
-enum Kind {
+pub(crate) enum Kind {
     /// Text (a path, a URL, a name).
     Text,
     /// A whole number.
@@ -160,22 +160,26 @@ pub fn chosen(flag: Option<PathBuf>) -> Option<PathBuf> {
     flag.or_else(|| var::config_file().map(PathBuf::from))
 }
 
-/// Reads `path` and lays its settings under the environment. Call before any setting is read.
-pub fn load(path: &Path) -> Result<ServeFile, CliError> {
+/// Reads `path`: its own settings, and the variables it sets (to lay under the environment
+/// with [`lay_under_environment`]).
+pub fn load(path: &Path) -> Result<(ServeFile, Vec<(String, OsString)>), CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         CliError::Usage(format!(
             "cannot read the configuration file {}: {e}",
             path.display()
         ))
     })?;
-    let (file, vars) =
-        parse(&text).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
+    parse(&text).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))
+}
+
+/// Lays the files' variables under the environment, later ones over earlier ones. Call once,
+/// before any setting is read.
+pub fn lay_under_environment(vars: Vec<(String, OsString)>) -> Result<(), CliError> {
     var::layer_under_environment(vars).map_err(|_| {
         CliError::Failed(
             "internal error: a setting was read before the configuration file was".into(),
         )
-    })?;
-    Ok(file)
+    })
 }
 
 /// The file's own settings and the variables it sets, or what is wrong with it.
@@ -264,7 +268,11 @@ fn path_of(name: &str, value: &toml::Value) -> Result<PathBuf, String> {
 
 /// The variable's value for one setting; `None` for a switch turned off that has no word for
 /// off (the variable stays unset).
-fn value_of(name: &str, kind: Kind, value: &toml::Value) -> Result<Option<String>, String> {
+pub(crate) fn value_of(
+    name: &str,
+    kind: Kind,
+    value: &toml::Value,
+) -> Result<Option<String>, String> {
     match (kind, value) {
         (Kind::Text, toml::Value::String(s)) => Ok(Some(s.clone())),
         (Kind::Text, _) => Err(format!("`{name}` must be a string")),

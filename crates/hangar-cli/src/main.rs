@@ -4,8 +4,10 @@
 //! in-process when no server answers; see `local`), and presents the result.
 
 mod api;
+mod client_config;
 mod config;
 mod doctor;
+mod envhelp;
 mod exit;
 mod find;
 mod follow;
@@ -358,7 +360,11 @@ enum PersonCmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let serving = matches!(cli.command, Cmd::Serve { .. });
     let result = server_file(&cli.command).and_then(|file| {
         logging::init(serving, cli.verbose, cli.log_format)?;
@@ -374,6 +380,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// The command line's definition, each command's help ending with the variables it reads.
+fn command() -> clap::Command {
+    envhelp::with_environment(<Cli as clap::CommandFactory>::command())
+}
+
 /// A server's configuration file, laid under the environment before any setting is read:
 /// `serve --config`, else `$HANGAR_CONFIG` for every command, so the commands an admin runs on
 /// the server's machine (`token create`, `person add`, `credential set`) find its store.
@@ -382,10 +393,20 @@ fn server_file(cmd: &Cmd) -> Result<config::ServeFile, exit::CliError> {
         Cmd::Serve { config, .. } => config.clone(),
         _ => None,
     };
-    match config::chosen(flag) {
-        Some(path) => config::load(&path),
-        None => Ok(config::ServeFile::default()),
+    // The CLI's own file first, the server's over it, the environment over both.
+    let mut vars = client_config::read()?;
+    let file = match config::chosen(flag) {
+        Some(path) => {
+            let (file, server_vars) = config::load(&path)?;
+            vars.extend(server_vars);
+            file
+        }
+        None => config::ServeFile::default(),
+    };
+    if !vars.is_empty() {
+        config::lay_under_environment(vars)?;
     }
+    Ok(file)
 }
 
 fn dispatch(cmd: Cmd, home: PathBuf, file: config::ServeFile) -> Result<ExitCode, exit::CliError> {
@@ -506,8 +527,8 @@ fn dispatch(cmd: Cmd, home: PathBuf, file: config::ServeFile) -> Result<ExitCode
             action: HarnessCmd::List { json },
         } => harness::list(&home, json),
         Cmd::Doctor { json } => doctor::doctor(&home, json),
-        Cmd::Completions { shell } => manual::completions::<Cli>(shell),
-        Cmd::Man { dir } => manual::man_pages::<Cli>(&dir),
+        Cmd::Completions { shell } => manual::completions(command(), shell),
+        Cmd::Man { dir } => manual::man_pages(command(), &dir),
         Cmd::Audit { action: None, json } => sessions::audit(&home, json),
         Cmd::Audit {
             action: Some(action),

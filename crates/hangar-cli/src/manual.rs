@@ -5,13 +5,13 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::CommandFactory;
-
 use crate::exit::CliError;
 
 /// Writes the completion script for `shell` to stdout.
-pub fn completions<C: CommandFactory>(shell: clap_complete::Shell) -> Result<ExitCode, CliError> {
-    let mut cmd = C::command();
+pub fn completions(
+    mut cmd: clap::Command,
+    shell: clap_complete::Shell,
+) -> Result<ExitCode, CliError> {
     let name = cmd.get_name().to_owned();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, name, &mut script);
@@ -22,10 +22,9 @@ pub fn completions<C: CommandFactory>(shell: clap_complete::Shell) -> Result<Exi
 
 /// Writes `hangar.1` and `hangar-COMMAND.1` (and `hangar-COMMAND-SUB.1`) for every visible
 /// command into `dir`, which is made if missing.
-pub fn man_pages<C: CommandFactory>(dir: &Path) -> Result<ExitCode, CliError> {
+pub fn man_pages(mut cmd: clap::Command, dir: &Path) -> Result<ExitCode, CliError> {
     std::fs::create_dir_all(dir)
         .map_err(|e| CliError::Failed(format!("{}: {e}", dir.display())))?;
-    let mut cmd = C::command();
     cmd.build();
     let mut written = 0usize;
     write_pages(&cmd, "hangar", dir, &mut written)?;

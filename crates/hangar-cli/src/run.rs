@@ -30,10 +30,11 @@ pub struct TurnArgs {
     /// Make a sandbox of this environment (a copy of `--dir`) and run there.
     #[arg(long, value_name = "ENV")]
     env: Option<String>,
-    /// The coding agent.
-    #[arg(long, default_value = "claude", value_parser = ["claude", "codex"])]
-    harness: String,
-    /// The model the agent uses (passed to the harness).
+    /// The coding agent (default: HANGAR_HARNESS, the config file's `run.harness`, else
+    /// claude).
+    #[arg(long, value_parser = ["claude", "codex"])]
+    harness: Option<String>,
+    /// The model the agent uses (passed to the harness; default: HANGAR_MODEL, `run.model`).
     #[arg(long, value_name = "NAME")]
     model: Option<String>,
     /// A Codex configuration override, passed to Codex as its own `-c KEY=VALUE` (repeatable),
@@ -56,8 +57,9 @@ pub struct TurnArgs {
     unverified_harness: bool,
     /// `ask`: a person answers each permission request; `auto`: none are asked; `governed`:
     /// Tower answers each (the server needs HANGAR_GOVERNANCE_URL and
-    /// HANGAR_GOVERNANCE_HOOK_CREDENTIAL). Default: the environment's `governance.policy`, else
-    /// `ask`; an environment's policy is the floor (a weaker one is refused).
+    /// HANGAR_GOVERNANCE_HOOK_CREDENTIAL). Default: HANGAR_POLICY (`run.policy`), else the
+    /// environment's `governance.policy`, else `ask`; an environment's policy is the floor (a
+    /// weaker one is refused).
     #[arg(long, value_parser = ["ask", "auto", "governed"])]
     policy: Option<String>,
     /// What the agent should do.
@@ -70,14 +72,24 @@ impl TurnArgs {
         let options = self.options()?;
         // clap allows only the words; the API's types name them.
         let harness = self
-            .harness
+            .harness()
             .parse()
             .map_err(|e: hangar_protocol::UnknownWord| {
-                CliError::Usage(format!("--harness: {e}"))
+                CliError::Usage(format!(
+                    "--harness (or {}): {e}",
+                    hangar_protocol::env::HANGAR_HARNESS
+                ))
             })?;
-        let policy = match &self.policy {
+        let policy = match self
+            .policy
+            .clone()
+            .or_else(|| hangar_protocol::env::var(hangar_protocol::env::HANGAR_POLICY))
+        {
             Some(p) => Some(p.parse().map_err(|e: hangar_protocol::UnknownWord| {
-                CliError::Usage(format!("--policy: {e}"))
+                CliError::Usage(format!(
+                    "--policy (or {}): {e}",
+                    hangar_protocol::env::HANGAR_POLICY
+                ))
             })?),
             // None lets the server pick the environment's.
             None => None,
@@ -115,14 +127,25 @@ impl TurnArgs {
         Ok(body)
     }
 
+    /// `--harness`, else `HANGAR_HARNESS`, else `claude`.
+    pub fn harness(&self) -> String {
+        self.harness
+            .clone()
+            .or_else(|| hangar_protocol::env::var(hangar_protocol::env::HANGAR_HARNESS))
+            .unwrap_or_else(|| "claude".into())
+    }
+
     fn options(&self) -> Result<hangar_api::TurnOptions, CliError> {
-        if self.harness != "codex" && !self.codex_config.is_empty() {
+        if self.harness() != "codex" && !self.codex_config.is_empty() {
             return Err(CliError::Usage(
                 "--codex-config is for --harness codex".into(),
             ));
         }
         Ok(hangar_api::TurnOptions {
-            model: self.model.clone(),
+            model: self
+                .model
+                .clone()
+                .or_else(|| hangar_protocol::env::var(hangar_protocol::env::HANGAR_MODEL)),
             codex_config: self.codex_config.clone(),
             verify: self.verify.clone(),
             // Only with a check: without one there is nothing to send the agent back for.

@@ -67,3 +67,97 @@ fn man_pages_cover_every_command() {
         "the hidden command got a page"
     );
 }
+
+/// Every command's `--help` ends with the variables it reads.
+#[test]
+fn every_commands_help_lists_the_variables_it_reads() {
+    let top = hangar(&["--help"]);
+    let text = String::from_utf8_lossy(&top.stdout);
+    let commands: Vec<String> = text
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() > 20, "{commands:?}");
+    for c in &commands {
+        let out = hangar(&[c, "--help"]);
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            help.contains("Environment:") && help.contains("HANGAR_URL"),
+            "hangar {c} --help:\n{help}"
+        );
+    }
+    let run = String::from_utf8_lossy(&hangar(&["run", "--help"]).stdout).into_owned();
+    for want in ["HANGAR_HARNESS", "HANGAR_CLAUDE_BIN", "HANGAR_DRIVER_BIN"] {
+        assert!(run.contains(want), "run --help lacks {want}");
+    }
+    let create = String::from_utf8_lossy(&hangar(&["sb", "create", "--help"]).stdout).into_owned();
+    assert!(create.contains("DOCKER_HOST"), "{create}");
+}
+
+/// `$XDG_CONFIG_HOME/hangar/config.toml`: its `run.harness` is `hangar run`'s default (seen
+/// here by `--codex-config`, which only a Codex turn takes), a variable set in the environment
+/// wins over it, and a key it does not know stops the command naming the file and the key.
+#[test]
+fn the_clis_config_file_sets_defaults_the_environment_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("hangar");
+    std::fs::create_dir_all(&conf).unwrap();
+    let file = conf.join("config.toml");
+    let run = |vars: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hangar"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", dir.path())
+            .env("XDG_CONFIG_HOME", dir.path())
+            .envs(vars.iter().copied())
+            .args([
+                "run",
+                "--codex-config",
+                "model=\"m\"",
+                "--dir",
+                "/nonexistent-dir",
+                "hi",
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&[]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("--codex-config is for --harness codex"),
+        "{err}"
+    );
+
+    std::fs::write(&file, "[run]\nharness = \"codex\"\n").unwrap();
+    let (code, err) = run(&[]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("/nonexistent-dir"),
+        "the file's harness was not used: {err}"
+    );
+
+    let (_, err) = run(&[("HANGAR_HARNESS", "claude")]);
+    assert!(
+        err.contains("--codex-config is for --harness codex"),
+        "the variable did not win: {err}"
+    );
+
+    std::fs::write(&file, "[run]\nharnes = \"codex\"\n").unwrap();
+    let (code, err) = run(&[]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains(file.to_str().unwrap()) && err.contains("`run.harnes`"),
+        "{err}"
+    );
+}

@@ -12,6 +12,7 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
+    clippy::print_stderr,
     reason = "tests"
 )]
 
@@ -241,7 +242,19 @@ fn codex_through_hangar_run_the_rules_deny_what_they_missed_before_anyone_is_ask
         }
     }
     args.push("clean up".into());
-    assert_eq!(run_to_end(home.path(), &free_url(), &env, &args), 0);
+    let code = run_to_end(home.path(), &free_url(), &env, &args);
+    if code != 0 {
+        for r in fake.all_requests() {
+            eprintln!(
+                "model request {} {:?} {} {}",
+                r.seq,
+                r.kind,
+                r.path,
+                short_text(&r.all_text())
+            );
+        }
+    }
+    assert_eq!(code, 0);
     victims.assert_untouched();
     let all: String = fake.requests().iter().map(|r| r.all_text()).collect();
     assert!(
@@ -277,4 +290,9 @@ async fn claude_through_the_api_the_rules_deny_what_they_missed() {
     assert!(work.path().join("ok.txt").exists());
     let all: String = s.fake.requests().iter().map(|r| r.all_text()).collect();
     assert_denied(&all, "sk-hangar-test", risky.len());
+}
+
+/// The first 400 characters of a request's text, for a failure's report.
+fn short_text(text: &str) -> String {
+    text.chars().take(400).collect()
 }

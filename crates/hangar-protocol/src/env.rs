@@ -16,6 +16,13 @@ pub const HANGAR_CODEX_BIN: &str = "HANGAR_CODEX_BIN";
 pub const HANGAR_URL: &str = "HANGAR_URL";
 /// The bearer token clients send to `hangar serve`.
 pub const HANGAR_TOKEN: &str = "HANGAR_TOKEN";
+/// The harness `hangar run` and `hangar session start` use without `--harness` (`claude` or
+/// `codex`; the CLI's config file's `run.harness`).
+pub const HANGAR_HARNESS: &str = "HANGAR_HARNESS";
+/// The policy they ask for without `--policy` (`ask`, `auto`, `governed`; `run.policy`).
+pub const HANGAR_POLICY: &str = "HANGAR_POLICY";
+/// The model they ask for without `--model` (`run.model`).
+pub const HANGAR_MODEL: &str = "HANGAR_MODEL";
 /// A PEM file of CA certificates trusted on top of the system's, for a certificate a private CA
 /// signed: the CLI's for an `https://` `HANGAR_URL`; the control plane's, the driver's and the
 /// Tower hook's for an `https://` Tower (copied into a sandbox and named with the driver's
