@@ -250,3 +250,44 @@ pub enum AttachEventKind {
     End,
     Ended,
 }
+
+/// Server-Sent Events of `POST /v1/environments/{name}/pull`: `progress` ({line}: one line of the pull, a layer's change of state or how far it got), then one `done` ({environment, image, pulled}: the image is on the machine; `pulled` false when it already was) or `failed` ({message}: why, naming the image and what the registry said)
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PullEvent {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<PullEventKind>")]
+    pub event: Option<String>,
+    pub data: String,
+}
+
+/// The data of a pull's `progress` event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PullProgress {
+    pub line: String,
+}
+
+/// The data of a pull's `done` event: the environment's image is on the server's machine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PullDone {
+    pub environment: String,
+    pub image: String,
+    /// False when the image was there already.
+    pub pulled: bool,
+}
+
+/// The data of a pull's `failed` event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PullFailed {
+    pub message: String,
+}
+
+/// The kinds of a pull's events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PullEventKind {
+    Progress,
+    Done,
+    Failed,
+}

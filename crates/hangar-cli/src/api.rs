@@ -498,6 +498,34 @@ impl Api {
             .unwrap_or_else(|| ApiError::Other("the server answered an error".into())))
     }
 
+    /// `POST path` (with `body`) answered as a stream, as [`Api::stream`] reads it: an action
+    /// whose progress comes as it goes (`hangar env apply --pull`).
+    pub async fn post_stream(
+        &self,
+        path: &str,
+        body: &impl hangar_api::RequestBody,
+    ) -> Result<Streamed, ApiError> {
+        let body = serde_json::to_value(body)
+            .map_err(|e| ApiError::Other(format!("the body of POST {path}: {e}")))?;
+        let (status, streamed) = self
+            .send(
+                reqwest::Method::POST,
+                path,
+                Some(&body),
+                Duration::from_secs(365 * 24 * 3600),
+                true,
+            )
+            .await?;
+        if (200..300).contains(&status) {
+            return Ok(streamed);
+        }
+        Err(self
+            .answer((status, streamed))
+            .await
+            .err()
+            .unwrap_or_else(|| ApiError::Other("the server answered an error".into())))
+    }
+
     pub async fn delete(&self, path: &str) -> Result<Value, ApiError> {
         let sent = self
             .send(reqwest::Method::DELETE, path, None, ANSWER_TIMEOUT, true)

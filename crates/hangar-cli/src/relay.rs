@@ -75,7 +75,7 @@ struct RelayEvents {
 
 /// One whole event (`event:` and `data:` lines up to a blank line) taken from `buf`, if it
 /// holds one: its kind and data (comments, the server's keepalives, give `None` kinds).
-fn take_event(buf: &mut Vec<u8>) -> Option<(Option<String>, String)> {
+pub(crate) fn take_event(buf: &mut Vec<u8>) -> Option<(Option<String>, String)> {
     let end = buf.windows(2).position(|w| w == b"\n\n")?;
     let block: Vec<u8> = buf.drain(..end + 2).collect();
     let text = String::from_utf8_lossy(&block);

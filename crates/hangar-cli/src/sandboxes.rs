@@ -17,7 +17,14 @@ use crate::{local, progress, serve};
 pub enum EnvCmd {
     /// Create or replace an environment from a YAML file (`-` reads stdin); prints
     /// `environment: NAME` and whether it was created or replaced.
-    Apply { file: PathBuf },
+    Apply {
+        file: PathBuf,
+        /// For a docker environment: pull its image onto the server's machine now, unless it is
+        /// there, printing the pull's progress (`pull: …`), rather than when its first sandbox
+        /// is made. The registry login is the environment's credential DOCKER_REGISTRY_AUTH.
+        #[arg(long)]
+        pull: bool,
+    },
     /// List the environments.
     List {
         /// One JSON object per line.
@@ -80,7 +87,7 @@ fn yaml(v: &Value) -> String {
 
 pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
     match cmd {
-        EnvCmd::Apply { file } => {
+        EnvCmd::Apply { file, pull } => {
             let spec = hangar_api::EnvironmentSpec(read_yaml(&file)?);
             with_api(home, |api| async move {
                 let r: hangar_api::EnvironmentApplied = api
@@ -100,6 +107,9 @@ pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
                 } else {
                     "replaced (sandboxes made before keep the old spec)"
                 });
+                if pull {
+                    pull_image(&api, &r.environment).await?;
+                }
                 Ok(ExitCode::SUCCESS)
             })
         }
@@ -159,6 +169,73 @@ pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }),
+    }
+}
+
+/// `env apply --pull`: the environment's image pulled by the server, its progress printed as
+/// it comes (`pull: …`), then `image: IMAGE (pulled)` or `(already here)`.
+async fn pull_image(api: &Api, env: &hangar_api::Environment) -> Result<(), CliError> {
+    let provider = env.spec.0["provider"].as_str().unwrap_or("?");
+    if provider != "docker" {
+        progress::note(&format!(
+            "--pull: environment {} is for provider {provider}: only a docker environment's image is pulled",
+            env.name
+        ));
+        return Ok(());
+    }
+    let path = format!("/v1/environments/{}/pull", seg(&env.name));
+    let mut body = api
+        .post_stream(&path, &hangar_api::Empty {})
+        .await
+        .map_err(|e| e.into_cli())?;
+    let odd = |what: &str, e: serde_json::Error| {
+        CliError::Failed(format!(
+            "the server's {what} event does not read ({e}): are the server and this CLI the same version?"
+        ))
+    };
+    // The server sends a keepalive every 10 s however long a layer takes.
+    const QUIET: Duration = Duration::from_secs(60);
+    let mut buf = Vec::new();
+    loop {
+        while let Some((kind, data)) = crate::relay::take_event(&mut buf) {
+            match kind.as_deref() {
+                Some("progress") => {
+                    let p: hangar_api::PullProgress =
+                        serde_json::from_str(&data).map_err(|e| odd("progress", e))?;
+                    progress::say(&format!("pull: {}", p.line));
+                }
+                Some("done") => {
+                    let d: hangar_api::PullDone =
+                        serde_json::from_str(&data).map_err(|e| odd("done", e))?;
+                    let how = if d.pulled { "pulled" } else { "already here" };
+                    progress::say(&format!("image: {} ({how})", d.image));
+                    return Ok(());
+                }
+                Some("failed") => {
+                    let f: hangar_api::PullFailed =
+                        serde_json::from_str(&data).map_err(|e| odd("failed", e))?;
+                    return Err(CliError::Failed(f.message));
+                }
+                // Keepalives (comments) and kinds this client does not know.
+                _ => {}
+            }
+        }
+        let broke = |why: String| {
+            CliError::Failed(format!(
+                "the pull's progress broke off: {why} (the server may still be pulling; `hangar env apply --pull` again says when the image is there)"
+            ))
+        };
+        match tokio::time::timeout(QUIET, body.chunk()).await {
+            Ok(Ok(Some(c))) => buf.extend_from_slice(&c),
+            Ok(Ok(None)) => return Err(broke("the stream ended without an answer".into())),
+            Ok(Err(e)) => return Err(broke(e)),
+            Err(_) => {
+                return Err(broke(format!(
+                    "nothing came for {} s, not even a keepalive",
+                    QUIET.as_secs()
+                )));
+            }
+        }
     }
 }
 

@@ -189,6 +189,7 @@ fn viewer(method: &str, route: &str, case: &str) -> Cell {
             | "/v1/runs/{id}/approvals/{request_id}"
             | "/v1/runs/{id}/fork"
             | "/v1/environments"
+            | "/v1/environments/{name}/pull"
             | "/v1/sandboxes"
             | "/v1/sandboxes/{id}"
             | "/v1/sandboxes/{id}/exec"
@@ -522,6 +523,16 @@ fn rows(a: &Alice) -> Vec<Row> {
             "/v1/environments/team".into(),
             None,
             OK,
+        ),
+        // Environments are the admins' (so is filling the machine with their images); team is
+        // a local environment, which has no image: the admin's 400 comes past the check.
+        r(
+            "POST",
+            "/v1/environments/{name}/pull",
+            "team (local: no image)",
+            "/v1/environments/team/pull".into(),
+            None,
+            [Admin, Admin, Admin, Is(400)],
         ),
         r(
             "GET",

@@ -874,8 +874,9 @@ fn keyed_provider(base_url: &str, env_key: &str) -> Vec<String> {
 /// Issue 23, item 8: a model provider's key variable of any name (`--codex-config
 /// model_providers.X.env_key=NAME`) reaches Codex from the person's credential of that name.
 /// Without one the turn is refused before anything runs, saying what to set (Codex itself
-/// would fail with "Missing environment variable"); a name that is hangar's own or steers the
-/// harness's process is refused too, so a session cannot have the server hand it one of those.
+/// would fail with "Missing environment variable"); a name that is hangar's own, steers the
+/// harness's process or is an environment's registry login is refused too, so a session cannot
+/// have the server hand it one of those.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_providers_key_variable_of_any_name_reaches_codex_or_the_turn_is_refused() {
     let model = hangar_testkit::FakeOpenAi::start(Script::new([Step::text("keyed")])).unwrap();
@@ -901,10 +902,14 @@ async fn a_providers_key_variable_of_any_name_reaches_codex_or_the_turn_is_refus
         "{why}"
     );
     assert!(model.all_requests().is_empty(), "Codex ran");
-    for own in ["HANGAR_DATABASE_URL", "PATH"] {
+    // ... and so is the environment's registry login, which only dockerd gets.
+    for own in ["HANGAR_DATABASE_URL", "PATH", "DOCKER_REGISTRY_AUTH"] {
         let (status, refused) = start(keyed_provider(&model.base_url(), own)).await;
         assert_eq!(status, 400, "{own}: {refused}");
     }
+    let (_, refused) = start(keyed_provider(&model.base_url(), "DOCKER_REGISTRY_AUTH")).await;
+    let why = refused["error"]["message"].as_str().unwrap();
+    assert!(why.contains("the environment's registry login"), "{why}");
 
     let key = "mine-key-hangar-test-5e1a";
     set_all(

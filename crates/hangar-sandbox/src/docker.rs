@@ -20,6 +20,10 @@
 //!   `no-new-privileges` unless the environment gives the agent `sudo` (then the image's sudo
 //!   lets `agent` become root without a password).
 //!
+//! An image this machine lacks is pulled ([`crate::pull`]: at `check`, or when `create` finds
+//! it missing; with the environment's registry login when the caller gives it,
+//! [`DockerProvider::ensure_image`]), with progress lines.
+//!
 //! Commands are Engine API execs (as `uid:gid`). tmux: one server per container, root's, its
 //! socket in a root-only folder (`/run/hangar-tmux`); an agent's window drops to the agent with
 //! `setpriv`. Attaching is `docker exec -it ... tmux attach` (the person's terminal needs the
@@ -62,7 +66,7 @@ pub struct DockerProvider {
     egress: Proxies,
 }
 
-fn not_found(e: &DockerError) -> bool {
+pub(crate) fn not_found(e: &DockerError) -> bool {
     matches!(
         e,
         DockerError::DockerResponseServerError {
@@ -441,22 +445,26 @@ impl DockerProvider {
             host_config: Some(host_config),
             ..Default::default()
         };
-        let made = self
+        let options = CreateContainerOptionsBuilder::default().name(name).build();
+        let made = match self
             .docker
-            .create_container(
-                Some(CreateContainerOptionsBuilder::default().name(name).build()),
-                body,
-            )
+            .create_container(Some(options.clone()), body.clone())
             .await
-            .map_err(|e| {
-                if not_found(&e) {
-                    SandboxError::Unavailable(format!(
-                        "image {image} is not on this machine and images cannot be pulled here; build it (scripts/build-image) or docker load it"
-                    ))
-                } else {
-                    failed(format!("cannot make the container of sandbox {}", req.id), e)
-                }
-            })?;
+        {
+            // The image is not here (nobody checked first, or it was removed since): pulled,
+            // then the container made again.
+            Err(e) if not_found(&e) => {
+                self.ensure_image(env, None, &mut |_| {}).await?;
+                self.docker.create_container(Some(options), body).await
+            }
+            other => other,
+        }
+        .map_err(|e| {
+            failed(
+                format!("cannot make the container of sandbox {}", req.id),
+                e,
+            )
+        })?;
         self.docker
             .start_container(&made.id, None)
             .await
@@ -599,15 +607,14 @@ impl Provider for DockerProvider {
                 "dockerd does not answer ({e}); start it (scripts/start-docker)"
             ))
         })?;
-        let info = self.docker.inspect_image(image).await.map_err(|e| {
-            if not_found(&e) {
-                SandboxError::Unavailable(format!(
-                    "image {image} is not on this machine and images cannot be pulled here; build it (scripts/build-image) or docker load it"
-                ))
-            } else {
-                failed(format!("docker, image {image}"), e)
-            }
-        })?;
+        // Pulled when missing (without a registry login: a caller that has the environment's
+        // calls `ensure_image` with it first).
+        self.ensure_image(env, None, &mut |_| {}).await?;
+        let info = self
+            .docker
+            .inspect_image(image)
+            .await
+            .map_err(|e| failed(format!("docker, image {image}"), e))?;
         let key = format!("{}/{}", info.id.unwrap_or_default(), env.sudo);
         let known = self.checked.lock().ok().and_then(|m| m.get(&key).cloned());
         let result = match known {

@@ -25,6 +25,7 @@ pub mod inside;
 pub mod layout;
 pub mod local;
 mod procs;
+pub mod pull;
 mod uids;
 
 pub use docker::DockerProvider;
@@ -33,6 +34,7 @@ pub use env::{
     Resources,
 };
 pub use local::LocalProvider;
+pub use pull::{REGISTRY_AUTH, RegistryAuth};
 
 /// What went wrong, in words a person can act on.
 #[derive(Debug, thiserror::Error)]

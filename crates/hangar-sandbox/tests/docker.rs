@@ -1,7 +1,9 @@
 //! What only the docker provider promises, beyond the conformance suite: the image check names
-//! what is missing, resource limits reach the container, the tmux server is root's alone, and
-//! `uid_split: false` is said. Needs dockerd and the test image (`scripts/start-docker`,
-//! `scripts/build-image`); `HANGAR_TEST_DOCKER=0` skips, saying so.
+//! what is missing, an image only a registry has is pulled (with a login where the registry wants
+//! one) and a failed pull says why, resource limits reach the container, the tmux server is
+//! root's alone, and `uid_split: false` is said. Needs dockerd, the test image and a registry on
+//! 127.0.0.1 (`scripts/start-docker`, `scripts/build-image`, `scripts/start-registry`);
+//! `HANGAR_TEST_DOCKER=0` skips, saying so.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -9,10 +11,13 @@
     clippy::print_stderr
 )]
 
+mod registry;
+
 use std::path::Path;
 
 use hangar_sandbox::{
-    CreateRequest, DockerProvider, EnvSpec, ExecRequest, Provider, Sandbox, SandboxError, Who,
+    CreateRequest, DockerProvider, EnvSpec, ExecRequest, Provider, RegistryAuth, Sandbox,
+    SandboxError, Who,
 };
 
 fn image() -> String {
@@ -67,15 +72,18 @@ async fn the_image_check_says_what_is_missing() {
     let Some(p) = provider().await else { return };
     p.check(&env("")).await.unwrap();
 
+    // Not here, and its registry (on loopback: nothing listens on port 1) does not answer.
     let e = p
         .check(
-            &EnvSpec::from_yaml("name: d\nprovider: docker\nimage: hangar-no-such:image\n")
-                .unwrap(),
+            &EnvSpec::from_yaml(
+                "name: d\nprovider: docker\nimage: 127.0.0.1:1/hangar-no-such:image\n",
+            )
+            .unwrap(),
         )
         .await
         .unwrap_err();
     assert!(
-        matches!(&e, SandboxError::Unavailable(m) if m.contains("cannot be pulled") && m.contains("scripts/build-image")),
+        matches!(&e, SandboxError::Unavailable(m) if m.contains("image 127.0.0.1:1/hangar-no-such:image is not on this machine and pulling it from 127.0.0.1:1 failed: ") && m.contains("DOCKER_REGISTRY_AUTH --environment d") && m.contains("docker load")),
         "{e}"
     );
 
@@ -227,4 +235,167 @@ async fn the_pinned_harness_cli_is_bound_read_only_for_a_plain_image() {
     .await;
     assert_ne!(st, 0, "the pinned CLI is writable from the sandbox");
     p.destroy(&sb, false).await.unwrap();
+}
+
+fn env_of(image: &str) -> EnvSpec {
+    EnvSpec::from_yaml(&format!("name: pulled\nprovider: docker\nimage: {image}\n")).unwrap()
+}
+
+/// An image only the registry has: `create` pulls it (nobody checked first) and the sandbox
+/// runs; `check` and `ensure_image` pull it too, saying how it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_only_a_registry_has_is_pulled() {
+    let Some(p) = provider().await else { return };
+    let docker = p.client();
+    let repo = format!("{}/hangar-pull-test", registry::open_registry());
+    let remote = registry::push(docker, &image(), &repo, &registry::unique_tag(), None).await;
+
+    let home = tempfile::tempdir().unwrap();
+    let sb = make(&p, home.path(), env_of(&remote), 10).await;
+    assert_eq!(
+        sh(&p, &sb, Who::Agent, "cat f && echo ran").await,
+        (0, "xran".into())
+    );
+    assert!(registry::is_local(docker, &remote).await);
+    p.destroy(&sb, false).await.unwrap();
+
+    registry::untag(docker, &remote).await;
+    p.check(&env_of(&remote)).await.unwrap();
+    assert!(registry::is_local(docker, &remote).await, "check pulls");
+
+    registry::untag(docker, &remote).await;
+    let mut lines = Vec::new();
+    let pulled = p
+        .ensure_image(&env_of(&remote), None, &mut |l| lines.push(l.to_owned()))
+        .await
+        .unwrap();
+    assert!(pulled);
+    assert_eq!(
+        lines.first(),
+        Some(&format!("pulling {remote}")),
+        "{lines:?}"
+    );
+    assert_eq!(lines.last(), Some(&format!("pulled {remote}")), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("Pull complete")
+            || l.contains("Already exists")
+            || l.starts_with("Digest: ")),
+        "{lines:?}"
+    );
+    // Here now: nothing to pull, nothing said.
+    let mut again = Vec::new();
+    let pulled = p
+        .ensure_image(&env_of(&remote), None, &mut |l| again.push(l.to_owned()))
+        .await
+        .unwrap();
+    assert!(!pulled && again.is_empty(), "{again:?}");
+    registry::untag(docker, &remote).await;
+}
+
+/// A name the registry does not have: the check and the create fail naming the image and the
+/// registry's own words, and leave nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_the_registry_lacks_fails_naming_it() {
+    let Some(p) = provider().await else { return };
+    let missing = format!(
+        "{}/hangar-pull-missing:{}",
+        registry::open_registry(),
+        registry::unique_tag()
+    );
+    let e = p.check(&env_of(&missing)).await.unwrap_err();
+    let m = e.to_string();
+    assert!(
+        matches!(e, SandboxError::Unavailable(_))
+            && m.contains(&format!(
+                "image {missing} is not on this machine and pulling it from 127."
+            ))
+            && m.contains("manifest unknown"),
+        "{m}"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let repo = home.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let id = format!("docker-{}-11", std::process::id());
+    let e = p
+        .create(&CreateRequest {
+            id: id.clone(),
+            env: env_of(&missing),
+            repo,
+            person: "ada@example.com".into(),
+            home: home.path().to_owned(),
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("image {missing} is not on this machine")),
+        "{e}"
+    );
+    assert!(!home.path().join("sandboxes").join(&id).exists());
+    assert!(
+        p.client()
+            .inspect_container(&format!("hangar-{id}"), None)
+            .await
+            .is_err(),
+        "a container was left behind"
+    );
+}
+
+/// A registry that takes only a login: refused without it (or with a wrong one), saying so;
+/// pulled with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_that_wants_a_login_gets_the_environments() {
+    let Some(p) = provider().await else { return };
+    let docker = p.client();
+    let reg = registry::LoginRegistry::start();
+    let repo = format!("{}/hangar-pull-login", reg.addr);
+    let remote = registry::push(
+        docker,
+        &image(),
+        &repo,
+        &registry::unique_tag(),
+        Some(reg.credentials()),
+    )
+    .await;
+    let env = env_of(&remote);
+
+    let e = p
+        .ensure_image(&env, None, &mut |_| {})
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "image {remote} is not on this machine and pulling it from {} failed: ",
+            reg.addr
+        )) && e.contains("no basic auth credentials"),
+        "{e}"
+    );
+    let wrong = RegistryAuth::basic(registry::USER, "not-the-password");
+    let e = p
+        .ensure_image(&env, Some(&wrong), &mut |_| {})
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("(with environment pulled's DOCKER_REGISTRY_AUTH) failed: ")
+            && e.contains("unauthorized"),
+        "{e}"
+    );
+    assert!(!e.contains("not-the-password"), "{e}");
+    assert!(!registry::is_local(docker, &remote).await);
+
+    let right = RegistryAuth::from_json(&format!(
+        r#"{{"username": "{}", "password": "{}"}}"#,
+        registry::USER,
+        registry::PASSWORD
+    ))
+    .unwrap();
+    assert!(
+        p.ensure_image(&env, Some(&right), &mut |_| {})
+            .await
+            .unwrap()
+    );
+    assert!(registry::is_local(docker, &remote).await);
+    registry::untag(docker, &remote).await;
 }

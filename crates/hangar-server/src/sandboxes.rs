@@ -29,6 +29,7 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<Arc<Cont
         ("GET", "/v1/environments", get(list_environments)),
         ("POST", "/v1/environments", post(apply_environment)),
         ("GET", "/v1/environments/{name}", get(get_environment)),
+        ("POST", "/v1/environments/{name}/pull", post(pull_image)),
         ("GET", "/v1/sandboxes", get(list_sandboxes)),
         ("POST", "/v1/sandboxes", post(create_sandbox)),
         ("GET", "/v1/sandboxes/{id}", get(get_sandbox)),
@@ -301,6 +302,58 @@ async fn get_environment(State(plane): S, _who: Authed, Path(name): Path<String>
     Ok(Json(api::EnvironmentOne { environment }).into_response())
 }
 
+/// Pulls a docker environment's image now (`hangar env apply --pull`), as Server-Sent Events:
+/// `progress` (`{line}`) as it goes, then `done` (`{environment, image, pulled}`) or `failed`
+/// (`{message}`). Refusals (not an admin, no such environment, not docker, no dockerd) come
+/// before the stream, with their status. A pull goes on to its end when the stream is dropped.
+async fn pull_image(State(plane): S, who: Authed, Path(name): Path<String>) -> ApiResult {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    // Environments are the admins' (see `apply_environment`); so is filling the machine with
+    // their images.
+    who.require_admin(&plane, "pull an environment's image")
+        .await?;
+    let spec = plane.sandboxes().image_to_pull(&name).await?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    tokio::spawn(async move {
+        let lines = tx.clone();
+        let mut progress = move |line: &str| {
+            let progress = api::PullProgress {
+                line: line.to_owned(),
+            };
+            // `json_data` fails only for what does not serialize; these types always do.
+            if let Ok(ev) = Event::default().event("progress").json_data(progress) {
+                let _ = lines.send(ev);
+            }
+        };
+        let end = match plane
+            .sandboxes()
+            .pull_image(&spec, &who.email, &mut progress)
+            .await
+        {
+            Ok(pulled) => Event::default().event("done").json_data(api::PullDone {
+                environment: spec.name.clone(),
+                image: spec.image.clone().unwrap_or_default(),
+                pulled,
+            }),
+            Err(e) => Event::default().event("failed").json_data(api::PullFailed {
+                message: e.to_string(),
+            }),
+        };
+        if let Ok(ev) = end {
+            let _ = tx.send(ev);
+        }
+    });
+    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+        let ev = rx.recv().await?;
+        Some((Ok::<_, std::convert::Infallible>(ev), rx))
+    });
+    Ok((
+        [(axum::http::header::CACHE_CONTROL, "no-store")],
+        Sse::new(events).keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(10))),
+    )
+        .into_response())
+}
+
 /// This module's endpoints, for the OpenAPI document.
 pub(crate) fn endpoints() -> Vec<Endpoint> {
     use crate::api_doc::e;
@@ -329,6 +382,15 @@ pub(crate) fn endpoints() -> Vec<Endpoint> {
             of::<api::EnvironmentOne>,
             200,
         ),
+        Endpoint {
+            method: "POST",
+            path: "/v1/environments/{name}/pull",
+            summary: "Pull a docker environment's image onto the server's machine now, unless it is there (admins; with the environment's credential DOCKER_REGISTRY_AUTH as the registry login; audited as `environment.pulled`): its progress as Server-Sent Events, then `done` or `failed`; the pull goes on when the stream is dropped",
+            request: None,
+            response: of::<api::PullEvent>,
+            stream: true,
+            status: 200,
+        },
         e(
             "GET",
             "/v1/sandboxes",

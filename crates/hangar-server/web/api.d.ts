@@ -580,6 +580,16 @@ export type Policy = "ask" | "auto" | "governed";
 /** Where sandboxes of an environment run. */
 export type Provider = "local" | "docker" | "kubernetes" | "e2b";
 
+/** Server-Sent Events of `POST /v1/environments/{name}/pull`: `progress` ({line}: one line of the pull, a layer's change of state or how far it got), then one `done` ({environment, image, pulled}: the image is on the machine; `pulled` false when it already was) or `failed` ({message}: why, naming the image and what the registry said) */
+export interface PullEvent {
+  data: string;
+  event?: PullEventKind | null;
+  id?: string | null;
+}
+
+/** The kinds of a pull's events. */
+export type PullEventKind = "progress" | "done" | "failed";
+
 /** `GET /v1/ready`: the server can serve (its database answers); a 503 error otherwise. */
 export interface Ready {
   ready: boolean;

@@ -37,6 +37,15 @@ pub(crate) async fn for_turn(
 ) -> Result<Option<Value>, ControlError> {
     let provider_keys =
         hangar_protocol::codex_keys::provider_keys(codex_config).map_err(ControlError::Invalid)?;
+    // The environment's registry login is dockerd's, for pulling its image: never a turn's.
+    if let Some((provider, name)) = provider_keys
+        .iter()
+        .find(|(_, n)| n == hangar_sandbox::REGISTRY_AUTH)
+    {
+        return Err(ControlError::Invalid(format!(
+            "Codex's model provider {provider:?} would read its key from {name}, the environment's registry login, which only dockerd gets (to pull the image) and no turn does; name another variable in model_providers.{provider}.env_key"
+        )));
+    }
     let mine = store
         .secrets_of(&SecretOwner::Person(person.to_owned()))
         .await?;

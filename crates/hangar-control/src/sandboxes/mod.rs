@@ -8,8 +8,9 @@
 //!
 //! The [`Sandboxes`] service owns the providers (each connected on first use), the environments
 //! ([`envs`]), the terminals relayed for `hangar sb attach` ([`attaches`]), the harness CLIs an
-//! image holds ([`image_cli`]) and the rule for plain folders ([`folders`]). It uses no other
-//! service; governance, runs and forks use it.
+//! image holds ([`image_cli`]), a docker environment's image pulled when missing ([`images`]) and
+//! the rule for plain folders ([`folders`]). It uses no other service; governance, runs and
+//! forks use it.
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +35,7 @@ pub mod attaches;
 pub(crate) mod envs;
 pub(crate) mod folders;
 pub(crate) mod image_cli;
+pub(crate) mod images;
 pub(crate) mod keep;
 pub(crate) mod take;
 
@@ -385,10 +387,17 @@ impl Sandboxes {
             home: self.tools.home.clone(),
         };
         let creating = std::time::Instant::now();
-        let sb = with_provider!(self, spec.provider, |p| {
-            p.check(&spec).await?;
-            p.create(&req).await.map_err(ControlError::from)
-        });
+        let sb = async {
+            if spec.provider == ProviderKind::Docker {
+                // A missing image is pulled first, with the environment's registry login.
+                self.ensure_image(&spec, &mut |_| {}).await?;
+            }
+            with_provider!(self, spec.provider, |p| {
+                p.check(&spec).await?;
+                p.create(&req).await.map_err(ControlError::from)
+            })
+        }
+        .await;
         crate::metrics::sandbox_create(spec.provider.as_str(), sb.is_ok(), creating.elapsed());
         let sb = sb?;
         let host_workspace = sb
