@@ -4,6 +4,7 @@
 //! in-process when no server answers; see `local`), and presents the result.
 
 mod api;
+mod backup;
 mod client_config;
 mod config;
 mod doctor;
@@ -264,6 +265,13 @@ enum Cmd {
         #[command(subcommand)]
         action: HarnessCmd,
     },
+    /// A consistent copy of the store taken while it is in use (SQLite; on PostgreSQL it names
+    /// pg_dump), into a new FILE. The vault's master key and the run logs are not in it: it
+    /// says how to keep them.
+    Backup { file: PathBuf },
+    /// Bring a backup back as this home's store (with no server running): the copy is checked
+    /// (its audit log's chain, the master key) and the store it replaces is kept beside it.
+    Restore { file: PathBuf },
     /// Check this machine: the driver and hook, bubblewrap and user namespaces, tmux, the
     /// harness CLIs (and the Node.js they need) and their check, dockerd, the store, free disk
     /// and the home folder's permissions; says what to do for each failure. Exit 1 when a turn
@@ -527,6 +535,8 @@ fn dispatch(cmd: Cmd, home: PathBuf, file: config::ServeFile) -> Result<ExitCode
             action: HarnessCmd::List { json },
         } => harness::list(&home, json),
         Cmd::Doctor { json } => doctor::doctor(&home, json),
+        Cmd::Backup { file } => backup::backup(&home, &file),
+        Cmd::Restore { file } => backup::restore(&home, &file),
         Cmd::Completions { shell } => manual::completions(command(), shell),
         Cmd::Man { dir } => manual::man_pages(command(), &dir),
         Cmd::Audit { action: None, json } => sessions::audit(&home, json),

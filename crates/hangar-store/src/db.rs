@@ -236,6 +236,32 @@ impl Store {
         Ok(v.unwrap_or(0))
     }
 
+    /// A consistent copy of a SQLite store in `dest` (a file that must not exist), taken while
+    /// the store is in use: `VACUUM INTO` reads the whole database in one read transaction, so
+    /// the copy is the database as of one moment, and writers go on meanwhile (SQLite's online
+    /// backup, the form sqlx can run). The vault's master key is not in the database, so not in
+    /// the copy. PostgreSQL has its own tool for this (`pg_dump`): refused here, naming it.
+    pub async fn backup_to(&self, dest: &std::path::Path) -> Result<(), StoreError> {
+        let Some(dest_text) = dest.to_str() else {
+            return Err(StoreError::Invalid(format!(
+                "{}: the backup's path must be UTF-8",
+                dest.display()
+            )));
+        };
+        match &self.db {
+            Db::Sqlite(pool) => {
+                sqlx::query("VACUUM INTO ?")
+                    .bind(dest_text)
+                    .execute(pool)
+                    .await?;
+                Ok(())
+            }
+            Db::Postgres(_) => Err(StoreError::Invalid(
+                "this store is on PostgreSQL: back it up with pg_dump (e.g. `pg_dump --format=custom --file=hangar.dump \"$HANGAR_DATABASE_URL\"`) and bring it back with pg_restore".into(),
+            )),
+        }
+    }
+
     /// Closes the pools, waiting for connections in use to come back.
     pub async fn close(&self) {
         read_db!(self, pool => pool.close().await);
