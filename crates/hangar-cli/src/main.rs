@@ -222,6 +222,9 @@ enum Cmd {
         /// An environment's credential (the turns in its sandboxes get it).
         #[arg(long)]
         environment: Option<String>,
+        /// `list`: one JSON object per credential (its name; never its value).
+        #[arg(long)]
+        json: bool,
     },
     /// The audit log: its records, oldest first; `verify` checks its hash chain.
     Audit {
@@ -520,13 +523,14 @@ fn dispatch(cmd: Cmd, home: PathBuf, file: config::ServeFile) -> Result<ExitCode
             name,
             person,
             environment,
+            json,
         } => {
             let owner = match (person, environment) {
                 (Some(p), _) => hangar_store::SecretOwner::Person(p),
                 (None, Some(e)) => hangar_store::SecretOwner::Environment(e),
                 (None, None) => hangar_store::SecretOwner::Server,
             };
-            serve::credential(&home, &action, name.as_deref(), &owner)
+            serve::credential(&home, &action, name.as_deref(), &owner, json)
         }
         Cmd::Harness {
             action: HarnessCmd::Check(a),

@@ -216,6 +216,7 @@ pub fn credential(
     action: &str,
     name: Option<&str>,
     owner: &hangar_store::SecretOwner,
+    json: bool,
 ) -> Result<ExitCode, CliError> {
     let settings = Plane::from_env(home);
     runtime()?.block_on(async {
@@ -251,7 +252,11 @@ pub fn credential(
             }
             ("list", None) => {
                 for n in store.secret_names(owner).await.map_err(fail)? {
-                    progress::say(&n);
+                    if json {
+                        progress::say(&serde_json::json!({"name": n}).to_string());
+                    } else {
+                        progress::say(&n);
+                    }
                 }
             }
             ("rm", Some(n)) => {

@@ -161,3 +161,58 @@ fn the_clis_config_file_sets_defaults_the_environment_overrides() {
         "{err}"
     );
 }
+
+/// `hangar credential list --json`: one object per credential, its name only, never its value.
+#[test]
+fn credential_list_has_json_lines_without_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let hangar = |args: &[&str], stdin: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hangar"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", dir.path())
+            .env("HANGAR_HOME", dir.path().join("hangar"))
+            .env("HANGAR_URL", "http://127.0.0.1:9")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = c.stdin.take().unwrap();
+        std::io::Write::write_all(&mut input, stdin.unwrap_or("").as_bytes()).unwrap();
+        drop(input);
+        c.wait_with_output().unwrap()
+    };
+    let set = hangar(
+        &[
+            "credential",
+            "set",
+            "MY_TOKEN",
+            "--person",
+            "ada@example.com",
+        ],
+        Some("s3cret-value"),
+    );
+    assert!(set.status.success());
+    let out = hangar(
+        &[
+            "credential",
+            "list",
+            "--person",
+            "ada@example.com",
+            "--json",
+        ],
+        None,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        vec![serde_json::json!({"name": "MY_TOKEN"})],
+        "{text}"
+    );
+    assert!(!text.contains("s3cret"));
+}
