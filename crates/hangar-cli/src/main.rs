@@ -21,6 +21,7 @@ mod logs;
 mod manual;
 mod people;
 mod progress;
+mod prompt;
 mod relay;
 mod rules;
 mod run;

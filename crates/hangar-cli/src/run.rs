@@ -257,6 +257,7 @@ async fn drive(
     }
     catch_ctrl_c();
     let mut printer = progress::Printer::new(&run, json_out);
+    let mut prompter = crate::prompt::Prompter::for_terminal(&run, json_out);
     let mut follower = LogFollower::new(api.clone(), &run);
     let mut interrupts_seen = 0;
     let mut takeover_tried: Option<std::time::Instant> = None;
@@ -283,6 +284,12 @@ async fn drive(
                 printer.verified(follower.verified, follower.why.as_deref());
                 for line in lines {
                     printer.line(&line);
+                    if let Some(p) = &mut prompter {
+                        p.saw(&line);
+                    }
+                }
+                if let Some(p) = &mut prompter {
+                    p.step(&follower.api).await;
                 }
                 if quiet && !follower.ended {
                     tokio::time::sleep(POLL).await;
