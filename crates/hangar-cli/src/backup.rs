@@ -175,3 +175,52 @@ fn serving() -> Option<String> {
         .ok()
         .map(|_| url)
 }
+
+/// An age: a number and `d`, `h` or `m` (`90d`).
+pub fn age(text: &str) -> Result<std::time::Duration, CliError> {
+    let bad = || {
+        CliError::Usage(format!(
+            "--older-than {text:?}: give a number and d, h or m (like 90d, 12h, 30m)"
+        ))
+    };
+    let (n, unit) = text.split_at(text.len().saturating_sub(1));
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "d" => 86_400,
+        "h" => 3_600,
+        "m" => 60,
+        _ => return Err(bad()),
+    };
+    if n == 0 {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_secs(n.saturating_mul(secs)))
+}
+
+/// `hangar prune --older-than AGE [--dry-run]`: retention, once, on this machine's store.
+pub fn prune(home: &Path, older_than: &str, dry_run: bool) -> Result<ExitCode, CliError> {
+    let older_than = age(older_than)?;
+    let home_owned = home.to_path_buf();
+    crate::people::on_store(home, |store| async move {
+        let p = hangar_control::retention::prune(
+            &store,
+            &home_owned,
+            older_than,
+            dry_run,
+            &crate::local::local_person(),
+        )
+        .await
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+        progress::say(&format!(
+            "{} {} run{} ({} events), {} session conversation{}, {} bytes of files",
+            if dry_run { "would prune" } else { "pruned" },
+            p.runs,
+            if p.runs == 1 { "" } else { "s" },
+            p.events,
+            p.conversations,
+            if p.conversations == 1 { "" } else { "s" },
+            progress::thousands(p.bytes)
+        ));
+        Ok(ExitCode::SUCCESS)
+    })
+}

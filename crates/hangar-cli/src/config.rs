@@ -58,6 +58,7 @@ const SETTINGS: &[(&str, &str, Kind)] = &[
     ("ca_file", var::HANGAR_CA_FILE, Kind::Text),
     ("log", var::HANGAR_LOG, Kind::Text),
     ("log_format", var::HANGAR_LOG_FORMAT, Kind::Text),
+    ("retention_days", var::HANGAR_RETENTION_DAYS, Kind::Number),
     ("driver_bin", var::HANGAR_DRIVER_BIN, Kind::Text),
     ("tower_hook_bin", var::HANGAR_TOWER_HOOK_BIN, Kind::Text),
     ("claude_bin", var::HANGAR_CLAUDE_BIN, Kind::Text),

@@ -64,6 +64,11 @@ impl Tail {
 fn run_log(home: &Path, run: &str) -> Result<PathBuf, CliError> {
     let path = ControlDir::for_run(home, run).run_log();
     if !ControlDir::for_run(home, run).root().exists() {
+        if let Some(at) = pruned_at(home, run) {
+            return Err(CliError::Failed(format!(
+                "run {run}'s log was pruned by retention (at {at} ms since the epoch); its record, commands, approvals and audit records remain"
+            )));
+        }
         return Err(CliError::Failed(format!(
             "no run {run} under {} (and no hangar server answers at {}; is HANGAR_HOME or HANGAR_URL right?)",
             home.display(),
@@ -371,6 +376,29 @@ pub fn approvals(home: &Path, run: &str, json_out: bool) -> Result<ExitCode, Cli
         progress::say("no permission requests are waiting");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// When this machine's store says run `run` was pruned (only asked once its files are missing).
+fn pruned_at(home: &Path, run: &str) -> Option<i64> {
+    let settings = crate::serve::Plane::from_env(home);
+    if let Some(db) = settings.database.strip_prefix("sqlite://")
+        && !Path::new(db).exists()
+    {
+        return None;
+    }
+    // On a thread of its own: a caller may be inside a runtime already.
+    let (db, run) = (settings.database, run.to_owned());
+    std::thread::spawn(move || {
+        crate::serve::runtime().ok()?.block_on(async {
+            let store = hangar_store::Store::open(&db).await.ok()?;
+            let at = store.run_pruned_at(&run).await.ok().flatten();
+            store.close().await;
+            at
+        })
+    })
+    .join()
+    .ok()
+    .flatten()
 }
 
 #[cfg(test)]

@@ -276,6 +276,17 @@ enum Cmd {
     /// Bring a backup back as this home's store (with no server running): the copy is checked
     /// (its audit log's chain, the master key) and the store it replaces is kept beside it.
     Restore { file: PathBuf },
+    /// Retention, once: runs whose turn ended more than AGE ago lose their log, trees, kept
+    /// files and events (their record, commands, approvals and the audit log stay; live runs
+    /// are never touched). `hangar serve` does it daily with `retention_days`.
+    Prune {
+        /// How old: a number and d, h or m (90d).
+        #[arg(long, value_name = "AGE")]
+        older_than: String,
+        /// Say what would go, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Check this machine: the driver and hook, bubblewrap and user namespaces, tmux, the
     /// harness CLIs (and the Node.js they need) and their check, dockerd, the store, free disk
     /// and the home folder's permissions; says what to do for each failure. Exit 1 when a turn
@@ -541,6 +552,10 @@ fn dispatch(cmd: Cmd, home: PathBuf, file: config::ServeFile) -> Result<ExitCode
         } => harness::list(&home, json),
         Cmd::Doctor { json } => doctor::doctor(&home, json),
         Cmd::Backup { file } => backup::backup(&home, &file),
+        Cmd::Prune {
+            older_than,
+            dry_run,
+        } => backup::prune(&home, &older_than, dry_run),
         Cmd::Restore { file } => backup::restore(&home, &file),
         Cmd::Completions { shell } => manual::completions(command(), shell),
         Cmd::Man { dir } => manual::man_pages(command(), &dir),

@@ -150,6 +150,9 @@ pub fn serve(
             home.to_owned(),
         ));
         let n = plane.reattach().await.map_err(|e| CliError::Failed(e.to_string()))?;
+        if let Some(days) = retention_days()? {
+            tokio::spawn(prune_daily(Arc::clone(&plane), home.to_owned(), days));
+        }
         let tls = tls
             .map(|(cert, key)| hangar_server::tls::server_config(cert, key))
             .transpose()
@@ -339,4 +342,39 @@ pub fn events_check(home: &Path, run: &str) -> Result<ExitCode, CliError> {
         ));
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `HANGAR_RETENTION_DAYS` (`retention_days`): a whole number of days, 1 or more.
+fn retention_days() -> Result<Option<u64>, CliError> {
+    let name = hangar_protocol::env::HANGAR_RETENTION_DAYS;
+    match hangar_protocol::env::var(name) {
+        None => Ok(None),
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(d) if d > 0 => Ok(Some(d)),
+            _ => Err(CliError::Usage(format!(
+                "{name}={v:?}: a whole number of days, 1 or more"
+            ))),
+        },
+    }
+}
+
+/// Retention once a day, the first a minute after the start (`hangar prune`'s work).
+async fn prune_daily(plane: Arc<ControlPlane>, home: PathBuf, days: u64) {
+    let age = std::time::Duration::from_secs(days.saturating_mul(86_400));
+    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    loop {
+        match hangar_control::retention::prune(plane.store(), &home, age, false, "retention").await
+        {
+            Ok(p) if p.runs > 0 || p.conversations > 0 => tracing::info!(
+                runs = p.runs,
+                events = p.events,
+                conversations = p.conversations,
+                bytes = p.bytes,
+                "retention pruned what ended over {days} days ago"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "retention could not prune"),
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(86_400)).await;
+    }
 }

@@ -26,6 +26,7 @@ pub mod governance;
 mod launch;
 pub mod metrics;
 mod plane;
+pub mod retention;
 pub mod runs;
 pub mod sandboxes;
 pub mod steps;

@@ -51,6 +51,9 @@ pub const HANGAR_LOG: &str = "HANGAR_LOG";
 /// How hangar's log lines are written: `text` (the default; coloured on a terminal unless
 /// `NO_COLOR` is set) or `json` (one JSON object per line, for a log collector).
 pub const HANGAR_LOG_FORMAT: &str = "HANGAR_LOG_FORMAT";
+/// `hangar serve` prunes, once a day, what runs that ended more than this many days ago left
+/// (their logs, trees, kept files and events; `hangar prune`). Unset: nothing is pruned.
+pub const HANGAR_RETENTION_DAYS: &str = "HANGAR_RETENTION_DAYS";
 /// `false` (or `0`, `no`, `off`): every turn is one-shot, the harness once in its plain mode
 /// with no driver (S30). Default: live turns.
 pub const HANGAR_LIVE_TURNS: &str = "HANGAR_LIVE_TURNS";

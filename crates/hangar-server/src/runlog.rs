@@ -49,6 +49,15 @@ pub(crate) async fn run_log(
     let run = plane.store().run(&id).await?;
     let ended = run.state != RunState::Live;
     let path = plane.steps().run_log_path(&run);
+    // Only an ended run's log can have been pruned; asked only when the file is gone.
+    if ended
+        && !path.exists()
+        && let Some(at) = plane.store().run_pruned_at(&id).await?
+    {
+        return Err(ApiError::NotFound(format!(
+            "run {id}'s log was pruned by retention (at {at} ms since the epoch); its record, commands, approvals and audit records remain"
+        )));
+    }
     let max = q.max.unwrap_or(DEFAULT_MAX).clamp(4096, 16 << 20);
     let offset = q.offset;
     let mode = hangar_control::Steps::stored_log_mode(&run);

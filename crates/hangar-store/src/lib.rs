@@ -28,6 +28,7 @@ mod ids;
 mod migrate;
 mod model;
 mod people;
+mod retention;
 mod runs;
 mod secrets;
 mod sessions;
@@ -48,6 +49,7 @@ pub use ids::{IdKind, MIN_SHORT_HEX, Resolved};
 pub use migrate::{Backend, KNOWN_SCHEMA_VERSION};
 pub use model::*;
 pub use people::normal_email;
+pub use retention::Prunable;
 pub use secrets::SecretOwner;
 pub use sign_in_flows::FlowKind;
 pub use tokens::{

@@ -147,6 +147,13 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0011_turn_interrupted.sql"),
         refuse_if: &[],
     },
+    Migration {
+        version: 12,
+        name: "run_pruned",
+        sqlite: include_str!("../migrations/sqlite/0012_run_pruned.sql"),
+        postgres: include_str!("../migrations/postgres/0012_run_pruned.sql"),
+        refuse_if: &[],
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -96,7 +96,7 @@ impl Drop for ConversationFiles {
 /// Where the files of a session's harness conversations are kept (one copy of each, replaced
 /// at each of its turns' ends: the files are append-only, and a fork of an earlier run cuts
 /// them at its step by message uuid or turn id).
-fn kept_conversations(home: &Path, session: &str) -> PathBuf {
+pub(crate) fn kept_conversations(home: &Path, session: &str) -> PathBuf {
     home.join("kept")
         .join("conversations")
         .join(session)
