@@ -431,6 +431,23 @@ impl Api {
         self.typed(path, v)
     }
 
+    /// [`Api::post_as`] for work that takes as long as its provider needs (a sandbox whose image
+    /// is pulled, a large repository copied): waits up to `limit` for the answer.
+    pub async fn post_waiting<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl hangar_api::RequestBody,
+        limit: Duration,
+    ) -> Result<T, ApiError> {
+        let body = serde_json::to_value(body)
+            .map_err(|e| ApiError::Other(format!("the body of POST {path}: {e}")))?;
+        let sent = self
+            .send(reqwest::Method::POST, path, Some(&body), limit, true)
+            .await?;
+        let v = self.answer(sent).await?;
+        self.typed(path, v)
+    }
+
     /// `DELETE path`, its answer read as the API's type for it.
     pub async fn delete_as<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiError> {
         let v = self.delete(path).await?;

@@ -172,6 +172,47 @@ pub fn env(home: &Path, cmd: EnvCmd) -> Result<ExitCode, CliError> {
     }
 }
 
+/// How long `sb create` waits for its sandbox: as long as a provider may need.
+const CREATE_LIMIT: Duration = Duration::from_secs(3600);
+
+/// `sb create`: the image pulled first where the person may (a docker environment, an admin),
+/// its progress shown; then the sandbox made (the repository copied, the sandbox started), a
+/// line every 10 s saying it still is, for as long as the provider needs. The progress goes to
+/// stderr: stdout starts with `sandbox: ID`, as scripts read it.
+async fn create_with_progress(
+    api: &Api,
+    body: &hangar_api::CreateSandbox,
+) -> Result<hangar_api::SandboxOne, CliError> {
+    let env: Option<hangar_api::EnvironmentOne> = api
+        .get_as(&format!("/v1/environments/{}", seg(&body.env)))
+        .await
+        .ok();
+    let docker = env
+        .as_ref()
+        .is_some_and(|e| e.environment.spec.0["provider"] == "docker");
+    if docker {
+        progress::note(&format!("[1/2] the image of environment {}", body.env));
+        pull_named(api, &body.env, true).await?;
+    }
+    progress::note(&format!(
+        "[{}] making the sandbox: copying {} and starting it",
+        if docker { "2/2" } else { "1/1" },
+        body.repo.display()
+    ));
+    let started = std::time::Instant::now();
+    let making = api.post_waiting::<hangar_api::SandboxOne>("/v1/sandboxes", body, CREATE_LIMIT);
+    tokio::pin!(making);
+    loop {
+        tokio::select! {
+            r = &mut making => return r.map_err(|e| e.into_cli()),
+            () = tokio::time::sleep(Duration::from_secs(10)) => progress::note(&format!(
+                "still making the sandbox ({} s)",
+                started.elapsed().as_secs()
+            )),
+        }
+    }
+}
+
 /// `env apply --pull`: the environment's image pulled by the server, its progress printed as
 /// it comes (`pull: …`), then `image: IMAGE (pulled)` or `(already here)`.
 async fn pull_image(api: &Api, env: &hangar_api::Environment) -> Result<(), CliError> {
@@ -183,11 +224,29 @@ async fn pull_image(api: &Api, env: &hangar_api::Environment) -> Result<(), CliE
         ));
         return Ok(());
     }
-    let path = format!("/v1/environments/{}/pull", seg(&env.name));
-    let mut body = api
-        .post_stream(&path, &hangar_api::Empty {})
-        .await
-        .map_err(|e| e.into_cli())?;
+    pull_named(api, &env.name, false).await
+}
+
+/// The image of docker environment `name` pulled by the server, its progress printed. For `sb
+/// create` (`for_create`) the progress goes to stderr, and a person who may not pull ahead (not
+/// an admin) is told the server pulls it as it makes the sandbox, which is no error.
+async fn pull_named(api: &Api, name: &str, for_create: bool) -> Result<(), CliError> {
+    let say = |line: &str| {
+        if for_create {
+            progress::note(line);
+        } else {
+            progress::say(line);
+        }
+    };
+    let path = format!("/v1/environments/{}/pull", seg(name));
+    let mut body = match api.post_stream(&path, &hangar_api::Empty {}).await {
+        Ok(b) => b,
+        Err(e) if for_create && e.status() == Some(403) => {
+            say("the server pulls the image as it makes the sandbox, if it is missing");
+            return Ok(());
+        }
+        Err(e) => return Err(e.into_cli()),
+    };
     let odd = |what: &str, e: serde_json::Error| {
         CliError::Failed(format!(
             "the server's {what} event does not read ({e}): are the server and this CLI the same version?"
@@ -202,13 +261,13 @@ async fn pull_image(api: &Api, env: &hangar_api::Environment) -> Result<(), CliE
                 Some("progress") => {
                     let p: hangar_api::PullProgress =
                         serde_json::from_str(&data).map_err(|e| odd("progress", e))?;
-                    progress::say(&format!("pull: {}", p.line));
+                    say(&format!("pull: {}", p.line));
                 }
                 Some("done") => {
                     let d: hangar_api::PullDone =
                         serde_json::from_str(&data).map_err(|e| odd("done", e))?;
                     let how = if d.pulled { "pulled" } else { "already here" };
-                    progress::say(&format!("image: {} ({how})", d.image));
+                    say(&format!("image: {} ({how})", d.image));
                     return Ok(());
                 }
                 Some("failed") => {
@@ -402,10 +461,7 @@ pub fn sb(home: &Path, cmd: SbCmd) -> Result<ExitCode, CliError> {
                 .map_err(|e| CliError::Usage(format!("--repo {}: {e}", repo.display())))?;
             let body = hangar_api::CreateSandbox { env, repo, person };
             with_api(home, |api| async move {
-                let r: hangar_api::SandboxOne = api
-                    .post_as("/v1/sandboxes", &body)
-                    .await
-                    .map_err(|e| e.into_cli())?;
+                let r = create_with_progress(&api, &body).await?;
                 let sb = &r.sandbox;
                 progress::say(&format!("sandbox: {}", sb.id));
                 say_sandbox(sb);

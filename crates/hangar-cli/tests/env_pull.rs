@@ -173,6 +173,19 @@ async fn env_apply_pull_and_sb_create_pull_with_the_environments_login() {
         None,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
+    // Its progress on stderr (the pull, then the making); stdout starts with the sandbox.
+    let said = text(&out.stderr);
+    for want in [
+        "[1/2] the image of environment pulled",
+        "pull: ",
+        "(pulled)",
+        "[2/2] making the sandbox",
+    ] {
+        assert!(
+            said.contains(want),
+            "{want:?} missing from sb create's progress:\n{said}"
+        );
+    }
     let sb = text(&out.stdout)
         .lines()
         .next()
@@ -200,7 +213,9 @@ async fn env_apply_pull_and_sb_create_pull_with_the_environments_login() {
         .map(|r| serde_json::from_str(r["detail"].as_str().unwrap()).unwrap())
         .collect();
     let pulled: Vec<&serde_json::Value> = pulls.iter().map(|d| &d["pulled"]).collect();
-    assert_eq!(pulled, [true, false], "{pulls:?}");
+    // env apply --pull (pulled), again (already here), sb create ahead of making the sandbox
+    // (pulled again: the test removed the image).
+    assert_eq!(pulled, [true, false, true], "{pulls:?}");
     assert!(
         pulls.iter().all(|d| d["image"] == remote.as_str()),
         "{pulls:?}"
