@@ -373,3 +373,66 @@ async fn the_server_image_serves_a_turn_on_postgresql() {
         assert_eq!(r.header("x-api-key"), Some(key), "{:?}", r.headers);
     }
 }
+
+/// dist/compose.yaml stays true to what the image and the server take: the image's tag is the
+/// one scripts/build-server-image gives this version, every variable it sets for hangar is one
+/// hangar reads, the database URL names the compose file's own PostgreSQL service, the port is
+/// published on loopback only (plain HTTP), the store is a volume, and the health check asks
+/// `/v1/ready`.
+#[test]
+fn the_compose_file_matches_the_image_and_the_settings() {
+    let root = workspace_root();
+    let text = std::fs::read_to_string(root.join("dist/compose.yaml")).unwrap();
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let hangar = &doc["services"]["hangar"];
+    let image = hangar["image"].as_str().unwrap();
+    assert!(
+        image.contains(&format!("hangar:{}", env!("CARGO_PKG_VERSION"))),
+        "{image}"
+    );
+    let env_rs = std::fs::read_to_string(root.join("crates/hangar-protocol/src/env.rs")).unwrap();
+    let vars = hangar["environment"].as_mapping().unwrap();
+    for (k, _) in vars {
+        let k = k.as_str().unwrap();
+        assert!(
+            env_rs.contains(&format!("\"{k}\"")),
+            "{k} is not a variable hangar reads"
+        );
+    }
+    let url = vars
+        .get(serde_yaml::Value::from("HANGAR_DATABASE_URL"))
+        .and_then(|v| v.as_str())
+        .unwrap();
+    assert!(
+        url.starts_with("postgres://") && url.contains("@postgres/"),
+        "{url}"
+    );
+    assert!(doc["services"]["postgres"].is_mapping());
+    let ports: Vec<&str> = hangar["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.as_str())
+        .collect();
+    assert!(
+        ports.iter().all(|p| p.starts_with("127.0.0.1:")),
+        "{ports:?}"
+    );
+    let volumes: Vec<&str> = hangar["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(
+        volumes.iter().any(|v| v.ends_with(":/var/lib/hangar")),
+        "{volumes:?}"
+    );
+    let health = serde_yaml::to_string(&hangar["healthcheck"]["test"]).unwrap();
+    assert!(health.contains("/v1/ready"), "{health}");
+    // The image's home is the volume's.
+    let script = std::fs::read_to_string(root.join("scripts/build-server-image")).unwrap();
+    assert!(
+        script.contains("HANGAR_HOME=/var/lib/hangar") && script.contains("VOLUME /var/lib/hangar")
+    );
+}
