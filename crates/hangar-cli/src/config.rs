@@ -59,6 +59,7 @@ const SETTINGS: &[(&str, &str, Kind)] = &[
     ("log", var::HANGAR_LOG, Kind::Text),
     ("log_format", var::HANGAR_LOG_FORMAT, Kind::Text),
     ("retention_days", var::HANGAR_RETENTION_DAYS, Kind::Number),
+    ("harness_versions", var::HANGAR_HARNESS_VERSIONS, Kind::Text),
     ("driver_bin", var::HANGAR_DRIVER_BIN, Kind::Text),
     ("tower_hook_bin", var::HANGAR_TOWER_HOOK_BIN, Kind::Text),
     ("claude_bin", var::HANGAR_CLAUDE_BIN, Kind::Text),

@@ -43,11 +43,15 @@ struct Env {
 
 impl Env {
     fn hangar(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", l.local_addr().unwrap());
         drop(l);
-        Command::new(env!("CARGO_BIN_EXE_hangar"))
-            .env_clear()
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hangar"));
+        c.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.home.path())
             .env("HANGAR_HOME", self.home.path().join("hangar"))
@@ -59,9 +63,8 @@ impl Env {
                 &self.fake.base_url(),
                 &self.home.path().join("claude-config"),
             ))
-            .args(args)
-            .output()
-            .unwrap()
+            .args(args);
+        c
     }
 
     fn run(&self) -> Output {
@@ -146,4 +149,43 @@ fn a_version_checked_with_hangar_harness_check_runs_turns_and_is_listed() {
     let (out, err) = text(&ran);
     assert!(ran.status.success(), "{out}{err}");
     assert!(out.contains("ran after its check"), "{out}");
+}
+
+/// The operator's list of harness versions (`harness_versions`, `HANGAR_HARNESS_VERSIONS`):
+/// a version off it is refused even when it passed the suite and even with
+/// `--unverified-harness`; on it, it runs.
+#[test]
+fn a_version_off_the_servers_list_is_refused_even_unverified() {
+    let env = Env {
+        home: tempfile::tempdir().unwrap(),
+        work: tempfile::tempdir().unwrap(),
+        fake: FakeAnthropic::start(Script::new([Step::text("on the list")])).unwrap(),
+        claude: claude_bin().unwrap(),
+        _pkg: tempfile::tempdir().unwrap(),
+    };
+    let dir = env.work.path().to_str().unwrap().to_owned();
+    let run = |list: &str, extra: &[&str]| {
+        let mut args = vec!["run", "--dir", &dir, "--no-sandbox", "--policy", "auto"];
+        args.extend_from_slice(extra);
+        args.push("hi");
+        let mut c = env.command(&args);
+        c.env("HANGAR_HARNESS_VERSIONS", list);
+        c.output().unwrap()
+    };
+    for extra in [&[][..], &["--unverified-harness"][..]] {
+        let refused = run("codex, claude 2.1.1", extra);
+        let (_, err) = text(&refused);
+        assert!(!refused.status.success(), "{extra:?} ran off the list");
+        assert!(
+            err.contains("is not among the harness versions this server allows"),
+            "{err}"
+        );
+    }
+    assert!(env.fake.requests().is_empty());
+    let ran = run(
+        &format!("claude {}", hangar_testkit::CLAUDE_CODE_VERSION),
+        &[],
+    );
+    let (out, err) = text(&ran);
+    assert!(ran.status.success(), "{out}{err}");
 }

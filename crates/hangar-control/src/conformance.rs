@@ -89,13 +89,39 @@ impl Verdict {
     }
 }
 
-/// Whether `harness` at `version` may run a turn. `allow_unverified`: the session's override.
+/// Whether the operator's list (`HANGAR_HARNESS_VERSIONS`: `claude 2.1.328, codex`) lets
+/// `harness` at `version` run; why not.
+pub fn on_the_list(list: &str, harness: Harness, version: &str) -> Result<(), String> {
+    let allowed = list
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .any(|e| {
+            let mut words = e.split_whitespace();
+            words.next() == Some(harness.as_str()) && words.next().is_none_or(|v| v == version)
+        });
+    if allowed {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} {version} is not among the harness versions this server allows ({}: {list}); an admin adds it there",
+            harness.as_str(),
+            hangar_protocol::env::HANGAR_HARNESS_VERSIONS
+        ))
+    }
+}
+
+/// Whether `harness` at `version` may run a turn. `allow_unverified`: the session's override of
+/// the suite, never of the operator's list of versions.
 pub async fn check(
     store: &Store,
     harness: Harness,
     version: &str,
     allow_unverified: bool,
 ) -> Result<Verdict, ControlError> {
+    if let Some(list) = hangar_protocol::env::var(hangar_protocol::env::HANGAR_HARNESS_VERSIONS) {
+        on_the_list(&list, harness, version).map_err(ControlError::Refused)?;
+    }
     if version == "unknown" || version.is_empty() {
         return Ok(Verdict::UnknownVersion);
     }
@@ -161,6 +187,17 @@ fn why_not(recorded: Option<&HarnessCheck>, built_in: Option<&SuiteResult>) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_operators_list_names_versions_or_whole_harnesses() {
+        let list = "claude 2.1.328, codex";
+        assert!(on_the_list(list, Harness::Claude, "2.1.328").is_ok());
+        assert!(on_the_list(list, Harness::Codex, "0.999.0").is_ok());
+        let no = on_the_list(list, Harness::Claude, "2.1.330").unwrap_err();
+        assert!(no.contains("claude 2.1.330 is not among"), "{no}");
+        assert!(on_the_list("claude 2.1.3280", Harness::Claude, "2.1.328").is_err());
+        assert!(on_the_list("", Harness::Claude, "2.1.328").is_err());
+    }
 
     #[test]
     fn the_builtin_table_reads_and_passes_every_capability_for_the_pinned_versions() {

@@ -54,6 +54,10 @@ pub const HANGAR_LOG_FORMAT: &str = "HANGAR_LOG_FORMAT";
 /// `hangar serve` prunes, once a day, what runs that ended more than this many days ago left
 /// (their logs, trees, kept files and events; `hangar prune`). Unset: nothing is pruned.
 pub const HANGAR_RETENTION_DAYS: &str = "HANGAR_RETENTION_DAYS";
+/// The harness versions this server lets run turns, besides passing the conformance suite:
+/// `claude 2.1.328, codex 0.169.0` (a harness alone, `claude`, allows any of its versions).
+/// Unset: every version that passed. `--unverified-harness` does not get past it.
+pub const HANGAR_HARNESS_VERSIONS: &str = "HANGAR_HARNESS_VERSIONS";
 /// `false` (or `0`, `no`, `off`): every turn is one-shot, the harness once in its plain mode
 /// with no driver (S30). Default: live turns.
 pub const HANGAR_LIVE_TURNS: &str = "HANGAR_LIVE_TURNS";
