@@ -321,9 +321,25 @@ async fn drive(
     }
     let api = follower.api.clone();
     let path = format!("/v1/turns/{}", seg(&turn));
-    let t: hangar_api::Turn = api
-        .typed(&path, until_ok(&api, &path).await?)
-        .map_err(|e| e.into_cli())?;
+    // The log says the turn ended; the store says so once the run's watcher has read that far,
+    // which under load comes a moment later (an exit status read before it was 1, silently).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let t: hangar_api::Turn = loop {
+        let t: hangar_api::Turn = api
+            .typed(&path, until_ok(&api, &path).await?)
+            .map_err(|e| e.into_cli())?;
+        if t.summary.state == hangar_api::TurnState::Ended
+            || std::time::Instant::now() > deadline
+        {
+            break t;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    if t.summary.state != hangar_api::TurnState::Ended {
+        progress::note(&format!(
+            "the run's log ended, but the server has not recorded the turn's end after 60 s: hangar turn show {turn}"
+        ));
+    }
     if !follower.handed_back.is_empty() {
         next_turn_note(&api, &session, &turn, local.is_some()).await;
     }
