@@ -34,6 +34,13 @@ pub fn backup(home: &Path, file: &Path) -> Result<ExitCode, CliError> {
         )));
     }
     let settings = Plane::from_env(home);
+    if let Some(db) = settings.database.strip_prefix("sqlite://")
+        && !Path::new(db).is_file()
+    {
+        return Err(CliError::Usage(format!(
+            "no store at {db}: is HANGAR_HOME (or HANGAR_CONFIG) the server's?"
+        )));
+    }
     let file = std::path::absolute(file).map_err(|e| CliError::Failed(e.to_string()))?;
     runtime()?.block_on(async {
         let store = hangar_store::Store::open(&settings.database)
@@ -80,6 +87,17 @@ pub fn restore(home: &Path, file: &Path) -> Result<ExitCode, CliError> {
             "a server answers at {url}: stop it first (systemctl stop hangar), then restore"
         )));
     }
+    // A server using this home, wherever it listens (or `hangar run`'s), holds its lock.
+    let _alone = if home.is_dir() {
+        Some(lock(home, libc::LOCK_EX).ok_or_else(|| {
+            CliError::Usage(format!(
+                "a server (hangar serve, or a hangar run) is using the store in {}: stop it first, then restore",
+                home.display()
+            ))
+        })?)
+    } else {
+        None
+    };
     if !settings.master_key.is_file() {
         return Err(CliError::Usage(format!(
             "no master key at {}: put the key kept with this backup there first (HANGAR_MASTER_KEY_FILE names another place)",
@@ -99,6 +117,12 @@ pub fn restore(home: &Path, file: &Path) -> Result<ExitCode, CliError> {
     let _ = std::fs::remove_file(&staged);
     std::fs::copy(file, &staged)
         .map_err(|e| CliError::Failed(format!("cannot copy {}: {e}", file.display())))?;
+    // The store is its owner's alone, whatever mode the copy had.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| CliError::Failed(format!("{}: {e}", staged.display())))?;
+    }
     let checked = runtime()?.block_on(async {
         let store = hangar_store::Store::open(&format!("sqlite://{}", staged.display()))
             .await
@@ -183,14 +207,11 @@ pub fn age(text: &str) -> Result<std::time::Duration, CliError> {
             "--older-than {text:?}: give a number and d, h or m (like 90d, 12h, 30m)"
         ))
     };
-    let (n, unit) = text.split_at(text.len().saturating_sub(1));
+    let (n, secs) = [("d", 86_400u64), ("h", 3_600), ("m", 60)]
+        .iter()
+        .find_map(|(unit, secs)| text.strip_suffix(unit).map(|n| (n, *secs)))
+        .ok_or_else(bad)?;
     let n: u64 = n.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "d" => 86_400,
-        "h" => 3_600,
-        "m" => 60,
-        _ => return Err(bad()),
-    };
     if n == 0 {
         return Err(bad());
     }
@@ -223,4 +244,35 @@ pub fn prune(home: &Path, older_than: &str, dry_run: bool) -> Result<ExitCode, C
         ));
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The file a server using a home holds a shared lock on for as long as it runs (`hangar
+/// serve`, the server `hangar run` embeds); `hangar restore` needs it alone.
+const IN_USE: &str = "serve.lock";
+
+/// Marks `home`'s store as in use by this process until it exits.
+pub fn hold_in_use(home: &Path) {
+    static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+    if let Some(f) = lock(home, libc::LOCK_SH)
+        && let Ok(mut held) = HELD.lock()
+    {
+        held.push(f);
+    }
+}
+
+/// The lock file of `home` locked as `how` (without waiting), or `None` when another process
+/// holds it the other way (or it cannot be opened).
+fn lock(home: &Path, how: libc::c_int) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(home.join(IN_USE))
+        .ok()?;
+    // SAFETY: flock on a descriptor this function owns; no memory is passed.
+    let r = unsafe { libc::flock(f.as_raw_fd(), how | libc::LOCK_NB) };
+    (r == 0).then_some(f)
 }

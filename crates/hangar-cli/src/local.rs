@@ -206,7 +206,12 @@ fn lenient_tools(home: &Path) -> Tools {
 /// otherwise (`HANGAR_SERVER_CREDENTIALS` set to anything else). A shared `hangar serve` keeps
 /// them to itself by default.
 fn own_credentials(mut tools: Tools) -> Tools {
-    if hangar_protocol::env::var_os(HANGAR_SERVER_CREDENTIALS).is_none() {
+    // Said in the tools themselves (not only inherited), so the control plane knows this is
+    // the CLI's own single-user server (a provider's key of any name may come from its
+    // environment, `turn_secrets.rs`).
+    if hangar_protocol::env::var(HANGAR_SERVER_CREDENTIALS)
+        .is_none_or(|v| v == SERVER_CREDENTIALS_ALLOW)
+    {
         tools.env.push((
             HANGAR_SERVER_CREDENTIALS.to_owned(),
             SERVER_CREDENTIALS_ALLOW.to_owned(),
@@ -240,6 +245,9 @@ impl Local {
         };
         let tools = own_credentials(tools);
         let store = settings.open(home).await?;
+        if matches!(mode, Mode::Embedded { .. } | Mode::Takeover { .. }) {
+            crate::backup::hold_in_use(home);
+        }
         if let Mode::Takeover { run, .. } = &mode
             && store.run(run).await.is_err()
         {

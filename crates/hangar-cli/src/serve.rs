@@ -142,6 +142,7 @@ pub fn serve(
     }
     runtime()?.block_on(async move {
         let store = plane_settings.open(home).await?;
+        crate::backup::hold_in_use(home);
         // The local user's token, so the CLI on this machine reaches this server as they are.
         crate::local::ensure_local_token(&store, home).await?;
         let plane = ControlPlane::new(store, tools);

@@ -80,11 +80,25 @@ fn a_backup_taken_while_serving_comes_back_elsewhere_and_verifies() {
     let copy = a.path().join("copy.db");
     let said = ok(a.path(), &["backup", copy.to_str().unwrap()]);
     assert!(said.contains("master key"), "{said}");
+    // Sealed secrets, token hashes, prompts: the copy is its owner's alone.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&copy), 0o600);
     let again = hangar(a.path(), &["backup", copy.to_str().unwrap()])
         .output()
         .unwrap();
     assert_eq!(again.status.code(), Some(2), "{}", text(&again));
     assert!(text(&again).contains("never overwrites"));
+    // Not over a store in use, whatever address its server listens on.
+    let busy = hangar(a.path(), &["restore", copy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(busy.status.code(), Some(2), "{}", text(&busy));
+    assert!(
+        text(&busy).contains("is using the store"),
+        "{}",
+        text(&busy)
+    );
     drop(serving);
 
     // Another home, with the key kept apart from the copy.
@@ -100,8 +114,11 @@ fn a_backup_taken_while_serving_comes_back_elsewhere_and_verifies() {
         b.path().join("hangar/master.key"),
     )
     .unwrap();
+    // A copy that went through a careless hand comes back as its owner's alone.
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644)).unwrap();
     let said = ok(b.path(), &["restore", copy.to_str().unwrap()]);
     assert!(said.contains("audit log intact"), "{said}");
+    assert_eq!(mode(&b.path().join("hangar/hangar.db")), 0o600);
     assert!(ok(b.path(), &["audit", "verify"]).contains("audit log intact"));
     let people = ok(b.path(), &["person", "list"]);
     assert!(

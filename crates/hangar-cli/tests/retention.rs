@@ -118,6 +118,13 @@ fn prune_removes_what_old_runs_left_and_keeps_their_record_and_live_runs() {
         .unwrap()
     };
     assert!(events_of(&old) > 0);
+    // The old run's control folder, as an agent that could write it would leave it: a link to
+    // another run's kept files. Pruning removes the link, never what it points at.
+    let ctl = env.db_dir().join("runs").join(format!("{old}.ctl"));
+    if ctl.exists() {
+        std::fs::remove_dir_all(&ctl).unwrap();
+    }
+    std::os::unix::fs::symlink(env.db_dir().join("kept").join(&live), &ctl).unwrap();
 
     let dry = env.ok(&["prune", "--older-than", "30d", "--dry-run"]);
     assert!(dry.starts_with("would prune 1 run"), "{dry}");
@@ -131,6 +138,10 @@ fn prune_removes_what_old_runs_left_and_keeps_their_record_and_live_runs() {
     );
     assert_eq!(events_of(&old), 0);
     assert!(kept(&env.db_dir(), &live), "a live run's files went");
+    assert!(
+        std::fs::symlink_metadata(&ctl).is_err(),
+        "the planted link is still there"
+    );
     assert!(events_of(&live) > 0, "a live run's events went");
     // Its record stays, marked; the audit log stays whole and says what was done.
     assert_eq!(

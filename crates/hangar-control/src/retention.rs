@@ -4,12 +4,13 @@
 //! kept conversations of a session all of whose runs are that old go too. What was done and by
 //! whom stays: the run's row (marked `pruned_at`), its turn, commands, approvals, and the audit
 //! log, whose hash chain is never touched (a prune appends its own record). A live run is never
-//! pruned, whatever its age, and nothing outside hangar's home is removed.
+//! pruned, whatever its age, and nothing outside hangar's home is removed: what goes is named by
+//! the run's id under the home, and a link is removed, never followed.
 //!
 //! `hangar prune --older-than AGE` runs it once; `hangar serve` with `retention_days`
 //! (`HANGAR_RETENTION_DAYS`) runs it once a day.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use hangar_store::Store;
@@ -40,18 +41,25 @@ pub async fn prune(
     let cutoff = hangar_store::now_ms().saturating_sub(age_ms);
     let mut out = Pruned::default();
     for run in store.prunable_runs(cutoff).await? {
-        let mut dirs = vec![crate::steps::trees::kept_dir(home, &run.run_id)];
-        dirs.extend(inside(home, Path::new(&run.ctl_path)));
-        out.bytes += dirs.iter().map(|d| size_of(d)).sum::<u64>();
+        // By the run's id under the home, never by a path read from the database or resolved
+        // through a link: a sandbox's control folder is the agent's to write, and a link it
+        // planted there must not point the removal anywhere else.
+        let dirs = vec![
+            crate::steps::trees::kept_dir(home, &run.run_id),
+            hangar_mailbox::ctl::ControlDir::for_run(home, &run.run_id)
+                .root()
+                .to_path_buf(),
+        ];
+        let (sized, dirs) =
+            blocking(move || (dirs.iter().map(|d| size_of(d)).sum::<u64>(), dirs)).await;
+        out.bytes += sized;
         out.runs += 1;
         if dry_run {
             continue;
         }
         // Marked first: a reader that finds the files gone finds the run marked.
         out.events += store.prune_run(&run.run_id).await?;
-        for d in dirs {
-            remove(&d);
-        }
+        blocking(move || dirs.iter().for_each(|d| remove(d))).await;
     }
     for session in store.sessions_quiet_since(cutoff).await? {
         let kept = crate::sandboxes::keep::kept_conversations(home, &session);
@@ -59,10 +67,11 @@ pub async fn prune(
         if !dir.exists() {
             continue;
         }
-        out.bytes += size_of(&dir);
+        let (sized, dir) = blocking(move || (size_of(&dir), dir)).await;
+        out.bytes += sized;
         out.conversations += 1;
         if !dry_run {
-            remove(&dir);
+            blocking(move || remove(&dir)).await;
         }
     }
     if !dry_run && (out.runs > 0 || out.conversations > 0) {
@@ -78,19 +87,27 @@ pub async fn prune(
     Ok(out)
 }
 
-/// `path` when it is a folder strictly inside hangar's home (a control folder elsewhere, e.g.
-/// a sandbox's, is its provider's to remove).
-fn inside(home: &Path, path: &Path) -> Option<PathBuf> {
-    let home = home.canonicalize().ok()?;
-    let p = path.canonicalize().ok()?;
-    (p != home && p.starts_with(&home) && p.is_dir()).then_some(p)
+/// Runs file work off the async workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }
 
-fn remove(dir: &Path) {
-    if let Err(e) = std::fs::remove_dir_all(dir)
+/// Removes `path`: a link is removed itself, never followed (a sandbox run's control folder
+/// under `runs/` is a link into the sandbox's folder, which the sandbox's removal takes);
+/// a folder with everything in it (`remove_dir_all` follows no link inside).
+fn remove(path: &Path) {
+    let removed = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = removed
         && e.kind() != std::io::ErrorKind::NotFound
     {
-        tracing::warn!(dir = %dir.display(), error = %e, "retention: cannot remove");
+        tracing::warn!(path = %path.display(), error = %e, "retention: cannot remove");
     }
 }
 

@@ -250,6 +250,20 @@ impl Store {
         };
         match &self.db {
             Db::Sqlite(pool) => {
+                // The copy holds sealed secrets, token hashes and every prompt: made here first,
+                // new (create_new: never an existing file, and no link is followed), mode 0600, so no one
+                // else can open it before or after SQLite fills it (it writes into an empty file).
+                {
+                    use std::os::unix::fs::OpenOptionsExt;
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .mode(0o600)
+                        .open(dest)
+                        .map_err(|e| {
+                            StoreError::Invalid(format!("{}: {e}", dest.display()))
+                        })?;
+                }
                 sqlx::query("VACUUM INTO ?")
                     .bind(dest_text)
                     .execute(pool)

@@ -76,10 +76,11 @@ impl Store {
         })
     }
 
-    /// Sessions with no live run whose every run ended before `before_ms` (their kept
-    /// conversations may go).
+    /// Sessions with no turn queued or running, no live run, and every run ended before
+    /// `before_ms` (their kept conversations may go: a turn about to start has none of these).
     pub async fn sessions_quiet_since(&self, before_ms: i64) -> Result<Vec<String>, StoreError> {
         let sql = "SELECT s.id FROM sessions s WHERE EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id) \
+                   AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.state IN ('queued', 'running')) \
                    AND NOT EXISTS (SELECT 1 FROM turns t JOIN runs r ON r.turn_id = t.id \
                    WHERE t.session_id = s.id AND (r.state = 'live' OR r.ended_at IS NULL OR r.ended_at >= $1))";
         read_db!(self, pool => {
