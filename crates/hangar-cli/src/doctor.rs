@@ -3,7 +3,8 @@
 //! and the Node.js it requires, the store) fails the exit status; what only some turns need
 //! (dockerd, the Tower hook, the second harness) warns.
 //!
-//! Read-only: it opens no store that does not exist yet and starts nothing but probes
+//! It makes nothing: no store that does not exist yet (an existing one is opened as any command
+//! opens it, which brings an older schema up to date), and it starts nothing but probes
 //! (`bwrap ... true`, `tmux -V`, `node --version`, dockerd's version).
 
 use std::path::{Path, PathBuf};
@@ -506,7 +507,8 @@ async fn database(home: &Path) -> Check {
 
 /// A database URL without its password.
 fn redact(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
+    // The last `@` ends the credentials (a password may hold one).
+    match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
             let creds = &url[s + 3..at];
             match creds.split_once(':') {
@@ -584,10 +586,7 @@ fn home_permissions(home: &Path) -> Check {
                 home.display(),
                 m.uid()
             ),
-            format!(
-                "run hangar as its owner, or `chown -R {me} {}`",
-                home.display()
-            ),
+            "run hangar as the user that owns it (the service's: sudo -u hangar ...), or set HANGAR_HOME to a folder of your own; changing its owner breaks the service that uses it",
         );
     }
     if m.mode() & 0o077 != 0 {
@@ -602,7 +601,7 @@ fn home_permissions(home: &Path) -> Check {
             format!("chmod 700 {}", home.display()),
         );
     }
-    let key = home.join("master.key");
+    let key = crate::serve::Plane::from_env(home).master_key;
     if let Ok(k) = std::fs::metadata(&key)
         && k.mode() & 0o077 != 0
     {

@@ -21,6 +21,8 @@ use crate::progress;
 struct Waiting {
     request_id: String,
     tool_name: String,
+    /// What the tool would do, whole: the person answers what they see.
+    input: String,
 }
 
 /// Where the prompt is.
@@ -73,6 +75,10 @@ impl Prompter {
             Some("hangar.approval") if !id.is_empty() => self.queue.push_back(Waiting {
                 request_id: id,
                 tool_name: v["tool_name"].as_str().unwrap_or("a tool").to_owned(),
+                input: match v["input"].get("command").and_then(Value::as_str) {
+                    Some(command) => command.to_owned(),
+                    None => v["input"].to_string(),
+                },
             }),
             Some("hangar.approval_answered") => {
                 self.queue.retain(|w| w.request_id != id);
@@ -94,10 +100,14 @@ impl Prompter {
         if matches!(self.asking, Asking::Idle)
             && let Some(next) = self.queue.pop_front()
         {
+            // What was typed before this question is not an answer to it (a `y` meant for a
+            // request answered elsewhere meanwhile must not allow this one).
+            while self.lines.try_recv().is_ok() {}
             ask(&format!(
-                "allow {} ({})? y: allow, n: deny, Enter: leave it for someone else > ",
+                "{} ({}) wants to run, in full:\n{}\nallow it? y: allow, n: deny, Enter: leave it for someone else > ",
                 next.tool_name,
-                progress::short(&next.request_id, 12)
+                progress::short(&next.request_id, 12),
+                next.input
             ));
             self.asking = Asking::Decision(next);
         }

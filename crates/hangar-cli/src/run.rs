@@ -328,14 +328,19 @@ async fn drive(
         let t: hangar_api::Turn = api
             .typed(&path, until_ok(&api, &path).await?)
             .map_err(|e| e.into_cli())?;
-        if t.summary.state == hangar_api::TurnState::Ended
-            || std::time::Instant::now() > deadline
-        {
+        let settled = !matches!(
+            t.summary.state,
+            hangar_api::TurnState::Queued | hangar_api::TurnState::Running
+        );
+        if settled || std::time::Instant::now() > deadline {
             break t;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    if t.summary.state != hangar_api::TurnState::Ended {
+    if matches!(
+        t.summary.state,
+        hangar_api::TurnState::Queued | hangar_api::TurnState::Running
+    ) {
         progress::note(&format!(
             "the run's log ended, but the server has not recorded the turn's end after 60 s: hangar turn show {turn}"
         ));

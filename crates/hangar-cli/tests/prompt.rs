@@ -1,7 +1,8 @@
 //! `hangar run`'s inline approval prompt (issue 23, item 7), on a real terminal: `hangar run`
-//! runs in tmux, the test reads the screen and types. `y` allows the waiting request (the tool
-//! runs); `n` and a reason deny it (the tool does not run, the model hears the reason). Without
-//! a terminal there is no prompt (the other `hangar run` tests read stdout from a pipe).
+//! runs in tmux, the test reads the screen and types. The prompt shows the whole command; `y`
+//! allows the waiting request (the tool runs); `n` and a reason deny it (the tool does not run,
+//! the model hears the reason). Without a terminal there is no prompt (the other `hangar run`
+//! tests read stdout from a pipe).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -41,7 +42,7 @@ impl Tmux {
     }
 
     fn screen(&self) -> String {
-        self.cmd(&["capture-pane", "-p", "-t", "run", "-S", "-200"])
+        self.cmd(&["capture-pane", "-p", "-J", "-t", "run", "-S", "-200"])
     }
 
     fn wait_for(&self, what: &str) {
@@ -150,13 +151,13 @@ fn bash(cmd: &str) -> Step {
 fn y_at_the_prompt_allows_the_request() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let fake = FakeAnthropic::start(Script::new([
-        bash("echo made > made.txt"),
-        Step::text("made it"),
-    ]))
-    .unwrap();
+    // Long: what the prompt shows is the whole command, not the progress line's first 200
+    // characters (an agent could hide the part that matters past them).
+    let long = format!("echo made > made.txt # {} END-OF-COMMAND", "x".repeat(300));
+    let fake = FakeAnthropic::start(Script::new([bash(&long), Step::text("made it")])).unwrap();
     let (t, exit) = run_in_tmux(home.path(), work.path(), &fake);
-    t.wait_for("allow Bash");
+    t.wait_for("allow it?");
+    assert!(t.screen().contains("END-OF-COMMAND"), "{}", t.screen());
     assert!(
         !work.path().join("made.txt").exists(),
         "it ran before the answer"
@@ -176,7 +177,7 @@ fn n_and_a_reason_at_the_prompt_deny_the_request() {
     ]))
     .unwrap();
     let (t, exit) = run_in_tmux(home.path(), work.path(), &fake);
-    t.wait_for("allow Bash");
+    t.wait_for("allow it?");
     t.type_line("n");
     t.wait_for("reason (Enter for none)");
     t.type_line("not on a friday");

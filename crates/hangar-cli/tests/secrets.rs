@@ -934,3 +934,63 @@ async fn a_providers_key_variable_of_any_name_reaches_codex_or_the_turn_is_refus
     }
     assert_eq!(turn["status"], 0, "{turn}");
 }
+
+/// A session's Codex provider settings are its owner's, and may point anywhere: when someone
+/// else (an admin) sends a message into it, the provider's key still comes from the owner's
+/// credential of that name, never from the sender's (whose key would go to the owner's
+/// server).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_providers_key_is_the_sessions_owners_never_the_senders() {
+    let model =
+        hangar_testkit::FakeOpenAi::start(Script::new([Step::text("first"), Step::text("second")]))
+            .unwrap();
+    let s = codex_server();
+    let me = admin_email(&s).await;
+    let bob = member_token(&s, "bob@example.com");
+    let (bobs, admins) = ("bob-key-hangar-test-1c", "admin-key-hangar-test-SECRET");
+    set_all(
+        &s,
+        "person=bob@example.com",
+        &[("SHARED_MODEL_KEY", bobs.into())],
+    )
+    .await;
+    set_all(
+        &s,
+        &format!("person={me}"),
+        &[("SHARED_MODEL_KEY", admins.into())],
+    )
+    .await;
+    let work = tempfile::tempdir().unwrap();
+    let (status, started) = as_token(
+        &s,
+        &bob,
+        "POST",
+        "/v1/sessions",
+        json!({"dir": work.path(), "harness": "codex", "policy": "auto", "prompt": "hi",
+               "options": {"codex_config": keyed_provider(&model.base_url(), "SHARED_MODEL_KEY")}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{started}");
+    s.turn_ended(started["turn"]["id"].as_str().unwrap()).await;
+    let session = started["session"]["id"].as_str().unwrap();
+    let (status, sent) = s
+        .call(
+            "POST",
+            &format!("/v1/sessions/{session}/messages"),
+            Some(json!({"text": "more, from the admin"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{sent}");
+    let next = sent["turn"].as_str().unwrap_or_else(|| panic!("{sent}"));
+    s.turn_ended(next).await;
+    let all = model.all_requests();
+    assert!(all.len() >= 2, "{all:?}");
+    for r in &all {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {bobs}").as_str()),
+            "{:?}",
+            r.headers
+        );
+    }
+}

@@ -75,6 +75,11 @@ pub fn name_ok(name: &str) -> bool {
         && !name.to_ascii_uppercase().starts_with("HANGAR_")
         && !name.starts_with("LD_")
         && !STEERS.contains(&name)
+        // What the harness's environment is made of besides credentials (its base URLs, proxy,
+        // CA file, config folder, the quiet-mode switches) is set by hangar, never by a key.
+        && !crate::env::HARNESS_ENV_PLAIN.contains(&name)
+        && !crate::env::HARNESS_ENV_FIXED.iter().any(|(k, _)| *k == name)
+        && name != "IS_SANDBOX"
 }
 
 /// A TOML string's text (`"NAME"` or `'NAME'`), or the value as it is (Codex takes a value that
@@ -144,6 +149,10 @@ mod tests {
             "model_providers.m.env_key=\"hangar_home\"",
             "model_providers.m.env_key=\"PATH\"",
             "model_providers.m.env_key=\"LD_PRELOAD\"",
+            "model_providers.m.env_key=\"HTTPS_PROXY\"",
+            "model_providers.m.env_key=\"ANTHROPIC_BASE_URL\"",
+            "model_providers.m.env_key=\"DISABLE_TELEMETRY\"",
+            "model_providers.m.env_key=\"IS_SANDBOX\"",
             "model_providers.m={env_key=\"NODE_OPTIONS\"}",
             "model_providers.m.env_key=\"A B\"",
             "model_providers.m.env_key=\"\"",

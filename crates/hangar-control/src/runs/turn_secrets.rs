@@ -25,12 +25,15 @@ pub(crate) const FILE: &str = "secrets.json";
 ///
 /// A Codex model provider's key variable (`--codex-config model_providers.X.env_key=NAME`,
 /// `hangar_protocol::codex_keys`) is handed on from the person's or the environment's
-/// credential of that name; in the single-user local mode (`HANGAR_SERVER_CREDENTIALS=allow`)
-/// from the control plane's environment too. Without one the turn is refused here, saying
-/// what to set, rather than failing inside Codex.
+/// credential of that name; in the CLI's own single-user server from its environment too (a
+/// `hangar serve` with `HANGAR_SERVER_CREDENTIALS=allow` passes only credential variables). Without one the turn is refused here, saying
+/// what to set, rather than failing inside Codex. Those keys are the session owner's (`owner`)
+/// or the environment's, never the sender's when someone else sends into the session: the
+/// session's provider settings are its owner's, and could point anywhere.
 pub(crate) async fn for_turn(
     store: &Store,
     person: &str,
+    owner: &str,
     environment: &str,
     codex_config: &[String],
     tools: &Tools,
@@ -52,10 +55,29 @@ pub(crate) async fn for_turn(
     let env = store
         .secrets_of(&SecretOwner::Environment(environment.to_owned()))
         .await?;
+    let owners = if person == owner {
+        Vec::new()
+    } else {
+        store
+            .secrets_of(&SecretOwner::Person(owner.to_owned()))
+            .await?
+    };
+    let is_key = |n: &str| provider_keys.iter().any(|(_, k)| k == n);
     let mut vars = Map::new();
     let mut files: Vec<Value> = Vec::new();
-    // The person's first: a name they keep is theirs, the environment's only fills in.
-    for (name, secret) in mine.iter().chain(env.iter()) {
+    // The person's first: a name they keep is theirs, the environment's only fills in. A
+    // provider's key: the sender's only when the session is theirs, else its owner's.
+    let sender_may_key = person == owner;
+    let tagged = mine
+        .iter()
+        .map(|s| (s, sender_may_key))
+        // Of the owner's, only the provider keys.
+        .chain(owners.iter().filter(|(n, _)| is_key(n)).map(|s| (s, true)))
+        .chain(env.iter().map(|s| (s, true)));
+    for ((name, secret), may_key) in tagged {
+        if is_key(name) && !may_key {
+            continue;
+        }
         let taken = vars.contains_key(name) || files.iter().any(|f| f["secret"] == json!(name));
         if taken {
             continue;
@@ -84,7 +106,16 @@ pub(crate) async fn for_turn(
         if vars.contains_key(name) {
             continue;
         }
-        match crate::launch::server_credentials_pass(tools)
+        // From the control plane's own environment: a credential variable where the server
+        // passes its credentials on; any name only for the CLI's own single-user server (which
+        // says so in its tools), never a team server's database password or tokens.
+        let own_server = tools.env.iter().any(|(k, v)| {
+            k == hangar_protocol::env::HANGAR_SERVER_CREDENTIALS
+                && v == hangar_protocol::env::SERVER_CREDENTIALS_ALLOW
+        });
+        let may_read = crate::launch::server_credentials_pass(tools)
+            && (own_server || hangar_protocol::env::is_credential_var(name));
+        match may_read
             .then(|| crate::launch::setting(tools, name))
             .flatten()
         {

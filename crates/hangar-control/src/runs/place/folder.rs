@@ -46,6 +46,7 @@ impl Runs {
         if let Some(secrets) = crate::runs::turn_secrets::for_turn(
             &self.store,
             &plan.person,
+            &plan.sandbox.person,
             &plan.sandbox.environment,
             &plan.options.codex_config,
             &self.tools,

@@ -261,6 +261,7 @@ impl Runs {
         let Some(secrets) = turn_secrets::for_turn(
             &self.store,
             &plan.person,
+            &plan.sandbox.person,
             &plan.sandbox.environment,
             &plan.options.codex_config,
             &self.tools,
