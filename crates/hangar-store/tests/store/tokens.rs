@@ -363,6 +363,7 @@ async fn an_upgraded_database_keeps_its_tokens_working_for_ninety_days(kind: Kin
          ALTER TABLE api_tokens DROP COLUMN last_used_at; \
          ALTER TABLE turns DROP COLUMN blocked; \
          ALTER TABLE turns DROP COLUMN interrupted; \
+         ALTER TABLE runs DROP COLUMN pruned_at; \
          DELETE FROM schema_version WHERE version >= 7",
     )
     .await;
@@ -465,7 +466,8 @@ async fn at_schema_8(db: &TestDb) {
     db.exec(&format!(
         "DROP TABLE oidc_flows; {people} ALTER TABLE owned_secrets DROP COLUMN sealed_owner; \
          ALTER TABLE turns DROP COLUMN blocked; \
-         ALTER TABLE turns DROP COLUMN interrupted; DELETE FROM schema_version WHERE version >= 9"
+         ALTER TABLE turns DROP COLUMN interrupted; ALTER TABLE runs DROP COLUMN pruned_at; \
+         DELETE FROM schema_version WHERE version >= 9"
     ))
     .await;
 }
