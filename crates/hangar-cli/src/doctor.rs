@@ -151,14 +151,10 @@ fn tower_hook() -> Check {
 
 /// On PATH, as an executable file.
 fn on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(name))
-        .find(|p| {
-            p.metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+        .find(|p| find::is_executable(p))
 }
 
 /// Runs `program args` with a deadline; its exit status and output (stdout, then stderr).
@@ -200,21 +196,8 @@ fn bubblewrap(sysctl: &Path) -> Check {
             "install it (Debian and Ubuntu: apt-get install bubblewrap): every local sandbox runs in it",
         );
     };
-    // What the local provider's own check runs.
-    let args = [
-        "--unshare-pid",
-        "--unshare-net",
-        "--ro-bind",
-        "/",
-        "/",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "true",
-    ];
     let root = unsafe { libc::geteuid() } == 0;
-    match probe(&bwrap, &args) {
+    match probe(&bwrap, hangar_sandbox::local::BWRAP_PROBE) {
         Some((true, _)) => ok(
             "bubblewrap",
             format!(

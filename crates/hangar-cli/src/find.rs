@@ -89,7 +89,7 @@ fn tool(what: &str, name: &str, var: &str) -> Result<PathBuf, CliError> {
     })
 }
 
-fn is_executable(p: &Path) -> bool {
+pub(crate) fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     p.metadata()
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

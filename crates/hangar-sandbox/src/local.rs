@@ -77,6 +77,21 @@ const HANGAR_CAPS: &[&str] = &[
     "CAP_DAC_READ_SEARCH",
 ];
 
+/// The arguments of the one-line sandbox bubblewrap is asked to make to show it can make
+/// sandboxes here (this provider's check, and `hangar doctor`'s).
+pub const BWRAP_PROBE: &[&str] = &[
+    "--unshare-pid",
+    "--unshare-net",
+    "--ro-bind",
+    "/",
+    "/",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "true",
+];
+
 /// The local (bubblewrap) provider.
 #[derive(Debug, Clone)]
 pub struct LocalProvider {
@@ -854,18 +869,7 @@ impl Provider for LocalProvider {
             need("nsenter", "util-linux")?;
         }
         let out = Command::new(&bwrap)
-            .args([
-                "--unshare-pid",
-                "--unshare-net",
-                "--ro-bind",
-                "/",
-                "/",
-                "--proc",
-                "/proc",
-                "--dev",
-                "/dev",
-                "true",
-            ])
+            .args(BWRAP_PROBE)
             .stdin(Stdio::null())
             .output()
             .await
