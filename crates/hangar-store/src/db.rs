@@ -165,8 +165,11 @@ impl Store {
     /// Fails with [`StoreError::TooNew`] if a newer hangar migrated the database.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
         let shown = redact_url(url);
+        let mut sqlite_opts = None;
         let db = if let Some(path) = url.strip_prefix("sqlite://") {
-            open_sqlite(path, &shown).await?
+            let (db, opts) = open_sqlite(path, &shown).await?;
+            sqlite_opts = Some(opts);
+            db
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let opts = PgConnectOptions::from_str(url).map_err(|e| StoreError::BadUrl {
                 url: shown.clone(),
@@ -200,12 +203,22 @@ impl Store {
         };
         let reader = reading().await?;
         let pages = reading().await?;
+        let writer = Arc::new(crate::group::Writer::default());
+        if let Some(opts) = sqlite_opts {
+            let task = crate::checkpoint::Checkpointer::start(&opts)
+                .await
+                .map_err(|source| StoreError::Open {
+                    url: shown.clone(),
+                    source,
+                })?;
+            writer.checkpoint_with(task);
+        }
         Ok(Store {
             reader,
             pages,
             db,
             vault: None,
-            writer: Arc::default(),
+            writer,
             owners: Arc::default(),
             tokens: Arc::default(),
             requests: Arc::default(),
@@ -278,6 +291,7 @@ impl Store {
 
     /// Closes the pools, waiting for connections in use to come back.
     pub async fn close(&self) {
+        self.writer.stop_checkpoints();
         read_db!(self, pool => pool.close().await);
         read_pages!(self, pool => pool.close().await);
         match &self.db {
@@ -345,7 +359,7 @@ async fn sqlite_pool(opts: SqliteConnectOptions, shown: &str) -> Result<Db, Stor
     Ok(Db::Sqlite(pool))
 }
 
-async fn open_sqlite(path: &str, shown: &str) -> Result<Db, StoreError> {
+async fn open_sqlite(path: &str, shown: &str) -> Result<(Db, SqliteConnectOptions), StoreError> {
     let bad = |why: &str| StoreError::BadUrl {
         url: shown.to_owned(),
         why: why.to_owned(),
@@ -374,8 +388,18 @@ async fn open_sqlite(path: &str, shown: &str) -> Result<Db, StoreError> {
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
         .foreign_keys(true)
-        .busy_timeout(SQLITE_BUSY_TIMEOUT);
-    sqlite_pool(opts, shown).await
+        .busy_timeout(SQLITE_BUSY_TIMEOUT)
+        // Checkpoints are the checkpoint task's (`checkpoint.rs`); this is the backstop.
+        .pragma(
+            "wal_autocheckpoint",
+            crate::checkpoint::BACKSTOP_PAGES.to_string(),
+        )
+        .pragma(
+            "journal_size_limit",
+            crate::checkpoint::WAL_KEEP_BYTES.to_string(),
+        );
+    let db = sqlite_pool(opts.clone(), shown).await?;
+    Ok((db, opts))
 }
 
 /// Creates an empty database file readable by its owner only (SQLite gives its `-wal` and

@@ -34,8 +34,12 @@ use crate::{Store, now_ms};
 pub const MAX_PAGE: i64 = 1000;
 
 const ORDER_LOCK: &str = "SELECT pg_advisory_xact_lock(4243, hashtext(current_schema()))";
-const INSERT: &str = "INSERT INTO events (session_id, run_id, kind, payload, created_at) \
-                      VALUES ($1, $2, $3, $4, $5) RETURNING id";
+/// One event, stored only if its session (and its run, if named) exist.
+const APPEND: &str = "INSERT INTO events (session_id, run_id, kind, payload, created_at) \
+                      SELECT $1, $2, $3, $4, $5 \
+                      WHERE EXISTS (SELECT 1 FROM sessions WHERE id = $1) \
+                      AND ($2 IS NULL OR EXISTS (SELECT 1 FROM runs WHERE id = $2)) \
+                      RETURNING id";
 
 /// Row counts of SQLite's multi-row INSERTs, largest first: a slice of events is written as a
 /// few statements of these sizes, so only these few statements are ever prepared (and stay in
@@ -198,7 +202,7 @@ async fn insert_pg<E: EventRow>(
     let payloads: Vec<Cow<'_, str>> = events.iter().map(|e| e.row_json()).collect();
     let mut got: Vec<i64> = sqlx::query_scalar(
         "INSERT INTO events (session_id, run_id, kind, payload, created_at) \
-         SELECT $1, $2, k, p::jsonb, $5 \
+         SELECT $1, $2, k, p::json, $5 \
          FROM UNNEST($3::text[], $4::text[]) WITH ORDINALITY AS t(k, p, n) \
          ORDER BY n RETURNING id",
     )
@@ -1143,6 +1147,8 @@ impl Store {
     }
 
     /// Stores one event that no run log produced (e.g. `turn.queued`), optionally tied to a run.
+    /// The session (and the run) must exist: the table keeps no foreign keys (migration 13),
+    /// so this is where an event is kept from naming nothing.
     pub async fn append_event(
         &self,
         session_id: &str,
@@ -1154,15 +1160,33 @@ impl Store {
             if postgres {
                 sqlx::query(ORDER_LOCK).execute(&mut *tx).await?;
             }
-            let id: i64 = sqlx::query_scalar(INSERT)
+            let id: Option<i64> = sqlx::query_scalar(APPEND)
                 .bind(session_id)
                 .bind(run_id)
                 .bind(&event.kind)
                 .bind(Json(storable(&event.payload)))
                 .bind(now_ms())
-                .fetch_one(&mut *tx)
+                .fetch_optional(&mut *tx)
                 .await?;
-            id
+            match id {
+                Some(id) => id,
+                None => {
+                    let run_found = match run_id {
+                        Some(run) => sqlx::query_scalar::<_, i64>(
+                            "SELECT COUNT(*) FROM runs WHERE id = $1",
+                        )
+                        .bind(run)
+                        .fetch_one(&mut *tx)
+                        .await? > 0,
+                        None => true,
+                    };
+                    let (what, key) = match run_id {
+                        Some(run) if !run_found => ("run", run),
+                        _ => ("session", session_id),
+                    };
+                    return Err(StoreError::NotFound { what, key: key.to_owned() });
+                }
+            }
         });
         Ok(id)
     }

@@ -25,7 +25,12 @@ use std::sync::Arc;
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 use tokio::sync::{Mutex, MutexGuard, watch};
 
+use crate::checkpoint::Checkpointer;
 use crate::error::StoreError;
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// What every caller of one transaction waits for: its commit's outcome.
 type Outcome = Option<Result<(), String>>;
@@ -36,6 +41,8 @@ pub(crate) struct Writer {
     open: Mutex<Open>,
     /// Transactions committed (each holding one or more callers' writes).
     commits: std::sync::atomic::AtomicU64,
+    /// The WAL's checkpoint task, told of every commit (`checkpoint.rs`).
+    checkpoints: std::sync::Mutex<Option<Checkpointer>>,
 }
 
 #[derive(Debug)]
@@ -94,11 +101,33 @@ impl Writer {
         let outcome = tx.commit().await.map_err(|e| e.to_string());
         self.commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(c) = lock(&self.checkpoints).as_ref() {
+            c.nudge();
+        }
         open.done.send_replace(Some(outcome));
     }
 }
 
 impl Writer {
+    /// Hands the WAL's checkpoints to `task`.
+    pub(crate) fn checkpoint_with(&self, task: Checkpointer) {
+        *lock(&self.checkpoints) = Some(task);
+    }
+
+    /// Stops the checkpoint task (the store is closing; the last connection's close
+    /// checkpoints what is left).
+    pub(crate) fn stop_checkpoints(&self) {
+        lock(&self.checkpoints).take();
+    }
+
+    /// How many checkpoints the checkpoint task ran.
+    #[cfg(test)]
+    pub(crate) fn checkpoints(&self) -> u64 {
+        lock(&self.checkpoints)
+            .as_ref()
+            .map_or(0, Checkpointer::runs)
+    }
+
     /// How many transactions it committed.
     #[cfg(test)]
     pub(crate) fn commits(&self) -> u64 {
@@ -192,9 +221,14 @@ mod tests {
     }
 
     async fn add(store: &Store, name: &str) -> Result<(), crate::StoreError> {
+        add_with(store, name, "{}").await
+    }
+
+    async fn add_with(store: &Store, name: &str, spec: &str) -> Result<(), crate::StoreError> {
         write_db!(store, pool => {
-            sqlx::query("INSERT INTO environments (name, spec, created_at) VALUES ($1, '{}', 0)")
+            sqlx::query("INSERT INTO environments (name, spec, created_at) VALUES ($1, $2, 0)")
                 .bind(name)
+                .bind(spec)
                 .execute(pool)
                 .await?;
         });
@@ -228,6 +262,45 @@ mod tests {
         assert_eq!(names(&store).await.len(), 64);
         let commits = store.writer.commits() - before;
         assert!(commits < 64, "64 queued writers made {commits} commits");
+    }
+
+    /// The WAL is checkpointed by the checkpoint task after commits, not left to the writer
+    /// (whose own checkpoint waits for 256 MiB of WAL): given a pause after each two megabytes
+    /// committed, the task catches up, and the WAL starts again instead of growing with every
+    /// write.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wal_is_checkpointed_after_commits_by_a_task_of_its_own() {
+        let (dir, store) = store().await;
+        let wal = dir.path().join("h.db-wal");
+        let big = "x".repeat(200 << 10);
+        for batch in 0..10 {
+            for i in 0..10 {
+                add_with(&store, &format!("env-{batch}-{i}"), &big)
+                    .await
+                    .unwrap();
+            }
+            // A pause (as between a watcher's slices): the task catches up.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let mut seen = store.writer.checkpoints();
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                let now = store.writer.checkpoints();
+                if now > 0 && now == seen {
+                    break;
+                }
+                seen = now;
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "checkpoints never settled"
+                );
+            }
+        }
+        let wal_bytes = std::fs::metadata(&wal).unwrap().len();
+        assert!(
+            wal_bytes < 8 << 20,
+            "20 MB written in 10 checkpointed batches left a WAL of {wal_bytes} bytes"
+        );
+        assert_eq!(names(&store).await.len(), 100);
     }
 
     /// A writer that stops half-way (its future dropped, or an early return) is rolled back

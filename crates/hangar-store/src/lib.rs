@@ -18,6 +18,7 @@
 //! compile-time checked queries (plain SQL strings keep the build small and both backends on
 //! one code path), no TLS to PostgreSQL yet (loopback or a trusted network only).
 
+mod checkpoint;
 mod db;
 mod error;
 mod events;

@@ -154,6 +154,13 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0012_run_pruned.sql"),
         refuse_if: &[],
     },
+    Migration {
+        version: 13,
+        name: "events_lean",
+        sqlite: include_str!("../migrations/sqlite/0013_events_lean.sql"),
+        postgres: include_str!("../migrations/postgres/0013_events_lean.sql"),
+        refuse_if: &[],
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -16,6 +16,8 @@ crate::common::suite!(
     replicas_claim_a_run_one_at_a_time,
     concurrent_committers_one_wins,
     events_page_by_session_and_run,
+    an_event_names_a_session_and_a_run_that_exist,
+    making_the_events_table_again_keeps_ids_and_their_sequence,
 );
 
 /// Costs must read back bit for bit, or stored events would differ from a rebuild of the log.
@@ -945,5 +947,82 @@ async fn events_page_by_session_and_run(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(tail.len(), 1);
+    db.cleanup().await;
+}
+
+/// The events table keeps no foreign keys (migration 13): an event that names no session, or
+/// a run that is not there, is refused by the store, and nothing is stored.
+async fn an_event_names_a_session_and_a_run_that_exist(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    let err = store
+        .append_event("ses-nope", None, &ev("turn.queued", 1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NotFound { what: "session", key } if key == "ses-nope"),
+        "{err:?}"
+    );
+    let err = store
+        .append_event("ses-1", Some("run-nope"), &ev("turn.queued", 2))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NotFound { what: "run", key } if key == "run-nope"),
+        "{err:?}"
+    );
+    store
+        .append_event("ses-1", Some("run-1"), &ev("turn.queued", 3))
+        .await
+        .unwrap();
+    let all = store
+        .events_after(EventScope::Session("ses-1"), 0, 1000)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].payload["n"], 3);
+    db.cleanup().await;
+}
+
+/// Migration 13 makes the events table again on SQLite: every event keeps its id, and the next
+/// id is above every id ever handed out, even the newest event's that was removed since (a
+/// live stream that saw it must never see a new event under it). Applied twice (as the
+/// upgrade tests do), it changes nothing more.
+async fn making_the_events_table_again_keeps_ids_and_their_sequence(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open_with_vault().await;
+    let (_, turn) = seed(&store).await;
+    seed_run(&store, &turn.id, "run-1").await;
+    let evs: Vec<NewEvent> = (0..5).map(|n| ev("line", n)).collect();
+    let ids = store.commit_events("run-1", 0, 5, &evs).await.unwrap();
+    store.close().await;
+    db.exec(&format!(
+        "DELETE FROM events WHERE id = {}; DELETE FROM schema_version WHERE version >= 13",
+        ids[4]
+    ))
+    .await;
+    let store = db.open_with_vault().await;
+    assert_eq!(store.schema_version().await.unwrap(), KNOWN_SCHEMA_VERSION);
+    let kept = store
+        .events_after(EventScope::Run("run-1"), 0, 1000)
+        .await
+        .unwrap();
+    assert_eq!(
+        kept.iter().map(|e| e.id).collect::<Vec<_>>(),
+        ids[..4],
+        "the events keep their ids"
+    );
+    assert_eq!(kept[3].payload["n"], 3);
+    let next = store
+        .append_event("ses-1", Some("run-1"), &ev("turn.queued", 9))
+        .await
+        .unwrap();
+    assert!(
+        next > ids[4],
+        "a new event got id {next}, not above {}",
+        ids[4]
+    );
     db.cleanup().await;
 }
