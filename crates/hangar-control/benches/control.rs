@@ -1665,7 +1665,7 @@ mod ingest {
             &db,
             &workdir,
             log,
-            "SQLite: the control plane's watcher (reattach -> turn ended)",
+            "SQLite: the control plane's watcher (reattach -> every event stored)",
         )
         .await;
         db.cleanup().await;
@@ -1716,7 +1716,7 @@ mod ingest {
             &db,
             &workdir,
             pg_log,
-            "PostgreSQL: the control plane's watcher (reattach -> turn ended)",
+            "PostgreSQL: the control plane's watcher (reattach -> every event stored)",
         )
         .await;
         db.cleanup().await;
@@ -1800,8 +1800,10 @@ mod ingest {
     }
 
     /// The control plane's own watcher on the log (its run's driver pid is this process): from
-    /// `ControlPlane::new` + `reattach` until the run ended (the log's last line is
-    /// `hangar.turn_end`), cursor at the end.
+    /// `ControlPlane::new` + `reattach` until every event is stored (the run's cursor at the
+    /// log's end: the row's time), then until the run ended (the log's last line is
+    /// `hangar.turn_end`; ending copies the run's files, the whole log among them, into
+    /// `kept/`: shown beside the row, not in it).
     async fn watcher_pass(db: &Db, workdir: &Path, log: &Log, label: &str) -> Res<Pass> {
         let pid = i64::from(std::process::id());
         let (store, run) = store_with_run(db, workdir, log, Some(pid)).await?;
@@ -1817,8 +1819,12 @@ mod ingest {
         let plane = ControlPlane::new(store.clone(), tools);
         let n = plane.reattach().await.map_err(err("reattach"))?;
         ensure!(n == 1, "reattach found {n} runs");
+        let mut stored_at = None;
         loop {
             let r = store.run(&run).await.map_err(err("read the run"))?;
+            if stored_at.is_none() && r.log_cursor as u64 == log.counts.bytes {
+                stored_at = Some(t.stop());
+            }
             if r.state == RunState::Ended {
                 ensure!(
                     r.log_cursor as u64 == log.counts.bytes,
@@ -1833,15 +1839,24 @@ mod ingest {
                 "{label}: not done within {PASS_TIMEOUT:?} (cursor {})",
                 r.log_cursor
             );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let time = t.stop();
+        let ended = t.stop().0;
+        let time = stored_at.ok_or("the run ended before its cursor reached the log's end")?;
         let stored = check_stored(&store, &run, &log.path, &log.truth)
             .await
             .map_err(|e| format!("{label}: {e}"))?;
         drop(plane);
         store.close().await;
-        Ok(log.pass(label, stored, time, "  (checked)".into()))
+        Ok(log.pass(
+            label,
+            stored,
+            time,
+            format!(
+                "  (checked; the turn ended, its files kept, {:.2} s later)",
+                ended.saturating_sub(time.0).as_secs_f64()
+            ),
+        ))
     }
 }
 
