@@ -998,3 +998,152 @@ async fn metrics_count_the_work_and_the_access_log_names_each_request() {
         "{log}"
     );
 }
+
+/// A `hangar serve` process killed when dropped.
+struct Replica {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A second replica of `s`: the same database, home and key.
+fn replica_of(s: &Server) -> Replica {
+    let mut child = s
+        .hangar()
+        .args(["serve", "--listen", "127.0.0.1:0", "--unsandboxed-folders"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening: ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_owned();
+    Replica { child, url }
+}
+
+/// Two `hangar serve` replicas on one PostgreSQL (issue 24): a live stream opened on the
+/// replica that does not watch the run follows it as the other stores its events, woken by the
+/// database's notices. Once a replica hears the others (`hangar_hears_replicas 1`) its streams
+/// read the store again only once a minute on their own, so without the notices the events
+/// stored after the stream opened would arrive a minute late: here they arrive as they are
+/// stored, each once, the last within seconds of the turn's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_a_stream_on_another_replica_follows_the_run_as_it_is_stored() {
+    let s = Server::with_database(
+        Script::new([
+            Step::slow_text(8, Duration::from_millis(400)),
+            Step::text("done"),
+        ]),
+        Some(PgSchema::new()),
+    );
+    let b = replica_of(&s);
+    let client = reqwest::Client::new();
+    s.until("replica B to hear the others", async || {
+        let text = client
+            .get(format!("{}/metrics", b.url))
+            .bearer_auth(&s.token)
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        (sample(&text, "hangar_hears_replicas") == Some(1.0)).then_some(())
+    })
+    .await;
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"no_sandbox": true, "dir": s.work.path(), "policy": "auto", "prompt": "talk"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    // B's stream, read on a task of its own: each event's id and when it arrived.
+    let opened = Instant::now();
+    let mut resp = client
+        .get(format!("{}/v1/runs/{run}/events/stream", b.url))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(i64, Instant)>::new()));
+    let reader = {
+        let seen = std::sync::Arc::clone(&seen);
+        tokio::spawn(async move {
+            let mut buf = String::new();
+            while let Ok(Some(chunk)) = resp.chunk().await {
+                buf.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buf.find("\n\n") {
+                    let frame: String = buf.drain(..end + 2).collect();
+                    if let Some(id) = frame.lines().find_map(|l| l.strip_prefix("id: ")) {
+                        seen.lock()
+                            .unwrap()
+                            .push((id.trim().parse().unwrap(), Instant::now()));
+                    }
+                }
+            }
+        })
+    };
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], 0, "{t}");
+    let ended = Instant::now();
+    let (_, page) = s
+        .call("GET", &format!("/v1/runs/{run}/events?limit=1000"), None)
+        .await;
+    let all: Vec<i64> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    let last = *all.last().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !seen.lock().unwrap().iter().any(|(id, _)| *id == last) {
+        assert!(
+            Instant::now() < deadline,
+            "replica B's stream had not seen the run's last event 5 s after the turn ended: {:?} of {all:?}",
+            seen.lock()
+                .unwrap()
+                .iter()
+                .map(|(id, _)| *id)
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    reader.abort();
+    let seen = seen.lock().unwrap().clone();
+    let ids: Vec<i64> = seen.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, all, "every event once, in order");
+    let late = seen
+        .iter()
+        .filter(|(_, at)| at.duration_since(opened) > Duration::from_millis(500))
+        .count();
+    assert!(
+        late > 0,
+        "every event was already stored when the stream opened: nothing shows it live"
+    );
+    let after_end = seen
+        .last()
+        .map(|(_, at)| at.saturating_duration_since(ended))
+        .unwrap_or_default();
+    println!(
+        "replica B's stream: {} events, {late} arriving after its first half second; the last {after_end:?} after the turn's end was seen on A",
+        ids.len()
+    );
+}

@@ -19,6 +19,9 @@ pub const COMMAND_ACK: &str = "hangar_command_ack_seconds";
 pub const COMMANDS: &str = "hangar_commands_total";
 /// Runs this replica took over from a replica that stopped holding them.
 pub const LEASE_TAKEOVERS: &str = "hangar_lease_takeovers_total";
+/// 1 while this replica hears the events other replicas store (PostgreSQL's notices), else 0:
+/// its live streams then read the store again each second instead.
+pub const HEARS_REPLICAS: &str = "hangar_hears_replicas";
 /// Sandboxes made, by `provider` and `outcome` (`ok`, `error`).
 pub const SANDBOX_CREATES: &str = "hangar_sandbox_creates_total";
 /// Seconds a provider took to make a sandbox, by `provider`.
@@ -42,6 +45,10 @@ pub(crate) fn command(kind: &'static str, outcome: &'static str, ack: Option<Dur
     if let Some(d) = ack {
         metrics::histogram!(COMMAND_ACK, "kind" => kind).record(d.as_secs_f64());
     }
+}
+
+pub(crate) fn hears_replicas(yes: bool) {
+    metrics::gauge!(HEARS_REPLICAS).set(if yes { 1.0 } else { 0.0 });
 }
 
 pub(crate) fn lease_takeover() {

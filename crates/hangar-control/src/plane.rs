@@ -112,7 +112,16 @@ impl ControlPlane {
         self.runs.subscribe(scope)
     }
 
-    /// Starts a watcher for every live run (after a restart). Returns how many.
+    /// Whether other replicas' stored events wake the streams here (PostgreSQL, listening since
+    /// `reattach`): if not, a stream must read the store again on a timer to see them.
+    pub fn hears_replicas(&self) -> bool {
+        self.runs
+            .hears_replicas
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Starts a watcher for every live run (after a restart), and on PostgreSQL listening for
+    /// the events other replicas store. Returns how many runs.
     pub async fn reattach(&self) -> Result<usize, ControlError> {
         self.runs.reattach().await
     }

@@ -591,11 +591,14 @@ fn live(
         run,
         session,
     };
-    // Replicas share PostgreSQL, and another replica's commits wake nothing here: read again
-    // each second there (issue 24 brings its wake-ups through the database).
+    // Replicas share PostgreSQL: another replica's commits wake the stream through the
+    // database's notices while this replica hears them; until then (or if it cannot), the
+    // stream reads again each second.
     let recheck = match plane.store().backend() {
-        hangar_store::Backend::Postgres => std::time::Duration::from_secs(1),
-        hangar_store::Backend::Sqlite => std::time::Duration::from_secs(60),
+        hangar_store::Backend::Postgres if !plane.hears_replicas() => {
+            std::time::Duration::from_secs(1)
+        }
+        _ => std::time::Duration::from_secs(60),
     };
     sse::stream(source, sse::resume_cursor(headers, p.after), wake, recheck).into_response()
 }

@@ -79,6 +79,8 @@ pub struct Store {
     /// Permission requests this process recorded, by run and request id
     /// ([`crate::ids::KnownRequests`]).
     pub(crate) requests: Arc<std::sync::Mutex<crate::ids::KnownRequests>>,
+    /// This open store's own name in the notices it sends (`notices.rs`), so it can skip them.
+    pub(crate) origin: Arc<str>,
     url: String,
 }
 
@@ -222,6 +224,7 @@ impl Store {
             owners: Arc::default(),
             tokens: Arc::default(),
             requests: Arc::default(),
+            origin: crate::new_id("origin")?.into(),
             url: shown,
         })
     }

@@ -34,6 +34,9 @@ use crate::{Store, now_ms};
 pub const MAX_PAGE: i64 = 1000;
 
 const ORDER_LOCK: &str = "SELECT pg_advisory_xact_lock(4243, hashtext(current_schema()))";
+/// Tells the other replicas listening (`notices.rs`); sent when the transaction commits.
+const NOTIFY: &str = "SELECT pg_notify($1, $2)";
+
 /// One event, stored only if its session (and its run, if named) exist.
 const APPEND: &str = "INSERT INTO events (session_id, run_id, kind, payload, created_at) \
                       SELECT $1, $2, $3, $4, $5 \
@@ -1134,6 +1137,10 @@ impl Store {
             }
             let mut ids = Vec::with_capacity(events.len());
             InsertEvents::insert_events(&mut *tx, &session, run_id, now, events, &mut ids).await?;
+            if postgres && let Some(newest) = ids.last() {
+                let notice = crate::notices::payload(&self.origin, Some(run_id), &session, *newest);
+                sqlx::query(NOTIFY).bind(crate::notices::CHANNEL).bind(notice).execute(&mut *tx).await?;
+            }
             ids
         });
         self.note_requests(
@@ -1169,7 +1176,13 @@ impl Store {
                 .fetch_optional(&mut *tx)
                 .await?;
             match id {
-                Some(id) => id,
+                Some(id) => {
+                    if postgres {
+                        let notice = crate::notices::payload(&self.origin, run_id, session_id, id);
+                        sqlx::query(NOTIFY).bind(crate::notices::CHANNEL).bind(notice).execute(&mut *tx).await?;
+                    }
+                    id
+                }
                 None => {
                     let run_found = match run_id {
                         Some(run) => sqlx::query_scalar::<_, i64>(

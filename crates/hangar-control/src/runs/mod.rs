@@ -68,6 +68,10 @@ pub struct Runs {
     pub(crate) lease: Option<Duration>,
     /// The takeover of runs no replica holds has started.
     pub(crate) taking_over: std::sync::atomic::AtomicBool,
+    /// Listening for other replicas' events was started (`wakes::listen`).
+    pub(crate) listening: std::sync::atomic::AtomicBool,
+    /// Other replicas' events are heard now: streams need not read again on a timer.
+    pub(crate) hears_replicas: std::sync::atomic::AtomicBool,
     /// What wakes an idle watcher: its log changing.
     pub(crate) log_bells: logbell::LogBells,
 }
@@ -97,6 +101,8 @@ impl Runs {
             replica,
             lease,
             taking_over: Default::default(),
+            listening: Default::default(),
+            hears_replicas: Default::default(),
             log_bells: Default::default(),
         }
     }
@@ -122,8 +128,10 @@ impl Runs {
             self.governance.resume_passport(&run).await;
             self.watch(run);
         }
-        // Replicas: runs whose replica died are taken over once their lease runs out.
+        // Replicas: runs whose replica died are taken over once their lease runs out, and
+        // what the others store wakes the streams here.
         crate::runs::lease::take_over_orphans(self);
+        wakes::listen(self);
         Ok(n)
     }
 

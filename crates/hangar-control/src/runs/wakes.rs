@@ -5,9 +5,15 @@
 //! commit of any run, and each went to the store for nothing: with 200 runs live, every
 //! commit cost 200 queries. Here a stream is woken by its own run's (or session's) commits; a
 //! channel is made when a stream first asks for it and dropped once no stream holds it.
+//!
+//! Replicas sharing PostgreSQL hear each other's commits through the store's notices
+//! (`hangar_store::Notices`, LISTEN/NOTIFY: issue 24): [`listen`] turns them into the same
+//! wake-ups, so a stream on one replica follows a run another replica watches as it happens.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -78,6 +84,28 @@ impl Wakes {
         }
     }
 
+    /// Events of `session` (of `run`) up to id `newest` were stored by another replica.
+    fn heard(&self, run: Option<&str>, session: &str, newest: i64) {
+        self.all.send_modify(|v| *v = (*v).max(newest));
+        if let Some(r) = run {
+            Self::wake(&self.by_run, r, newest);
+        }
+        Self::wake(&self.by_session, session, newest);
+    }
+
+    /// Wakes every stream (what was stored meanwhile is not known).
+    fn everything(&self) {
+        self.all.send_modify(|_| {});
+        for map in [&self.by_run, &self.by_session] {
+            let map = map
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for tx in map.values() {
+                tx.send_modify(|_| {});
+            }
+        }
+    }
+
     /// Whether any stream follows a session (a run's watcher then looks its session up).
     pub(crate) fn has_session_streams(&self) -> bool {
         self.by_session.lock().is_ok_and(|m| !m.is_empty())
@@ -102,6 +130,60 @@ impl Wakes {
         let n = |m: &Mutex<HashMap<String, watch::Sender<i64>>>| m.lock().map_or(0, |m| m.len());
         n(&self.by_run) + n(&self.by_session)
     }
+}
+
+/// How long a replica waits before listening again after its listening connection failed.
+const LISTEN_AGAIN: Duration = Duration::from_secs(1);
+
+/// On PostgreSQL, wakes this replica's streams with the events other replicas store, for as
+/// long as the control plane lives (started once). While it listens, [`Runs::hears_replicas`]
+/// says so; whenever it starts listening, or lost notices, every stream looks again.
+pub(crate) fn listen(plane: &Arc<super::Runs>) {
+    if plane.listening.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let weak = Arc::downgrade(plane);
+    tokio::spawn(async move {
+        loop {
+            let Some(store) = weak.upgrade().map(|p| p.store.clone()) else {
+                return;
+            };
+            let mut notices = match store.event_notices().await {
+                Ok(Some(n)) => n,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for other replicas' events; streams read again each second");
+                    tokio::time::sleep(LISTEN_AGAIN).await;
+                    continue;
+                }
+            };
+            drop(store);
+            if let Some(p) = weak.upgrade() {
+                p.hears_replicas.store(true, Ordering::SeqCst);
+                crate::metrics::hears_replicas(true);
+                p.wakes.everything();
+            }
+            loop {
+                let heard = notices.next().await;
+                let Some(p) = weak.upgrade() else { return };
+                match heard {
+                    Ok(hangar_store::Notice::Stored {
+                        run,
+                        session,
+                        newest,
+                    }) => p.wakes.heard(run.as_deref(), &session, newest),
+                    Ok(hangar_store::Notice::Missed) => p.wakes.everything(),
+                    Err(e) => {
+                        p.hears_replicas.store(false, Ordering::SeqCst);
+                        crate::metrics::hears_replicas(false);
+                        tracing::warn!(error = %e, "lost the connection that hears other replicas' events; listening again");
+                        break;
+                    }
+                }
+            }
+            tokio::time::sleep(LISTEN_AGAIN).await;
+        }
+    });
 }
 
 #[cfg(test)]
@@ -132,6 +214,28 @@ mod tests {
         assert_eq!(*s.borrow_and_update(), 9);
         assert!(!a.has_changed().unwrap());
         assert_eq!(*all.borrow_and_update(), 9);
+    }
+
+    /// Another replica's notice wakes the run's and the session's streams (a notice with no
+    /// run, the session's alone); a lost connection wakes every stream.
+    #[test]
+    fn another_replicas_events_wake_their_streams_and_a_lost_listener_wakes_all() {
+        let w = Wakes::default();
+        let mut a = w.subscribe(WakeScope::Run("run-a"));
+        let b = w.subscribe(WakeScope::Run("run-b"));
+        let mut s = w.subscribe(WakeScope::Session("sess-1"));
+        w.heard(Some("run-a"), "sess-1", 5);
+        assert_eq!(*a.borrow_and_update(), 5);
+        assert_eq!(*s.borrow_and_update(), 5);
+        assert!(
+            !b.has_changed().unwrap(),
+            "another run's notice woke this stream"
+        );
+        w.heard(None, "sess-1", 6);
+        assert!(s.has_changed().unwrap());
+        assert!(!a.has_changed().unwrap());
+        w.everything();
+        assert!(a.has_changed().unwrap() && b.has_changed().unwrap());
     }
 
     #[test]

@@ -18,6 +18,7 @@ crate::common::suite!(
     events_page_by_session_and_run,
     an_event_names_a_session_and_a_run_that_exist,
     making_the_events_table_again_keeps_ids_and_their_sequence,
+    another_replicas_events_are_heard,
 );
 
 /// Costs must read back bit for bit, or stored events would differ from a rebuild of the log.
@@ -1025,4 +1026,52 @@ async fn making_the_events_table_again_keeps_ids_and_their_sequence(kind: Kind) 
         ids[4]
     );
     db.cleanup().await;
+}
+
+/// Replicas sharing PostgreSQL hear each other's stored events (LISTEN/NOTIFY): a commit of
+/// one store is a notice to a listener of another, naming the run, the session and the newest
+/// id; a store does not hear its own. On SQLite there is nothing to listen to.
+async fn another_replicas_events_are_heard(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let a = db.open_with_vault().await;
+    let b = db.open_with_vault().await;
+    let Some(mut heard_by_b) = b.event_notices().await.unwrap() else {
+        assert_eq!(kind, Kind::Sqlite, "PostgreSQL gave no listener");
+        db.cleanup().await;
+        return;
+    };
+    let mut heard_by_a = a.event_notices().await.unwrap().unwrap();
+    let (_, turn) = seed(&a).await;
+    seed_run(&a, &turn.id, "run-1").await;
+    let evs: Vec<NewEvent> = (0..3).map(|n| ev("line", n)).collect();
+    let ids = a.commit_events("run-1", 0, 3, &evs).await.unwrap();
+    assert_eq!(
+        next_notice(&mut heard_by_b).await,
+        Notice::Stored {
+            run: Some("run-1".into()),
+            session: "ses-1".into(),
+            newest: ids[2],
+        }
+    );
+    let queued = b
+        .append_event("ses-1", None, &ev("turn.queued", 9))
+        .await
+        .unwrap();
+    // A hears B's event, and not its own commit before it.
+    assert_eq!(
+        next_notice(&mut heard_by_a).await,
+        Notice::Stored {
+            run: None,
+            session: "ses-1".into(),
+            newest: queued,
+        }
+    );
+    db.cleanup().await;
+}
+
+async fn next_notice(n: &mut Notices) -> Notice {
+    tokio::time::timeout(std::time::Duration::from_secs(5), n.next())
+        .await
+        .expect("no notice within 5 s")
+        .unwrap()
 }
