@@ -436,3 +436,182 @@ fn the_compose_file_matches_the_image_and_the_settings() {
         script.contains("HANGAR_HOME=/var/lib/hangar") && script.contains("VOLUME /var/lib/hangar")
     );
 }
+
+/// The documents of a YAML file.
+fn yaml_docs(path: &Path) -> Vec<serde_yaml::Value> {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// `kubernetes-validate --strict` (from PyPI, installed by scripts/install-tools) on `files`:
+/// its exit status and what it said.
+fn kubernetes_validate(files: &[PathBuf]) -> (bool, String) {
+    let bin = workspace_root().join(".tools/py/bin/kubernetes-validate");
+    assert!(
+        bin.exists(),
+        "{} is missing: run scripts/install-tools (installs kubernetes-validate from PyPI into .tools/py)",
+        bin.display()
+    );
+    let out = Command::new(&bin)
+        .arg("--strict")
+        .args(files)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), said)
+}
+
+/// dist/kubernetes (issue 24, item 4): every object validates against the Kubernetes API's
+/// published schemas (kubernetes-validate, strict: no field the API does not know; a broken
+/// copy is refused, so the validator is not a formality), and the objects fit together and fit
+/// hangar: several replicas, readiness on `/v1/ready`, the master key from a Secret copied to a
+/// file only the server's user reads, variables hangar reads, the sandbox provider's
+/// permissions, a Service and a PodDisruptionBudget that select the server's pods, and a
+/// kustomization that lists every file.
+#[test]
+fn the_kubernetes_manifests_are_valid_objects_that_fit_together() {
+    let dir = workspace_root().join("dist/kubernetes");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "yaml")
+                && p.file_name().is_some_and(|n| n != "kustomization.yaml")
+        })
+        .collect();
+    files.sort();
+    let docs: Vec<serde_yaml::Value> = files.iter().flat_map(|f| yaml_docs(f)).collect();
+    let (ok, said) = kubernetes_validate(&files);
+    assert!(ok, "{said}");
+    assert_eq!(
+        said.matches(" passed for resource ").count(),
+        docs.len(),
+        "every object validated: {said}"
+    );
+    // A broken copy is refused.
+    let tmp = tempfile::tempdir().unwrap();
+    let broken = tmp.path().join("broken.yaml");
+    let text = std::fs::read_to_string(dir.join("hangar.yaml")).unwrap();
+    std::fs::write(&broken, text.replace("  replicas: 2", "  replicas: two")).unwrap();
+    let (ok, said) = kubernetes_validate(&[broken]);
+    assert!(!ok && said.contains("spec.replicas"), "{said}");
+
+    let kind =
+        |k: &str| -> Vec<&serde_yaml::Value> { docs.iter().filter(|d| d["kind"] == k).collect() };
+    let deployment = kind("Deployment")[0];
+    assert!(deployment["spec"]["replicas"].as_u64().unwrap() >= 2);
+    let pod = &deployment["spec"]["template"];
+    let labels = pod["metadata"]["labels"].as_mapping().unwrap();
+    let selects_pods = |sel: &serde_yaml::Value| {
+        let sel = sel.as_mapping().unwrap();
+        !sel.is_empty() && sel.iter().all(|(k, v)| labels.get(k) == Some(v))
+    };
+    assert!(selects_pods(&deployment["spec"]["selector"]["matchLabels"]));
+    assert!(selects_pods(&kind("Service")[0]["spec"]["selector"]));
+    assert!(selects_pods(
+        &kind("PodDisruptionBudget")[0]["spec"]["selector"]["matchLabels"]
+    ));
+    let server = &pod["spec"]["containers"][0];
+    assert_eq!(server["readinessProbe"]["httpGet"]["path"], "/v1/ready");
+    assert!(
+        server["image"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("hangar:{}", env!("CARGO_PKG_VERSION")))
+    );
+    let env_rs =
+        std::fs::read_to_string(workspace_root().join("crates/hangar-protocol/src/env.rs"))
+            .unwrap();
+    let mut key_file = None;
+    for e in server["env"].as_sequence().unwrap() {
+        let name = e["name"].as_str().unwrap();
+        assert!(
+            env_rs.contains(&format!("\"{name}\"")),
+            "{name} is not a variable hangar reads"
+        );
+        if name == "HANGAR_MASTER_KEY_FILE" {
+            key_file = e["value"].as_str();
+        }
+    }
+    // The key: copied from its Secret, mode 0600, by the image's own user, into a folder the
+    // server mounts; the Secret itself is not mounted into the server.
+    let key_file = Path::new(key_file.expect("HANGAR_MASTER_KEY_FILE is set"));
+    let mounts = |c: &serde_yaml::Value| -> Vec<(String, String)> {
+        c["volumeMounts"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["name"].as_str().unwrap().to_owned(),
+                    m["mountPath"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let server_mounts = mounts(server);
+    assert!(
+        server_mounts
+            .iter()
+            .any(|(_, at)| Path::new(at) == key_file.parent().unwrap()),
+        "{server_mounts:?}"
+    );
+    let init = &pod["spec"]["initContainers"][0];
+    let copy: Vec<&str> = init["command"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(copy[..3], ["install", "-m", "0600"], "{copy:?}");
+    assert_eq!(Path::new(copy[copy.len() - 1]), key_file);
+    assert!(
+        init.get("securityContext").is_none(),
+        "the image's own user copies the key"
+    );
+    let secret_volume = pod["spec"]["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["secret"]["secretName"] == "hangar-master-key")
+        .unwrap()["name"]
+        .as_str()
+        .unwrap();
+    assert!(mounts(init).iter().any(|(n, _)| n == secret_volume));
+    assert!(!server_mounts.iter().any(|(n, _)| n == secret_volume));
+    // What the kubernetes provider does, and nothing cluster-wide.
+    assert!(kind("ClusterRole").is_empty() && kind("ClusterRoleBinding").is_empty());
+    let rules = serde_yaml::to_string(&kind("Role")[0]["rules"]).unwrap();
+    for needed in ["pods", "pods/exec", "networkpolicies", "create", "delete"] {
+        assert!(rules.contains(needed), "the Role lacks {needed}: {rules}");
+    }
+    assert_eq!(
+        pod["spec"]["serviceAccountName"],
+        kind("RoleBinding")[0]["subjects"][0]["name"]
+    );
+    let claim = kind("PersistentVolumeClaim")[0];
+    assert_eq!(claim["spec"]["accessModes"][0], "ReadWriteMany");
+    // The kustomization lists every file.
+    let kustomization = &yaml_docs(&dir.join("kustomization.yaml"))[0];
+    let listed: Vec<&str> = kustomization["resources"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    for f in &files {
+        let name = f.file_name().unwrap().to_str().unwrap();
+        assert!(
+            listed.contains(&name),
+            "kustomization.yaml does not list {name}"
+        );
+    }
+}
