@@ -3,10 +3,10 @@
 //! (`hangar-stub-claude`, R approvals each, default 5, its model thinking T ms before each tool
 //! call, default 1000; 0 is a stress test) on a real `hangar serve`: on SQLite, on PostgreSQL
 //! (`HANGAR_TEST_DATABASE_URL`), and on two `hangar serve` replicas sharing that PostgreSQL and
-//! the home folder (sessions started through each in turn, answered through the other). With
-//! `--kill-replica` the first replica is killed with SIGKILL half-way, and its runs go on with
-//! the second once their leases run out (an answer cut off by the kill is sent again through
-//! the second if the driver's log shows it never landed).
+//! the home folder (sessions started through each in turn, followed and answered through the
+//! other). With `--kill-replica` the first replica is killed with SIGKILL half-way, and its runs
+//! go on with the second once their leases run out (an answer cut off by the kill is sent again
+//! through the second if the driver's log shows it never landed).
 //!
 //! Each phase first times one run alone on the same server (the baseline), then the N runs. It
 //! prints the approval round trip (from the start of the answer's HTTP request to the stub
@@ -228,7 +228,7 @@ async fn phase(
             "one hangar serve".to_owned()
         } else {
             format!(
-                "{replicas} hangar serve replicas (sessions started through each in turn, answered through the other{})",
+                "{replicas} hangar serve replicas (sessions started through each in turn, followed and answered through the other{})",
                 if o.kill_replica {
                     "; the first killed with SIGKILL half-way"
                 } else {
@@ -488,8 +488,9 @@ async fn batch(
     Ok((f, k))
 }
 
-/// Follows a run's live event stream (`GET /v1/runs/{id}/events/stream`, from the replica that
-/// started it while that one lives, as a person's Live view does) and answers each permission
+/// Follows a run's live event stream (`GET /v1/runs/{id}/events/stream`, as a person's Live
+/// view does: with replicas, through the one that did not start the run, while both live, so
+/// its events reach the stream through the database's notices) and answers each permission
 /// request as it arrives (through the next replica), until the turn's end arrives. Each tool
 /// call's arrival on the stream is timed against the wall clock of the stub's line (the live
 /// view lag). A broken stream is opened again from its last event id (`Last-Event-ID`).
@@ -512,7 +513,7 @@ async fn drive(
         let from = if dead.load(Ordering::SeqCst) {
             &apis[r - 1]
         } else {
-            &apis[l.i % r]
+            &apis[(l.i + 1) % r]
         };
         let path = format!("/v1/runs/{}/events/stream", l.run);
         let mut events = match from.stream(&path, cursor).await {
