@@ -72,8 +72,17 @@ pub struct Runs {
     pub(crate) listening: std::sync::atomic::AtomicBool,
     /// Other replicas' events are heard now: streams need not read again on a timer.
     pub(crate) hears_replicas: std::sync::atomic::AtomicBool,
+    /// Told when this control plane is dropped: the listener closes its connection.
+    pub(crate) stop_listening: Arc<tokio::sync::Notify>,
     /// What wakes an idle watcher: its log changing.
     pub(crate) log_bells: logbell::LogBells,
+}
+
+impl Drop for Runs {
+    fn drop(&mut self) {
+        // A permit if the listener is not waiting at this moment: it stops at its next wait.
+        self.stop_listening.notify_one();
+    }
 }
 
 impl Runs {
@@ -103,6 +112,7 @@ impl Runs {
             taking_over: Default::default(),
             listening: Default::default(),
             hears_replicas: Default::default(),
+            stop_listening: Arc::default(),
             log_bells: Default::default(),
         }
     }

@@ -143,47 +143,56 @@ pub(crate) fn listen(plane: &Arc<super::Runs>) {
         return;
     }
     let weak = Arc::downgrade(plane);
+    let stop = Arc::clone(&plane.stop_listening);
     tokio::spawn(async move {
-        loop {
-            let Some(store) = weak.upgrade().map(|p| p.store.clone()) else {
-                return;
-            };
-            let mut notices = match store.event_notices().await {
-                Ok(Some(n)) => n,
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot listen for other replicas' events; streams read again each second");
-                    tokio::time::sleep(LISTEN_AGAIN).await;
-                    continue;
-                }
-            };
-            drop(store);
-            if let Some(p) = weak.upgrade() {
-                p.hears_replicas.store(true, Ordering::SeqCst);
-                crate::metrics::hears_replicas(true);
-                p.wakes.everything();
-            }
-            loop {
-                let heard = notices.next().await;
-                let Some(p) = weak.upgrade() else { return };
-                match heard {
-                    Ok(hangar_store::Notice::Stored {
-                        run,
-                        session,
-                        newest,
-                    }) => p.wakes.heard(run.as_deref(), &session, newest),
-                    Ok(hangar_store::Notice::Missed) => p.wakes.everything(),
-                    Err(e) => {
-                        p.hears_replicas.store(false, Ordering::SeqCst);
-                        crate::metrics::hears_replicas(false);
-                        tracing::warn!(error = %e, "lost the connection that hears other replicas' events; listening again");
-                        break;
-                    }
-                }
-            }
-            tokio::time::sleep(LISTEN_AGAIN).await;
+        tokio::select! {
+            () = hear(weak) => {}
+            () = stop.notified() => {}
         }
     });
+}
+
+/// [`listen`]'s loop, for as long as the control plane lives.
+async fn hear(weak: std::sync::Weak<super::Runs>) {
+    loop {
+        let Some(store) = weak.upgrade().map(|p| p.store.clone()) else {
+            return;
+        };
+        let mut notices = match store.event_notices().await {
+            Ok(Some(n)) => n,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for other replicas' events; streams read again each second");
+                tokio::time::sleep(LISTEN_AGAIN).await;
+                continue;
+            }
+        };
+        drop(store);
+        if let Some(p) = weak.upgrade() {
+            p.hears_replicas.store(true, Ordering::SeqCst);
+            crate::metrics::hears_replicas(true);
+            p.wakes.everything();
+        }
+        loop {
+            let heard = notices.next().await;
+            let Some(p) = weak.upgrade() else { return };
+            match heard {
+                Ok(hangar_store::Notice::Stored {
+                    run,
+                    session,
+                    newest,
+                }) => p.wakes.heard(run.as_deref(), &session, newest),
+                Ok(hangar_store::Notice::Missed) => p.wakes.everything(),
+                Err(e) => {
+                    p.hears_replicas.store(false, Ordering::SeqCst);
+                    crate::metrics::hears_replicas(false);
+                    tracing::warn!(error = %e, "lost the connection that hears other replicas' events; listening again");
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(LISTEN_AGAIN).await;
+    }
 }
 
 #[cfg(test)]
