@@ -35,7 +35,10 @@ pub const MAX_PAGE: i64 = 1000;
 
 const ORDER_LOCK: &str = "SELECT pg_advisory_xact_lock(4243, hashtext(current_schema()))";
 /// Tells the other replicas listening (`notices.rs`); sent when the transaction commits.
-const NOTIFY: &str = "SELECT pg_notify($1, $2)";
+/// The schema is added by the server: replicas of another hangar in another schema of the same
+/// database hear the channel too, and skip what is not their own schema's.
+const NOTIFY: &str =
+    "SELECT pg_notify($1, ($2::jsonb || jsonb_build_object('schema', current_schema()))::text)";
 
 /// One event, stored only if its session (and its run, if named) exist.
 const APPEND: &str = "INSERT INTO events (session_id, run_id, kind, payload, created_at) \

@@ -13,6 +13,9 @@
 //! notices (each open [`Store`] has an origin of its own): its watchers wake its streams
 //! directly, and a second wake-up per commit would double every stream's reads.
 //!
+//! The channel is the database's, shared by every schema in it: a notice names its schema, and
+//! a listener skips other schemas' (another hangar sharing the database, or tests side by side).
+//!
 //! SQLite has one process on its file: nothing to listen to.
 
 use serde::Deserialize;
@@ -43,6 +46,8 @@ pub enum Notice {
 /// A notice as sent: the replica it came from, and what it stored.
 #[derive(Deserialize)]
 struct Wire {
+    /// The schema the events are in (another hangar may share the database).
+    schema: Option<String>,
     origin: String,
     run: Option<String>,
     session: String,
@@ -60,6 +65,8 @@ pub(crate) fn payload(origin: &str, run: Option<&str>, session: &str, newest: i6
 pub struct Notices {
     listener: PgListener,
     origin: std::sync::Arc<str>,
+    /// This store's schema: notices of others are skipped.
+    schema: Option<String>,
 }
 
 impl std::fmt::Debug for Notices {
@@ -75,10 +82,14 @@ impl Store {
             return Ok(None);
         };
         let mut listener = PgListener::connect_with(pool).await?;
+        let schema: Option<String> = sqlx::query_scalar("SELECT current_schema()")
+            .fetch_one(&mut listener)
+            .await?;
         listener.listen(CHANNEL).await?;
         Ok(Some(Notices {
             listener,
             origin: std::sync::Arc::clone(&self.origin),
+            schema,
         }))
     }
 }
@@ -95,7 +106,7 @@ impl Notices {
                 // Not one of ours: someone else can NOTIFY on the channel. Look again.
                 return Ok(Notice::Missed);
             };
-            if *wire.origin == *self.origin {
+            if *wire.origin == *self.origin || wire.schema != self.schema {
                 continue;
             }
             return Ok(Notice::Stored {

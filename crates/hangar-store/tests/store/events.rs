@@ -1030,7 +1030,8 @@ async fn making_the_events_table_again_keeps_ids_and_their_sequence(kind: Kind) 
 
 /// Replicas sharing PostgreSQL hear each other's stored events (LISTEN/NOTIFY): a commit of
 /// one store is a notice to a listener of another, naming the run, the session and the newest
-/// id; a store does not hear its own. On SQLite there is nothing to listen to.
+/// id; a store does not hear its own, nor another schema's. On SQLite there is nothing to
+/// listen to.
 async fn another_replicas_events_are_heard(kind: Kind) {
     let db = TestDb::new(kind).await;
     let a = db.open_with_vault().await;
@@ -1041,6 +1042,13 @@ async fn another_replicas_events_are_heard(kind: Kind) {
         return;
     };
     let mut heard_by_a = a.event_notices().await.unwrap().unwrap();
+    // Another hangar in another schema of the same database: its notices are not B's.
+    let other = TestDb::new(kind).await;
+    let c = other.open_with_vault().await;
+    let (_, t) = seed(&c).await;
+    seed_run(&c, &t.id, "run-1").await;
+    let five: Vec<NewEvent> = (0..5).map(|n| ev("line", n)).collect();
+    c.commit_events("run-1", 0, 5, &five).await.unwrap();
     let (_, turn) = seed(&a).await;
     seed_run(&a, &turn.id, "run-1").await;
     let evs: Vec<NewEvent> = (0..3).map(|n| ev("line", n)).collect();
@@ -1066,6 +1074,7 @@ async fn another_replicas_events_are_heard(kind: Kind) {
             newest: queued,
         }
     );
+    other.cleanup().await;
     db.cleanup().await;
 }
 
