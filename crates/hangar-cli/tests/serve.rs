@@ -175,23 +175,8 @@ impl Server {
 
     /// [`Server::start`] with more arguments, its log going to `log`.
     fn start_with(&mut self, args: &[&str], log: Stdio) {
-        let mut child = self
-            .hangar()
-            .args(["serve", "--listen", "127.0.0.1:0", "--unsandboxed-folders"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        self.url = line
-            .trim()
-            .strip_prefix("listening: ")
-            .unwrap_or_else(|| panic!("{line:?}"))
-            .to_owned();
+        let (child, url) = serve(self.hangar(), args, log);
+        self.url = url;
         self.child = Some(child);
     }
 
@@ -1014,11 +999,18 @@ impl Drop for Replica {
 
 /// A second replica of `s`: the same database, home and key.
 fn replica_of(s: &Server) -> Replica {
-    let mut child = s
-        .hangar()
+    let (child, url) = serve(s.hangar(), &[], Stdio::null());
+    Replica { child, url }
+}
+
+/// `hangar serve` on a free loopback port allowing plain folders, with `args`, its log going to
+/// `log`: the process and the address it printed.
+fn serve(mut hangar: Command, args: &[&str], log: Stdio) -> (Child, String) {
+    let mut child = hangar
         .args(["serve", "--listen", "127.0.0.1:0", "--unsandboxed-folders"])
+        .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -1030,7 +1022,7 @@ fn replica_of(s: &Server) -> Replica {
         .strip_prefix("listening: ")
         .unwrap_or_else(|| panic!("{line:?}"))
         .to_owned();
-    Replica { child, url }
+    (child, url)
 }
 
 /// Two `hangar serve` replicas on one PostgreSQL (issue 24): a live stream opened on the
