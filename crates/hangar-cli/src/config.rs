@@ -145,6 +145,7 @@ const SETTINGS: &[(&str, &str, Kind)] = &[
         var::HANGAR_K8S_START_TIMEOUT_SECS,
         Kind::Number,
     ),
+    ("k8s.mirror", var::HANGAR_K8S_MIRROR, Kind::Text),
 ];
 
 /// The keys with no variable behind them: the flags win over them.

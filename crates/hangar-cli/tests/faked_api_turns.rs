@@ -540,6 +540,19 @@ async fn a_codex_turn(provider: &str) {
         !out.status.success(),
         "the command ran before it was allowed"
     );
+    if provider == "kubernetes" {
+        // A run waiting on a person costs no exec: its folder comes over one stream (a poll
+        // made one exec every 150 ms, ten in this time).
+        let execs = || {
+            fake.requests()
+                .iter()
+                .filter(|r| r.contains("/exec"))
+                .count()
+        };
+        let before = execs();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(execs(), before, "execs while the run waited");
+    }
     let request = pending[0]["request_id"].as_str().unwrap();
     let (status, r) = s
         .call(
@@ -698,5 +711,129 @@ async fn faked_api_approval_latency_across_the_mirror() {
             "across the mirror (fake API)"
         };
         eprintln!("  {provider:<10} p50 {p50:7.1} ms  max {max:7.1} ms  {what}");
+    }
+}
+
+/// CPU time (user + system) of process `pid` so far, in seconds.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command's name (which may hold spaces) close with ')'.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf takes a name only.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// What an idle mirrored run costs, the stream (`HANGAR_K8S_MIRROR=stream`, the default) beside
+/// the poll it replaced (`poll`, one exec every 150 ms), measured in the same run: `K` Codex
+/// turns in Kubernetes pods (the fake API's, real containers), each waiting on a person's
+/// approval, for 10 s. Printed, not asserted (the assertion that a waiting run makes no exec is
+/// in `faked_api_a_codex_turn_in_a_kubernetes_sandbox_with_an_approval`): `cargo test -p
+/// hangar-cli --test faked_api_turns -- --ignored --nocapture idle_mirrored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: prints the cost of idle mirrored runs, stream beside poll"]
+async fn faked_api_idle_mirrored_runs_cost() {
+    if skip() {
+        return;
+    }
+    const K: usize = 6;
+    const FOR: Duration = Duration::from_secs(10);
+    let image = codex_image();
+    let mut rows = Vec::new();
+    for mode in ["poll", "stream"] {
+        let fake = FakeCloud::start(E2B_KEY).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut env = cloud_env(&fake, dir.path(), 3600);
+        env.push((
+            "HANGAR_CODEX_BIN".into(),
+            codex_bin().unwrap().display().to_string(),
+        ));
+        env.push((CODEX_API_KEY_ENV.into(), CODEX_API_KEY.into()));
+        env.push(("HANGAR_K8S_MIRROR".into(), mode.into()));
+        let s = Server::start_with(Script::new([]), env, None);
+        let yaml = s.home.path().join("k.yaml");
+        std::fs::write(
+            &yaml,
+            format!("name: k\nprovider: kubernetes\nimage: {image}\negress: open\n"),
+        )
+        .unwrap();
+        s.ok(&["env", "apply", yaml.to_str().unwrap()]);
+        let repo = repo();
+        let mut live = Vec::new();
+        for _ in 0..K {
+            let model = FakeOpenAi::start(Script::new([
+                Step::exec("true"),
+                Step::text("done").expect_tool_result(),
+            ]))
+            .unwrap();
+            let sb = s.create_sandbox("k", repo.path());
+            let config = codex_offline_config(&model.base_url());
+            let (status, started) = s
+                .call(
+                    "POST",
+                    "/v1/sessions",
+                    Some(json!({"sandbox": sb, "harness": "codex", "policy": "ask",
+                                "prompt": "wait", "options": {"codex_config": config}})),
+                )
+                .await;
+            assert_eq!(status, 201, "{started}");
+            let run = started["run"]["id"].as_str().unwrap().to_owned();
+            let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+            live.push((sb, run, turn, model));
+        }
+        let mut requests = Vec::new();
+        for (_, run, _, _) in &live {
+            let pending = until("an approval", async || {
+                let (_, a) = s
+                    .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+                    .await;
+                a["approvals"].as_array().filter(|v| !v.is_empty()).cloned()
+            })
+            .await;
+            requests.push(pending[0]["request_id"].as_str().unwrap().to_owned());
+        }
+        // Every run waits on its person: what follows is the cost of waiting.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let pid = s.child.as_ref().unwrap().id().to_string();
+        let execs = || {
+            fake.requests()
+                .iter()
+                .filter(|r| r.contains("/exec"))
+                .count()
+        };
+        let (cpu0, api0, execs0) = (cpu_seconds(&pid), cpu_seconds("self"), execs());
+        tokio::time::sleep(FOR).await;
+        let (cpu1, api1, execs1) = (cpu_seconds(&pid), cpu_seconds("self"), execs());
+        let secs = FOR.as_secs_f64();
+        rows.push((
+            mode,
+            (cpu1 - cpu0) / secs / K as f64 * 100.0,
+            (api1 - api0) / secs / K as f64 * 100.0,
+            (execs1 - execs0) as f64 / secs / K as f64,
+        ));
+        for ((sb, run, turn, _), request) in live.iter().zip(&requests) {
+            let (status, r) = s
+                .call(
+                    "POST",
+                    &format!("/v1/runs/{run}/approvals/{request}"),
+                    Some(json!({"decision": "allow"})),
+                )
+                .await;
+            assert_eq!((status, r["outcome"].as_str()), (200, Some("done")), "{r}");
+            let t = s.turn_ended(turn).await;
+            assert_eq!(t["status"], 0, "{t}");
+            s.ok(&["sb", "rm", sb]);
+        }
+    }
+    eprintln!(
+        "an idle mirrored run ({K} Codex turns in Kubernetes pods waiting on an approval, {} s):",
+        FOR.as_secs()
+    );
+    for (mode, serve, api, execs) in &rows {
+        eprintln!(
+            "  {mode:<6} hangar serve {serve:5.2}% of a CPU per run   fake API server and test {api:5.2}% per run   execs {execs:5.2}/s per run"
+        );
     }
 }

@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 
 use hangar_sandbox::layout::{self, CTL_INSIDE, WORKSPACE};
 use hangar_sandbox::{
-    Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output, Provider,
-    ProviderKind, Sandbox, SandboxError, Who, copy,
+    Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, ExecStream, NetworkMode, Output,
+    Provider, ProviderKind, Sandbox, SandboxError, Who, copy,
 };
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements, SecurityContext};
 use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicySpec};
@@ -613,6 +613,42 @@ impl Provider for KubernetesProvider {
         req: &ExecRequest,
     ) -> Result<Output, SandboxError> {
         crate::exec_in(self, sb, who, req).await
+    }
+
+    /// One exec over the websocket subresource, left open: stdin and stdout are its channels.
+    async fn exec_stream(
+        &self,
+        sb: &Sandbox,
+        who: Who,
+        req: &ExecRequest,
+    ) -> Result<ExecStream, SandboxError> {
+        let cwd = layout::checked_cwd(req)?;
+        let env = layout::base_env(who, None, req);
+        let argv = shell_wrap(&env, &cwd, &req.argv);
+        let ns = handle_str(sb, "namespace")?;
+        let pod = handle_str(sb, "pod")?;
+        let ap = AttachParams::default()
+            .container(CONTAINER)
+            .stdin(true)
+            .stdout(true)
+            .stderr(false);
+        let mut proc = self.pods(ns).exec(pod, argv, &ap).await.map_err(|e| {
+            if is_gone(&e) {
+                SandboxError::Gone(sb.id.clone())
+            } else {
+                kube_failed(format!("exec in pod {pod}"), e)
+            }
+        })?;
+        let (Some(stdin), Some(stdout)) = (proc.stdin(), proc.stdout()) else {
+            return Err(SandboxError::Failed(format!(
+                "exec in pod {pod}: the API server gave no stdin or stdout"
+            )));
+        };
+        Ok(ExecStream {
+            stdin: Box::pin(stdin),
+            stdout: Box::pin(stdout),
+            keep: Box::new(std::sync::Mutex::new(proc)),
+        })
     }
 
     async fn start_tmux(

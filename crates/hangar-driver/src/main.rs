@@ -15,6 +15,7 @@ mod claude;
 mod claude_settings;
 mod codex;
 mod harness;
+mod mirror;
 mod relay;
 mod runlog;
 mod secrets;
@@ -48,8 +49,10 @@ pub(crate) fn diag(msg: &str) {
 
 fn main() {
     let mut args = std::env::args_os().skip(1);
-    if args.next().is_some_and(|a| a == TREE_OF) {
-        std::process::exit(tree_of(args.collect()));
+    match args.next() {
+        Some(a) if a == TREE_OF => std::process::exit(tree_of(args.collect())),
+        Some(a) if a == mirror::MIRROR => std::process::exit(mirror::run(args.collect())),
+        _ => {}
     }
     let code = match start() {
         Ok(code) => code,
@@ -170,6 +173,8 @@ fn start() -> Result<i32, String> {
     let rules = rules_for(&s)?;
     signals::install();
     let ctl = ControlDir::at(s.ctl.clone());
+    // Held to the driver's end: a remote sandbox's mirror stream goes by it (`mirror.rs`).
+    mirror::hold_lock(ctl.root());
     let key = secure::take_key(s.key_file.as_deref().unwrap_or(&ctl.key()))?;
     let seal_key = hangar_protocol::logseal::SealKey::derive(&key);
     let log = RunLog::open_sealed(&ctl.run_log(), seal_key, &s.run)

@@ -96,6 +96,10 @@ pub const HANGAR_E2B_TIMEOUT_SECS: &str = "HANGAR_E2B_TIMEOUT_SECS";
 pub const HANGAR_K8S_NAMESPACE: &str = "HANGAR_K8S_NAMESPACE";
 /// How long a sandbox pod may take to start, in seconds.
 pub const HANGAR_K8S_START_TIMEOUT_SECS: &str = "HANGAR_K8S_START_TIMEOUT_SECS";
+/// How a Kubernetes run's control folder is mirrored: `stream` (the default: one long-lived exec
+/// per live run carries its changes both ways) or `poll` (one exec every 150 ms per live run, for
+/// an API server or proxy that cuts long-lived execs).
+pub const HANGAR_K8S_MIRROR: &str = "HANGAR_K8S_MIRROR";
 
 /// Tests only: `name=IP:PORT,...`, names a sandbox's egress proxy resolves to those addresses.
 pub const HANGAR_EGRESS_TEST_RESOLVE: &str = "HANGAR_EGRESS_TEST_RESOLVE";

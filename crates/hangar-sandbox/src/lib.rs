@@ -188,6 +188,21 @@ impl Output {
     }
 }
 
+/// A command left running with its stdin and stdout open ([`Provider::exec_stream`]): a remote
+/// run's mirror stream. Dropping it closes stdin (the command's cue to end) and lets the exec go.
+pub struct ExecStream {
+    pub stdin: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    pub stdout: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>,
+    /// What keeps the exec open on the provider's side (its connection, its task).
+    pub keep: Box<dyn Send + Sync>,
+}
+
+impl std::fmt::Debug for ExecStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExecStream")
+    }
+}
+
 /// One kind of sandbox. Every provider passes `tests/conformance.rs`.
 pub trait Provider: Send + Sync {
     fn kind(&self) -> ProviderKind;
@@ -239,6 +254,24 @@ pub trait Provider: Send + Sync {
         Self: Sized,
     {
         inside::read(self, sb, path)
+    }
+
+    /// Starts `req` and leaves it running with its stdin and stdout open, for providers that can
+    /// keep such an exec (a remote sandbox's mirror stream); the others say `Unsupported`. The
+    /// command's stderr is not kept.
+    fn exec_stream(
+        &self,
+        sb: &Sandbox,
+        who: Who,
+        req: &ExecRequest,
+    ) -> impl Future<Output = Result<ExecStream, SandboxError>> + Send {
+        let _ = (sb, who, req);
+        let kind = self.kind();
+        async move {
+            Err(SandboxError::Unsupported(format!(
+                "{kind} sandboxes keep no exec stream"
+            )))
+        }
     }
 
     /// Starts `req` detached in a new tmux session named `session` (as `who`); returns at once.

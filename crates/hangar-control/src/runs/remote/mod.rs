@@ -14,7 +14,9 @@
 //!   trip to the pod, not a push and then a pull); else a later pull does.
 //! - **out**: the run log from the mirror's length on, the acks the mirror lacks, and, before the
 //!   turn's last line is written on this side, the turn's pack (`trees.pack`, `trees.idx`).
-//!   One exec per poll reads them all (`PULL`).
+//!   In a Kubernetes pod one long-lived exec carries both ways (`stream.rs`: the driver's
+//!   `--mirror` sends what changed, so an idle run costs no exec); elsewhere (E2B, or a pod where
+//!   no stream can be kept) one exec per poll reads them all (`PULL`), every 150 ms.
 //! - **the end of `in/`**: when the driver renames the pod's `in/` away, the mirror's is renamed
 //!   too, and a command that had not reached the pod is answered `ended` with the run's key, its
 //!   message recorded in `<ctl>/handed_back.late` for the next turn (the watcher adds them to
@@ -42,6 +44,8 @@ use hangar_store::Run;
 use crate::error::ControlError;
 use crate::runs::Runs;
 use crate::sandboxes::is_remote;
+
+mod stream;
 
 /// How long a pod may fail to answer before the turn ends as gone.
 pub(crate) const GONE_AFTER: Duration = Duration::from_secs(30);
@@ -533,6 +537,12 @@ async fn sync_loop(
     let Some(check) = ack_check(&plane, &run_id, &status).await else {
         return;
     };
+    if stream::streams(&sb) {
+        match stream::sync(&plane, &sb, &run_id, &ctl_host, &status, &check).await {
+            stream::Ended::Done => return,
+            stream::Ended::Poll => acks = waiting(&host.acks()).into_iter().collect(),
+        }
+    }
     loop {
         let step = async {
             let pushed_now = push_waiting(
