@@ -155,6 +155,18 @@ fn server(fake: &FakeCloud, dir: &std::path::Path, e2b_timeout: u64, script: Scr
     Server::start_with(script, cloud_env(fake, dir, e2b_timeout), None)
 }
 
+/// A server whose Codex runs reach the fake's pods and sandboxes, with `more` variables.
+fn codex_server(fake: &FakeCloud, dir: &std::path::Path, more: &[(&str, &str)]) -> Server {
+    let mut env = cloud_env(fake, dir, 3600);
+    env.push((
+        "HANGAR_CODEX_BIN".into(),
+        codex_bin().unwrap().display().to_string(),
+    ));
+    env.push((CODEX_API_KEY_ENV.into(), CODEX_API_KEY.into()));
+    env.extend(more.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    Server::start_with(Script::new([]), env, None)
+}
+
 fn repo() -> tempfile::TempDir {
     let repo = tempfile::tempdir().unwrap();
     std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
@@ -487,13 +499,7 @@ async fn a_codex_turn(provider: &str) {
     ]))
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut env = cloud_env(&fake, dir.path(), 3600);
-    env.push((
-        "HANGAR_CODEX_BIN".into(),
-        codex_bin().unwrap().display().to_string(),
-    ));
-    env.push((CODEX_API_KEY_ENV.into(), CODEX_API_KEY.into()));
-    let s = Server::start_with(Script::new([]), env, None);
+    let s = codex_server(&fake, dir.path(), &[]);
     let yaml = s.home.path().join("cloud.yaml");
     std::fs::write(
         &yaml,
@@ -645,13 +651,7 @@ async fn faked_api_approval_latency_across_the_mirror() {
         steps.push(Step::text("counted").expect_tool_result());
         let model = FakeOpenAi::start(Script::new(steps)).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let mut env = cloud_env(&fake, dir.path(), 3600);
-        env.push((
-            "HANGAR_CODEX_BIN".into(),
-            codex_bin().unwrap().display().to_string(),
-        ));
-        env.push((CODEX_API_KEY_ENV.into(), CODEX_API_KEY.into()));
-        let s = Server::start_with(Script::new([]), env, None);
+        let s = codex_server(&fake, dir.path(), &[]);
         let yaml = s.home.path().join("m.yaml");
         let spec = if provider == "local" {
             "name: m\nprovider: local\nnetwork: host\n".to_owned()
@@ -745,14 +745,7 @@ async fn faked_api_idle_mirrored_runs_cost() {
     for mode in ["poll", "stream"] {
         let fake = FakeCloud::start(E2B_KEY).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let mut env = cloud_env(&fake, dir.path(), 3600);
-        env.push((
-            "HANGAR_CODEX_BIN".into(),
-            codex_bin().unwrap().display().to_string(),
-        ));
-        env.push((CODEX_API_KEY_ENV.into(), CODEX_API_KEY.into()));
-        env.push(("HANGAR_K8S_MIRROR".into(), mode.into()));
-        let s = Server::start_with(Script::new([]), env, None);
+        let s = codex_server(&fake, dir.path(), &[("HANGAR_K8S_MIRROR", mode)]);
         let yaml = s.home.path().join("k.yaml");
         std::fs::write(
             &yaml,

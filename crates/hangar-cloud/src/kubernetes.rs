@@ -622,9 +622,7 @@ impl Provider for KubernetesProvider {
         who: Who,
         req: &ExecRequest,
     ) -> Result<ExecStream, SandboxError> {
-        let cwd = layout::checked_cwd(req)?;
-        let env = layout::base_env(who, None, req);
-        let argv = shell_wrap(&env, &cwd, &req.argv);
+        let argv = crate::wrapped_argv(who, req)?;
         let ns = handle_str(sb, "namespace")?;
         let pod = handle_str(sb, "pod")?;
         let ap = AttachParams::default()

@@ -40,6 +40,14 @@ pub(crate) trait RunsArgv: Sync {
     ) -> impl std::future::Future<Output = Result<Output, SandboxError>> + Send;
 }
 
+/// `req`'s argv as a remote exec API runs it for `who` ([`shell_wrap`]: hangar's minimal
+/// environment, the checked working folder).
+pub(crate) fn wrapped_argv(who: Who, req: &ExecRequest) -> Result<Vec<String>, SandboxError> {
+    let cwd = layout::checked_cwd(req)?;
+    let env = layout::base_env(who, None, req);
+    Ok(shell_wrap(&env, &cwd, &req.argv))
+}
+
 /// [`hangar_sandbox::Provider::exec`] for a [`RunsArgv`] provider.
 pub(crate) async fn exec_in<P: RunsArgv>(
     p: &P,
@@ -47,9 +55,7 @@ pub(crate) async fn exec_in<P: RunsArgv>(
     who: Who,
     req: &ExecRequest,
 ) -> Result<Output, SandboxError> {
-    let cwd = layout::checked_cwd(req)?;
-    let env = layout::base_env(who, None, req);
-    p.run_argv(sb, shell_wrap(&env, &cwd, &req.argv), req.stdin.clone())
+    p.run_argv(sb, wrapped_argv(who, req)?, req.stdin.clone())
         .await
 }
 

@@ -359,6 +359,13 @@ impl State {
         names.sort();
         let mut out = Vec::new();
         for name in names {
+            // Each wake looks at every ack: a stat, not an open, for those already sent.
+            let Ok(m) = dir.join(&name).symlink_metadata() else {
+                continue;
+            };
+            if self.sent.get(&name) == Some(&(m.ino(), m.len(), m.mtime(), m.mtime_nsec())) {
+                continue;
+            }
             let Ok(f) = std::fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)

@@ -194,8 +194,8 @@ pub(super) async fn sync(
     let mut failing_since: Option<Instant> = None;
     let mut stillborn = 0;
     loop {
-        let (outcome, got_state) = m.one_stream(&bell, status).await;
-        let e = match outcome {
+        let mut got_state = false;
+        let e = match m.stream(&bell, status, &mut got_state).await {
             Ok(()) => return Ended::Done,
             Err(e) => e,
         };
@@ -220,18 +220,6 @@ pub(super) async fn sync(
 }
 
 impl Mirror<'_> {
-    /// Opens a stream and mirrors over it: `Ok` once the status is final; the error, and whether
-    /// any state came, when the stream broke.
-    async fn one_stream(
-        &mut self,
-        bell: &Bell,
-        status: &Mutex<Status>,
-    ) -> (Result<(), ExecFailed>, bool) {
-        let mut got_state = false;
-        let r = self.stream(bell, status, &mut got_state).await;
-        (r, got_state)
-    }
-
     async fn open(&self) -> Result<ExecStream, ExecFailed> {
         let req = ExecRequest {
             argv: vec![
@@ -267,6 +255,8 @@ impl Mirror<'_> {
             })?
     }
 
+    /// Opens a stream and mirrors over it: `Ok` once the status is final; the error when the
+    /// stream broke (`got_state`: whether any state came over it).
     async fn stream(
         &mut self,
         bell: &Bell,
@@ -295,7 +285,7 @@ impl Mirror<'_> {
         // Read in a task of its own: a read cut off by the doorbell would lose bytes.
         let (tx, mut rx) = tokio::sync::mpsc::channel(16);
         let stdout = s.stdout;
-        let reader = AbortOnDrop(tokio::spawn(async move {
+        let _reader = AbortOnDrop(tokio::spawn(async move {
             let mut r = BufReader::new(stdout);
             loop {
                 let m = tokio::time::timeout(SILENT_FOR, message(&mut r))
@@ -343,7 +333,6 @@ impl Mirror<'_> {
                     self.push(&mut s.stdin, &mut in_flight).await?;
                 }
             }
-            let _ = &reader;
             while states
                 .front()
                 .is_some_and(|p| p.closed.is_none() || in_flight.is_empty())
