@@ -146,6 +146,7 @@ const SETTINGS: &[(&str, &str, Kind)] = &[
         Kind::Number,
     ),
     ("k8s.mirror", var::HANGAR_K8S_MIRROR, Kind::Text),
+    ("docker.mirror", var::HANGAR_DOCKER_MIRROR, Kind::Text),
 ];
 
 /// The keys with no variable behind them: the flags win over them.

@@ -1461,3 +1461,109 @@ async fn a_run_key_left_in_a_local_sandboxs_folder_goes_at_its_next_turn() {
     assert!(keys.is_empty(), "{keys:?}");
     s.ok(&["sb", "rm", &sb]);
 }
+
+/// How many execs dockerd holds for container `name` (finished ones stay listed for minutes).
+fn exec_count(name: &str) -> usize {
+    let out = Command::new("docker")
+        .args(["inspect", "-f", "{{len .ExecIDs}}", name])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// `HANGAR_DOCKER_MIRROR=stream` (issue 24, item 2): a real Claude Code turn in a docker sandbox
+/// that sees no folder of this machine: the workspace was sent in, the run's control folder here
+/// is a mirror of the one inside, carried over one long-lived exec (no exec made while the run
+/// waits for its approval); the approval answered here reaches the driver, the tool runs as the
+/// agent in the container's own workspace, and the turn ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_turn_in_a_streamed_docker_sandbox_with_an_approval() {
+    if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
+        eprintln!("HANGAR_TEST_DOCKER=0: skipped");
+        return;
+    }
+    let s = Server::start_with(
+        Script::new([
+            Step::tool(
+                "Bash",
+                json!({"command": "echo made > made.txt && id -u > uid.txt", "description": "make"}),
+            ),
+            Step::text("made it"),
+        ]),
+        vec![("HANGAR_DOCKER_MIRROR".into(), "stream".into())],
+        None,
+    );
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README"), "the repo\n").unwrap();
+    let sb = s.sandbox_of(
+        &format!(
+            "name: streamed\nprovider: docker\nimage: {}\nnetwork: host\n",
+            hangar_testkit::claude_image().unwrap()
+        ),
+        repo.path(),
+    );
+    let (_, v) = s.call("GET", &format!("/v1/sandboxes/{sb}"), None).await;
+    let container = format!("hangar-{}", v["sandbox"]["id"].as_str().unwrap());
+    // Nothing of this machine is mounted in the container.
+    let mounts = s.ok(&["sb", "exec", &sb, "--", "cat", "/proc/self/mountinfo"]);
+    let home = s.home.path().display().to_string();
+    assert!(!mounts.contains(&home), "{mounts}");
+    assert!(!mounts.contains(" /workspace "), "{mounts}");
+
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "ask", "prompt": "make a file"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let approval = until("the approval", async || {
+        let (_, a) = s
+            .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+            .await;
+        a["approvals"].as_array().and_then(|v| v.first().cloned())
+    })
+    .await;
+    // The run's control folder here is the mirror: a folder of its own, not a link into the
+    // sandbox's.
+    let ctl = s.home.path().join(format!("hangar/runs/{run}.ctl"));
+    let meta = std::fs::symlink_metadata(&ctl).unwrap();
+    assert!(meta.is_dir(), "{} is not a folder", ctl.display());
+    // Waiting, the run costs no exec (a poll would make one every 150 ms).
+    let before = exec_count(&container);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let made = exec_count(&container) - before;
+    assert!(made <= 1, "{made} execs in 1.5 s while the run waited");
+
+    let (status, r) = s
+        .call(
+            "POST",
+            &format!(
+                "/v1/runs/{run}/approvals/{}",
+                approval["request_id"].as_str().unwrap()
+            ),
+            Some(json!({"decision": "allow"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let t = until("the turn to end", async || {
+        let (_, t) = s.call("GET", &format!("/v1/turns/{turn}"), None).await;
+        (t["state"] == "ended").then_some(t)
+    })
+    .await;
+    assert_eq!(t["status"], 0, "{t}");
+    let out = s.ok(&["sb", "exec", &sb, "--", "sh", "-c", "cat made.txt uid.txt"]);
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("made"), "{out}");
+    let uid: u32 = lines.next().unwrap().parse().unwrap();
+    assert_ne!(uid, 0, "the harness ran as root");
+    assert!(!repo.path().join("made.txt").exists());
+    // The run log came over the stream whole: the tool's result and the turn's end are events.
+    let log = std::fs::read_to_string(ctl.join("run.log")).unwrap();
+    assert!(log.contains("made it"), "{log}");
+    s.ok(&["sb", "rm", &sb]);
+}

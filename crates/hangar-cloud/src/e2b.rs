@@ -414,7 +414,7 @@ for p in tar tmux git; do command -v "$p" >/dev/null 2>&1 || echo "missing: $p" 
             let home = std::fs::canonicalize(&req.home).ok();
             let tar = tokio::task::spawn_blocking(move || {
                 let skip = home.as_deref().filter(|h| h.starts_with(&repo));
-                crate::tar_tree(&repo, skip)
+                copy::tar_tree(&repo, skip)
             })
             .await
             .map_err(|e| failed("packing the repo", e))?

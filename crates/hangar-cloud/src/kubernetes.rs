@@ -23,7 +23,7 @@
 //! and its policy and waits until the API server no longer has the pod.
 //!
 //! The control folder (`<host_dir>/ctl`) is not seen inside: a pod cannot bind a folder of this
-//! machine. Turns in kubernetes sandboxes need the run log read through exec (not done yet).
+//! machine, so the control plane mirrors each run's (`hangar-control`'s `runs/remote/`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -477,7 +477,7 @@ id -u
         let home = std::fs::canonicalize(&req.home).ok();
         let tar = tokio::task::spawn_blocking(move || {
             let skip = home.as_deref().filter(|h| h.starts_with(&repo));
-            crate::tar_tree(&repo, skip)
+            copy::tar_tree(&repo, skip)
         })
         .await
         .map_err(|e| failed("packing the repo", e))?

@@ -11,7 +11,7 @@
 //! pods and sandboxes are containers of the local dockerd (its crate docs say what that does and
 //! does not verify).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub(crate) use hangar_sandbox::failed;
 use hangar_sandbox::{
@@ -25,7 +25,7 @@ pub use e2b::E2bProvider;
 pub use kubernetes::KubernetesProvider;
 
 /// The tmux server's socket inside a pod or an E2B sandbox (root's; both providers use it).
-pub const TMUX_SOCKET: &str = "/run/hangar-tmux/default";
+pub use hangar_sandbox::layout::TMUX_SOCKET;
 
 /// A provider whose commands all go through its own API as one argv (a pod's exec, envd's
 /// process call): exec, tmux and the check for a tmux session are built on that alike
@@ -141,37 +141,6 @@ pub(crate) fn make_host_dir(req: &CreateRequest) -> Result<PathBuf, SandboxError
         return Err(failed(host_dir.display(), e));
     }
     Ok(host_dir)
-}
-
-/// The folder `root` as a tar (links kept as links, modes kept), leaving out `skip`.
-pub(crate) fn tar_tree(root: &Path, skip: Option<&Path>) -> std::io::Result<Vec<u8>> {
-    let mut b = tar::Builder::new(Vec::new());
-    b.follow_symlinks(false);
-    b.mode(tar::HeaderMode::Complete);
-    fn walk(
-        b: &mut tar::Builder<Vec<u8>>,
-        root: &Path,
-        dir: &Path,
-        skip: Option<&Path>,
-    ) -> std::io::Result<()> {
-        let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            let path = e.path();
-            if skip.is_some_and(|s| s == path) {
-                continue;
-            }
-            let rel = path.strip_prefix(root).map_err(std::io::Error::other)?;
-            let ft = e.file_type()?;
-            b.append_path_with_name(&path, rel)?;
-            if ft.is_dir() {
-                walk(b, root, &path, skip)?;
-            }
-        }
-        Ok(())
-    }
-    walk(&mut b, root, root, skip)?;
-    b.into_inner()
 }
 
 #[cfg(test)]

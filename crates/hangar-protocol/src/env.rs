@@ -101,6 +101,13 @@ pub const HANGAR_K8S_START_TIMEOUT_SECS: &str = "HANGAR_K8S_START_TIMEOUT_SECS";
 /// an API server or proxy that cuts long-lived execs).
 pub const HANGAR_K8S_MIRROR: &str = "HANGAR_K8S_MIRROR";
 
+/// How a Docker sandbox made from now on reaches hangar's folders: `bind` (dockerd runs on this
+/// machine and binds the workspace and control folder), `stream` (nothing shared: the workspace
+/// is sent in, each run's control folder mirrored over one long-lived exec, as for a pod; for a
+/// dockerd elsewhere, or replicas that share no disk), or `auto` (the default: `stream` when
+/// `DOCKER_HOST` names a daemon over the network, else `bind`).
+pub const HANGAR_DOCKER_MIRROR: &str = "HANGAR_DOCKER_MIRROR";
+
 /// Tests only: `name=IP:PORT,...`, names a sandbox's egress proxy resolves to those addresses.
 pub const HANGAR_EGRESS_TEST_RESOLVE: &str = "HANGAR_EGRESS_TEST_RESOLVE";
 

@@ -174,6 +174,37 @@ pub async fn remove_host_dir(host: &Path, keep_logs: bool) -> Result<(), crate::
     .map_err(|e| crate::failed("removing the sandbox", e))?
 }
 
+/// The folder `root` as a tar (links kept as links, modes kept), leaving out `skip`.
+pub fn tar_tree(root: &Path, skip: Option<&Path>) -> std::io::Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    b.follow_symlinks(false);
+    b.mode(tar::HeaderMode::Complete);
+    fn walk(
+        b: &mut tar::Builder<Vec<u8>>,
+        root: &Path,
+        dir: &Path,
+        skip: Option<&Path>,
+    ) -> std::io::Result<()> {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let path = e.path();
+            if skip.is_some_and(|s| s == path) {
+                continue;
+            }
+            let rel = path.strip_prefix(root).map_err(std::io::Error::other)?;
+            let ft = e.file_type()?;
+            b.append_path_with_name(&path, rel)?;
+            if ft.is_dir() {
+                walk(b, root, &path, skip)?;
+            }
+        }
+        Ok(())
+    }
+    walk(&mut b, root, root, skip)?;
+    b.into_inner()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -24,6 +24,12 @@
 //! it missing; with the environment's registry login when the caller gives it,
 //! [`DockerProvider::ensure_image`]), with progress lines.
 //!
+//! With [`DockerMirror::Stream`] (a dockerd on another machine, or replicas that share no disk)
+//! nothing of this machine is bound in: the workspace is the repository sent as a tar to
+//! `tar -x` run as the agent, `/run/hangar` is made inside (root's, 0700), the harness CLI must be
+//! the image's own, and the control plane mirrors each run's control folder over one long-lived
+//! exec ([`Provider::exec_stream`]: an attached exec, stdin and stdout), as for a pod.
+//!
 //! Commands are Engine API execs (as `uid:gid`). tmux: one server per container, root's, its
 //! socket in a root-only folder (`/run/hangar-tmux`); an agent's window drops to the agent with
 //! `setpriv`. Attaching is `docker exec -it ... tmux attach` (the person's terminal needs the
@@ -45,21 +51,59 @@ use tokio::io::AsyncWriteExt;
 
 use crate::egress::{self, Netns, Proxies};
 use crate::failed;
-use crate::layout::{self, CTL_INSIDE, WORKSPACE};
+use crate::layout::{self, CTL_INSIDE, TMUX_SOCKET, WORKSPACE};
 use crate::{
-    AgentUser, Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, NetworkMode, Output,
-    Provider, ProviderKind, Sandbox, SandboxError, Who, copy, uids,
+    AgentUser, Capabilities, CreateRequest, Egress, EnvSpec, ExecRequest, ExecStream, NetworkMode,
+    Output, Provider, ProviderKind, Sandbox, SandboxError, Who, copy, uids,
 };
 
-/// The root-owned tmux server's socket inside (its folder is root's, 0700).
-const TMUX_SOCKET: &str = "/run/hangar-tmux/default";
 const LABEL: &str = "dev.hangar.sandbox";
+
+/// How a docker sandbox's folders reach its container (`HANGAR_DOCKER_MIRROR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DockerMirror {
+    /// The workspace and the control folder are folders of this machine bound into the
+    /// container: dockerd runs here.
+    Bind,
+    /// Nothing of this machine is seen inside: the workspace is sent in, each run's control
+    /// folder mirrored over an exec stream.
+    Stream,
+}
+
+impl DockerMirror {
+    /// `setting` (`bind` | `stream` | `auto`, unset is `auto`); `auto` streams when `docker_host`
+    /// (`DOCKER_HOST`) names a daemon reached over the network, else binds.
+    pub fn from_setting(
+        setting: Option<&str>,
+        docker_host: Option<&str>,
+    ) -> Result<DockerMirror, SandboxError> {
+        match setting.map(str::trim).unwrap_or("auto") {
+            "bind" => Ok(DockerMirror::Bind),
+            "stream" => Ok(DockerMirror::Stream),
+            "auto" | "" => Ok(
+                if docker_host.is_some_and(|h| {
+                    ["tcp://", "http://", "https://", "ssh://"]
+                        .iter()
+                        .any(|p| h.starts_with(p))
+                }) {
+                    DockerMirror::Stream
+                } else {
+                    DockerMirror::Bind
+                },
+            ),
+            other => Err(SandboxError::Invalid(format!(
+                "HANGAR_DOCKER_MIRROR (docker.mirror) is {other:?}: say bind (dockerd on this machine sees hangar's folders), stream (nothing shared: the workspace is sent in and each run mirrored over an exec), or auto"
+            ))),
+        }
+    }
+}
 
 /// The docker provider.
 #[derive(Debug)]
 pub struct DockerProvider {
     docker: Docker,
     ro_binds: Vec<PathBuf>,
+    mirror: DockerMirror,
     /// What `check` found per image id: `Ok` or what is missing.
     checked: Mutex<HashMap<String, Result<(), String>>>,
     /// The egress proxies of this process's sandboxes with an allowlist.
@@ -97,6 +141,7 @@ impl DockerProvider {
         Ok(DockerProvider {
             docker,
             ro_binds: Vec::new(),
+            mirror: DockerMirror::Bind,
             checked: Mutex::new(HashMap::new()),
             egress: Proxies::from_env(),
         })
@@ -157,6 +202,12 @@ impl DockerProvider {
     /// CLI (e.g. `.tools/npm`), for images without one of their own.
     pub fn with_ro_binds(mut self, paths: Vec<PathBuf>) -> DockerProvider {
         self.ro_binds = paths;
+        self
+    }
+
+    /// How new sandboxes' folders reach their containers (existing ones keep theirs).
+    pub fn with_mirror(mut self, mirror: DockerMirror) -> DockerProvider {
+        self.mirror = mirror;
         self
     }
 
@@ -383,28 +434,30 @@ impl DockerProvider {
         let ctl = host_dir.join("ctl");
         std::fs::create_dir(&ctl).map_err(|e| failed(ctl.display(), e))?;
         set_mode(&ctl, 0o700)?;
-        let repo = std::fs::canonicalize(&req.repo)
-            .map_err(|e| SandboxError::Invalid(format!("repo {}: {e}", req.repo.display())))?;
-        let home = std::fs::canonicalize(&req.home).ok();
-        let workspace = host_dir.join("workspace");
-        {
-            let workspace = workspace.clone();
-            tokio::task::spawn_blocking(move || {
-                let skip = home.as_deref().filter(|h| h.starts_with(&repo));
-                copy::copy_tree(&repo, &workspace, owner, skip)
-            })
-            .await
-            .map_err(|e| failed("copying the repo", e))?
-            .map_err(|e| failed("cannot copy the repo into the sandbox", e))?;
-        }
-
-        let mut binds = vec![
-            format!("{}:{WORKSPACE}", workspace.display()),
-            format!("{}:{CTL_INSIDE}", ctl.display()),
-        ];
-        for p in &self.ro_binds {
-            binds.push(format!("{0}:{0}:ro", p.display()));
-        }
+        // Streamed: nothing of this machine is bound; the workspace is sent in after set-up.
+        let binds = if self.mirror == DockerMirror::Stream {
+            None
+        } else {
+            let (repo, skip) = repo_and_skip(req)?;
+            let workspace = host_dir.join("workspace");
+            {
+                let workspace = workspace.clone();
+                tokio::task::spawn_blocking(move || {
+                    copy::copy_tree(&repo, &workspace, owner, skip.as_deref())
+                })
+                .await
+                .map_err(|e| failed("copying the repo", e))?
+                .map_err(|e| failed("cannot copy the repo into the sandbox", e))?;
+            }
+            let mut binds = vec![
+                format!("{}:{WORKSPACE}", workspace.display()),
+                format!("{}:{CTL_INSIDE}", ctl.display()),
+            ];
+            for p in &self.ro_binds {
+                binds.push(format!("{0}:{0}:ro", p.display()));
+            }
+            Some(binds)
+        };
         let network_mode = if env.host_network {
             "host"
         } else if env.egress == Egress::Open {
@@ -420,7 +473,7 @@ impl DockerProvider {
         });
         let r = &env.resources;
         let host_config = HostConfig {
-            binds: Some(binds),
+            binds,
             network_mode: Some(network_mode.into()),
             init: Some(true),
             nano_cpus: r.cpu.map(|c| (c * 1e9) as i64),
@@ -480,7 +533,7 @@ impl DockerProvider {
     /// The agent's user, its home, hangar's folders: made inside as root.
     async fn set_up(&self, sb: &Sandbox) -> Result<(), SandboxError> {
         const SCRIPT: &str = r#"set -e
-uid=$1 sudo=$2
+uid=$1 sudo=$2 streamed=$3
 if [ -n "$uid" ]; then
   grep -q "^agent:" /etc/passwd || echo "agent:x:$uid:$uid:hangar agent:/home/agent:/bin/sh" >> /etc/passwd
   grep -q "^agent:" /etc/group || echo "agent:x:$uid:" >> /etc/group
@@ -490,6 +543,12 @@ if [ -n "$uid" ]; then chown "$uid:$uid" /home/agent; fi
 chmod 700 /home/agent /run/hangar-tmux
 chown 0:0 /var/lib/hangar
 chmod 755 /var/lib/hangar
+if [ "$streamed" = yes ]; then
+  mkdir -p /workspace /run/hangar
+  chmod 700 /run/hangar
+  chown 0:0 /run/hangar
+  if [ -n "$uid" ]; then chown "$uid:$uid" /workspace; fi
+fi
 if [ "$sudo" = yes ]; then
   mkdir -p /etc/sudoers.d
   echo "agent ALL=(ALL) NOPASSWD:ALL" > /etc/sudoers.d/hangar-agent
@@ -506,7 +565,8 @@ fi
         } else {
             ""
         };
-        let argv = ["sh", "-c", SCRIPT, "sh", &uid, sudo]
+        let streamed = if sb.mirrored() { "yes" } else { "" };
+        let argv = ["sh", "-c", SCRIPT, "sh", &uid, sudo, streamed]
             .map(str::to_owned)
             .to_vec();
         let env = vec![format!("PATH={}", layout::PATH)];
@@ -516,6 +576,34 @@ fi
         if !out.success() {
             return Err(SandboxError::Failed(format!(
                 "setting up sandbox {}: {}",
+                sb.id,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The repository sent in as a tar and unpacked into `/workspace` by the agent (so its files
+    /// are the agent's), for a sandbox that sees no folder of this machine.
+    async fn send_workspace(&self, sb: &Sandbox, req: &CreateRequest) -> Result<(), SandboxError> {
+        let (repo, skip) = repo_and_skip(req)?;
+        let tar = tokio::task::spawn_blocking(move || copy::tar_tree(&repo, skip.as_deref()))
+            .await
+            .map_err(|e| failed("packing the repo", e))?
+            .map_err(|e| failed("cannot pack the repo for the sandbox", e))?;
+        let argv = ["tar", "-x", "--no-same-owner", "-C", WORKSPACE, "-f", "-"]
+            .map(str::to_owned)
+            .to_vec();
+        let req = ExecRequest {
+            argv,
+            cwd: Some(PathBuf::from("/")),
+            stdin: Some(tar),
+            ..ExecRequest::default()
+        };
+        let out = self.exec(sb, Who::Agent, &req).await?;
+        if !out.success() {
+            return Err(SandboxError::Failed(format!(
+                "sending the repo into sandbox {}: {}",
                 sb.id,
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
@@ -551,6 +639,25 @@ fi
             Err(e) if not_found(&e) => Ok(()),
             Err(e) => Err(failed(format!("cannot remove container {id}"), e)),
         }
+    }
+}
+
+/// The repository of `req`, and hangar's home when it lies inside it (never copied in).
+fn repo_and_skip(req: &CreateRequest) -> Result<(PathBuf, Option<PathBuf>), SandboxError> {
+    let repo = std::fs::canonicalize(&req.repo)
+        .map_err(|e| SandboxError::Invalid(format!("repo {}: {e}", req.repo.display())))?;
+    let skip = std::fs::canonicalize(&req.home)
+        .ok()
+        .filter(|h| h.starts_with(&repo));
+    Ok((repo, skip))
+}
+
+/// Aborts the task that carries an exec stream's output when the stream is dropped.
+struct Pump(tokio::task::JoinHandle<()>);
+
+impl Drop for Pump {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -658,18 +765,30 @@ impl Provider for DockerProvider {
                 return Err(e);
             }
         };
+        let streamed = self.mirror == DockerMirror::Stream;
+        let mut handle = serde_json::json!({ "container": cid, "name": name });
+        if streamed {
+            handle["mirrored"] = true.into();
+        }
         let sb = Sandbox {
             id: req.id.clone(),
             env: req.env.clone(),
             host_dir: host_dir.clone(),
             workspace: PathBuf::from(WORKSPACE),
-            host_workspace: Some(host_dir.join("workspace")),
+            host_workspace: (!streamed).then(|| host_dir.join("workspace")),
             ctl_inside: PathBuf::from(CTL_INSIDE),
             agent: agent.clone(),
-            handle: serde_json::json!({ "container": cid, "name": name }),
+            handle,
             capabilities,
         };
-        if let Err(e) = self.set_up(&sb).await {
+        let set_up = async {
+            self.set_up(&sb).await?;
+            if streamed {
+                self.send_workspace(&sb, req).await?;
+            }
+            Ok::<(), SandboxError>(())
+        };
+        if let Err(e) = set_up.await {
             self.undo(&cid, req, agent.as_ref()).await;
             return Err(e);
         }
@@ -698,6 +817,62 @@ impl Provider for DockerProvider {
             req.stdin.clone(),
         )
         .await
+    }
+
+    /// An attached exec left open: its stdin, and its stdout carried by a task of its own (the
+    /// Engine API multiplexes the two; stderr is not asked for).
+    async fn exec_stream(
+        &self,
+        sb: &Sandbox,
+        who: Who,
+        req: &ExecRequest,
+    ) -> Result<ExecStream, SandboxError> {
+        let cwd = layout::checked_cwd(req)?;
+        let id = container(sb)?;
+        self.egress_up(sb).await?;
+        let exec = self
+            .docker
+            .create_exec(
+                id,
+                CreateExecOptions {
+                    attach_stdin: Some(true),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(false),
+                    env: Some(Self::env_strings(sb, who, req)),
+                    cmd: Some(req.argv.clone()),
+                    user: Some(Self::user(sb, who)),
+                    working_dir: Some(cwd),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| self.gone_or(sb, e))?;
+        let started = self
+            .docker
+            .start_exec(&exec.id, Some(StartExecOptions::default()))
+            .await
+            .map_err(|e| self.gone_or(sb, e))?;
+        let StartExecResults::Attached { mut output, input } = started else {
+            return Err(SandboxError::Failed(
+                "docker started the exec detached".into(),
+            ));
+        };
+        let (mut tx, rx) = tokio::io::duplex(256 << 10);
+        let pump = tokio::spawn(async move {
+            while let Some(Ok(item)) = output.next().await {
+                if let bollard::container::LogOutput::StdOut { message }
+                | bollard::container::LogOutput::Console { message } = item
+                    && tx.write_all(&message).await.is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Ok(ExecStream {
+            stdin: input,
+            stdout: Box::pin(rx),
+            keep: Box::new(Pump(pump)),
+        })
     }
 
     async fn start_tmux(

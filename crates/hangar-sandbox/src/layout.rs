@@ -27,6 +27,8 @@ pub const AGENT_HOME: &str = "/home/agent";
 pub const HANGAR_LIB: &str = "/var/lib/hangar";
 /// Where `<host_dir>/ctl` is seen inside.
 pub const CTL_INSIDE: &str = "/run/hangar";
+/// The root-owned tmux server's socket inside a container or pod (its folder is root's, 0700).
+pub const TMUX_SOCKET: &str = "/run/hangar-tmux/default";
 /// The agent's user name in the sandbox's passwd.
 pub const AGENT_NAME: &str = "agent";
 

@@ -28,7 +28,7 @@ mod procs;
 pub mod pull;
 mod uids;
 
-pub use docker::DockerProvider;
+pub use docker::{DockerMirror, DockerProvider};
 pub use env::{
     E2B_FIREWALL_CAVEAT, Egress, EgressEnforcement, EnvSpec, Governance, HookMode, ProviderKind,
     Resources,
@@ -119,6 +119,19 @@ impl Sandbox {
     /// The parent of the sandbox's runs' control folders, on the host.
     pub fn ctl_host(&self) -> PathBuf {
         self.host_dir.join("ctl")
+    }
+
+    /// Whether the sandbox sees no folder of this machine: its runs' control folders are
+    /// mirrored (kubernetes, e2b; docker made with [`docker::DockerMirror::Stream`]).
+    pub fn mirrored(&self) -> bool {
+        matches!(
+            self.env.provider,
+            ProviderKind::Kubernetes | ProviderKind::E2b
+        ) || self
+            .handle
+            .get("mirrored")
+            .and_then(serde_json::Value::as_bool)
+            == Some(true)
     }
 
     /// A host path under [`Sandbox::ctl_host`] as the sandbox sees it.

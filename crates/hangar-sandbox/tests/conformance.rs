@@ -746,6 +746,7 @@ macro_rules! conformance {
 
 conformance!(local, LocalProvider);
 conformance!(docker, DockerProvider);
+conformance!(docker_streamed, StreamedDocker);
 conformance!(faked_api_kubernetes, KubernetesProvider);
 conformance!(faked_api_e2b, E2bProvider);
 
@@ -824,6 +825,80 @@ impl Subject for DockerProvider {
             .unwrap();
         t.containers = listed.into_iter().filter_map(|c| c.id).collect();
         t
+    }
+}
+
+/// The docker provider with `HANGAR_DOCKER_MIRROR=stream`: nothing of this machine bound in (the
+/// workspace sent in as a tar, the control folder only inside).
+struct StreamedDocker(DockerProvider);
+
+impl Provider for StreamedDocker {
+    fn kind(&self) -> hangar_sandbox::ProviderKind {
+        self.0.kind()
+    }
+    fn capabilities(&self, env: &EnvSpec) -> hangar_sandbox::Capabilities {
+        self.0.capabilities(env)
+    }
+    async fn check(&self, env: &EnvSpec) -> Result<(), hangar_sandbox::SandboxError> {
+        self.0.check(env).await
+    }
+    async fn create(&self, req: &CreateRequest) -> Result<Sandbox, hangar_sandbox::SandboxError> {
+        self.0.create(req).await
+    }
+    async fn exec(
+        &self,
+        sb: &Sandbox,
+        who: Who,
+        req: &ExecRequest,
+    ) -> Result<hangar_sandbox::Output, hangar_sandbox::SandboxError> {
+        self.0.exec(sb, who, req).await
+    }
+    async fn start_tmux(
+        &self,
+        sb: &Sandbox,
+        session: &str,
+        who: Who,
+        req: &ExecRequest,
+    ) -> Result<(), hangar_sandbox::SandboxError> {
+        self.0.start_tmux(sb, session, who, req).await
+    }
+    async fn tmux_alive(
+        &self,
+        sb: &Sandbox,
+        session: &str,
+    ) -> Result<bool, hangar_sandbox::SandboxError> {
+        self.0.tmux_alive(sb, session).await
+    }
+    fn attach_argv(&self, sb: &Sandbox, session: &str) -> Vec<String> {
+        self.0.attach_argv(sb, session)
+    }
+    async fn destroy(
+        &self,
+        sb: &Sandbox,
+        keep_logs: bool,
+    ) -> Result<(), hangar_sandbox::SandboxError> {
+        self.0.destroy(sb, keep_logs).await
+    }
+}
+
+impl Subject for StreamedDocker {
+    fn tmux_socket_inside() -> Option<&'static str> {
+        DockerProvider::tmux_socket_inside()
+    }
+    fn ctl_on_host() -> bool {
+        false
+    }
+    async fn make() -> Option<Self> {
+        let p = DockerProvider::make().await?;
+        Some(StreamedDocker(
+            p.with_mirror(hangar_sandbox::DockerMirror::Stream),
+        ))
+    }
+    fn env_yaml(host_network: bool) -> String {
+        DockerProvider::env_yaml(host_network)
+    }
+    async fn traces(&self, sb: &Sandbox) -> Traces {
+        self.0.traces(sb).await
     }
 }
 

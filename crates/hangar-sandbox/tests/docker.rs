@@ -399,3 +399,74 @@ async fn a_registry_that_wants_a_login_gets_the_environments() {
     assert!(registry::is_local(docker, &remote).await);
     registry::untag(docker, &remote).await;
 }
+
+/// `HANGAR_DOCKER_MIRROR=stream`: the container has no mount of this machine's (the workspace
+/// came in as a tar, the agent's; the control folder is only inside, root's), and an exec stream
+/// carries bytes both ways and ends its command when dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_sandbox_sees_no_folder_of_this_machine_and_keeps_an_exec_stream() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let Some(p) = provider().await else { return };
+    let p = p.with_mirror(hangar_sandbox::DockerMirror::Stream);
+    let home = tempfile::tempdir().unwrap();
+    let sb = make(&p, home.path(), env(""), 7).await;
+    assert!(sb.mirrored());
+    assert!(sb.host_workspace.is_none());
+    let cid = sb.handle["container"].as_str().unwrap().to_owned();
+    let info = p.client().inspect_container(&cid, None).await.unwrap();
+    let mounts: Vec<String> = info
+        .mounts
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.source)
+        .collect();
+    assert!(mounts.is_empty(), "bound from this machine: {mounts:?}");
+    let a = sb.agent.clone().unwrap();
+    assert_eq!(
+        sh(
+            &p,
+            &sb,
+            Who::Hangar,
+            "stat -c '%u %a' /workspace/f /run/hangar; cat /workspace/f"
+        )
+        .await,
+        (0, format!("{} 644\n0 700\nx", a.uid))
+    );
+    let (st, _) = sh(&p, &sb, Who::Agent, "ls /run/hangar").await;
+    assert_ne!(st, 0, "the agent can list the control folder");
+
+    let mut s = p
+        .exec_stream(
+            &sb,
+            Who::Hangar,
+            &ExecRequest::new(["sh", "-c", "echo $$ > /tmp/streamed.pid; exec cat"]),
+        )
+        .await
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(s.stdout).lines();
+    for word in ["one", "two"] {
+        s.stdin
+            .write_all(format!("{word}\n").as_bytes())
+            .await
+            .unwrap();
+        s.stdin.flush().await.unwrap();
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("no echo within 10 s")
+            .unwrap();
+        assert_eq!(got.as_deref(), Some(word));
+    }
+    drop((s.stdin, lines, s.keep));
+    // Its stdin closed, the command ends.
+    let mut ended = false;
+    for _ in 0..100 {
+        let (st, _) = sh(&p, &sb, Who::Hangar, "kill -0 $(cat /tmp/streamed.pid)").await;
+        if st != 0 {
+            ended = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(ended, "the stream's command outlived the stream");
+    p.destroy(&sb, false).await.unwrap();
+}

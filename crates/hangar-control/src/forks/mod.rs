@@ -487,7 +487,7 @@ impl Forks {
                     )),
                 }
             }
-            Some(sb) if crate::sandboxes::is_remote(sb.env.provider) => {
+            Some(sb) if crate::sandboxes::is_remote(sb) => {
                 let bundle = self
                     .tools
                     .home
@@ -560,7 +560,7 @@ impl Forks {
         let (row, sb) = made?;
         let checked = async {
             if copying {
-                let again = if crate::sandboxes::is_remote(sb.env.provider) {
+                let again = if crate::sandboxes::is_remote(&sb) {
                     self.sandboxes.tree_inside(&sb).await?
                 } else {
                     let ws = PathBuf::from(&row.workdir);

@@ -148,7 +148,7 @@ impl Runs {
         }
         Ok(match in_sandbox {
             None => Placement::Folder,
-            Some(sb) if crate::sandboxes::is_remote(sb.env.provider) => Placement::Remote(sb),
+            Some(sb) if crate::sandboxes::is_remote(&sb) => Placement::Remote(sb),
             Some(sb) => Placement::Sandbox(sb),
         })
     }

@@ -160,7 +160,7 @@ impl Runs {
         ctl_inside: &Path,
         args: &[OsString],
     ) -> Result<(), ControlError> {
-        if !crate::sandboxes::is_remote(sb.env.provider) {
+        if !crate::sandboxes::is_remote(sb) {
             self.harness_runs_inside(sb, args).await?;
         }
         let driver = crate::sandboxes::driver_inside();
@@ -205,7 +205,7 @@ impl Runs {
         .await
         .map_err(|e| ControlError::Internal(e.to_string()))?
         .map_err(|e| ControlError::Launch(format!("cannot write the run script: {e}")))?;
-        if crate::sandboxes::is_remote(sb.env.provider) {
+        if crate::sandboxes::is_remote(sb) {
             // The pod does not see this machine's control folder (`remote.rs`).
             let script = ctl_host.join("run.sh");
             let dest = ctl_inside.join("run.sh");

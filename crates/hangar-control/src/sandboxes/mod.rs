@@ -95,7 +95,17 @@ impl Providers {
     ) -> Result<&DockerProvider, ControlError> {
         self.docker
             .get_or_try_init(|| async {
-                Ok::<_, ControlError>(DockerProvider::connect().await?.with_ro_binds(ro_binds))
+                let mirror = hangar_sandbox::DockerMirror::from_setting(
+                    hangar_protocol::env::var(hangar_protocol::env::HANGAR_DOCKER_MIRROR)
+                        .as_deref(),
+                    std::env::var("DOCKER_HOST").ok().as_deref(),
+                )?;
+                Ok::<_, ControlError>(
+                    DockerProvider::connect()
+                        .await?
+                        .with_ro_binds(ro_binds)
+                        .with_mirror(mirror),
+                )
             })
             .await
     }
@@ -630,9 +640,10 @@ impl Sandboxes {
     }
 }
 
-/// Whether turns in sandboxes of `kind` run with a mirrored control folder.
-pub(crate) fn is_remote(kind: hangar_sandbox::ProviderKind) -> bool {
-    matches!(kind, ProviderKind::Kubernetes | ProviderKind::E2b)
+/// Whether turns in `sb` run with a mirrored control folder (it sees no folder of this
+/// machine: kubernetes, e2b, docker made with `HANGAR_DOCKER_MIRROR=stream`).
+pub(crate) fn is_remote(sb: &Sandbox) -> bool {
+    sb.mirrored()
 }
 
 /// Where the driver is copied to inside.

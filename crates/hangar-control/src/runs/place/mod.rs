@@ -133,7 +133,7 @@ impl Runs {
             Some(sb) if sb.env.provider != hangar_sandbox::ProviderKind::Local => {
                 match crate::sandboxes::image_cli::find(&self.sandboxes, sb, harness).await? {
                     // (Where the Tower hook is required, its refusal says more: it comes first.)
-                    None if crate::sandboxes::is_remote(sb.env.provider)
+                    None if crate::sandboxes::is_remote(sb)
                         && !crate::tower::required(&self.tools, sb) =>
                     {
                         // A pod cannot see this machine's files: the image must have the CLI.

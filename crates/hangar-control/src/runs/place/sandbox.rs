@@ -1,6 +1,7 @@
-//! A turn in a sandbox: the driver in a tmux session inside it. A sandbox this machine sees
-//! (local, docker) shares the run's control folder; a remote one (kubernetes, e2b) gets a mirror
-//! of it (`remote.rs`). The Tower hook, Tower's CA certificates, the environment's rules and
+//! A turn in a sandbox: the driver in a tmux session inside it. A sandbox that binds this
+//! machine's folders (local, docker) shares the run's control folder; one that sees none
+//! (kubernetes, e2b, docker with `HANGAR_DOCKER_MIRROR=stream`) gets a mirror of it
+//! (`remote.rs`). The Tower hook, Tower's CA certificates, the environment's rules and
 //! reviewed Claude Code settings, and the agent's uid go onto the driver's command line here.
 
 use std::ffi::OsString;

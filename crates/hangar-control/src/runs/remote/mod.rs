@@ -1,4 +1,5 @@
-//! Turns in sandboxes on machines hangar does not run on: kubernetes and e2b (S1, S2).
+//! Turns in sandboxes that see no folder of this machine: kubernetes, e2b, and docker with
+//! `HANGAR_DOCKER_MIRROR=stream` (S1, S2).
 //!
 //! The driver runs inside the pod (or E2B sandbox) and reads and writes the run's control folder
 //! there (`/run/hangar/<run>.ctl`); the control plane keeps its own mirror of that folder where
@@ -14,7 +15,7 @@
 //!   trip to the pod, not a push and then a pull); else a later pull does.
 //! - **out**: the run log from the mirror's length on, the acks the mirror lacks, and, before the
 //!   turn's last line is written on this side, the turn's pack (`trees.pack`, `trees.idx`).
-//!   In a Kubernetes pod one long-lived exec carries both ways (`stream.rs`: the driver's
+//!   In a Kubernetes pod or a streamed docker container one long-lived exec carries both ways (`stream.rs`: the driver's
 //!   `--mirror` sends what changed, so an idle run costs no exec); elsewhere (E2B, or a pod where
 //!   no stream can be kept) one exec per poll reads them all (`PULL`), every 150 ms.
 //! - **the end of `in/`**: when the driver renames the pod's `in/` away, the mirror's is renamed
@@ -275,6 +276,13 @@ async fn exec_once(plane: &Runs, sb: &Sandbox, req: &ExecRequest) -> Result<Outp
             .await?
             .exec(sb, Who::Hangar, req)
             .await?),
+        ProviderKind::Docker if sb.mirrored() => Ok(plane
+            .sandboxes
+            .providers
+            .docker(crate::sandboxes::harness_binds(&plane.sandboxes.tools))
+            .await?
+            .exec(sb, Who::Hangar, req)
+            .await?),
         k => Err(ExecFailed {
             gone: false,
             message: format!("{k} sandboxes see the control folder: no sync"),
@@ -444,7 +452,13 @@ impl Runs {
         }
         let host = ControlDir::at(ctl_host.to_owned());
         let mut files: Vec<(PathBuf, &str, u32)> = vec![(host.key(), "key", 0o400)];
-        for (name, mode) in [("run.log", 0o600), ("rules.toml", 0o600)] {
+        // (`tower.key`: policy governed in a docker sandbox with the uid split; refused where the
+        // agent could read it, `turn_unsupported`.)
+        for (name, mode) in [
+            ("run.log", 0o600),
+            ("rules.toml", 0o600),
+            ("tower.key", 0o400),
+        ] {
             if ctl_host.join(name).exists() {
                 files.push((ctl_host.join(name), name, mode));
             }
@@ -496,7 +510,7 @@ impl Runs {
 /// Starts the sync of `run` if it runs in a remote sandbox.
 pub(crate) async fn start(plane: &Arc<Runs>, run: &Run) -> Option<Sync> {
     let sb = plane.sandboxes.sandbox_of_run(&run.id).await?;
-    if !is_remote(sb.env.provider) {
+    if !is_remote(&sb) {
         return None;
     }
     let status = Arc::new(Mutex::new(Status::Running));

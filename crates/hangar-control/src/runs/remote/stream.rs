@@ -46,11 +46,16 @@ pub(super) enum Ended {
 }
 
 /// Whether runs in `sb` are mirrored over a stream (Kubernetes, unless `HANGAR_K8S_MIRROR` is
-/// `poll`).
+/// `poll`; a mirrored Docker sandbox always).
 pub(super) fn streams(sb: &Sandbox) -> bool {
-    sb.env.provider == ProviderKind::Kubernetes
-        && hangar_protocol::env::var(hangar_protocol::env::HANGAR_K8S_MIRROR).as_deref()
-            != Some("poll")
+    match sb.env.provider {
+        ProviderKind::Kubernetes => {
+            hangar_protocol::env::var(hangar_protocol::env::HANGAR_K8S_MIRROR).as_deref()
+                != Some("poll")
+        }
+        ProviderKind::Docker => sb.mirrored(),
+        _ => false,
+    }
 }
 
 /// One message of the stream.
@@ -239,6 +244,14 @@ impl Mirror<'_> {
                     .sandboxes
                     .providers
                     .kubernetes()
+                    .await?
+                    .exec_stream(self.sb, Who::Hangar, &req)
+                    .await?),
+                ProviderKind::Docker => Ok(self
+                    .plane
+                    .sandboxes
+                    .providers
+                    .docker(crate::sandboxes::harness_binds(&self.plane.sandboxes.tools))
                     .await?
                     .exec_stream(self.sb, Who::Hangar, &req)
                     .await?),
