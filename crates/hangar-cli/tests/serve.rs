@@ -36,6 +36,8 @@ struct Server {
     child: Option<Child>,
     url: String,
     token: String,
+    /// More variables for every `hangar` it runs.
+    env: Vec<(String, String)>,
 }
 
 /// A schema of its own on the test PostgreSQL (`HANGAR_TEST_DATABASE_URL`), dropped at the end.
@@ -109,6 +111,11 @@ impl Server {
     }
 
     fn with_database(script: Script, database: Option<PgSchema>) -> Server {
+        Server::with_env(script, database, &[])
+    }
+
+    /// [`Server::with_database`], every `hangar` it runs with `env` too.
+    fn with_env(script: Script, database: Option<PgSchema>, env: &[(&str, &str)]) -> Server {
         let home = tempfile::tempdir().unwrap();
         let mut s = Server {
             database,
@@ -118,6 +125,10 @@ impl Server {
             child: None,
             url: String::new(),
             token: String::new(),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
         };
         // Ada runs plain folders (an admin's, issue 20) and reads the whole audit.
         let made = s
@@ -165,6 +176,7 @@ impl Server {
         if let Some(db) = &self.database {
             c.env("HANGAR_DATABASE_URL", db.url());
         }
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }
 
@@ -1138,4 +1150,259 @@ async fn on_postgresql_a_stream_on_another_replica_follows_the_run_as_it_is_stor
         "replica B's stream: {} events, {late} arriving after its first half second; the last {after_end:?} after the turn's end was seen on A",
         ids.len()
     );
+}
+
+/// `cmd` run in a mount namespace of its own in which `folder` is seen at `at` (the folder that
+/// is there for everyone else is hidden under it): a replica whose home is its own, as on
+/// another machine.
+fn in_own_mount_namespace(
+    cmd: &Command,
+    folder: &std::path::Path,
+    at: &std::path::Path,
+) -> Command {
+    let mut c = Command::new("unshare");
+    c.env_clear()
+        .envs(
+            cmd.get_envs()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+        )
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount --bind "$1" "$2" && shift 2 && exec "$@""#)
+        .arg("sh")
+        .arg(folder)
+        .arg(at)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    c
+}
+
+/// Issue 24's two replicas that share only PostgreSQL: replica B runs in a mount namespace of
+/// its own with a home of its own (only the master key copied in), the sandbox is a docker
+/// container reached through the Engine API that binds nothing of either home
+/// (`HANGAR_DOCKER_MIRROR=stream`). A real Claude Code turn started through replica A waits for
+/// its approval; A is killed (SIGKILL); B takes the run over, lays out its mirror from the
+/// container, and the approval answered through B reaches the driver; the turn completes, every
+/// event is stored once (`hangar events check` in B's namespace), and an SSE client of B saw
+/// every event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_sharing_only_postgresql_carry_a_docker_turn_past_a_kill_9() {
+    if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
+        eprintln!("HANGAR_TEST_DOCKER=0: skipped");
+        return;
+    }
+    let image = hangar_testkit::claude_image().unwrap();
+    let mut s = Server::with_env(
+        Script::new([
+            bash("echo hi > made.txt && id -u > uid.txt"),
+            Step::text("made it"),
+        ]),
+        Some(PgSchema::new()),
+        &[
+            ("HANGAR_DOCKER_MIRROR", "stream"),
+            ("HANGAR_RUN_LEASE_MS", "1500"),
+        ],
+    );
+    // B's home: a folder of its own, seen at A's home's path in B's namespace.
+    let home_a = s.home.path().join("hangar");
+    let b_home = tempfile::tempdir().unwrap();
+    std::fs::copy(home_a.join("master.key"), b_home.path().join("master.key")).unwrap();
+    let (b_child, b_url) = serve(
+        in_own_mount_namespace(&s.hangar(), b_home.path(), &home_a),
+        &[],
+        Stdio::null(),
+    );
+    let b = Replica {
+        child: b_child,
+        url: b_url,
+    };
+    let client = reqwest::Client::new();
+    s.until("replica B to hear the others", async || {
+        let text = client
+            .get(format!("{}/metrics", b.url))
+            .bearer_auth(&s.token)
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        (sample(&text, "hangar_hears_replicas") == Some(1.0)).then_some(())
+    })
+    .await;
+
+    let env = s.home.path().join("streamed.yaml");
+    std::fs::write(
+        &env,
+        format!("name: streamed\nprovider: docker\nimage: {image}\nnetwork: host\n"),
+    )
+    .unwrap();
+    let out = s
+        .hangar()
+        .args(["env", "apply", env.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(s.work.path().join("README"), "the repo\n").unwrap();
+    let (status, made) = s
+        .call(
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"env": "streamed", "repo": s.work.path()})),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    let sb = made["sandbox"]["id"].as_str().unwrap().to_owned();
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "ask", "prompt": "make a file"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+
+    // An SSE client of B, from the run's first event on.
+    let mut resp = client
+        .get(format!("{}/v1/runs/{run}/events/stream", b.url))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<i64>::new()));
+    let reader = {
+        let seen = std::sync::Arc::clone(&seen);
+        tokio::spawn(async move {
+            let mut buf = String::new();
+            while let Ok(Some(chunk)) = resp.chunk().await {
+                buf.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buf.find("\n\n") {
+                    let frame: String = buf.drain(..end + 2).collect();
+                    if let Some(id) = frame.lines().find_map(|l| l.strip_prefix("id: ")) {
+                        seen.lock().unwrap().push(id.trim().parse().unwrap());
+                    }
+                }
+            }
+        })
+    };
+    let approval = s
+        .until("the approval", async || {
+            let (_, t) = s.call("GET", &format!("/v1/turns/{turn}"), None).await;
+            assert_ne!(
+                t["state"], "ended",
+                "the turn ended before its approval: {t}"
+            );
+            let (_, a) = s
+                .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+                .await;
+            a["approvals"].as_array().and_then(|v| v.first().cloned())
+        })
+        .await;
+    let request = approval["request_id"].as_str().unwrap().to_owned();
+    assert!(
+        !b_home
+            .path()
+            .join("runs")
+            .join(format!("{run}.ctl"))
+            .exists(),
+        "B's home holds the run's folder while A watches it"
+    );
+
+    // A dies; from here on every call goes to B.
+    s.kill9();
+    s.url = b.url.clone();
+    // Until B holds the run and its mirror has the driver's acks, an answer through B is
+    // refused saying so (503), never lost, never numbered as a command the driver already had.
+    let mut refused = Vec::new();
+    let answered = s
+        .until(
+            "B to take the run over and pass the answer on",
+            async || {
+                let (status, r) = s
+                    .call(
+                        "POST",
+                        &format!("/v1/runs/{run}/approvals/{request}"),
+                        Some(json!({"decision": "allow"})),
+                    )
+                    .await;
+                if status != 200 {
+                    refused.push((status, r));
+                    return None;
+                }
+                Some(r)
+            },
+        )
+        .await;
+    assert_eq!(answered["outcome"], "done", "{answered}");
+    assert!(
+        refused.iter().all(|(status, r)| *status == 503
+            && r["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("not on this replica yet"))),
+        "{refused:?}"
+    );
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], 0, "{t}");
+    assert!(
+        b_home
+            .path()
+            .join("runs")
+            .join(format!("{run}.ctl/run.log"))
+            .exists(),
+        "B mirrored the run into its own home"
+    );
+    let (status, out) = s
+        .call(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/exec"),
+            Some(json!({"argv": ["cat", "made.txt"]})),
+        )
+        .await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["stdout"], "hi\n", "{out}");
+
+    let check = in_own_mount_namespace(&s.hangar(), b_home.path(), &home_a)
+        .args(["events", "check", &run])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let all: Vec<i64> = {
+        let (_, page) = s
+            .call("GET", &format!("/v1/runs/{run}/events?limit=1000"), None)
+            .await;
+        page["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_i64().unwrap())
+            .collect()
+    };
+    let last = *all.last().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !seen.lock().unwrap().contains(&last) {
+        assert!(
+            Instant::now() < deadline,
+            "B's stream never saw event {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    reader.abort();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        all,
+        "B's stream: every event once, in order"
+    );
+    let (status, _) = s.call("DELETE", &format!("/v1/sandboxes/{sb}"), None).await;
+    assert!(status < 300, "removing the sandbox: {status}");
 }

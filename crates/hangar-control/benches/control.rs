@@ -503,6 +503,7 @@ mod db {
                     turn_id: turn.id.clone(),
                     ctl_path: ctl.display().to_string(),
                     driver_pid,
+                    lease: None,
                 },
                 key,
             )

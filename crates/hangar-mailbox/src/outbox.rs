@@ -106,6 +106,53 @@ impl Mailbox {
         })
     }
 
+    /// Lays out, on this machine, the client's side of a run whose control folder lives
+    /// elsewhere and is mirrored here (a remote sandbox's run taken over by a replica that shares
+    /// no disk with the one that started it, or whose home was lost): the control folder with
+    /// its `staging/`, `in/`, `acks/` and doorbell, and the client's folder. No command can be
+    /// sent yet ([`Mailbox::open_with_key`] says there is no such run) until
+    /// [`Mailbox::adopted_ready`], once the mirror holds the driver's acks: the sequence then
+    /// starts above every command they name. No key: the caller keeps it. Whatever is already
+    /// there is kept.
+    pub fn adopt(home: &Path, run: &str) -> Result<(), MailboxError> {
+        if !ctl::valid_run_id(run) {
+            return Err(MailboxError::BadRunId(run.to_owned()));
+        }
+        let ctl = ControlDir::for_run(home, run);
+        let client = ctl::client_dir(home, run);
+        let mut b = fs::DirBuilder::new();
+        b.recursive(true).mode(0o700);
+        for d in [ctl.staging(), ctl.inbox(), ctl.acks(), client.clone()] {
+            b.create(&d)
+                .map_err(io_err(format!("create {}", d.display())))?;
+        }
+        if !ctl.bell().exists() {
+            crate::bell::make(&ctl.bell()).map_err(io_err("make the doorbell"))?;
+        }
+        Ok(())
+    }
+
+    /// Opens an adopted run ([`Mailbox::adopt`]) to commands once its mirror holds the driver's
+    /// acks: a sequence file that holds no number yet, so the first command is numbered above
+    /// every command the control folder shows. Nothing changes for a run that has its file.
+    pub fn adopted_ready(home: &Path, run: &str) -> Result<(), MailboxError> {
+        if !ctl::valid_run_id(run) {
+            return Err(MailboxError::BadRunId(run.to_owned()));
+        }
+        let seq = ctl::client_dir(home, run).join("seq");
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&seq)
+        {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+                Err(io_err(format!("create {}", seq.display()))(e))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn create_with(home: &Path, run: &str, copy: KeyCopy) -> Result<Mailbox, MailboxError> {
         if !ctl::valid_run_id(run) {
             return Err(MailboxError::BadRunId(run.to_owned()));
@@ -415,6 +462,40 @@ mod tests {
             *m.key(),
             "the driver's copy is there"
         );
+    }
+
+    #[test]
+    fn an_adopted_run_numbers_its_commands_above_what_its_mirror_shows() {
+        let home = tempfile::tempdir().unwrap();
+        let first = Mailbox::create(home.path(), "r1").unwrap();
+        let key = first.key().clone();
+        for _ in 0..3 {
+            landed_seq(&first);
+        }
+        // Another machine: only the acks came over (the mirror's first pull), nothing else.
+        let other = tempfile::tempdir().unwrap();
+        let there = ControlDir::for_run(other.path(), "r1");
+        std::fs::create_dir_all(there.acks()).unwrap();
+        for e in std::fs::read_dir(first.ctl().inbox()).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            std::fs::write(there.acks().join(format!("{name}.ack")), "{}").unwrap();
+        }
+        assert!(matches!(
+            Mailbox::open_with_key(other.path(), "r1", key.clone()),
+            Err(MailboxError::NoSuchRun { .. })
+        ));
+        Mailbox::adopt(other.path(), "r1").unwrap();
+        Mailbox::adopt(other.path(), "r1").unwrap();
+        // Not before the mirror says it holds the acks.
+        assert!(matches!(
+            Mailbox::open_with_key(other.path(), "r1", key.clone()),
+            Err(MailboxError::NoSuchRun { .. })
+        ));
+        Mailbox::adopted_ready(other.path(), "r1").unwrap();
+        let m = Mailbox::open_with_key(other.path(), "r1", key).unwrap();
+        assert!(m.ctl().bell().exists() && m.ctl().staging().is_dir());
+        assert_eq!(landed_seq(&m), 4);
+        assert_eq!(landed_seq(&m), 5);
     }
 
     #[test]

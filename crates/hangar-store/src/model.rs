@@ -242,6 +242,9 @@ pub struct NewRun {
     pub ctl_path: String,
     /// The driver's process id, when known.
     pub driver_pid: Option<i64>,
+    /// Claimed as it is made (holder, until in ms), so no other replica takes a run over while
+    /// its replica is still placing it.
+    pub lease: Option<(String, i64)>,
 }
 
 /// A signed command sent to a run, and the driver's answer once it came.

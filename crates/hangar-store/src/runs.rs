@@ -43,8 +43,8 @@ impl Store {
         let sealed = self.vault()?.seal(RUN_KEY, &run.id, run_key.expose())?;
         in_tx!(self, tx => {
             sqlx::query(
-                "INSERT INTO runs (id, turn_id, ctl_path, run_key, state, driver_pid, created_at) \
-                 VALUES ($1, $2, $3, $4, 'live', $5, $6)",
+                "INSERT INTO runs (id, turn_id, ctl_path, run_key, state, driver_pid, created_at, \
+                 lease_holder, lease_until) VALUES ($1, $2, $3, $4, 'live', $5, $6, $7, $8)",
             )
             .bind(&run.id)
             .bind(&run.turn_id)
@@ -52,6 +52,8 @@ impl Store {
             .bind(&sealed)
             .bind(run.driver_pid)
             .bind(now_ms())
+            .bind(run.lease.as_ref().map(|(holder, _)| holder.as_str()))
+            .bind(run.lease.as_ref().map(|(_, until)| *until))
             .execute(&mut *tx)
             .await?;
             let linked = sqlx::query("UPDATE turns SET run_id = $1 WHERE id = $2 AND run_id IS NULL")

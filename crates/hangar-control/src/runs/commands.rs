@@ -44,15 +44,40 @@ impl Runs {
         if let Some(m) = self.mailboxes.get(run_id) {
             return Ok(m);
         }
+        let key = self.run_key(run_id).await?;
+        let (home, rid) = (self.tools.home.clone(), run_id.to_owned());
+        let m = match blocking(move || Mailbox::open_with_key(&home, &rid, key)).await? {
+            Ok(m) => m,
+            Err(hangar_mailbox::MailboxError::NoSuchRun { .. }) => {
+                return Err(self.run_elsewhere(run_id).await);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.mailboxes.insert(run_id, m.clone());
+        Ok(m)
+    }
+
+    /// The run's key, from the vault.
+    pub(crate) async fn run_key(&self, run_id: &str) -> Result<RunKey, ControlError> {
         let key = self.store.run_key(run_id).await?;
         let bytes: [u8; 32] = key.expose().try_into().map_err(|_| {
             ControlError::Internal(format!("run {run_id}: the vault's key is not 32 bytes"))
         })?;
-        let (home, rid) = (self.tools.home.clone(), run_id.to_owned());
-        let m = blocking(move || Mailbox::open_with_key(&home, &rid, RunKey::from_bytes(bytes)))
-            .await??;
-        self.mailboxes.insert(run_id, m.clone());
-        Ok(m)
+        Ok(RunKey::from_bytes(bytes))
+    }
+
+    /// Why a live run has no mailbox here: another replica that shares no disk with this one
+    /// watches it (a command must go through that one), or this one is taking it over and its
+    /// mirror has not yet shown the driver's acks. A run that is not live has none anywhere.
+    async fn run_elsewhere(&self, run_id: &str) -> ControlError {
+        match self.store.run(run_id).await {
+            Ok(r) if r.state == hangar_store::RunState::Live => ControlError::Unavailable(format!(
+                "run {run_id}'s control folder is not on this replica yet: the replica that watches it shares no disk with this one, or this one is taking the run over (its lease runs out {} s after its replica stops); send the command again in a few seconds",
+                self.lease.map_or(0, |l| l.as_secs().max(1))
+            )),
+            Ok(_) => ControlError::WrongState(format!("run {run_id} has ended")),
+            Err(e) => e.into(),
+        }
     }
 
     /// Sends one command and records that it was sent (with its `command.sent` audit record);

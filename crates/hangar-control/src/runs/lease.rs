@@ -53,6 +53,41 @@ pub(crate) async fn claim(plane: &Runs, run_id: &str) -> bool {
     }
 }
 
+/// The claim a run is made with, by the replica that places it (none without leases).
+pub(crate) fn first_claim(plane: &Runs) -> Option<(String, i64)> {
+    let ttl = plane.lease?;
+    let until = now_ms().saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2));
+    Some((plane.replica.clone(), until))
+}
+
+/// Renews this replica's claim on a run it is still placing (copying the driver in, starting
+/// it), until dropped: a placement can outlast the lease, and another replica that took the run
+/// over meanwhile would find no driver yet and end the turn as stopped.
+pub(crate) struct Placing(Option<tokio::task::JoinHandle<()>>);
+
+impl Placing {
+    pub(crate) fn start(plane: &Arc<Runs>, run_id: &str) -> Placing {
+        let Some(ttl) = plane.lease else {
+            return Placing(None);
+        };
+        let (plane, run) = (Arc::clone(plane), run_id.to_owned());
+        Placing(Some(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(ttl / 3).await;
+                claim(&plane, &run).await;
+            }
+        })))
+    }
+}
+
+impl Drop for Placing {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            t.abort();
+        }
+    }
+}
+
 /// A watcher's hold on its run: renewed every third of the lease.
 #[derive(Debug)]
 pub(crate) struct Hold {

@@ -69,6 +69,7 @@ impl Runs {
                     turn_id: turn.id.clone(),
                     ctl_path: ctl.display().to_string(),
                     driver_pid: None,
+                    lease: crate::runs::lease::first_claim(self),
                 },
                 &key,
             )

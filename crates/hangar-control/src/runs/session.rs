@@ -140,6 +140,7 @@ impl Runs {
         person: &str,
     ) -> Result<Started, ControlError> {
         let plan = self.plan_turn(session_id, messages, person).await?;
+        let placing = crate::runs::lease::Placing::start(self, plan.run_id());
         let placed = match self.placement(&plan).await {
             Ok(placement) => self.place(&plan, &placement).await,
             Err(e) => Err(e),
@@ -165,6 +166,7 @@ impl Runs {
         let turn = self.store.update_turn_state(&plan.turn.id, &update).await?;
         let run = self.store.run(plan.run_id()).await?;
         self.watch(run.clone());
+        drop(placing);
         Ok(Started {
             session: self.store.session(&plan.session.id).await?,
             turn,

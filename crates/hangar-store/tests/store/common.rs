@@ -218,6 +218,7 @@ pub async fn seed_run(store: &Store, turn_id: &str, run_id: &str) -> Run {
         turn_id: turn_id.into(),
         ctl_path: format!("/home/h/runs/{run_id}.ctl"),
         driver_pid: None,
+        lease: None,
     };
     store.create_run(&run, &key).await.unwrap()
 }

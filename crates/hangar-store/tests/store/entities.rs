@@ -309,6 +309,7 @@ async fn runs_commands_and_acks(kind: Kind) {
         turn_id: turn.id.clone(),
         ctl_path: "/x".into(),
         driver_pid: None,
+        lease: None,
     };
     let dup = store.create_run(&second, &secret(b"k")).await;
     assert!(matches!(dup, Err(StoreError::Conflict(_))), "{dup:?}");

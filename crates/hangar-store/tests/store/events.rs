@@ -863,6 +863,37 @@ async fn replicas_claim_a_run_one_at_a_time(kind: Kind) {
     store.end_run("run-1").await.unwrap();
     assert!(!store.claim_run("run-1", "b", 99_000, 99_999).await.unwrap());
     assert!(store.unclaimed_live_runs(99_000).await.unwrap().is_empty());
+    // A run made with its claim (its replica is placing it) is no one else's until it runs out.
+    let turn2 = store
+        .create_turn("turn-2", "ses-1", "placed")
+        .await
+        .unwrap();
+    store
+        .create_run(
+            &NewRun {
+                id: "run-2".into(),
+                turn_id: turn2.id.clone(),
+                ctl_path: "/home/h/runs/run-2.ctl".into(),
+                driver_pid: None,
+                lease: Some(("a".into(), 200_000)),
+            },
+            &secret(&[7u8; 32]),
+        )
+        .await
+        .unwrap();
+    assert!(store.unclaimed_live_runs(199_999).await.unwrap().is_empty());
+    assert!(
+        !store
+            .claim_run("run-2", "b", 199_999, 205_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .claim_run("run-2", "a", 199_999, 205_000)
+            .await
+            .unwrap()
+    );
     db.cleanup().await;
 }
 

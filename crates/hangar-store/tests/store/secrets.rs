@@ -229,6 +229,7 @@ async fn secrets_round_trip_and_never_reach_the_database(kind: Kind) {
         turn_id: turn.id.clone(),
         ctl_path: "/h/runs/run-1.ctl".into(),
         driver_pid: Some(77),
+        lease: None,
     };
     store.create_run(&run, &secret(&run_key)).await.unwrap();
     let credential = "ghp_TopSecretCredentialValue42";

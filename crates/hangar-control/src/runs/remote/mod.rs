@@ -507,11 +507,37 @@ impl Runs {
     }
 }
 
+/// Lays out the mirror of a run whose control folder this replica lacks (it took the run over
+/// from a replica that shares no disk with it, or lost its home): the folders, the doorbell and
+/// the client's sequence (`Mailbox::adopt`); the sync then pulls the run log from its start and
+/// the driver's acks, and the watcher resumes at the stored cursor.
+async fn adopt(plane: &Runs, run_id: &str, ctl: &Path) {
+    let home = plane.tools.home.clone();
+    if ControlDir::for_run(&home, run_id).root() != ctl {
+        tracing::warn!(run = %run_id, ctl = %ctl.display(), "the run's control folder is not under this replica's home, so it cannot be mirrored here; give every replica its home at the same path");
+        return;
+    }
+    let id = run_id.to_owned();
+    match tokio::task::spawn_blocking(move || hangar_mailbox::Mailbox::adopt(&home, &id)).await {
+        Ok(Ok(())) => {
+            tracing::info!(run = %run_id, "the run's control folder was not here: its mirror starts again from the sandbox");
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(run = %run_id, error = %e, "cannot lay out the run's mirror");
+        }
+        Err(e) => tracing::warn!(run = %run_id, error = %e, "cannot lay out the run's mirror"),
+    }
+}
+
 /// Starts the sync of `run` if it runs in a remote sandbox.
 pub(crate) async fn start(plane: &Arc<Runs>, run: &Run) -> Option<Sync> {
     let sb = plane.sandboxes.sandbox_of_run(&run.id).await?;
     if !is_remote(&sb) {
         return None;
+    }
+    let ctl = PathBuf::from(&run.ctl_path);
+    if !ctl.exists() {
+        adopt(plane, &run.id, &ctl).await;
     }
     let status = Arc::new(Mutex::new(Status::Running));
     let task = tokio::spawn(sync_loop(
@@ -644,11 +670,11 @@ async fn sync_loop(
 async fn ack_check(plane: &Runs, run_id: &str, status: &Mutex<Status>) -> Option<AckCheck> {
     let mut failing_since: Option<Instant> = None;
     loop {
-        match plane.mailbox(run_id).await {
-            Ok(m) => {
+        match plane.run_key(run_id).await {
+            Ok(key) => {
                 return Some(AckCheck {
                     run: run_id.to_owned(),
-                    key: m.key().clone(),
+                    key,
                     said: Mutex::default(),
                 });
             }
@@ -839,8 +865,7 @@ async fn apply(
     };
     match &p.closed {
         Some(n) if host.inbox().is_dir() => {
-            let mailbox = plane.mailbox(run_id).await?;
-            let key = mailbox.key().clone();
+            let key = plane.run_key(run_id).await?;
             let (h, run, pushed) = (host.clone(), run_id.to_owned(), pushed.clone());
             let n = if n.is_empty() {
                 "remote".to_owned()
@@ -866,6 +891,9 @@ async fn apply(
     for (name, bytes) in &p.acks {
         take_ack(host, check, acks, name, bytes)?;
     }
+    // A mirror laid out here (`adopt`) takes commands once it holds the driver's acks: a run
+    // made here has its sequence already, and this changes nothing.
+    let _ = hangar_mailbox::Mailbox::adopted_ready(&plane.tools.home, run_id);
     // The turn's end may have come in the previous pull's chunk, or been cut between two.
     if p.pack && (!p.alive || ends_turn(&host.run_log(), &p.log)) {
         for name in ["trees.idx", "trees.pack"] {
