@@ -243,15 +243,55 @@ impl Serve {
     /// control plane's, in plain folders, as they were before sessions got the in-place sandbox
     /// by default.
     pub fn start(env: &Env, extra: &[(String, String)], log: &Path) -> Res<Serve> {
+        Serve::start_in(env, extra, log, None)
+    }
+
+    /// [`Serve::start`]; with `own_home`, in a mount namespace of its own in which that folder
+    /// is seen at the environment's home (the folder there for everyone else is hidden under
+    /// it): a replica that shares no disk with the others, as on another machine. The folder
+    /// gets the environment's master key.
+    pub fn start_in(
+        env: &Env,
+        extra: &[(String, String)],
+        log: &Path,
+        own_home: Option<&Path>,
+    ) -> Res<Serve> {
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
             .map_err(err("the server's log"))?;
-        let mut child = env
-            .hangar()
-            .envs(extra.iter().map(|(k, v)| (k, v)))
-            .args(["serve", "--listen", "127.0.0.1:0", "--unsandboxed-folders"])
+        let mut cmd = env.hangar();
+        cmd.envs(extra.iter().map(|(k, v)| (k, v))).args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--unsandboxed-folders",
+        ]);
+        if let Some(own) = own_home {
+            std::fs::create_dir_all(own).map_err(err("the replica's home"))?;
+            let key = own.join("master.key");
+            if !key.exists() {
+                std::fs::copy(env.home().join("master.key"), &key)
+                    .map_err(err("the master key"))?;
+            }
+            let mut wrapped = Command::new("unshare");
+            wrapped
+                .env_clear()
+                .envs(
+                    cmd.get_envs()
+                        .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+                )
+                .args(["--mount", "--propagation", "private", "sh", "-c"])
+                .arg(r#"mount --bind "$1" "$2" && shift 2 && exec "$@""#)
+                .arg("sh")
+                .arg(own)
+                .arg(env.home())
+                .arg(cmd.get_program())
+                .args(cmd.get_args());
+            cmd = wrapped;
+        }
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))

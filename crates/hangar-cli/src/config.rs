@@ -147,6 +147,7 @@ const SETTINGS: &[(&str, &str, Kind)] = &[
     ),
     ("k8s.mirror", var::HANGAR_K8S_MIRROR, Kind::Text),
     ("docker.mirror", var::HANGAR_DOCKER_MIRROR, Kind::Text),
+    ("advertise_url", var::HANGAR_ADVERTISE_URL, Kind::Text),
 ];
 
 /// The keys with no variable behind them: the flags win over them.

@@ -178,6 +178,17 @@ pub fn serve(
             ));
         }
         progress::say(&format!("listening: {scheme}://{addr}"));
+        if let Some(url) = advertised(scheme, addr) {
+            if url.starts_with("http://") && !is_loopback_url(&url) {
+                progress::say(&format!(
+                    "WARNING: other replicas pass commands on to {url} in plain HTTP: the callers' tokens cross the network in clear. Serve HTTPS (--tls-cert, --tls-key) and advertise an https:// address."
+                ));
+            }
+            plane
+                .advertise(&url)
+                .await
+                .map_err(|e| CliError::Failed(e.to_string()))?;
+        }
         let stopping = Arc::clone(&plane);
         let shutdown = async move {
             shutdown_signal().await;
@@ -197,6 +208,37 @@ pub fn serve(
         tracing::info!("hangar serve stopped; running turns go on and are re-attached at the next start");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Where the other replicas reach this one: `HANGAR_ADVERTISE_URL`, else the address it
+/// listens on unless that is a wildcard.
+fn advertised(scheme: &str, addr: SocketAddr) -> Option<String> {
+    match hangar_protocol::env::var(hangar_protocol::env::HANGAR_ADVERTISE_URL) {
+        Some(url) if !url.trim().is_empty() => Some(url.trim().to_owned()),
+        _ => (!addr.ip().is_unspecified()).then(|| format!("{scheme}://{addr}")),
+    }
+}
+
+/// Whether `url`'s host is this machine's loopback.
+fn is_loopback_url(url: &str) -> bool {
+    let host = url
+        .split_once("://")
+        .map_or(url, |(_, rest)| rest)
+        .split(['/', '?'])
+        .next()
+        .unwrap_or_default();
+    let host = host.rsplit_once(':').map_or(host, |(h, port)| {
+        if port.chars().all(|c| c.is_ascii_digit()) {
+            h
+        } else {
+            host
+        }
+    });
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 async fn shutdown_signal() {
@@ -377,5 +419,30 @@ async fn prune_daily(plane: Arc<ControlPlane>, home: PathBuf, days: u64) {
             Err(e) => tracing::warn!(error = %e, "retention could not prune"),
         }
         tokio::time::sleep(std::time::Duration::from_secs(86_400)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback_url;
+
+    #[test]
+    fn only_a_loopback_host_is_loopback() {
+        for url in [
+            "http://127.0.0.1:7700",
+            "http://127.9.9.9/x",
+            "http://[::1]:7700",
+            "http://localhost:7700",
+        ] {
+            assert!(is_loopback_url(url), "{url}");
+        }
+        for url in [
+            "http://10.0.0.7:7700",
+            "http://127.0.0.1.example.com:7700",
+            "http://[2001:db8::1]:7700",
+            "http://example.com",
+        ] {
+            assert!(!is_loopback_url(url), "{url}");
+        }
     }
 }

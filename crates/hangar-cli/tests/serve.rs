@@ -2,11 +2,15 @@
 //! written by a newer hangar refused, and `kill -9`
 //! of the server at points of a real Claude Code turn (an approval pending; a steer just answered
 //! while the model streams): the restarted server re-attaches, the turn completes, and the stored
-//! events equal a rebuild from the run log (no loss, no duplicates).
+//! events equal a rebuild from the run log (no loss, no duplicates). Replicas on one PostgreSQL:
+//! a stream on the other replica, and two replicas that share no disk (separate homes in
+//! separate mount namespaces, a docker sandbox reached over the Engine API) passing commands on
+//! and carrying a turn past a `kill -9`.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
+    clippy::print_stderr,
     reason = "tests"
 )]
 
@@ -1186,76 +1190,17 @@ fn in_own_mount_namespace(
 /// every event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_sharing_only_postgresql_carry_a_docker_turn_past_a_kill_9() {
-    if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
-        eprintln!("HANGAR_TEST_DOCKER=0: skipped");
+    let Some(TwoReplicas {
+        mut s,
+        b,
+        b_home,
+        home_a,
+        sb,
+    }) = TwoReplicas::start().await
+    else {
         return;
-    }
-    let image = hangar_testkit::claude_image().unwrap();
-    let mut s = Server::with_env(
-        Script::new([
-            bash("echo hi > made.txt && id -u > uid.txt"),
-            Step::text("made it"),
-        ]),
-        Some(PgSchema::new()),
-        &[
-            ("HANGAR_DOCKER_MIRROR", "stream"),
-            ("HANGAR_RUN_LEASE_MS", "1500"),
-        ],
-    );
-    // B's home: a folder of its own, seen at A's home's path in B's namespace.
-    let home_a = s.home.path().join("hangar");
-    let b_home = tempfile::tempdir().unwrap();
-    std::fs::copy(home_a.join("master.key"), b_home.path().join("master.key")).unwrap();
-    let (b_child, b_url) = serve(
-        in_own_mount_namespace(&s.hangar(), b_home.path(), &home_a),
-        &[],
-        Stdio::null(),
-    );
-    let b = Replica {
-        child: b_child,
-        url: b_url,
     };
     let client = reqwest::Client::new();
-    s.until("replica B to hear the others", async || {
-        let text = client
-            .get(format!("{}/metrics", b.url))
-            .bearer_auth(&s.token)
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        (sample(&text, "hangar_hears_replicas") == Some(1.0)).then_some(())
-    })
-    .await;
-
-    let env = s.home.path().join("streamed.yaml");
-    std::fs::write(
-        &env,
-        format!("name: streamed\nprovider: docker\nimage: {image}\nnetwork: host\n"),
-    )
-    .unwrap();
-    let out = s
-        .hangar()
-        .args(["env", "apply", env.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::write(s.work.path().join("README"), "the repo\n").unwrap();
-    let (status, made) = s
-        .call(
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({"env": "streamed", "repo": s.work.path()})),
-        )
-        .await;
-    assert_eq!(status, 201, "{made}");
-    let sb = made["sandbox"]["id"].as_str().unwrap().to_owned();
     let (status, started) = s
         .call(
             "POST",
@@ -1344,7 +1289,7 @@ async fn two_replicas_sharing_only_postgresql_carry_a_docker_turn_past_a_kill_9(
         refused.iter().all(|(status, r)| *status == 503
             && r["error"]["message"]
                 .as_str()
-                .is_some_and(|m| m.contains("not on this replica yet"))),
+                .is_some_and(|m| m.contains("send the command again in a few seconds"))),
         "{refused:?}"
     );
     let t = s.turn_ended(&turn).await;
@@ -1402,6 +1347,171 @@ async fn two_replicas_sharing_only_postgresql_carry_a_docker_turn_past_a_kill_9(
         *seen.lock().unwrap(),
         all,
         "B's stream: every event once, in order"
+    );
+    let (status, _) = s.call("DELETE", &format!("/v1/sandboxes/{sb}"), None).await;
+    assert!(status < 300, "removing the sandbox: {status}");
+}
+
+/// Replica A (`s`, its home on this machine's file system) and replica B in a mount namespace
+/// of its own with a home of its own at A's home's path (only the master key copied in), sharing
+/// only PostgreSQL; a docker sandbox reached through the Engine API that binds nothing of either
+/// home (`HANGAR_DOCKER_MIRROR=stream`), of the image with the pinned Claude Code, whose turn
+/// makes a file after a person's approval. `None` when docker is skipped.
+struct TwoReplicas {
+    s: Server,
+    b: Replica,
+    b_home: tempfile::TempDir,
+    home_a: PathBuf,
+    sb: String,
+}
+
+impl TwoReplicas {
+    async fn start() -> Option<TwoReplicas> {
+        if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
+            eprintln!("HANGAR_TEST_DOCKER=0: skipped");
+            return None;
+        }
+        let image = hangar_testkit::claude_image().unwrap();
+        let s = Server::with_env(
+            Script::new([
+                bash("echo hi > made.txt && id -u > uid.txt"),
+                Step::text("made it"),
+            ]),
+            Some(PgSchema::new()),
+            &[
+                ("HANGAR_DOCKER_MIRROR", "stream"),
+                ("HANGAR_RUN_LEASE_MS", "1500"),
+            ],
+        );
+        let home_a = s.home.path().join("hangar");
+        let b_home = tempfile::tempdir().unwrap();
+        std::fs::copy(home_a.join("master.key"), b_home.path().join("master.key")).unwrap();
+        let (b_child, b_url) = serve(
+            in_own_mount_namespace(&s.hangar(), b_home.path(), &home_a),
+            &[],
+            Stdio::null(),
+        );
+        let b = Replica {
+            child: b_child,
+            url: b_url,
+        };
+        let client = reqwest::Client::new();
+        s.until("replica B to hear the others", async || {
+            let text = client
+                .get(format!("{}/metrics", b.url))
+                .bearer_auth(&s.token)
+                .send()
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            (sample(&text, "hangar_hears_replicas") == Some(1.0)).then_some(())
+        })
+        .await;
+        let env = s.home.path().join("streamed.yaml");
+        std::fs::write(
+            &env,
+            format!("name: streamed\nprovider: docker\nimage: {image}\nnetwork: host\n"),
+        )
+        .unwrap();
+        let out = s
+            .hangar()
+            .args(["env", "apply", env.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::write(s.work.path().join("README"), "the repo\n").unwrap();
+        let (status, made) = s
+            .call(
+                "POST",
+                "/v1/sandboxes",
+                Some(json!({"env": "streamed", "repo": s.work.path()})),
+            )
+            .await;
+        assert_eq!(status, 201, "{made}");
+        let sb = made["sandbox"]["id"].as_str().unwrap().to_owned();
+        Some(TwoReplicas {
+            s,
+            b,
+            b_home,
+            home_a,
+            sb,
+        })
+    }
+}
+
+/// A command through the replica that does not watch the run, and shares no disk with the one
+/// that does, is passed on to that one (`forward.rs`): the approval answered through B reaches
+/// the driver A mirrors, and the turn completes. A request already passed on once is not
+/// passed on again (the 503 says why), so two replicas cannot bounce one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_through_the_other_replica_is_passed_on_to_the_one_that_watches_the_run() {
+    let Some(TwoReplicas {
+        mut s,
+        b,
+        b_home,
+        sb,
+        ..
+    }) = TwoReplicas::start().await
+    else {
+        return;
+    };
+    let (status, started) = s
+        .call(
+            "POST",
+            "/v1/sessions",
+            Some(json!({"sandbox": sb, "policy": "ask", "prompt": "make a file"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
+    let turn = started["turn"]["id"].as_str().unwrap().to_owned();
+    let approval = s
+        .until("the approval", async || {
+            let (_, a) = s
+                .call("GET", &format!("/v1/runs/{run}/approvals"), None)
+                .await;
+            a["approvals"].as_array().and_then(|v| v.first().cloned())
+        })
+        .await;
+    let request = approval["request_id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/runs/{run}/approvals/{request}");
+    let bounced = reqwest::Client::new()
+        .post(format!("{}{path}", b.url))
+        .bearer_auth(&s.token)
+        .header("x-hangar-passed-on", "1")
+        .json(&json!({"decision": "allow"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bounced.status().as_u16(), 503);
+    let said: Value = bounced.json().await.unwrap();
+    assert!(
+        said["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shares no disk")),
+        "{said}"
+    );
+    let a_url = std::mem::replace(&mut s.url, b.url.clone());
+    let (status, r) = s
+        .call("POST", &path, Some(json!({"decision": "allow"})))
+        .await;
+    assert_eq!((status, r["outcome"].as_str()), (200, Some("done")), "{r}");
+    s.url = a_url;
+    let t = s.turn_ended(&turn).await;
+    assert_eq!(t["status"], 0, "{t}");
+    assert!(
+        !b_home
+            .path()
+            .join("runs")
+            .join(format!("{run}.ctl"))
+            .exists(),
+        "B watched the run"
     );
     let (status, _) = s.call("DELETE", &format!("/v1/sandboxes/{sb}"), None).await;
     assert!(status < 300, "removing the sandbox: {status}");

@@ -38,6 +38,10 @@ pub enum ControlError {
     /// Something this machine lacks (a program, a daemon, an image); the message says what.
     #[error("{0}")]
     Unavailable(String),
+    /// The run is another live replica's, which shares no disk with this one: a command for it
+    /// is for that replica, reached at `url` (the server passes the request on).
+    #[error("{message}")]
+    Elsewhere { url: String, message: String },
     #[error("cannot start the driver: {0}")]
     Launch(String),
     #[error("{0}")]

@@ -125,4 +125,18 @@ impl ControlPlane {
     pub async fn reattach(&self) -> Result<usize, ControlError> {
         self.runs.reattach().await
     }
+
+    /// Records where the other replicas reach this one (`url`), so that a command for a run
+    /// this replica watches, sent through another that shares no disk with it, is passed on
+    /// here. Only with leases (PostgreSQL): on SQLite there is one process.
+    pub async fn advertise(&self, url: &str) -> Result<(), ControlError> {
+        if self.runs.lease.is_none() {
+            return Ok(());
+        }
+        self.runs
+            .store
+            .register_replica(&self.runs.replica, url, hangar_store::now_ms())
+            .await?;
+        Ok(())
+    }
 }

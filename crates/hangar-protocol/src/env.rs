@@ -108,6 +108,12 @@ pub const HANGAR_K8S_MIRROR: &str = "HANGAR_K8S_MIRROR";
 /// `DOCKER_HOST` names a daemon over the network, else `bind`).
 pub const HANGAR_DOCKER_MIRROR: &str = "HANGAR_DOCKER_MIRROR";
 
+/// The address other `hangar serve` replicas reach this one at (e.g. `http://10.0.0.7:8080`):
+/// a command for a run this replica watches, sent through a replica that shares no disk with
+/// it, is passed on there. Unset: the address it listens on, when that is not a wildcard
+/// (`0.0.0.0`, `::`); else none, and such commands are answered 503 saying why.
+pub const HANGAR_ADVERTISE_URL: &str = "HANGAR_ADVERTISE_URL";
+
 /// Tests only: `name=IP:PORT,...`, names a sandbox's egress proxy resolves to those addresses.
 pub const HANGAR_EGRESS_TEST_RESOLVE: &str = "HANGAR_EGRESS_TEST_RESOLVE";
 

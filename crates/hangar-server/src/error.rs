@@ -35,6 +35,10 @@ pub enum ApiError {
     /// This machine lacks something the request needs (a program, a daemon, an image).
     #[error("{0}")]
     Unavailable(String),
+    /// Another replica holds what the request is about: it is passed on to `url`
+    /// (`forward.rs`), and answered 503 with the message if it cannot be.
+    #[error("{message}")]
+    Elsewhere { url: String, message: String },
     /// Something on our side failed; the message says what.
     #[error("{0}")]
     Internal(String),
@@ -57,7 +61,9 @@ impl ApiError {
             }
             ApiError::Conflict(_) => (StatusCode::CONFLICT, ErrorCode::Conflict),
             ApiError::Refused(_) => (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::Refused),
-            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
+            ApiError::Unavailable(_) | ApiError::Elsewhere { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable)
+            }
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
         }
     }
@@ -66,7 +72,11 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        if status.is_server_error() {
+        let forward = match &self {
+            ApiError::Elsewhere { url, .. } => Some(crate::forward::To(url.clone())),
+            _ => None,
+        };
+        if status.is_server_error() && forward.is_none() {
             tracing::error!(?code, message = %self, "request failed");
         }
         let body = ErrorBody {
@@ -81,6 +91,9 @@ impl IntoResponse for ApiError {
                 axum::http::header::WWW_AUTHENTICATE,
                 axum::http::HeaderValue::from_static("Bearer"),
             );
+        }
+        if let Some(to) = forward {
+            resp.extensions_mut().insert(to);
         }
         resp
     }
@@ -113,6 +126,7 @@ impl From<hangar_control::ControlError> for ApiError {
             C::NotAllowed(m) => ApiError::Forbidden(m),
             C::Refused(m) => ApiError::Refused(m),
             C::Unavailable(m) => ApiError::Unavailable(m),
+            C::Elsewhere { url, message } => ApiError::Elsewhere { url, message },
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod error;
 mod extract;
 mod fork;
+mod forward;
 mod jwks;
 pub mod metrics;
 pub mod oidc;

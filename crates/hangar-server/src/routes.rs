@@ -110,6 +110,9 @@ pub fn router_with(plane: Arc<ControlPlane>, sign_in: crate::oidc::routes::SignI
     // request on to it.
     Router::new()
         .fallback_service(routed)
+        // Commands for a run another replica holds are passed on to it (`forward.rs`), with
+        // their ids already whole.
+        .layer(axum::middleware::from_fn(crate::forward::layer))
         .layer(axum::middleware::from_fn_with_state(
             plane,
             crate::short_ids::resolve,

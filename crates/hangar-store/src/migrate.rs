@@ -161,6 +161,13 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0013_events_lean.sql"),
         refuse_if: &[],
     },
+    Migration {
+        version: 14,
+        name: "replicas",
+        sqlite: include_str!("../migrations/sqlite/0014_replicas.sql"),
+        postgres: include_str!("../migrations/postgres/0014_replicas.sql"),
+        refuse_if: &[],
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -200,6 +200,47 @@ impl Store {
         Ok(n > 0)
     }
 
+    /// Records replica `id` (this process, at its start) and the address the others reach it at.
+    pub async fn register_replica(
+        &self,
+        id: &str,
+        url: &str,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        write_db!(self, pool => {
+            sqlx::query(
+                "INSERT INTO replicas (id, url, started_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (id) DO UPDATE SET url = excluded.url, started_at = excluded.started_at",
+            )
+            .bind(id)
+            .bind(url)
+            .bind(now_ms)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// The replica that holds live run `run_id`'s lease at `now_ms`, and the address it gave
+    /// (`None` when no one holds it; the address `None` when the holder gave none).
+    pub async fn run_holder(
+        &self,
+        run_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<(String, Option<String>)>, StoreError> {
+        let row = read_db!(self, pool => {
+            sqlx::query_as::<_, (String, Option<String>)>(
+                "SELECT r.lease_holder, p.url FROM runs r LEFT JOIN replicas p ON p.id = r.lease_holder \
+                 WHERE r.id = $1 AND r.state = 'live' AND r.lease_holder IS NOT NULL AND r.lease_until >= $2",
+            )
+            .bind(run_id)
+            .bind(now_ms)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row)
+    }
+
     /// The live runs no one holds at `now_ms` (never claimed, or the lease ran out), oldest
     /// first: what a replica takes over.
     pub async fn unclaimed_live_runs(&self, now_ms: i64) -> Result<Vec<Run>, StoreError> {

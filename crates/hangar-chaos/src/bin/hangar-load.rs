@@ -1,4 +1,4 @@
-//! `hangar-load [--runs N] [--rounds R] [--think-ms T] [--only sqlite|postgres|replicas]
+//! `hangar-load [--runs N] [--rounds R] [--think-ms T] [--only sqlite|postgres|replicas|apart]
 //! [--quick]`: N concurrent runs (default 200) of the real driver with a stub harness
 //! (`hangar-stub-claude`, R approvals each, default 5, its model thinking T ms before each tool
 //! call, default 1000; 0 is a stress test) on a real `hangar serve`: on SQLite, on PostgreSQL
@@ -6,7 +6,11 @@
 //! the home folder (sessions started through each in turn, followed and answered through the
 //! other). With `--kill-replica` the first replica is killed with SIGKILL half-way, and its runs
 //! go on with the second once their leases run out (an answer cut off by the kill is sent again
-//! through the second if the driver's log shows it never landed).
+//! through the second if the driver's log shows it never landed). Then `apart`: two replicas
+//! that share only that PostgreSQL, the second with a home of its own in a mount namespace of
+//! its own (issue 24): each run's control folder is on the disk of the replica it started
+//! through, so an answer sent through the other is passed on by it; the figures are printed per
+//! replica too.
 //!
 //! Each phase first times one run alone on the same server (the baseline), then the N runs. It
 //! prints the approval round trip (from the start of the answer's HTTP request to the stub
@@ -35,7 +39,7 @@ use hangar_chaos::{Api, Env, PgSchema, Res, Serve, check_events, err, exe, mono_
 use serde_json::json;
 use tokio::sync::Mutex;
 
-const USAGE: &str = "usage: hangar-load [--runs N] [--rounds R] [--think-ms T] [--only sqlite|postgres|replicas] [--quick] [--kill-replica]";
+const USAGE: &str = "usage: hangar-load [--runs N] [--rounds R] [--think-ms T] [--only sqlite|postgres|replicas|apart] [--quick] [--kill-replica]";
 
 /// How long the stub's model thinks before each tool call unless `--think-ms` says otherwise:
 /// a fast model's step (Claude Code's real steps take seconds). With 0, 200 runs call tools as
@@ -136,7 +140,7 @@ async fn run(o: &Opts) -> Res<usize> {
     if want("sqlite") {
         violations += phase(o, &driver, &stub, "sqlite", None, 1).await?;
     }
-    for (name, replicas) in [("postgres", 1), ("replicas", 2)] {
+    for (name, replicas) in [("postgres", 1), ("replicas", 2), ("apart", 2)] {
         if !want(name) {
             continue;
         }
@@ -174,6 +178,8 @@ struct Live {
     start_ms: f64,
     /// Its run log.
     log: PathBuf,
+    /// The home of the replica it was started through, as this process sees it.
+    home: PathBuf,
     /// Answers sent again (the first went to a replica killed under it, and did not land).
     resent: usize,
     /// Each tool call's arrival on the live stream after the stub wrote it (ms).
@@ -192,6 +198,8 @@ struct Figures {
     resent: usize,
     events: usize,
     violations: Vec<String>,
+    /// The same figures of the runs started through each replica.
+    per_replica: Vec<Figures>,
 }
 
 async fn phase(
@@ -212,10 +220,22 @@ async fn phase(
     }
     let env = Env::new(vars)?;
     let token = env.admin_token("load@example.com")?;
+    // Apart: the second replica's home is a folder of its own in a mount namespace of its own.
+    let apart = name == "apart";
+    let homes: Vec<PathBuf> = (0..replicas)
+        .map(|r| {
+            if apart && r > 0 {
+                env.root.path().join(format!("hangar-{r}"))
+            } else {
+                env.home()
+            }
+        })
+        .collect();
     let mut servers = Vec::new();
-    for r in 0..replicas {
+    for (r, home) in homes.iter().enumerate() {
         let log = env.root.path().join(format!("serve-{r}.log"));
-        servers.push(Serve::start(&env, &[], &log)?);
+        let own = (apart && r > 0).then_some(home.as_path());
+        servers.push(Serve::start_in(&env, &[], &log, own)?);
     }
     let apis: Vec<Api> = servers
         .iter()
@@ -226,6 +246,10 @@ async fn phase(
         "== {name}: {} on {db}",
         if replicas == 1 {
             "one hangar serve".to_owned()
+        } else if apart {
+            format!(
+                "{replicas} hangar serve replicas that share no disk (each a home of its own, in a mount namespace of its own; sessions started through each in turn, followed and answered through the other, which passes the answer on)"
+            )
         } else {
             format!(
                 "{replicas} hangar serve replicas (sessions started through each in turn, followed and answered through the other{})",
@@ -238,7 +262,7 @@ async fn phase(
         }
     );
     // The baseline: one run alone on the same server(s).
-    let (alone, _) = batch(o, &env, &apis, &servers, 1, "alone", None).await?;
+    let (alone, _) = batch(o, &env, &homes, &apis, &servers, 1, "alone", None).await?;
     // Memory sampled while the batch runs.
     let pids: Vec<u32> = servers.iter().map(|s| s.pid).collect();
     let peak = Arc::new(std::sync::Mutex::new(vec![0u64; pids.len()]));
@@ -257,14 +281,31 @@ async fn phase(
             }
         })
     };
-    let killer = (replicas > 1 && o.kill_replica).then_some(0usize);
-    let (many, killed) = batch(o, &env, &apis, &servers, o.runs, "load", killer).await?;
+    // Apart, a killed replica's plain-folder runs are on a disk the other cannot see.
+    let killer = (replicas > 1 && o.kill_replica && !apart).then_some(0usize);
+    let (many, killed) = batch(o, &env, &homes, &apis, &servers, o.runs, "load", killer).await?;
     stop.store(true, Ordering::SeqCst);
     let _ = sampler.await;
     if let Some(k) = killed {
         servers[k].kill9();
     }
     print_figures(&many, &alone);
+    if replicas > 1 {
+        for (k, f) in many.per_replica.iter().enumerate() {
+            let p = |v: &[f64], q: f64| percentile(v, q);
+            println!(
+                "  runs started through replica {k} (followed and answered through replica {}): approval round trip p50 {:.2} / p99 {:.2} ms, ingest lag p50 {:.2} / p99 {:.2} ms, live view (SSE) lag p50 {:.2} / p99 {:.2} ms ({} answers)",
+                (k + 1) % replicas,
+                p(&f.rtt_ms, 50.0),
+                p(&f.rtt_ms, 99.0),
+                p(&f.lag_ms, 50.0),
+                p(&f.lag_ms, 99.0),
+                p(&f.sse_ms, 50.0),
+                p(&f.sse_ms, 99.0),
+                f.rtt_ms.len()
+            );
+        }
+    }
     let peaks = peak.lock().map(|p| p.clone()).unwrap_or_default();
     for (k, s) in servers.iter().enumerate() {
         let (rss, hwm) = s.memory_kib();
@@ -374,9 +415,11 @@ fn rss_kib(pid: u32) -> u64 {
 /// the run's live stream, waits for every turn's end, and checks them. With `kill`, that
 /// replica is killed with SIGKILL once half the answers went out (its index is returned, for
 /// the caller to reap).
+#[allow(clippy::too_many_arguments)]
 async fn batch(
     o: &Opts,
     env: &Env,
+    homes: &[PathBuf],
     apis: &[Api],
     servers: &[Serve],
     n: usize,
@@ -422,6 +465,7 @@ async fn batch(
                     failed: Vec::new(),
                     start_ms,
                     log: PathBuf::new(),
+                    home: PathBuf::new(),
                     resent: 0,
                     sse_ms: Vec::new(),
                 })
@@ -437,7 +481,13 @@ async fn batch(
         std::fs::write(l.dir.join(".hangar-stub.go"), b"").map_err(err("the stub's go-ahead"))?;
     }
     for l in &mut started {
-        l.log = env.ctl(&l.run).join("run.log");
+        // Its control folder is in the home of the replica it started through.
+        l.home = homes[l.i % r].clone();
+        l.log = l
+            .home
+            .join("runs")
+            .join(format!("{}.ctl", l.run))
+            .join("run.log");
     }
     let total = n * o.rounds as usize;
     let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -482,8 +532,12 @@ async fn batch(
     let k = *killed.lock().await;
     // A live replica reads the results.
     let api = &apis[if k == Some(0) { 1 } else { 0 }];
+    f.per_replica = (0..r).map(|_| Figures::default()).collect();
     for l in &done {
-        check_run(env, api, l, o.rounds as usize, &mut f).await?;
+        let mut one = Figures::default();
+        check_run(api, l, o.rounds as usize, &mut one).await?;
+        f.merge(&one);
+        f.per_replica[l.i % r].merge(&one);
     }
     Ok((f, k))
 }
@@ -632,7 +686,25 @@ fn wall_ms() -> f64 {
         .unwrap_or(0.0)
 }
 
-async fn check_run(env: &Env, api: &Api, l: &Live, rounds: usize, f: &mut Figures) -> Res<()> {
+impl Figures {
+    /// Adds `other`'s figures (kept sorted) and checks.
+    fn merge(&mut self, other: &Figures) {
+        for (mine, theirs) in [
+            (&mut self.rtt_ms, &other.rtt_ms),
+            (&mut self.lag_ms, &other.lag_ms),
+            (&mut self.sse_ms, &other.sse_ms),
+            (&mut self.start_ms, &other.start_ms),
+        ] {
+            mine.extend(theirs);
+            mine.sort_by(f64::total_cmp);
+        }
+        self.resent += other.resent;
+        self.events += other.events;
+        self.violations.extend(other.violations.iter().cloned());
+    }
+}
+
+async fn check_run(api: &Api, l: &Live, rounds: usize, f: &mut Figures) -> Res<()> {
     let v = |f: &mut Figures, s: String| f.violations.push(format!("run {} ({}): {s}", l.run, l.i));
     let turn = api.get(&format!("/v1/turns/{}", l.turn)).await?;
     if turn["status"] != 0 {
@@ -644,8 +716,7 @@ async fn check_run(env: &Env, api: &Api, l: &Live, rounds: usize, f: &mut Figure
             ),
         );
     }
-    let log = env.ctl(&l.run).join("run.log");
-    let (n, mismatch) = check_events(api, &env.home(), &l.run, &log).await?;
+    let (n, mismatch) = check_events(api, &l.home, &l.run, &l.log).await?;
     f.events += n;
     if let Some(m) = mismatch {
         v(f, m);

@@ -70,6 +70,17 @@ impl Runs {
     /// watches it (a command must go through that one), or this one is taking it over and its
     /// mirror has not yet shown the driver's acks. A run that is not live has none anywhere.
     async fn run_elsewhere(&self, run_id: &str) -> ControlError {
+        if let Ok(Some((holder, Some(url)))) =
+            self.store.run_holder(run_id, hangar_store::now_ms()).await
+            && holder != self.replica
+        {
+            return ControlError::Elsewhere {
+                message: format!(
+                    "run {run_id} is watched by replica {holder} ({url}), which shares no disk with this one, and it could not be reached: send the command again in a few seconds"
+                ),
+                url,
+            };
+        }
         match self.store.run(run_id).await {
             Ok(r) if r.state == hangar_store::RunState::Live => ControlError::Unavailable(format!(
                 "run {run_id}'s control folder is not on this replica yet: the replica that watches it shares no disk with this one, or this one is taking the run over (its lease runs out {} s after its replica stops); send the command again in a few seconds",
