@@ -546,19 +546,17 @@ async fn a_codex_turn(provider: &str) {
         !out.status.success(),
         "the command ran before it was allowed"
     );
-    if provider == "kubernetes" {
-        // A run waiting on a person costs no exec: its folder comes over one stream (a poll
-        // made one exec every 150 ms, ten in this time).
-        let execs = || {
-            fake.requests()
-                .iter()
-                .filter(|r| r.contains("/exec"))
-                .count()
-        };
-        let before = execs();
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        assert_eq!(execs(), before, "execs while the run waited");
-    }
+    // A run waiting on a person costs no exec: its folder comes over one stream (a poll made
+    // one exec every 150 ms, ten in this time): no pod exec, no envd process started.
+    let exec = if provider == "kubernetes" {
+        "/exec"
+    } else {
+        "process.Process/Start"
+    };
+    let execs = || fake.requests().iter().filter(|r| r.contains(exec)).count();
+    let before = execs();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(execs(), before, "execs while the run waited");
     let request = pending[0]["request_id"].as_str().unwrap();
     let (status, r) = s
         .call(

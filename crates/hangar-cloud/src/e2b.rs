@@ -36,7 +36,8 @@ use futures_util::StreamExt;
 use hangar_sandbox::layout::{self, CTL_INSIDE, WORKSPACE};
 use hangar_sandbox::{
     Capabilities, CreateRequest, E2B_FIREWALL_CAVEAT, Egress, EgressEnforcement, EnvSpec,
-    ExecRequest, NetworkMode, Output, Provider, ProviderKind, Sandbox, SandboxError, Who, copy,
+    ExecRequest, ExecStream, NetworkMode, Output, Provider, ProviderKind, Sandbox, SandboxError,
+    Who, copy,
 };
 use serde_json::{Value, json};
 
@@ -281,6 +282,101 @@ impl E2bProvider {
         })
     }
 
+    /// Starts `argv` with its stdin open and leaves it running: its stdout comes from `Start`'s
+    /// event stream (read by a task of its own), and what is written to its stdin goes as
+    /// `SendInput` calls, `CloseStdin` at the end (a task that ends by itself once the stdin
+    /// handed out is dropped, so the command is told to end even as the stream is dropped).
+    async fn stream(&self, e: &Envd, argv: Vec<String>) -> Result<ExecStream, SandboxError> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let Some((cmd, args)) = argv.split_first() else {
+            return Err(SandboxError::Invalid("the command is empty".into()));
+        };
+        let req = json!({ "process": { "cmd": cmd, "args": args, "cwd": "/" }, "stdin": true });
+        let body = envelope(0, &serde_json::to_vec(&req).map_err(|x| failed("e2b", x))?);
+        let resp = self
+            .envd_request(e, "Start", "application/connect+json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|err| failed(format!("e2b, sandbox {}: starting a command", e.id), err))?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            return Err(e.error(status, &text));
+        }
+        let (mut out, stdout) = tokio::io::duplex(256 << 10);
+        let (stdin, mut input) = tokio::io::duplex(64 << 10);
+        let (pid_tx, pid_rx) = tokio::sync::oneshot::channel::<u64>();
+        let reader = tokio::spawn(async move {
+            let mut stream = resp.bytes_stream();
+            let mut buf: Vec<u8> = Vec::new();
+            let mut pid_tx = Some(pid_tx);
+            loop {
+                while let Some((flags, msg, used)) = take_envelope(&buf) {
+                    buf.drain(..used);
+                    let Ok(v) = serde_json::from_slice::<Value>(&msg) else {
+                        return;
+                    };
+                    if flags & 2 != 0 {
+                        return;
+                    }
+                    let ev = v.get("event").cloned().unwrap_or(Value::Null);
+                    if let Some(start) = ev.get("start") {
+                        let pid = start.get("pid").and_then(Value::as_u64).unwrap_or(0);
+                        if let Some(t) = pid_tx.take() {
+                            let _ = t.send(pid);
+                        }
+                    } else if let Some(s) = ev
+                        .get("data")
+                        .and_then(|d| d.get("stdout"))
+                        .and_then(Value::as_str)
+                    {
+                        let Ok(bytes) = B64.decode(s) else { return };
+                        if out.write_all(&bytes).await.is_err() {
+                            return;
+                        }
+                    } else if ev.get("end").is_some() {
+                        return;
+                    }
+                }
+                match stream.next().await {
+                    Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                    _ => return,
+                }
+            }
+        });
+        let (p, e2) = (self.clone(), e.clone());
+        tokio::spawn(async move {
+            let Ok(pid) = pid_rx.await else { return };
+            let mut chunk = vec![0u8; 64 << 10];
+            loop {
+                match input.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let sent = p
+                            .unary(
+                                &e2,
+                                "SendInput",
+                                json!({ "process": { "pid": pid }, "input": { "stdin": B64.encode(&chunk[..n]) } }),
+                            )
+                            .await;
+                        if sent.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            let _ = p
+                .unary(&e2, "CloseStdin", json!({ "process": { "pid": pid } }))
+                .await;
+        });
+        Ok(ExecStream {
+            stdin: Box::pin(stdin),
+            stdout: Box::pin(stdout),
+            keep: Box::new(Reader(reader)),
+        })
+    }
+
     /// A command's stdin, in pieces, then its end.
     async fn feed(&self, e: &Envd, pid: u64, bytes: Vec<u8>) -> Result<(), SandboxError> {
         for chunk in bytes.chunks(256 << 10) {
@@ -485,6 +581,15 @@ impl Envd {
 /// An egress allowlist as E2B's network configuration: the hosts (names, `*.` wildcards,
 /// addresses) allowed out, everything else (`0.0.0.0/0`) denied; E2B lets an allowed entry win
 /// over a denied one.
+/// Aborts the task reading an exec stream's events when the stream is dropped.
+struct Reader(tokio::task::JoinHandle<()>);
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 fn allowlist_network(hosts: &[String]) -> Value {
     json!({ "allowOut": hosts, "denyOut": [ALL_TRAFFIC] })
 }
@@ -639,6 +744,17 @@ impl Provider for E2bProvider {
         req: &ExecRequest,
     ) -> Result<Output, SandboxError> {
         crate::exec_in(self, sb, who, req).await
+    }
+
+    /// One envd process left running, stdin and stdout open ([`E2bProvider::stream`]).
+    async fn exec_stream(
+        &self,
+        sb: &Sandbox,
+        who: Who,
+        req: &ExecRequest,
+    ) -> Result<ExecStream, SandboxError> {
+        let argv = crate::wrapped_argv(who, req)?;
+        self.stream(&Self::handle(sb)?, argv).await
     }
 
     async fn start_tmux(

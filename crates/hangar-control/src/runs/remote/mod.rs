@@ -15,9 +15,11 @@
 //!   trip to the pod, not a push and then a pull); else a later pull does.
 //! - **out**: the run log from the mirror's length on, the acks the mirror lacks, and, before the
 //!   turn's last line is written on this side, the turn's pack (`trees.pack`, `trees.idx`).
-//!   In a Kubernetes pod or a streamed docker container one long-lived exec carries both ways (`stream.rs`: the driver's
-//!   `--mirror` sends what changed, so an idle run costs no exec); elsewhere (E2B, or a pod where
-//!   no stream can be kept) one exec per poll reads them all (`PULL`), every 150 ms.
+//!   One long-lived exec carries both ways (`stream.rs`: a pod's websocket exec, envd's process
+//!   stream in E2B, an attached exec in a streamed docker container; the driver's `--mirror`
+//!   sends what changed, so an idle run costs no exec); where no stream can be kept (a pod
+//!   behind a proxy that cuts them, `HANGAR_K8S_MIRROR=poll`) one exec per poll reads them all
+//!   (`PULL`), every 150 ms.
 //! - **the end of `in/`**: when the driver renames the pod's `in/` away, the mirror's is renamed
 //!   too, and a command that had not reached the pod is answered `ended` with the run's key, its
 //!   message recorded in `<ctl>/handed_back.late` for the next turn (the watcher adds them to
@@ -45,6 +47,7 @@ use hangar_store::Run;
 use crate::error::ControlError;
 use crate::runs::Runs;
 use crate::sandboxes::is_remote;
+use stream::AbortOnDrop;
 
 mod stream;
 
@@ -578,6 +581,18 @@ async fn sync_loop(
         return;
     };
     if stream::streams(&sb) {
+        // An E2B sandbox's timeout is extended while the stream carries the run too.
+        let _keeping = keep_every.map(|every| {
+            let (plane, sb) = (Arc::clone(&plane), sb.clone());
+            AbortOnDrop(tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    if let Err(e) = keep_alive(&plane, &sb).await {
+                        tracing::warn!(sandbox = %sb.id, error = %e, "cannot extend the e2b sandbox's timeout");
+                    }
+                }
+            }))
+        });
         match stream::sync(&plane, &sb, &run_id, &ctl_host, &status, &check).await {
             stream::Ended::Done => return,
             stream::Ended::Poll => acks = waiting(&host.acks()).into_iter().collect(),

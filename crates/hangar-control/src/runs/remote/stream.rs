@@ -46,15 +46,16 @@ pub(super) enum Ended {
 }
 
 /// Whether runs in `sb` are mirrored over a stream (Kubernetes, unless `HANGAR_K8S_MIRROR` is
-/// `poll`; a mirrored Docker sandbox always).
+/// `poll`; E2B, envd's process stream; a mirrored Docker sandbox always).
 pub(super) fn streams(sb: &Sandbox) -> bool {
     match sb.env.provider {
         ProviderKind::Kubernetes => {
             hangar_protocol::env::var(hangar_protocol::env::HANGAR_K8S_MIRROR).as_deref()
                 != Some("poll")
         }
+        ProviderKind::E2b => true,
         ProviderKind::Docker => sb.mirrored(),
-        _ => false,
+        ProviderKind::Local => false,
     }
 }
 
@@ -155,7 +156,7 @@ impl Bell {
 }
 
 /// A task aborted with its owner.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(super) struct AbortOnDrop(pub(super) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
@@ -244,6 +245,14 @@ impl Mirror<'_> {
                     .sandboxes
                     .providers
                     .kubernetes()
+                    .await?
+                    .exec_stream(self.sb, Who::Hangar, &req)
+                    .await?),
+                ProviderKind::E2b => Ok(self
+                    .plane
+                    .sandboxes
+                    .providers
+                    .e2b()
                     .await?
                     .exec_stream(self.sb, Who::Hangar, &req)
                     .await?),
