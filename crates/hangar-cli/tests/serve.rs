@@ -1455,8 +1455,8 @@ async fn an_answer_through_the_other_replica_is_passed_on_to_the_one_that_watche
         mut s,
         b,
         b_home,
+        home_a,
         sb,
-        ..
     }) = TwoReplicas::start().await
     else {
         return;
@@ -1502,7 +1502,7 @@ async fn an_answer_through_the_other_replica_is_passed_on_to_the_one_that_watche
         .call("POST", &path, Some(json!({"decision": "allow"})))
         .await;
     assert_eq!((status, r["outcome"].as_str()), (200, Some("done")), "{r}");
-    s.url = a_url;
+    s.url = a_url.clone();
     let t = s.turn_ended(&turn).await;
     assert_eq!(t["status"], 0, "{t}");
     assert!(
@@ -1513,6 +1513,44 @@ async fn an_answer_through_the_other_replica_is_passed_on_to_the_one_that_watche
             .exists(),
         "B watched the run"
     );
+    // A kept the ended run's files; B, whose home never held them, reads them from the
+    // database: its log over the API, its steps' diff, and `hangar events check` in its
+    // namespace.
+    let kept_b = b_home.path().join("kept").join(&run);
+    assert!(!kept_b.exists());
+    s.url = b.url.clone();
+    let (status, log) = s.call("GET", &format!("/v1/runs/{run}/log"), None).await;
+    assert_eq!(status, 200, "{log}");
+    assert!(log.to_string().contains("made it"), "{log}");
+    assert!(
+        kept_b.join("run.log").is_file(),
+        "B did not bring the log back"
+    );
+    let (status, steps) = s.call("GET", &format!("/v1/runs/{run}/steps"), None).await;
+    assert_eq!(status, 200, "{steps}");
+    let last = steps["steps"]
+        .as_array()
+        .map_or(0, |v| v.len().saturating_sub(1));
+    let (status, diff) = s
+        .call(
+            "GET",
+            &format!("/v1/runs/{run}/diff?from=0&to={last}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{diff}");
+    assert!(diff.to_string().contains("made.txt"), "{diff}");
+    let check = in_own_mount_namespace(&s.hangar(), b_home.path(), &home_a)
+        .args(["events", "check", &run])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    s.url = a_url;
     let (status, _) = s.call("DELETE", &format!("/v1/sandboxes/{sb}"), None).await;
     assert!(status < 300, "removing the sandbox: {status}");
 }

@@ -48,7 +48,7 @@ pub(crate) async fn run_log(
     crate::routes::run_seen(&plane, &who, &id, "read the log of").await?;
     let run = plane.store().run(&id).await?;
     let ended = run.state != RunState::Live;
-    let path = plane.steps().run_log_path(&run);
+    let path = plane.steps().run_log(&run).await;
     // Only an ended run's log can have been pruned; asked only when the file is gone.
     if ended
         && !path.exists()

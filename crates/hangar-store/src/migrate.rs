@@ -168,6 +168,20 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0014_replicas.sql"),
         refuse_if: &[],
     },
+    Migration {
+        version: 15,
+        name: "kept_files",
+        sqlite: include_str!("../migrations/sqlite/0015_kept_files.sql"),
+        postgres: include_str!("../migrations/postgres/0015_kept_files.sql"),
+        refuse_if: &[],
+    },
+    Migration {
+        version: 16,
+        name: "run_pruned_bigint",
+        sqlite: include_str!("../migrations/sqlite/0016_run_pruned_bigint.sql"),
+        postgres: include_str!("../migrations/postgres/0016_run_pruned_bigint.sql"),
+        refuse_if: &[],
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -55,6 +55,13 @@ impl Store {
         if marked == 0 {
             return Ok(0);
         }
+        write_db!(self, pool => {
+            sqlx::query("DELETE FROM kept_files WHERE run_id = $1")
+                .bind(run_id)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         let gone = write_db!(self, pool => {
             sqlx::query("DELETE FROM events WHERE run_id = $1")
                 .bind(run_id)

@@ -175,6 +175,7 @@ impl Forks {
             }
             Err(e) => return Err(e),
         };
+        self.steps.restore_kept(&src.run).await;
         let files = crate::steps::trees::run_files(
             &self.tools.home,
             &src.run.id,

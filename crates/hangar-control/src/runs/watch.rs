@@ -827,7 +827,7 @@ async fn end_turn(
     );
     match tokio::task::spawn_blocking(move || crate::steps::trees::keep_run(&home, &id, &ctl)).await
     {
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => plane.steps.store_kept(&run.id).await,
         Ok(Err(e)) => {
             tracing::warn!(run = %run.id, error = %e, "cannot keep the run's pack and log")
         }

@@ -25,7 +25,7 @@ use crate::error::ControlError;
 use crate::steps::Steps;
 
 /// The file the seal key of an ended run is kept in, beside its kept log.
-const SEAL_KEY_FILE: &str = "seal.key";
+pub(crate) const SEAL_KEY_FILE: &str = "seal.key";
 
 fn kept_seal_key(home: &Path, run_id: &str) -> PathBuf {
     crate::steps::trees::kept_dir(home, run_id).join(SEAL_KEY_FILE)
@@ -57,6 +57,7 @@ pub async fn log_reader(store: &Store, home: &Path, run: &Run) -> LogReader {
 /// Every event of the log of `run`, read as its watcher read it (the mode it stored, the run's
 /// seal key): what its stored events must equal.
 pub async fn rebuild(store: &Store, home: &Path, run: &Run) -> Vec<hangar_events::ProgressEvent> {
+    crate::steps::trees::restore_kept(store, home, run).await;
     let reader = log_reader(store, home, run).await;
     let mode = Steps::stored_log_mode(run);
     let log = crate::steps::trees::run_log_path(home, run);
@@ -90,6 +91,13 @@ impl Steps {
             return Ok(());
         };
         let path = kept_seal_key(&self.tools.home, run_id);
+        // Other replicas read the log too (issue 24): the key goes into the database, sealed by
+        // the vault, beside the other kept files.
+        if self.store.backend() == hangar_store::Backend::Postgres {
+            self.store
+                .put_kept_secret(run_id, SEAL_KEY_FILE, key.to_file_text().as_bytes())
+                .await?;
+        }
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
             use std::os::unix::fs::DirBuilderExt;
             if let Some(dir) = path.parent() {

@@ -86,10 +86,95 @@ pub fn run_log_path(home: &Path, run: &hangar_store::Run) -> PathBuf {
     run_files(home, &run.id, Path::new(&run.ctl_path)).log
 }
 
+/// The kept files the database holds too (issue 24; not the seal key, which is the run's
+/// secret: a replica that lacks it reads the log as the vault allows).
+const KEPT_IN_STORE: [&str; 3] = ["trees.pack", "trees.idx", "run.log"];
+
 impl Steps {
     /// [`run_log_path`] under this control plane's home.
     pub fn run_log_path(&self, run: &hangar_store::Run) -> PathBuf {
         run_log_path(&self.tools.home, run)
+    }
+
+    /// [`Steps::run_log_path`], the kept files first brought back from the database when this
+    /// replica's home lacks them ([`Steps::restore_kept`]).
+    pub async fn run_log(&self, run: &hangar_store::Run) -> PathBuf {
+        self.restore_kept(run).await;
+        self.run_log_path(run)
+    }
+
+    /// On PostgreSQL, stores what [`keep_run`] kept of an ended run in the database too, so that
+    /// any replica can read its steps and its log once this one's home is gone.
+    pub(crate) async fn store_kept(&self, run_id: &str) {
+        if self.store.backend() != hangar_store::Backend::Postgres {
+            return;
+        }
+        let dir = kept_dir(&self.tools.home, run_id);
+        for name in KEPT_IN_STORE {
+            let path = dir.join(name);
+            if !path.is_file() {
+                continue;
+            }
+            if let Err(e) = self.store.put_kept_file(run_id, name, &path).await {
+                tracing::warn!(run = %run_id, file = name, error = %e, "cannot keep the run's file in the database");
+            }
+        }
+    }
+
+    /// Brings an ended run's kept files back from the database into this replica's home when it
+    /// lacks them (another replica kept them, or this one lost its home: `$HANGAR_HOME/kept/` is
+    /// a cache). A live run's files are in its control folder; nothing is done for it.
+    pub(crate) async fn restore_kept(&self, run: &hangar_store::Run) {
+        restore_kept(&self.store, &self.tools.home, run).await;
+    }
+}
+
+/// [`Steps::restore_kept`] with the store and home given.
+pub(crate) async fn restore_kept(
+    store: &hangar_store::Store,
+    home: &Path,
+    run: &hangar_store::Run,
+) {
+    if store.backend() != hangar_store::Backend::Postgres
+        || run.state == hangar_store::RunState::Live
+    {
+        return;
+    }
+    let dir = kept_dir(home, &run.id);
+    let seal_key = dir.join(crate::steps::logtrust::SEAL_KEY_FILE);
+    if KEPT_IN_STORE.iter().all(|n| dir.join(n).is_file()) && seal_key.is_file() {
+        return;
+    }
+    let Ok(names) = store.kept_file_names(&run.id).await else {
+        return;
+    };
+    let missing: Vec<String> = names
+        .into_iter()
+        .filter(|n| KEPT_IN_STORE.contains(&n.as_str()) && !dir.join(n).is_file())
+        .collect();
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        if let Err(e) = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+        {
+            tracing::warn!(run = %run.id, error = %e, "cannot make the run's kept folder");
+            return;
+        }
+    }
+    for name in missing {
+        if let Err(e) = store.get_kept_file(&run.id, &name, &dir.join(&name)).await {
+            tracing::warn!(run = %run.id, file = %name, error = %e, "cannot bring the run's kept file back from the database");
+        }
+    }
+    if !seal_key.is_file()
+        && let Ok(Some(key)) = store
+            .kept_secret(&run.id, crate::steps::logtrust::SEAL_KEY_FILE)
+            .await
+        && let Err(e) = hangar_protocol::atomic::write_atomic(&seal_key, key.expose(), 0o600)
+    {
+        tracing::warn!(run = %run.id, error = %e, "cannot bring the run's seal key back from the database");
     }
 }
 
@@ -183,6 +268,7 @@ impl Steps {
         let turn = self.store.turn(&run.turn_id).await?;
         let session = self.store.session(&turn.session_id).await?;
         let sandbox = self.store.sandbox(&session.sandbox_id).await?;
+        self.restore_kept(&run).await;
         let files = run_files(&self.tools.home, &run.id, Path::new(&run.ctl_path));
         let workdir = PathBuf::from(&sandbox.workdir);
         let (ta, tb) = (a.tree.clone(), b.tree.clone());

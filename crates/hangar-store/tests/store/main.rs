@@ -16,6 +16,7 @@ mod entities;
 mod events;
 mod forks;
 mod harness_checks;
+mod kept;
 mod schema;
 mod secrets;
 mod tokens;
