@@ -78,8 +78,9 @@ impl Store {
         Ok(names)
     }
 
-    /// Writes run `run_id`'s kept `name` to `dest` (mode 0600, under a temporary name renamed
-    /// when whole); false if nothing is kept under that name.
+    /// Writes run `run_id`'s kept `name` to `dest` (mode 0600, under a temporary name of its own
+    /// renamed when whole, so concurrent readers never see or write half of one); false if
+    /// nothing is kept under that name.
     pub async fn get_kept_file(
         &self,
         run_id: &str,
@@ -96,7 +97,14 @@ impl Store {
         if count == 0 {
             return Ok(false);
         }
-        let tmp = dest.with_extension("part");
+        // A name of its own: two readers may bring the same file back at once.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dest.with_file_name(format!(
+            ".{}.{}-{n}.part",
+            dest.file_name().unwrap_or_default().to_string_lossy(),
+            std::process::id()
+        ));
         let mut f = tokio::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -105,23 +113,30 @@ impl Store {
             .open(&tmp)
             .await
             .map_err(io(&tmp))?;
-        // A chunk at a time: a run log can be hundreds of megabytes.
-        for seq in 0..count {
-            let bytes: Vec<u8> = read_db!(self, pool => {
-                sqlx::query_scalar(
-                    "SELECT bytes FROM kept_files WHERE run_id = $1 AND name = $2 AND seq = $3",
-                )
-                .bind(run_id)
-                .bind(name)
-                .bind(seq)
-                .fetch_one(pool)
-                .await?
-            });
-            f.write_all(&bytes).await.map_err(io(&tmp))?;
+        let written = async {
+            // A chunk at a time: a run log can be hundreds of megabytes.
+            for seq in 0..count {
+                let bytes: Vec<u8> = read_db!(self, pool => {
+                    sqlx::query_scalar(
+                        "SELECT bytes FROM kept_files WHERE run_id = $1 AND name = $2 AND seq = $3",
+                    )
+                    .bind(run_id)
+                    .bind(name)
+                    .bind(seq)
+                    .fetch_one(pool)
+                    .await?
+                });
+                f.write_all(&bytes).await.map_err(io(&tmp))?;
+            }
+            f.sync_all().await.map_err(io(&tmp))?;
+            tokio::fs::rename(&tmp, dest).await.map_err(io(dest))
         }
-        f.sync_all().await.map_err(io(&tmp))?;
-        tokio::fs::rename(&tmp, dest).await.map_err(io(dest))?;
-        Ok(true)
+        .await;
+        if written.is_err() {
+            // Nothing half-written is left behind.
+            let _ = tokio::fs::remove_file(&tmp).await;
+        }
+        written.map(|()| true)
     }
 }
 
