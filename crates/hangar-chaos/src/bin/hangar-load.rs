@@ -614,7 +614,7 @@ async fn drive(
                     }
                 }
                 // The turn's record is updated just after its end is stored.
-                "turn_end" => return turn_ended(from, &l.turn, deadline).await,
+                "turn_end" => return turn_ended(apis, from, &l.turn, dead, deadline).await,
                 _ => {}
             }
         }
@@ -622,9 +622,22 @@ async fn drive(
     }
 }
 
-/// Waits until the turn's record says it ended.
-async fn turn_ended(api: &Api, turn: &str, deadline: Instant) -> Res<()> {
+/// Waits until the turn's record says it ended: asked of `from` (the replica whose stream
+/// carried the end) until a replica is killed, then of the last one, which lives (the record is
+/// written a while after the end event: once the run's pack and log are kept).
+async fn turn_ended(
+    apis: &[Api],
+    from: &Api,
+    turn: &str,
+    dead: &AtomicBool,
+    deadline: Instant,
+) -> Res<()> {
     while Instant::now() < deadline {
+        let api = if dead.load(Ordering::SeqCst) {
+            &apis[apis.len() - 1]
+        } else {
+            from
+        };
         if let Ok(t) = api.get(&format!("/v1/turns/{turn}")).await
             && t["state"] == "ended"
         {
