@@ -1550,7 +1550,82 @@ async fn an_answer_through_the_other_replica_is_passed_on_to_the_one_that_watche
         String::from_utf8_lossy(&check.stdout),
         String::from_utf8_lossy(&check.stderr)
     );
+    // The sandbox removed through A (which keeps its repository), and the repository it was
+    // made from gone: B forks the run's last step from what A kept in the database, the
+    // repository and the harness's conversation, though its home never held them.
     s.url = a_url;
     let (status, _) = s.call("DELETE", &format!("/v1/sandboxes/{sb}"), None).await;
     assert!(status < 300, "removing the sandbox: {status}");
+    let session = started["session"]["id"].as_str().unwrap().to_owned();
+    let away = s.home.path().join("repo-moved-away");
+    std::fs::rename(s.work.path(), &away).unwrap();
+    s.url = b.url.clone();
+    let (status, forked) = s
+        .call(
+            "POST",
+            &format!("/v1/runs/{run}/fork"),
+            Some(json!({"step": last})),
+        )
+        .await;
+    std::fs::rename(&away, s.work.path()).unwrap();
+    assert_eq!(status, 201, "{forked}");
+    let kept_b = b_home.path().join("kept");
+    let ls = |d: PathBuf| -> Vec<_> {
+        std::fs::read_dir(d)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default()
+    };
+    let repo_a = ls(home_a.join("kept").join("sandboxes").join(&sb));
+    let repo_b = ls(kept_b.join("sandboxes").join(&sb));
+    // (A folder with no repository: what was kept says so, and the fork is built on the
+    // step's objects alone.)
+    assert!(
+        repo_a == ["repo.plain"] && repo_b == repo_a,
+        "B did not bring the repository back: {repo_b:?}, A has {repo_a:?}; {forked}"
+    );
+    let conversations = kept_b.join("conversations").join(&session).join("home");
+    assert!(
+        std::fs::read_dir(conversations.join(".claude/projects"))
+            .is_ok_and(|mut d| d.next().is_some()),
+        "B did not bring the conversation back"
+    );
+    let fork_sb = forked["sandbox"]["id"].as_str().unwrap().to_owned();
+    let (status, _) = s
+        .call("DELETE", &format!("/v1/sandboxes/{fork_sb}"), None)
+        .await;
+    assert!(status < 300, "removing the fork's sandbox: {status}");
+    // Retention through B, once B's copy is gone too: the session's conversation kept in the
+    // database goes with it, though no file of this replica held it.
+    std::fs::remove_dir_all(kept_b.join("conversations")).unwrap();
+    let db = s.database.as_ref().unwrap().url();
+    psql(
+        &db,
+        &format!("UPDATE runs SET ended_at = 1 WHERE id = '{run}'"),
+    );
+    let kept_rows = || {
+        let out = Command::new("psql")
+            .args([&db, "-tAc"])
+            .arg(format!(
+                "SELECT COUNT(*) FROM kept_files WHERE run_id = '{session}'"
+            ))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_ne!(
+        kept_rows(),
+        "0",
+        "the conversation was not kept in the database"
+    );
+    let pruned = in_own_mount_namespace(&s.hangar(), b_home.path(), &home_a)
+        .args(["prune", "--older-than", "1m"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&pruned.stderr).into_owned()
+        + &String::from_utf8_lossy(&pruned.stdout);
+    assert!(
+        pruned.status.success() && said.contains("1 session conversation,"),
+        "{said}"
+    );
+    assert_eq!(kept_rows(), "0", "the conversation outlived its retention");
 }

@@ -64,13 +64,17 @@ pub async fn prune(
     for session in store.sessions_quiet_since(cutoff).await? {
         let kept = crate::sandboxes::keep::kept_conversations(home, &session);
         let dir = kept.parent().map(Path::to_path_buf).unwrap_or(kept);
-        if !dir.exists() {
+        // What another replica kept is in the database (PostgreSQL), perhaps not in this home.
+        let stored = store.kept_file_sizes(&session).await?;
+        if !dir.exists() && stored.is_empty() {
             continue;
         }
         let (sized, dir) = blocking(move || (size_of(&dir), dir)).await;
-        out.bytes += sized;
+        let stored_bytes: i64 = stored.iter().map(|(_, n)| n).sum();
+        out.bytes += sized.max(u64::try_from(stored_bytes).unwrap_or(0));
         out.conversations += 1;
         if !dry_run {
+            store.forget_kept(&session).await?;
             blocking(move || remove(&dir)).await;
         }
     }

@@ -1,15 +1,19 @@
 //! Files an ended run leaves (its tree pack and index, its run log, the log's seal key), kept in
 //! the database in chunks of [`CHUNK`] bytes (issue 24: a replica's `$HANGAR_HOME/kept/` is a
 //! cache of these, refilled from here when it lost them). A file is replaced whole, in one
-//! transaction: a reader sees the old chunks or the new ones, never a mix. Names are a run's own
-//! small set (the caller's); this module does not interpret them.
+//! transaction: a reader sees the old chunks or the new ones, never a mix. Names are the caller's;
+//! this module does not interpret them.
+//!
+//! Files are kept by their owner's id (the `run_id` column): a run's, or a session's (the
+//! harness's conversations kept at its turns' ends) or a sandbox's (its repository, kept when it
+//! was removed). Ids carry their kind's prefix (`run-`, `ses-`, `sb-`), so owners never collide.
 
 use std::path::Path;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Store;
-use crate::db::{in_tx, read_db};
+use crate::db::{in_tx, read_db, write_db};
 use crate::error::StoreError;
 
 /// The size of one stored chunk.
@@ -63,6 +67,31 @@ impl Store {
             }
         });
         Ok(())
+    }
+
+    /// Removes everything kept for `owner`; how many chunks went.
+    pub async fn forget_kept(&self, owner: &str) -> Result<u64, StoreError> {
+        Ok(write_db!(self, pool => {
+            sqlx::query("DELETE FROM kept_files WHERE run_id = $1")
+                .bind(owner)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        }))
+    }
+
+    /// The names kept for `owner`, each with its size in bytes.
+    pub async fn kept_file_sizes(&self, owner: &str) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = read_db!(self, pool => {
+            sqlx::query_as::<_, (String, i64)>(
+                "SELECT name, CAST(SUM(LENGTH(bytes)) AS BIGINT) FROM kept_files \
+                 WHERE run_id = $1 GROUP BY name ORDER BY name",
+            )
+            .bind(owner)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
     }
 
     /// The names kept for run `run_id`.

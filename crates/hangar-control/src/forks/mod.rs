@@ -257,7 +257,8 @@ impl Forks {
             }
             if let Some(r) = &t.run_id {
                 let r = self.store.run(r).await?;
-                earlier.push(self.steps.run_log_path(&r));
+                // Brought back from the database if another replica kept it.
+                earlier.push(self.steps.run_log(&r).await);
                 runs.insert(1, r.id.clone());
             }
         }
@@ -445,6 +446,7 @@ impl Forks {
         let removed = src.sandbox.state != "live";
         match &src.sandboxed {
             Some(sb) if removed && copying => {
+                self.sandboxes.restore_repository(&sb.id).await;
                 let (home, id) = (self.tools.home.clone(), sb.id.clone());
                 let kept =
                     blocking(move || crate::sandboxes::keep::kept_repository(&home, &id)).await?;

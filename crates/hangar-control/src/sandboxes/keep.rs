@@ -33,6 +33,12 @@
 //!   sandbox was made from (`--repo`, named in the audit record of its creation) if it is still
 //!   on this machine. Whichever it is, the rebuilt tree must hash to the recorded id.
 //!
+//! On PostgreSQL both are kept in the database too (`kept_files`, by the session's and the
+//! sandbox's id), so a replica that shares no disk with the one that kept them forks the steps:
+//! it brings them back into its own `kept/` (a cache) first, and a conversation whose copy there
+//! has another length than the database's (a later turn's, kept by another replica) is brought
+//! back again. Retention forgets both copies of a session's conversation.
+//!
 //! Refused, audited, saying why: a conversation file that is not there (nor kept), and a removed
 //! sandbox whose repository objects are in none of those places.
 
@@ -101,6 +107,21 @@ pub(crate) fn kept_conversations(home: &Path, session: &str) -> PathBuf {
         .join("conversations")
         .join(session)
         .join("home")
+}
+
+/// What a removed sandbox's repository is kept as (one of them).
+const KEPT_REPOSITORY: [&str; 4] = ["repo.bundle", "repo.plain", "repo.unborn", "repo.missing"];
+
+/// A kept conversation file's name in the database starts with this, its path under the agent's
+/// home after it.
+const STORED_HOME: &str = "home/";
+
+/// The name in the database of the kept conversation file at `rel` under the agent's home.
+fn stored_name(rel: &Path) -> Option<String> {
+    (plain_relative(rel))
+        .then(|| rel.to_str())
+        .flatten()
+        .map(|r| format!("{STORED_HOME}{r}"))
 }
 
 /// Where the files of a run's harness conversation were kept before they were kept per session.
@@ -511,6 +532,7 @@ impl Sandboxes {
                 "the fork is refused: the run log names the harness's conversation {parent:?}, which is not an id hangar can look up"
             )));
         }
+        self.restore_conversation(session, harness, parent).await;
         let home = self.tools.home.clone();
         let (s, p) = (session.to_owned(), parent.to_owned());
         let kept =
@@ -607,6 +629,7 @@ impl Sandboxes {
                 Ok(files) => {
                     let n: u64 = files.iter().map(|(_, n)| n).sum();
                     budget = budget.saturating_sub(n);
+                    self.store_conversation(&session.id, &root, &files).await;
                 }
                 Err(e) => {
                     tracing::warn!(run = %run_id, conversation = %id, error = %e, "cannot keep the harness's conversation");
@@ -634,7 +657,7 @@ impl Sandboxes {
         let dir = kept_repository_dir(&self.tools.home, &sb.id);
         let d = dir.clone();
         tokio::task::spawn_blocking(move || {
-            for old in ["repo.bundle", "repo.plain", "repo.unborn", "repo.missing"] {
+            for old in KEPT_REPOSITORY {
                 let _ = std::fs::remove_file(d.join(old));
             }
         })
@@ -644,17 +667,125 @@ impl Sandboxes {
             .take_repository(sb, limit, &dir.join("repo.bundle"))
             .await
         {
-            Ok(Taken::Bundle(_)) => return Ok(()),
+            Ok(Taken::Bundle(_)) => ("repo.bundle", None),
             Ok(Taken::Plain) => ("repo.plain", None),
             Ok(Taken::Unborn) => ("repo.unborn", None),
             Err(e) => ("repo.missing", Some(e.to_string())),
         };
-        let bytes = why.clone().unwrap_or_default().into_bytes();
-        tokio::task::spawn_blocking(move || write_private(&dir.join(name), &bytes))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+        if name != "repo.bundle" {
+            let bytes = why.clone().unwrap_or_default().into_bytes();
+            let d = dir.clone();
+            tokio::task::spawn_blocking(move || write_private(&d.join(name), &bytes))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+        }
+        // Any replica may fork the sandbox's runs: what was kept goes into the database too,
+        // replacing what an earlier removal kept there.
+        if self.store.backend() == hangar_store::Backend::Postgres {
+            let _ = self.store.forget_kept(&sb.id).await;
+            if let Err(e) = self
+                .store
+                .put_kept_file(&sb.id, name, &dir.join(name))
+                .await
+            {
+                tracing::warn!(sandbox = %sb.id, error = %e, "cannot keep the sandbox's repository in the database");
+            }
+        }
         why.map_or(Ok(()), Err)
+    }
+
+    /// On PostgreSQL, stores the files of a session's conversation just kept under `root` (the
+    /// session's kept agent home): any replica forks its steps once the sandbox is gone, and
+    /// this replica's `kept/` is a cache it can lose (issue 24).
+    async fn store_conversation(&self, session: &str, root: &Path, files: &[(PathBuf, u64)]) {
+        if self.store.backend() != hangar_store::Backend::Postgres {
+            return;
+        }
+        for (rel, _) in files {
+            let Some(name) = stored_name(rel) else {
+                continue;
+            };
+            if let Err(e) = self
+                .store
+                .put_kept_file(session, &name, &root.join(rel))
+                .await
+            {
+                tracing::warn!(session = %session, file = %rel.display(), error = %e, "cannot keep the harness's conversation in the database");
+            }
+        }
+    }
+
+    /// On PostgreSQL, brings the files of conversation `parent` kept for `session` back into
+    /// this replica's `kept/` when it lacks them or holds another length of them (another
+    /// replica kept a later turn's copy: the harnesses only append to these files).
+    async fn restore_conversation(&self, session: &str, harness: Harness, parent: &str) {
+        if self.store.backend() != hangar_store::Backend::Postgres || !plain_id(parent) {
+            return;
+        }
+        let Ok(kept) = self.store.kept_file_sizes(session).await else {
+            return;
+        };
+        let root = kept_conversations(&self.tools.home, session);
+        for (name, size) in kept {
+            let Some(rel) = name.strip_prefix(STORED_HOME).map(Path::new) else {
+                continue;
+            };
+            if !plain_relative(rel) || !names_conversation(harness, rel, parent) {
+                continue;
+            }
+            let here = root.join(rel);
+            let same = tokio::fs::symlink_metadata(&here)
+                .await
+                .is_ok_and(|m| m.is_file() && i64::try_from(m.len()).ok() == Some(size));
+            if same {
+                continue;
+            }
+            if let Some(dir) = here.parent()
+                && let Err(e) = private_dir(dir).await
+            {
+                tracing::warn!(session = %session, error = %e, "cannot make the kept conversation's folder");
+                return;
+            }
+            if let Err(e) = self.store.get_kept_file(session, &name, &here).await {
+                tracing::warn!(session = %session, file = %name, error = %e, "cannot bring the kept conversation back from the database");
+            }
+        }
+    }
+
+    /// On PostgreSQL, brings what was kept of removed sandbox `sandbox`'s repository back into
+    /// this replica's `kept/` when it holds none of it.
+    pub(crate) async fn restore_repository(&self, sandbox: &str) {
+        if self.store.backend() != hangar_store::Backend::Postgres {
+            return;
+        }
+        let dir = kept_repository_dir(&self.tools.home, sandbox);
+        let d = dir.clone();
+        let have = blocking(move || KEPT_REPOSITORY.iter().any(|n| d.join(n).is_file()))
+            .await
+            .unwrap_or(true);
+        if have {
+            return;
+        }
+        let Ok(names) = self.store.kept_file_names(sandbox).await else {
+            return;
+        };
+        for name in names {
+            if !KEPT_REPOSITORY.contains(&name.as_str()) {
+                continue;
+            }
+            if let Err(e) = private_dir(&dir).await {
+                tracing::warn!(sandbox = %sandbox, error = %e, "cannot make the kept repository's folder");
+                return;
+            }
+            if let Err(e) = self
+                .store
+                .get_kept_file(sandbox, &name, &dir.join(&name))
+                .await
+            {
+                tracing::warn!(sandbox = %sandbox, file = %name, error = %e, "cannot bring the kept repository back from the database");
+            }
+        }
     }
 }
 

@@ -28,6 +28,13 @@ async fn kept_files_come_back_whole_and_go_with_the_run(kind: Kind) {
         store.kept_file_names("run-1").await.unwrap(),
         ["run.log", "trees.idx"]
     );
+    assert_eq!(
+        store.kept_file_sizes("run-1").await.unwrap(),
+        [
+            ("run.log".to_owned(), big.len() as i64),
+            ("trees.idx".to_owned(), 0)
+        ]
+    );
     let back = dir.path().join("back");
     assert!(
         store
@@ -68,5 +75,17 @@ async fn kept_files_come_back_whole_and_go_with_the_run(kind: Kind) {
     store.end_run("run-1").await.unwrap();
     store.prune_run("run-1").await.unwrap();
     assert!(store.kept_file_names("run-1").await.unwrap().is_empty());
+    // A session's files (its harness conversations) go when they are forgotten, and only its.
+    store
+        .put_kept_file("ses-1", "home/a.jsonl", &dir.path().join("short"))
+        .await
+        .unwrap();
+    store
+        .put_kept_file("sb-1", "repo.plain", &dir.path().join("empty"))
+        .await
+        .unwrap();
+    assert_eq!(store.forget_kept("ses-1").await.unwrap(), 1);
+    assert!(store.kept_file_names("ses-1").await.unwrap().is_empty());
+    assert_eq!(store.kept_file_names("sb-1").await.unwrap(), ["repo.plain"]);
     db.cleanup().await;
 }
