@@ -604,8 +604,20 @@ fn the_kubernetes_manifests_are_valid_objects_that_fit_together() {
         pod["spec"]["serviceAccountName"],
         kind("RoleBinding")[0]["subjects"][0]["name"]
     );
-    let claim = kind("PersistentVolumeClaim")[0];
-    assert_eq!(claim["spec"]["accessModes"][0], "ReadWriteMany");
+    // Nothing shared on disk: the home is each pod's own cache (issue 24, item 1).
+    assert!(kind("PersistentVolumeClaim").is_empty());
+    let home_volume = server_mounts
+        .iter()
+        .find(|(_, at)| at == "/var/lib/hangar")
+        .map(|(n, _)| n.clone())
+        .expect("the server mounts a home");
+    let home = pod["spec"]["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"].as_str() == Some(home_volume.as_str()))
+        .unwrap();
+    assert!(home["emptyDir"].is_mapping(), "{home:?}");
     // The kustomization lists every file.
     let kustomization = &yaml_docs(&dir.join("kustomization.yaml"))[0];
     let listed: Vec<&str> = kustomization["resources"]

@@ -1376,6 +1376,7 @@ impl TwoReplicas {
             Script::new([
                 bash("echo hi > made.txt && id -u > uid.txt"),
                 Step::text("made it"),
+                Step::text("again"),
             ]),
             Some(PgSchema::new()),
             &[
@@ -1550,13 +1551,39 @@ async fn an_answer_through_the_other_replica_is_passed_on_to_the_one_that_watche
         String::from_utf8_lossy(&check.stdout),
         String::from_utf8_lossy(&check.stderr)
     );
+    // The session's next turn through B, in the sandbox A made: B reaches it through the
+    // Engine API, mirrors the run itself, and watches it (nothing of A's home needed).
+    let session = started["session"]["id"].as_str().unwrap().to_owned();
+    let (status, next) = s
+        .call(
+            "POST",
+            &format!("/v1/sessions/{session}/messages"),
+            Some(json!({"text": "and again"})),
+        )
+        .await;
+    assert_eq!(
+        (status, next["outcome"].as_str()),
+        (200, Some("next_turn")),
+        "{next}"
+    );
+    let turn2 = next["turn"].as_str().unwrap().to_owned();
+    let run2 = next["run"].as_str().unwrap().to_owned();
+    let t = s.turn_ended(&turn2).await;
+    assert_eq!(t["status"], 0, "{t}");
+    assert!(
+        b_home
+            .path()
+            .join("runs")
+            .join(format!("{run2}.ctl"))
+            .exists(),
+        "B did not mirror the run it started"
+    );
     // The sandbox removed through A (which keeps its repository), and the repository it was
     // made from gone: B forks the run's last step from what A kept in the database, the
     // repository and the harness's conversation, though its home never held them.
     s.url = a_url;
     let (status, _) = s.call("DELETE", &format!("/v1/sandboxes/{sb}"), None).await;
     assert!(status < 300, "removing the sandbox: {status}");
-    let session = started["session"]["id"].as_str().unwrap().to_owned();
     let away = s.home.path().join("repo-moved-away");
     std::fs::rename(s.work.path(), &away).unwrap();
     s.url = b.url.clone();
@@ -1600,7 +1627,7 @@ async fn an_answer_through_the_other_replica_is_passed_on_to_the_one_that_watche
     let db = s.database.as_ref().unwrap().url();
     psql(
         &db,
-        &format!("UPDATE runs SET ended_at = 1 WHERE id = '{run}'"),
+        &format!("UPDATE runs SET ended_at = 1 WHERE id IN ('{run}', '{run2}')"),
     );
     let kept_rows = || {
         let out = Command::new("psql")
