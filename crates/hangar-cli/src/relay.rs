@@ -2,7 +2,9 @@
 //! PTY process and keeps envd's token; this client speaks only to the server): the output as
 //! Server-Sent Events from `GET /v1/attaches/ID/output`, what is typed to `…/input`, resizes to
 //! `…/resize`, a keepalive (an empty input) while nothing is typed, `DELETE /v1/attaches/ID`
-//! when the attach ends without the process's end. The terminal side (raw mode, SIGWINCH, the
+//! when the attach ends without the process's end. A relayed output that breaks (the replica
+//! relaying it stopped) is asked for again, and typing retried, while another replica takes the
+//! attach over (issue 24). The terminal side (raw mode, SIGWINCH, the
 //! messages) is `hangar_cloud::e2b::terminal::join_terminal`, as for envd's own.
 
 use std::time::Duration;
@@ -22,17 +24,28 @@ struct RelayLink {
 }
 
 impl RelayLink {
-    fn call(
-        &self,
-        what: &str,
-        sent: Result<AttachOne, crate::api::ApiError>,
-    ) -> Result<(), SandboxError> {
-        sent.map(|_| ()).map_err(|e| {
-            SandboxError::Failed(format!(
-                "e2b, sandbox {}: {what} (attach {}): {e}",
-                self.sandbox, self.attach
-            ))
-        })
+    /// Sends a request of the attach's, again while it fails in a way that may pass (its
+    /// replica stopped and another is taking the attach over), for up to [`RECONNECT_WITHIN`].
+    async fn call<F, Fut>(&self, what: &str, send: F) -> Result<(), SandboxError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<AttachOne, crate::api::ApiError>>,
+    {
+        let deadline = tokio::time::Instant::now() + RECONNECT_WITHIN;
+        loop {
+            match send().await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.transient() && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                Err(e) => {
+                    return Err(SandboxError::Failed(format!(
+                        "e2b, sandbox {}: {what} (attach {}): {e}",
+                        self.sandbox, self.attach
+                    )));
+                }
+            }
+        }
     }
 }
 
@@ -41,29 +54,26 @@ impl PtyLink for RelayLink {
         use base64::Engine;
         let data = base64::engine::general_purpose::STANDARD.encode(bytes);
         let path = format!("/v1/attaches/{}/input", seg(&self.attach));
-        self.call(
-            "typing",
-            self.api
-                .post_as(&path, &hangar_api::AttachInput { data })
-                .await,
-        )
+        let body = hangar_api::AttachInput { data };
+        self.call("typing", || self.api.post_as(&path, &body)).await
     }
 
     async fn resize(&self, cols: u16, rows: u16) -> Result<(), SandboxError> {
         let path = format!("/v1/attaches/{}/resize", seg(&self.attach));
-        self.call(
-            "resizing",
-            self.api
-                .post_as(&path, &hangar_api::AttachResize { cols, rows })
-                .await,
-        )
+        let body = hangar_api::AttachResize { cols, rows };
+        self.call("resizing", || self.api.post_as(&path, &body))
+            .await
     }
 
     async fn kill(&self) -> Result<(), SandboxError> {
         let path = format!("/v1/attaches/{}", seg(&self.attach));
-        self.call("ending", self.api.delete_as(&path).await)
+        self.call("ending", || self.api.delete_as(&path)).await
     }
 }
+
+/// How long a client whose relayed output broke keeps asking for it again (through whichever
+/// replica answers: one takes the attach over once the lease of the one that stopped ran out).
+const RECONNECT_WITHIN: Duration = Duration::from_secs(45);
 
 /// The relayed output: Server-Sent Events read from the response as they come.
 struct RelayEvents {
@@ -71,6 +81,36 @@ struct RelayEvents {
     buf: Vec<u8>,
     sandbox: String,
     ended: bool,
+    /// To ask for the output again when it broke, and to redraw the terminal then.
+    link: RelayLink,
+}
+
+impl RelayEvents {
+    /// Asks for the output again (the replica that relayed it may have stopped), for up to
+    /// [`RECONNECT_WITHIN`]; then has the terminal redrawn at its size. `broke`: what happened.
+    async fn reconnect(&mut self, broke: String) -> Result<(), SandboxError> {
+        let path = format!("/v1/attaches/{}/output", seg(&self.link.attach));
+        let deadline = tokio::time::Instant::now() + RECONNECT_WITHIN;
+        loop {
+            match self.link.api.stream(&path).await {
+                Ok(resp) => {
+                    self.resp = resp;
+                    self.buf.clear();
+                    if let Some((cols, rows)) = terminal::window_size() {
+                        let _ = self.link.resize(cols, rows).await;
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.transient() && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => {
+                    self.ended = true;
+                    return Err(self.said(format!("{broke}; asking for it again: {e}")));
+                }
+            }
+        }
+    }
 }
 
 /// One whole event (`event:` and `data:` lines up to a blank line) taken from `buf`, if it
@@ -116,6 +156,8 @@ impl PtyEvents for RelayEvents {
                         return Ok(Some(PtyEvent::Data(bytes)));
                     }
                     Some("end") => {
+                        // The process ended: the stream closing after it is not a break.
+                        self.ended = true;
                         let end = serde_json::from_str::<hangar_api::AttachEnd>(&data);
                         return Ok(Some(PtyEvent::End(end.map_or(1, |e| e.status))));
                     }
@@ -144,13 +186,16 @@ impl PtyEvents for RelayEvents {
                     })?,
                 None => self.resp.chunk().await,
             };
+            // A stream that stops without the attach's end: its replica went away.
             match chunk {
                 Ok(Some(c)) => self.buf.extend_from_slice(&c),
                 Ok(None) => {
-                    self.ended = true;
-                    return Ok(None);
+                    self.reconnect("the relayed output stopped".into()).await?;
                 }
-                Err(e) => return Err(self.said(format!("the relayed output broke: {e}"))),
+                Err(e) => {
+                    self.reconnect(format!("the relayed output broke: {e}"))
+                        .await?;
+                }
             }
         }
     }
@@ -186,6 +231,7 @@ pub async fn attach(
         buf: Vec::new(),
         sandbox: sandbox.to_owned(),
         ended: false,
+        link: link.clone(),
     };
     let beat = {
         let link = link.clone();

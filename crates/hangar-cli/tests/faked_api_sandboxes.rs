@@ -57,8 +57,18 @@ struct Server {
 
 impl Server {
     fn start(env: Vec<(String, String)>) -> Server {
+        Server::start_in(tempfile::tempdir().unwrap(), env)
+    }
+
+    /// With `home` as its home's parent (`home/hangar`).
+    fn start_in(home: tempfile::TempDir, env: Vec<(String, String)>) -> Server {
+        Server::start_at(home, env, "127.0.0.1:0")
+    }
+
+    /// Listening on `listen`.
+    fn start_at(home: tempfile::TempDir, env: Vec<(String, String)>, listen: &str) -> Server {
         let mut s = Server {
-            home: tempfile::tempdir().unwrap(),
+            home,
             _model: FakeAnthropic::start(Script::new([Step::text("never asked")])).unwrap(),
             child: None,
             url: String::new(),
@@ -66,7 +76,7 @@ impl Server {
         };
         let mut child = s
             .hangar()
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -1046,4 +1056,337 @@ async fn faked_api_an_e2b_attach_without_keepalives_ends_and_kills_its_process()
         "{audit}"
     );
     s.ok(&["sb", "rm", &sb]);
+}
+
+/// A schema of its own on the test PostgreSQL (`HANGAR_TEST_DATABASE_URL`, which CI sets: this
+/// test never skips for want of it): the URL to give `hangar serve`; the schema is dropped with
+/// the guard.
+struct PgSchema {
+    base: String,
+    schema: String,
+}
+
+impl PgSchema {
+    fn new() -> PgSchema {
+        let base = std::env::var("HANGAR_TEST_DATABASE_URL").unwrap_or_else(|_| {
+            panic!(
+                "HANGAR_TEST_DATABASE_URL is not set: start the test database with `url=$(scripts/start-postgres) && export \"$url\"`"
+            )
+        });
+        let schema = format!("attach_{}_{}", std::process::id(), rand_hex());
+        psql(&base, &format!("CREATE SCHEMA {schema}"));
+        PgSchema { base, schema }
+    }
+
+    fn url(&self) -> String {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        format!(
+            "{}{sep}options=-c%20search_path%3D{}",
+            self.base, self.schema
+        )
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        psql(
+            &self.base,
+            &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema),
+        );
+    }
+}
+
+fn rand_hex() -> String {
+    let mut b = [0u8; 6];
+    getrandom::fill(&mut b).unwrap();
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn psql(url: &str, sql: &str) {
+    let out = Command::new("psql")
+        .args([url, "-v", "ON_ERROR_STOP=1", "-qc", sql])
+        .output()
+        .expect("psql (Debian's postgresql-client) runs");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Reads `stream` (a relayed output) until what it shows holds `want`.
+async fn read_until(stream: &mut reqwest::Response, want: &str) -> String {
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !decoded(&seen).contains(want) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{want} in the relayed output: {}",
+            decoded(&seen)
+        );
+        match tokio::time::timeout(std::time::Duration::from_secs(30), stream.chunk()).await {
+            Ok(Ok(Some(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+            other => panic!("the relayed output ended ({other:?}) before {want}: {seen}"),
+        }
+    }
+    seen
+}
+
+/// Relayed attaches survive the loss of the replica that opened them (issue 24, item 3): two
+/// `hangar serve` replicas with homes of their own share a PostgreSQL; an attach opened through
+/// A is read and typed into through B (which passes each request on to A); A is killed with
+/// SIGKILL; the client asks B again (503s saying why while A's lease holds, never anything
+/// else), B joins the same PTY process through envd's `Connect` and relays it: what is typed
+/// then comes back. Another person's token is still told the attach does not exist, and ending
+/// it through B kills its process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_a_relayed_attach_outlives_the_replica_that_opened_it() {
+    if skip() {
+        return;
+    }
+    let db = PgSchema::new();
+    let fake = FakeCloud::start(E2B_KEY).unwrap();
+    let vars = vec![
+        ("HANGAR_E2B_API_KEY".to_owned(), E2B_KEY.to_owned()),
+        ("HANGAR_E2B_URL".to_owned(), fake.url()),
+        ("HANGAR_E2B_ENVD_URL".to_owned(), fake.envd_url()),
+        ("HANGAR_DATABASE_URL".to_owned(), db.url()),
+        ("HANGAR_RUN_LEASE_MS".to_owned(), "1500".to_owned()),
+    ];
+    let mut a = Server::start(vars.clone());
+    a.apply(&format!("name: cloud\nprovider: e2b\nimage: {}\n", image()));
+    let repo = repo();
+    let sb = create_sandbox(&a, &repo);
+    a.ok(&[
+        "sb", "exec", &sb, "--as", "hangar", "--", "sh", "-c",
+        "mkdir -p /run/hangar-tmux && tmux -S /run/hangar-tmux/default new-session -d -s run-relayed -x 80 -y 24 sh",
+    ]);
+    // B: a home of its own, the same master key (the vault's credentials are shared).
+    let b_home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(b_home.path().join("hangar")).unwrap();
+    std::fs::copy(
+        a.home.path().join("hangar/master.key"),
+        b_home.path().join("hangar/master.key"),
+    )
+    .unwrap();
+    let b = Server::start_in(b_home, vars);
+    let token = a.token();
+    let (code, body) = a
+        .raw(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/attach"),
+            Some(json!({"run": "run-relayed", "cols": 90, "rows": 20})),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let aid = serde_json::from_str::<Value>(&body).unwrap()["attach"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = reqwest::Client::new();
+    let output = |url: String| {
+        let (client, token, aid) = (client.clone(), token.clone(), aid.clone());
+        async move {
+            client
+                .get(format!("{url}/v1/attaches/{aid}/output"))
+                .bearer_auth(&token)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let typed = |text: &str| json!({"data": base64_of(text)});
+    // Through B while A lives: passed on to A.
+    let mut out = output(b.url.clone()).await;
+    assert_eq!(out.status(), 200);
+    let (code, text) = b
+        .raw(
+            "POST",
+            &format!("/v1/attaches/{aid}/input"),
+            Some(typed("echo before-$((6*7))\r")),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "{text}");
+    read_until(&mut out, "before-42").await;
+    assert_eq!(attach_processes(&a, &sb).len(), 1);
+
+    // A dies.
+    let mut a_child = a.child.take().unwrap();
+    a_child.kill().unwrap();
+    a_child.wait().unwrap();
+    drop(out);
+    // B takes it over once A's lease has run out; until then it says it cannot reach A.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut out = loop {
+        let r = output(b.url.clone()).await;
+        match r.status().as_u16() {
+            200 => break r,
+            503 => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "B never took the attach over"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+            other => panic!(
+                "asking B for the output: {other} {}",
+                r.text().await.unwrap()
+            ),
+        }
+    };
+    let (code, text) = b
+        .raw(
+            "POST",
+            &format!("/v1/attaches/{aid}/input"),
+            Some(typed("echo after-$((6*7))\r")),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "{text}");
+    read_until(&mut out, "after-42").await;
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.ends_with("/process.Process/Connect")),
+        "{:?}",
+        fake.requests()
+    );
+    // Still the same one process: joined again, not started again.
+    assert_eq!(attach_processes(&b, &sb).len(), 1);
+    // Still no one else's.
+    let out_eve = b.ok(&["token", "create", "--person", "eve@example.com"]);
+    let eve = out_eve.lines().last().unwrap().trim().to_owned();
+    let (code, text) = b
+        .raw(
+            "POST",
+            &format!("/v1/attaches/{aid}/input"),
+            Some(typed("exit\r")),
+            &eve,
+        )
+        .await;
+    assert_eq!(code, 404, "another person's token: {text}");
+    // Ended through B: its process goes.
+    let (code, text) = b
+        .raw("DELETE", &format!("/v1/attaches/{aid}"), None, &token)
+        .await;
+    assert_eq!(code, 200, "{text}");
+    wait_until("the end of the attach taken over", 30, || {
+        let left = attach_processes(&b, &sb);
+        (!left.is_empty()).then(|| format!("left running: {left:?}"))
+    });
+    drop(out);
+    let audit = b.ok(&["audit", "--json"]);
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("sandbox.attach.taken_over") && l.contains(&aid)),
+        "{audit}"
+    );
+    a.url.clear();
+    drop(a);
+}
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// `hangar sb attach`'s own side of it: the client's server is replaced while it is attached
+/// (A killed with SIGKILL, B started at the same address, as a Service in front of replicas
+/// would send it elsewhere). The client asks for the output again and retries what is typed
+/// until B has taken the attach over; what is typed then comes back on the person's screen, and
+/// detaching still ends with status 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_hangar_sb_attach_carries_on_through_another_replica() {
+    if skip() {
+        return;
+    }
+    let db = PgSchema::new();
+    let fake = FakeCloud::start(E2B_KEY).unwrap();
+    let vars = vec![
+        ("HANGAR_E2B_API_KEY".to_owned(), E2B_KEY.to_owned()),
+        ("HANGAR_E2B_URL".to_owned(), fake.url()),
+        ("HANGAR_E2B_ENVD_URL".to_owned(), fake.envd_url()),
+        ("HANGAR_DATABASE_URL".to_owned(), db.url()),
+        ("HANGAR_RUN_LEASE_MS".to_owned(), "1500".to_owned()),
+    ];
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut a = Server::start_at(tempfile::tempdir().unwrap(), vars.clone(), &listen);
+    a.apply(&format!("name: cloud\nprovider: e2b\nimage: {}\n", image()));
+    let repo = repo();
+    let sb = create_sandbox(&a, &repo);
+    a.ok(&[
+        "sb", "exec", &sb, "--as", "hangar", "--", "sh", "-c",
+        "mkdir -p /run/hangar-tmux && tmux -S /run/hangar-tmux/default new-session -d -s run-relayed -x 80 -y 24 sh",
+    ]);
+    let mut attach = a.hangar();
+    attach.args(["sb", "attach", &sb, "--run", "run-relayed"]);
+    let status = a.home.path().join("attach.status");
+    let argv: Vec<String> = [
+        "sh",
+        "-c",
+        "\"$@\"; echo $? > \"$0\"",
+        status.to_str().unwrap(),
+        "env",
+    ]
+    .map(str::to_owned)
+    .into_iter()
+    .chain(
+        attach
+            .get_envs()
+            .filter_map(|(k, v)| Some(format!("{}={}", k.to_str()?, v?.to_str()?))),
+    )
+    .chain(std::iter::once(
+        attach.get_program().to_string_lossy().into_owned(),
+    ))
+    .chain(attach.get_args().map(|a| a.to_string_lossy().into_owned()))
+    .collect();
+    let term = Terminal::start(a.home.path(), &argv, 100, 30).unwrap();
+    term.tmux(&["send-keys", "-t", "t", "echo before-$((6*7))", "Enter"])
+        .unwrap();
+    wait_until("the relayed output", 60, || {
+        let screen = term.screen();
+        (!screen.contains("before-42")).then_some(screen)
+    });
+
+    // A dies; B comes up at its address, with a home of its own.
+    let mut a_child = a.child.take().unwrap();
+    a_child.kill().unwrap();
+    a_child.wait().unwrap();
+    let b_home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(b_home.path().join("hangar")).unwrap();
+    std::fs::copy(
+        a.home.path().join("hangar/master.key"),
+        b_home.path().join("hangar/master.key"),
+    )
+    .unwrap();
+    let b = Server::start_at(b_home, vars, &listen);
+    term.tmux(&["send-keys", "-t", "t", "echo after-$((6*7))", "Enter"])
+        .unwrap();
+    wait_until("the output through the other replica", 60, || {
+        let screen = term.screen();
+        (!screen.contains("after-42")).then_some(screen)
+    });
+    term.tmux(&["send-keys", "-t", "t", "C-b", "d"]).unwrap();
+    wait_until("the end of `hangar sb attach` on detaching", 30, || {
+        let written = std::fs::read_to_string(&status).unwrap_or_default();
+        (!written.ends_with('\n')).then(|| term.screen())
+    });
+    assert_eq!(
+        std::fs::read_to_string(&status).unwrap().trim(),
+        "0",
+        "{}",
+        term.screen()
+    );
+    drop(term);
+    drop(b);
+    a.url.clear();
+    drop(a);
 }

@@ -41,7 +41,9 @@ impl ControlPlane {
     /// A control plane over `store` (which must have its vault attached).
     pub fn new(store: Store, tools: Tools) -> Arc<ControlPlane> {
         let tools = Arc::new(tools);
-        let sandboxes = Arc::new(Sandboxes::new(store.clone(), Arc::clone(&tools)));
+        let replica = hangar_store::new_id("replica")
+            .unwrap_or_else(|_| format!("replica-{}", std::process::id()));
+        let sandboxes = Arc::new(Sandboxes::new(store.clone(), Arc::clone(&tools), replica));
         let governance = Arc::new(Governance::new(
             store.clone(),
             Arc::clone(&tools),

@@ -23,7 +23,9 @@
 //!   /sandboxes/ID`, `POST /sandboxes/ID/timeout` (the sandbox is removed when its timeout,
 //!   from creation or the last such call, passes), and envd at `/envd/ID`: `process.Process/Start` (Connect server stream,
 //!   JSON envelopes: start, data, end, end of stream; with `pty` a real terminal of the given
-//!   size, its output as `data.pty`), `SendInput` (`stdin` or `pty`), `Update` (a PTY's
+//!   size, its output as `data.pty`; the process outlives its stream, as envd's do), `Connect`
+//!   (a stream on a running process by `pid`: its `start`, then its output from then on and its
+//!   end), `SendInput` (`stdin` or `pty`), `Update` (a PTY's
 //!   resize), `SendSignal` (SIGKILL to a PTY process: its exec's process killed on the host,
 //!   which needs the fake to run as root), `CloseStdin`, the `X-Access-Token` checked. Unknown sandboxes answer 502 as E2B's edge does.
 //!
@@ -74,6 +76,9 @@ struct Inner {
     stdin: HashMap<u64, Arc<tokio::sync::Mutex<Option<Input>>>>,
     /// envd pids of PTY processes -> their docker exec (for resizes).
     ptys: HashMap<u64, String>,
+    /// envd pids of running processes -> their events, for every stream on them (`Start`'s,
+    /// and any `Connect`'s): a process outlives the streams on it, as envd's do.
+    events: HashMap<u64, tokio::sync::broadcast::Sender<Bytes>>,
     next: u64,
     /// `METHOD path` of every request, in order.
     log: Vec<String>,
@@ -315,6 +320,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/sandboxes/{id}", delete(e2b_kill))
         .route("/sandboxes/{id}/timeout", post(e2b_timeout))
         .route("/envd/{id}/process.Process/Start", post(envd_start))
+        .route("/envd/{id}/process.Process/Connect", post(envd_connect))
         .route("/envd/{id}/process.Process/SendInput", post(envd_input))
         .route("/envd/{id}/process.Process/CloseStdin", post(envd_close))
         .route("/envd/{id}/process.Process/Update", post(envd_update))
@@ -1312,10 +1318,14 @@ async fn envd_start(
             return stream_response(rx);
         }
     };
+    // Subscribed before the process's first event is sent: Start's stream misses nothing.
+    let (hub, first) = tokio::sync::broadcast::channel::<Bytes>(1024);
+    drop(tx);
     let pid = {
         let mut inner = lock(&s);
         inner.next += 1;
         let pid = inner.next;
+        inner.events.insert(pid, hub.clone());
         if stdin {
             inner
                 .stdin
@@ -1333,10 +1343,9 @@ async fn envd_start(
             .await;
     }
     let out_key = if pty.is_some() { "pty" } else { "stdout" };
+    // The process's output is read whether or not a stream is on it (nobody's: dropped).
     tokio::spawn(async move {
-        let _ = tx
-            .send(Ok(envelope(0, &json!({"event": {"start": {"pid": pid}}}))))
-            .await;
+        let _ = hub.send(envelope(0, &json!({"event": {"start": {"pid": pid}}})));
         let mut broken = None;
         while let Some(item) = output.next().await {
             let (k, data) = match item {
@@ -1350,14 +1359,13 @@ async fn envd_start(
                 }
             };
             let ev = json!({"event": {"data": {k: B64.encode(&data)}}});
-            if tx.send(Ok(envelope(0, &ev))).await.is_err() {
-                break;
-            }
+            let _ = hub.send(envelope(0, &ev));
         }
         {
             let mut inner = lock(&s);
             inner.stdin.remove(&pid);
             inner.ptys.remove(&pid);
+            inner.events.remove(&pid);
         }
         let end = match (broken, exec_code(&s.docker, &exec_id).await) {
             (None, Ok(0)) => json!({"exited": true, "status": "exit status 0"}),
@@ -1366,12 +1374,75 @@ async fn envd_start(
             }
             (_, _) => json!({"exitCode": -1, "status": "signal: killed"}),
         };
-        let _ = tx
-            .send(Ok(envelope(0, &json!({"event": {"end": end}}))))
-            .await;
-        let _ = tx.send(Ok(envelope(2, &json!({})))).await;
+        let _ = hub.send(envelope(0, &json!({"event": {"end": end}})));
+        let _ = hub.send(envelope(2, &json!({})));
     });
-    stream_response(rx)
+    events_response(None, first)
+}
+
+/// envd's `Connect`: a stream on a running process (`process.pid`), its `start` first, then
+/// what it prints from now on and its end, as `Start`'s stream has them. A process that has
+/// ended (or never was) is a `not_found` error.
+async fn envd_connect(
+    State(s): State<Arc<Shared>>,
+    UrlPath(id): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = envd_auth(&s, &id, &headers) {
+        return *r;
+    }
+    if headers.get("content-type").and_then(|v| v.to_str().ok()) != Some("application/connect+json")
+    {
+        return e2b_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Connect is a server stream: application/connect+json",
+        );
+    }
+    let req = body
+        .get(5..)
+        .and_then(|m| serde_json::from_slice::<Value>(m).ok())
+        .unwrap_or(Value::Null);
+    let pid = process_pid(&req);
+    let Some(rx) = lock(&s).events.get(&pid).map(|h| h.subscribe()) else {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+        let _ = tx.try_send(Ok(envelope(
+            2,
+            &json!({"error": {"code": "not_found", "message": format!("process with pid {pid} not found")}}),
+        )));
+        return stream_response(rx);
+    };
+    events_response(
+        Some(envelope(0, &json!({"event": {"start": {"pid": pid}}}))),
+        rx,
+    )
+}
+
+/// A server stream of a process's events (after `first`, if any), until its end of stream. A
+/// reader that falls behind skips what it missed, as a terminal that was away would.
+fn events_response(first: Option<Bytes>, rx: tokio::sync::broadcast::Receiver<Bytes>) -> Response {
+    let (tx, out) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+    tokio::spawn(async move {
+        let mut rx = rx;
+        if let Some(f) = first
+            && tx.send(Ok(f)).await.is_err()
+        {
+            return;
+        }
+        loop {
+            match rx.recv().await {
+                Ok(b) => {
+                    let last = b.first() == Some(&2);
+                    if tx.send(Ok(b)).await.is_err() || last {
+                        return;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+    stream_response(out)
 }
 
 fn stream_response(rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>) -> Response {

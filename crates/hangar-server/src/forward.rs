@@ -4,7 +4,8 @@
 //! whose response carries [`To`]), and this layer, which kept the request's small body, sends the
 //! same request there with the caller's own token (the other replica checks it again: nothing is
 //! vouched for here) and answers with what that replica answered. Only POSTs under `/v1/runs/`
-//! and `/v1/sessions/` (the commands) are kept and passed on. A request that was passed on once
+//! and `/v1/sessions/` (the commands) and a relayed terminal's requests under `/v1/attaches/`
+//! (its output stream passed on as it comes) are kept and passed on. A request that was passed on once
 //! is not passed on again (`x-hangar-passed-on`): two replicas that each take the other for the
 //! run's holder cannot bounce it. If the holder cannot be reached, the first answer stands (a
 //! 503 that says so). Hand-written over reqwest: a proxy crate would proxy every request; this
@@ -35,10 +36,19 @@ const MAX_BODY: usize = 2 << 20;
 /// How long the holder may take to answer (a command waits for the driver's ack).
 const TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How long a passed-on attach output stream may last (an attach's client reconnects after).
+const STREAM_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
 fn passes_on(method: &Method, uri: &Uri, headers: &HeaderMap) -> bool {
-    method == Method::POST
-        && !headers.contains_key(PASSED_ON)
-        && (uri.path().starts_with("/v1/runs/") || uri.path().starts_with("/v1/sessions/"))
+    if headers.contains_key(PASSED_ON) {
+        return false;
+    }
+    let path = uri.path();
+    // A relayed terminal's requests (its output stream too) go to the replica relaying it.
+    if path.starts_with("/v1/attaches/") {
+        return matches!(*method, Method::GET | Method::POST | Method::DELETE);
+    }
+    method == Method::POST && (path.starts_with("/v1/runs/") || path.starts_with("/v1/sessions/"))
 }
 
 /// The layer: every other request goes through untouched.
@@ -52,13 +62,14 @@ pub(crate) async fn layer(req: Request, next: Next) -> Response {
             .into_response();
     };
     let (uri, headers) = (parts.uri.clone(), parts.headers.clone());
+    let parts_method = parts.method.clone();
     let resp = next
         .run(Request::from_parts(parts, Body::from(bytes.clone())))
         .await;
     let Some(To(url)) = resp.extensions().get::<To>().cloned() else {
         return resp;
     };
-    match pass_on(&url, &uri, &headers, bytes).await {
+    match pass_on(&parts_method, &url, &uri, &headers, bytes).await {
         Ok(passed) => passed,
         Err(e) => {
             tracing::warn!(%url, path = %uri.path(), error = %e, "cannot pass the request on to the replica that holds the run");
@@ -92,6 +103,7 @@ fn client() -> Result<&'static reqwest::Client, String> {
 }
 
 async fn pass_on(
+    method: &Method,
     url: &str,
     uri: &Uri,
     headers: &HeaderMap,
@@ -99,7 +111,15 @@ async fn pass_on(
 ) -> Result<Response, String> {
     let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
     let target = format!("{}{path}", url.trim_end_matches('/'));
-    let mut req = client()?.post(&target).header(PASSED_ON, "1").body(body);
+    let mut req = client()?
+        .request(method.clone(), &target)
+        .header(PASSED_ON, "1");
+    if *method == Method::GET {
+        // An output stream: answered as it comes, for as long as it lasts.
+        req = req.timeout(STREAM_TIMEOUT);
+    } else {
+        req = req.body(body);
+    }
     for name in [header::AUTHORIZATION, header::CONTENT_TYPE, header::ACCEPT] {
         if let Some(v) = headers.get(&name) {
             req = req.header(name, v);
@@ -107,11 +127,18 @@ async fn pass_on(
     }
     let r = req.send().await.map_err(|e| format!("{target}: {e}"))?;
     let status = r.status();
-    let content_type = r.headers().get(header::CONTENT_TYPE).cloned();
-    let bytes = r.bytes().await.map_err(|e| format!("{target}: {e}"))?;
-    let mut resp = (status, bytes).into_response();
-    if let Some(ct) = content_type {
-        resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+    let mut kept = HeaderMap::new();
+    for name in [header::CONTENT_TYPE, header::CACHE_CONTROL] {
+        if let Some(v) = r.headers().get(&name) {
+            kept.insert(name, v.clone());
+        }
     }
+    let mut resp = if *method == Method::GET {
+        (status, Body::from_stream(r.bytes_stream())).into_response()
+    } else {
+        let bytes = r.bytes().await.map_err(|e| format!("{target}: {e}"))?;
+        (status, bytes).into_response()
+    };
+    resp.headers_mut().extend(kept);
     Ok(resp)
 }

@@ -202,7 +202,7 @@ async fn attach(
 /// Dropping the stream ends the attach.
 async fn attach_output(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
     use axum::response::sse::{Event, KeepAlive, Sse};
-    let out = plane.sandboxes().attach_output(&id, &who.token_id)?;
+    let out = plane.sandboxes().attach_output(&id, &who.token_id).await?;
     let events = futures_util::stream::unfold(out, |mut out| async move {
         // `json_data` fails only for what does not serialize; these types always do.
         let ev = match out.next().await? {
@@ -255,7 +255,7 @@ async fn attach_resize(
 }
 
 async fn end_attach(State(plane): S, who: Authed, Path(id): Path<String>) -> ApiResult {
-    plane.sandboxes().end_attach(&id, &who.token_id)?;
+    plane.sandboxes().end_attach(&id, &who.token_id).await?;
     Ok(Json(api::AttachOne { attach: id }).into_response())
 }
 

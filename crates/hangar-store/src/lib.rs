@@ -18,6 +18,7 @@
 //! compile-time checked queries (plain SQL strings keep the build small and both backends on
 //! one code path), no TLS to PostgreSQL yet (loopback or a trusted network only).
 
+mod attaches;
 mod checkpoint;
 mod db;
 mod error;
@@ -42,6 +43,7 @@ mod tokens;
 pub mod audit;
 pub mod vault;
 
+pub use attaches::AttachRecord;
 pub use audit::{AuditError, AuditLog, AuditRecord};
 pub use db::Store;
 pub use error::StoreError;

@@ -182,6 +182,13 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0016_run_pruned_bigint.sql"),
         refuse_if: &[],
     },
+    Migration {
+        version: 17,
+        name: "attaches",
+        sqlite: include_str!("../migrations/sqlite/0017_attaches.sql"),
+        postgres: include_str!("../migrations/postgres/0017_attaches.sql"),
+        refuse_if: &[],
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -266,13 +266,47 @@ impl PtySession {
             "process": { "cmd": cmd, "args": args, "cwd": "/" },
             "pty": { "size": size(cols, rows) },
         });
+        Self::stream(target, "Start", &req, "starting a terminal").await
+    }
+
+    /// Joins PTY process `pid` that another process started (`process.Process/Connect`): a
+    /// relayed terminal taken over from a replica that stopped. Its session and output stream,
+    /// read past the process's `start`; an error when envd does not answer within
+    /// [`ENVD_WITHIN`] (or no longer has the process).
+    pub async fn connect(
+        target: &PtyTarget,
+        pid: u64,
+    ) -> Result<(PtySession, PtyOutput), SandboxError> {
+        let req = json!({ "process": { "pid": pid } });
+        tokio::time::timeout(
+            ENVD_WITHIN,
+            Self::stream(target, "Connect", &req, "joining a terminal"),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(SandboxError::Unavailable(format!(
+                "e2b, sandbox {}: envd did not join the terminal within {} s",
+                target.sandbox,
+                ENVD_WITHIN.as_secs()
+            )))
+        })
+    }
+
+    /// Calls envd's server stream `method` (Start or Connect) with `req`, and reads its output
+    /// up to the process's `start`.
+    async fn stream(
+        target: &PtyTarget,
+        method: &str,
+        req: &Value,
+        doing: &str,
+    ) -> Result<(PtySession, PtyOutput), SandboxError> {
         let http = http()?;
-        let body = envelope(0, &serde_json::to_vec(&req).map_err(|x| failed("e2b", x))?);
+        let body = envelope(0, &serde_json::to_vec(req).map_err(|x| failed("e2b", x))?);
         let resp = envd_post(
             &http,
             &target.envd,
             target.token.as_deref(),
-            "Start",
+            method,
             "application/connect+json",
         )
         // envd sends a keepalive event this often, so no proxy between cuts a quiet terminal.
@@ -280,12 +314,7 @@ impl PtySession {
         .body(body)
         .send()
         .await
-        .map_err(|e| {
-            failed(
-                format!("e2b, sandbox {}: starting a terminal", target.sandbox),
-                e,
-            )
-        })?;
+        .map_err(|e| failed(format!("e2b, sandbox {}: {doing}", target.sandbox), e))?;
         if !resp.status().is_success() {
             let status = resp.status();
             let text = resp.text().await.unwrap_or_default();
@@ -296,7 +325,7 @@ impl PtySession {
                     SandboxError::Gone(target.sandbox.clone())
                 } else {
                     SandboxError::Failed(format!(
-                        "e2b, sandbox {}: starting a terminal: {status}: {text}",
+                        "e2b, sandbox {}: {doing}: {status}: {text}",
                         target.sandbox
                     ))
                 },
@@ -336,7 +365,7 @@ impl PtySession {
                 Some(Ok(chunk)) => out.buf.extend_from_slice(&chunk),
                 Some(Err(e)) => {
                     return Err(failed(
-                        format!("e2b, sandbox {}: starting a terminal", target.sandbox),
+                        format!("e2b, sandbox {}: {doing}", target.sandbox),
                         e,
                     ));
                 }

@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hangar_store::{Run, Store, new_id};
+use hangar_store::{Run, Store};
 
 use crate::error::ControlError;
 use crate::governance::Governance;
@@ -94,8 +94,7 @@ impl Runs {
         steps: Arc<Steps>,
     ) -> Runs {
         let lease = lease::configured(&store);
-        let replica =
-            new_id("replica").unwrap_or_else(|_| format!("replica-{}", std::process::id()));
+        let replica = sandboxes.attaches.replica.clone();
         Runs {
             store,
             tools,

@@ -99,6 +99,8 @@ struct Relay {
     heard: Mutex<Instant>,
     /// Why it is to end, once it is.
     stop: watch::Sender<Option<String>>,
+    /// Another replica took it over (this one lost its lease): its process is left alone.
+    handed_over: std::sync::atomic::AtomicBool,
 }
 
 impl Relay {
@@ -128,6 +130,14 @@ impl Relay {
 /// The relayed attaches of this control plane.
 #[derive(Clone)]
 pub(crate) struct Attaches {
+    /// This process among replicas (the holder of its leases).
+    pub(crate) replica: String,
+    /// How long a replica's claim on an attach holds, renewed while it relays it; none (SQLite:
+    /// one process) and attaches are not recorded.
+    lease: Option<Duration>,
+    /// One takeover at a time here: two requests for the same attach (its output and a
+    /// keystroke) must not both join its process.
+    adopting: Arc<tokio::sync::Mutex<()>>,
     live: Arc<Mutex<HashMap<String, Arc<Relay>>>>,
     /// Attaches being opened (their PTY process starting), per API token: they count towards
     /// [`ATTACHES_PER_TOKEN`]. Locked after `live` when both are.
@@ -138,14 +148,17 @@ pub(crate) struct Attaches {
     idle: Duration,
 }
 
-impl Default for Attaches {
+impl Attaches {
     /// With the idle limit of `HANGAR_ATTACH_IDLE_SECS`, else [`ATTACH_IDLE`].
-    fn default() -> Attaches {
+    pub(crate) fn new(replica: String, lease: Option<Duration>) -> Attaches {
         let idle = hangar_protocol::env::var(hangar_protocol::env::HANGAR_ATTACH_IDLE_SECS)
             .and_then(|v| v.trim().parse::<u64>().ok())
             .filter(|s| *s > 0)
             .map_or(ATTACH_IDLE, Duration::from_secs);
         Attaches {
+            replica,
+            lease,
+            adopting: Arc::default(),
             live: Arc::default(),
             opening: Arc::default(),
             ended: Arc::default(),
@@ -192,8 +205,12 @@ impl Drop for RelayOutput {
 
 fn unknown(id: &str) -> ControlError {
     ControlError::NotFound(format!(
-        "no attach {id}: it has ended, or it was opened with another API token, or it was opened through another hangar serve replica (requests for an attach must reach the replica that opened it); start one with `hangar sb attach SANDBOX` (POST /v1/sandboxes/SANDBOX/attach)"
+        "no attach {id}: it has ended, or it was opened with another API token; start one with `hangar sb attach SANDBOX` (POST /v1/sandboxes/SANDBOX/attach)"
     ))
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
 }
 
 /// A place for one more attach of an API token, held while its PTY process starts.
@@ -255,10 +272,57 @@ impl Attaches {
     /// attach `id`, opened by `person` with the API token `slot` was reserved for
     /// (`sandbox.attach` audited).
     #[allow(clippy::too_many_arguments, reason = "each names a different thing")]
-    pub(crate) fn open(
+    pub(crate) async fn open(
         &self,
         store: Store,
         slot: Slot,
+        (pty, out): (PtySession, PtyOutput),
+        id: &str,
+        sandbox: &str,
+        run: &str,
+        person: &str,
+    ) -> Result<(), ControlError> {
+        // Among replicas it is recorded first, so that another one can take it over.
+        if let Some(lease) = self.lease {
+            let now = hangar_store::now_ms();
+            let recorded = store
+                .record_attach(&hangar_store::AttachRecord {
+                    id: id.to_owned(),
+                    owner: slot.owner.clone(),
+                    person: person.to_owned(),
+                    sandbox: sandbox.to_owned(),
+                    run: run.to_owned(),
+                    pid: i64::try_from(pty.pid()).unwrap_or(i64::MAX),
+                    replica: self.replica.clone(),
+                    lease_until: now + ms(lease),
+                    opened_at: now,
+                    ended_at: None,
+                })
+                .await;
+            if let Err(e) = recorded {
+                let _ = pty.kill().await;
+                return Err(e.into());
+            }
+        }
+        self.relay(
+            store,
+            &slot.owner.clone(),
+            (pty, out),
+            id,
+            sandbox,
+            run,
+            person,
+        );
+        drop(slot);
+        Ok(())
+    }
+
+    /// Relays `pty` as attach `id` (recorded already, if it is to be).
+    #[allow(clippy::too_many_arguments, reason = "each names a different thing")]
+    fn relay(
+        &self,
+        store: Store,
+        owner: &str,
         (pty, out): (PtySession, PtyOutput),
         id: &str,
         sandbox: &str,
@@ -272,23 +336,32 @@ impl Attaches {
         let (stop, stopped) = watch::channel(None);
         let relay = Arc::new(Relay {
             id: id.clone(),
-            owner: slot.owner.clone(),
+            owner: owner.to_owned(),
             sandbox: sandbox.to_owned(),
             pty,
             output: Mutex::new(Some(rx)),
             heard: Mutex::new(Instant::now()),
             stop,
+            handed_over: std::sync::atomic::AtomicBool::new(false),
         });
         self.lock().insert(id.clone(), relay.clone());
-        drop(slot);
         let live = self.clone();
         let (run, person) = (run.to_owned(), person.to_owned());
         // Its own task, so a client that reads nothing (the pump waiting on a full output
-        // channel) still meets the idle limit.
-        let watchdog = tokio::spawn(watch_idle(relay.clone(), stopped.clone(), self.idle));
+        // channel) still meets the idle limit; among replicas it renews the lease too.
+        let lease = self.lease.map(|l| (store.clone(), self.replica.clone(), l));
+        let watchdog = tokio::spawn(watch_idle(relay.clone(), stopped.clone(), self.idle, lease));
         tokio::spawn(async move {
             let (why, status, killed) = pump(&relay, out, tx, stopped).await;
             watchdog.abort();
+            if live.lease.is_some()
+                && !relay.handed_over.load(std::sync::atomic::Ordering::SeqCst)
+                && let Err(e) = store
+                    .end_attach_record(&relay.id, hangar_store::now_ms())
+                    .await
+            {
+                tracing::warn!(attach = %relay.id, error = %e, "cannot record the end of an attach");
+            }
             let detail = json!({
                 "sandbox": relay.sandbox, "run": run, "attach": relay.id,
                 "reason": why, "status": status, "killed": killed,
@@ -389,13 +462,37 @@ impl Attaches {
     }
 }
 
-/// Ends `relay` once its client has said nothing for `idle`, whatever its pump is doing.
-async fn watch_idle(relay: Arc<Relay>, mut stop: watch::Receiver<Option<String>>, idle: Duration) {
+/// Ends `relay` once its client has said nothing for `idle`, whatever its pump is doing; among
+/// replicas (`lease`: the store, this replica, the lease's length) renews its lease a few times
+/// per lease, and lets it go (its process left alone) if another replica took it over.
+async fn watch_idle(
+    relay: Arc<Relay>,
+    mut stop: watch::Receiver<Option<String>>,
+    idle: Duration,
+    lease: Option<(Store, String, Duration)>,
+) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut renewed = Instant::now();
     loop {
         tokio::select! {
             _ = stop.changed() => return,
             _ = tick.tick() => {
+                if let Some((store, me, ttl)) = &lease
+                    && renewed.elapsed() >= *ttl / 3
+                {
+                    let until = hangar_store::now_ms() + ms(*ttl);
+                    match store.renew_attach(&relay.id, me, until).await {
+                        Ok(true) => renewed = Instant::now(),
+                        Ok(false) => {
+                            relay.handed_over.store(true, std::sync::atomic::Ordering::SeqCst);
+                            relay.end("another replica took it over");
+                            return;
+                        }
+                        Err(e) => {
+                            tracing::warn!(attach = %relay.id, error = %e, "cannot renew the attach's lease");
+                        }
+                    }
+                }
                 let quiet = relay.quiet_for();
                 if quiet > idle {
                     relay.end(&format!(
@@ -452,7 +549,7 @@ async fn pump(
         }
     };
     let mut killed = false;
-    if status.is_none() {
+    if status.is_none() && !relay.handed_over.load(std::sync::atomic::Ordering::SeqCst) {
         // Not the process's end: kill it, so no root `tmux attach` stays in the sandbox.
         killed = match tokio::time::timeout(Duration::from_secs(10), relay.pty.kill()).await {
             Ok(Ok(())) => true,
@@ -480,7 +577,8 @@ impl crate::sandboxes::Sandboxes {
 
     /// The output of relayed attach `id` for API token `owner` (one reader; dropping it ends
     /// the attach).
-    pub fn attach_output(&self, id: &str, owner: &str) -> Result<RelayOutput, ControlError> {
+    pub async fn attach_output(&self, id: &str, owner: &str) -> Result<RelayOutput, ControlError> {
+        self.attach_here(id, owner).await?;
         self.attaches.output(id, owner)
     }
 
@@ -491,6 +589,7 @@ impl crate::sandboxes::Sandboxes {
         owner: &str,
         bytes: &[u8],
     ) -> Result<(), ControlError> {
+        self.attach_here(id, owner).await?;
         self.attaches.input(id, owner, bytes).await
     }
 
@@ -502,7 +601,107 @@ impl crate::sandboxes::Sandboxes {
         cols: u16,
         rows: u16,
     ) -> Result<(), ControlError> {
+        self.attach_here(id, owner).await?;
         self.attaches.resize(id, owner, cols, rows).await
+    }
+
+    /// Makes sure attach `id` of API token `owner` is relayed here (issue 24): one this
+    /// replica relays already is; one another live replica relays is answered there
+    /// ([`ControlError::Elsewhere`]: the server passes the request on); one whose replica
+    /// stopped (its lease ran out) is taken over: this replica joins its PTY process through
+    /// envd's `Connect` and relays it from now on. Anything else is no attach of `owner`'s.
+    async fn attach_here(&self, id: &str, owner: &str) -> Result<(), ControlError> {
+        if self.attaches.get(id, owner).is_ok() {
+            return Ok(());
+        }
+        let Some(lease) = self.attaches.lease else {
+            return Err(unknown(id));
+        };
+        let _one = self.attaches.adopting.lock().await;
+        if self.attaches.get(id, owner).is_ok() {
+            return Ok(());
+        }
+        let me = self.attaches.replica.clone();
+        let Some(rec) = self.store.attach_record(id).await? else {
+            return Err(unknown(id));
+        };
+        // Another token's attach is not told apart from none at all.
+        if rec.owner != owner || rec.ended_at.is_some() || rec.replica == me {
+            return Err(unknown(id));
+        }
+        let now = hangar_store::now_ms();
+        if rec.lease_until >= now
+            || !self
+                .store
+                .take_attach_over(id, &me, now, now + ms(lease))
+                .await?
+        {
+            let holder = self
+                .store
+                .attach_record(id)
+                .await?
+                .filter(|r| r.ended_at.is_none())
+                .ok_or_else(|| unknown(id))?;
+            let message = format!(
+                "attach {id} is relayed by another hangar serve replica ({})",
+                holder.replica
+            );
+            return Err(match self.store.replica_url(&holder.replica).await? {
+                Some(url) => ControlError::Elsewhere { url, message },
+                None => ControlError::Unavailable(format!(
+                    "{message}, which gave no address to reach it at (HANGAR_ADVERTISE_URL): ask through it"
+                )),
+            });
+        }
+        let joined = async {
+            let sb = self.provider_sandbox(&rec.sandbox).await?;
+            let target = self.providers.e2b().await?.pty_target(&sb, &rec.run)?;
+            let pid = u64::try_from(rec.pid).unwrap_or(0);
+            PtySession::connect(&target, pid)
+                .await
+                .map_err(ControlError::from)
+        }
+        .await;
+        let detail = json!({"sandbox": rec.sandbox, "run": rec.run, "attach": id, "from_replica": rec.replica});
+        match joined {
+            Ok(pty) => {
+                let _ = self
+                    .store
+                    .audit()
+                    .append(&rec.person, "sandbox.attach.taken_over", &detail)
+                    .await;
+                self.attaches.relay(
+                    self.store.clone(),
+                    owner,
+                    pty,
+                    id,
+                    &rec.sandbox,
+                    &rec.run,
+                    &rec.person,
+                );
+                Ok(())
+            }
+            Err(e) => {
+                // Its process is gone (or its sandbox): the attach has ended.
+                let _ = self
+                    .store
+                    .end_attach_record(id, hangar_store::now_ms())
+                    .await;
+                let mut detail = detail;
+                detail["reason"] = json!(format!(
+                    "its replica stopped and its terminal could not be joined again: {e}"
+                ));
+                let _ = self
+                    .store
+                    .audit()
+                    .append(&rec.person, "sandbox.attach.ended", &detail)
+                    .await;
+                Err(ControlError::WrongState(format!(
+                    "attach {id} has ended: the hangar serve replica that relayed it stopped, and its terminal could not be joined again ({e}); start another with `hangar sb attach {}`",
+                    rec.sandbox
+                )))
+            }
+        }
     }
 
     /// Ends every relayed attach (their processes killed, their ends audited), waiting up to
@@ -516,7 +715,8 @@ impl crate::sandboxes::Sandboxes {
     }
 
     /// Ends relayed attach `id` (its PTY process killed, the end audited).
-    pub fn end_attach(&self, id: &str, owner: &str) -> Result<(), ControlError> {
+    pub async fn end_attach(&self, id: &str, owner: &str) -> Result<(), ControlError> {
+        self.attach_here(id, owner).await?;
         self.attaches.end(id, owner)
     }
 }

@@ -50,12 +50,14 @@ pub struct Sandboxes {
 }
 
 impl Sandboxes {
-    pub(crate) fn new(store: Store, tools: Arc<Tools>) -> Sandboxes {
+    /// `replica`: this process among replicas sharing the database (the holder of its leases).
+    pub(crate) fn new(store: Store, tools: Arc<Tools>, replica: String) -> Sandboxes {
+        let lease = crate::runs::lease::configured(&store);
         Sandboxes {
             providers: Providers::for_tools(&tools),
+            attaches: attaches::Attaches::new(replica, lease),
             store,
             tools,
-            attaches: Default::default(),
         }
     }
 }
@@ -579,7 +581,8 @@ impl Sandboxes {
                 }
             };
             self.attaches
-                .open(self.store.clone(), slot, pty, &attach, id, &run, person);
+                .open(self.store.clone(), slot, pty, &attach, id, &run, person)
+                .await?;
             return Ok((run, Attach::Relay(attach)));
         }
         let argv = with_provider!(self, sb.env.provider, |p| Ok::<_, ControlError>(

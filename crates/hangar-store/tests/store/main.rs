@@ -11,6 +11,7 @@
 
 mod common;
 
+mod attaches;
 mod audit;
 mod entities;
 mod events;
