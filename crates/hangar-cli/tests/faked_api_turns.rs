@@ -727,7 +727,9 @@ fn cpu_seconds(pid: &str) -> f64 {
 /// What an idle mirrored run costs, the stream (`HANGAR_K8S_MIRROR=stream`, the default) beside
 /// the poll it replaced (`poll`, one exec every 150 ms), measured in the same run: `K` Codex
 /// turns in Kubernetes pods (the fake API's, real containers), each waiting on a person's
-/// approval, for 10 s. Printed, not asserted (the assertion that a waiting run makes no exec is
+/// approval, for 10 s; then the same over the other providers' streams: E2B sandboxes (the fake
+/// API's; an exec is an envd `Start`) and Docker sandboxes that see no folder of this machine
+/// (`HANGAR_DOCKER_MIRROR=stream`; an exec is one of the container's `ExecIDs`). Printed, not asserted (the assertion that a waiting run makes no exec is
 /// in `faked_api_a_codex_turn_in_a_kubernetes_sandbox_with_an_approval`): `cargo test -p
 /// hangar-cli --test faked_api_turns -- --ignored --nocapture idle_mirrored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -740,14 +742,28 @@ async fn faked_api_idle_mirrored_runs_cost() {
     const FOR: Duration = Duration::from_secs(10);
     let image = codex_image();
     let mut rows = Vec::new();
-    for mode in ["poll", "stream"] {
+    for (provider, mode) in [
+        ("kubernetes", "poll"),
+        ("kubernetes", "stream"),
+        ("e2b", "stream"),
+        ("docker", "stream"),
+    ] {
         let fake = FakeCloud::start(E2B_KEY).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let s = codex_server(&fake, dir.path(), &[("HANGAR_K8S_MIRROR", mode)]);
+        let s = codex_server(
+            &fake,
+            dir.path(),
+            &[("HANGAR_K8S_MIRROR", mode), ("HANGAR_DOCKER_MIRROR", mode)],
+        );
         let yaml = s.home.path().join("k.yaml");
+        let net = if provider == "docker" {
+            "network: host"
+        } else {
+            "egress: open"
+        };
         std::fs::write(
             &yaml,
-            format!("name: k\nprovider: kubernetes\nimage: {image}\negress: open\n"),
+            format!("name: k\nprovider: {provider}\nimage: {image}\n{net}\n"),
         )
         .unwrap();
         s.ok(&["env", "apply", yaml.to_str().unwrap()]);
@@ -788,18 +804,26 @@ async fn faked_api_idle_mirrored_runs_cost() {
         // Every run waits on its person: what follows is the cost of waiting.
         tokio::time::sleep(Duration::from_secs(1)).await;
         let pid = s.child.as_ref().unwrap().id().to_string();
-        let execs = || {
-            fake.requests()
+        let sandboxes: Vec<String> = live.iter().map(|(sb, ..)| sb.clone()).collect();
+        let execs = || match provider {
+            "e2b" => fake
+                .requests()
+                .iter()
+                .filter(|r| r.ends_with("/process.Process/Start"))
+                .count(),
+            "docker" => sandboxes.iter().map(|sb| docker_execs(sb)).sum(),
+            _ => fake
+                .requests()
                 .iter()
                 .filter(|r| r.contains("/exec"))
-                .count()
+                .count(),
         };
         let (cpu0, api0, execs0) = (cpu_seconds(&pid), cpu_seconds("self"), execs());
         tokio::time::sleep(FOR).await;
         let (cpu1, api1, execs1) = (cpu_seconds(&pid), cpu_seconds("self"), execs());
         let secs = FOR.as_secs_f64();
         rows.push((
-            mode,
+            format!("{provider} {mode}"),
             (cpu1 - cpu0) / secs / K as f64 * 100.0,
             (api1 - api0) / secs / K as f64 * 100.0,
             (execs1 - execs0) as f64 / secs / K as f64,
@@ -819,12 +843,39 @@ async fn faked_api_idle_mirrored_runs_cost() {
         }
     }
     eprintln!(
-        "an idle mirrored run ({K} Codex turns in Kubernetes pods waiting on an approval, {} s):",
+        "an idle mirrored run ({K} Codex turns in sandboxes waiting on an approval, {} s):",
         FOR.as_secs()
     );
     for (mode, serve, api, execs) in &rows {
         eprintln!(
-            "  {mode:<6} hangar serve {serve:5.2}% of a CPU per run   fake API server and test {api:5.2}% per run   execs {execs:5.2}/s per run"
+            "  {mode:<18} hangar serve {serve:5.2}% of a CPU per run   fake API server and test {api:5.2}% per run   execs {execs:5.2}/s per run"
         );
     }
+}
+
+/// How many execs docker holds for the container of hangar sandbox `sb` (the label the docker
+/// provider puts on it).
+fn docker_execs(sb: &str) -> usize {
+    let out = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=dev.hangar.sandbox={sb}"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|id| {
+            let n = std::process::Command::new("docker")
+                .args(["inspect", "-f", "{{len .ExecIDs}}", id.trim()])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&n.stdout)
+                .trim()
+                .parse::<usize>()
+                .unwrap_or(0)
+        })
+        .sum()
 }
