@@ -1462,6 +1462,39 @@ async fn an_answer_through_the_other_replica_is_passed_on_to_the_one_that_watche
     else {
         return;
     };
+    // A sandbox made through B, whose home never saw A's: its agent is another user of the
+    // host than A's sandbox's (the uid claimed in the database, not from a pool in each home).
+    let a_url = s.url.clone();
+    s.url = b.url.clone();
+    let (status, made) = s
+        .call(
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"env": "streamed", "repo": s.work.path()})),
+        )
+        .await;
+    s.url = a_url;
+    assert_eq!(status, 201, "{made}");
+    let sb_b = made["sandbox"]["id"].as_str().unwrap().to_owned();
+    let owner = |id: &str| {
+        let out = Command::new("docker")
+            .args([
+                "exec",
+                &format!("hangar-{id}"),
+                "stat",
+                "-c",
+                "%u",
+                "/workspace",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let (uid_a, uid_b) = (owner(&sb), owner(&sb_b));
+    assert!(
+        !uid_a.is_empty() && uid_a != "0" && uid_a != uid_b,
+        "the two sandboxes' agents: {uid_a} and {uid_b}"
+    );
     let (status, started) = s
         .call(
             "POST",
@@ -1621,6 +1654,10 @@ async fn an_answer_through_the_other_replica_is_passed_on_to_the_one_that_watche
         .call("DELETE", &format!("/v1/sandboxes/{fork_sb}"), None)
         .await;
     assert!(status < 300, "removing the fork's sandbox: {status}");
+    let (status, _) = s
+        .call("DELETE", &format!("/v1/sandboxes/{sb_b}"), None)
+        .await;
+    assert!(status < 300, "removing B's sandbox: {status}");
     // Retention through B, once B's copy is gone too: the session's conversation kept in the
     // database goes with it, though no file of this replica held it.
     std::fs::remove_dir_all(kept_b.join("conversations")).unwrap();

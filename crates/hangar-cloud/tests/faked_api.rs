@@ -35,6 +35,7 @@ fn fake() -> Option<FakeCloud> {
 
 fn request(yaml: &str, home: &Path, repo: &Path, id: &str) -> CreateRequest {
     CreateRequest {
+        agent_uid: None,
         id: id.into(),
         env: EnvSpec::from_yaml(yaml).unwrap(),
         repo: repo.to_owned(),

@@ -77,6 +77,7 @@ async fn create_to_ready<P: Provider>(
     n: usize,
 ) -> (Duration, Duration) {
     let req = CreateRequest {
+        agent_uid: None,
         id: format!("bench-{}-{n}", std::process::id()),
         env: env.clone(),
         repo: repo.to_owned(),

@@ -160,6 +160,10 @@ pub struct CreateRequest {
     pub person: String,
     /// hangar's home; the sandbox's folder is `<home>/sandboxes/<id>`.
     pub home: PathBuf,
+    /// The agent's uid, claimed for this sandbox already where replicas share no home (in
+    /// their database); `None`: one is claimed from the home's own pool. Used only with the uid
+    /// split.
+    pub agent_uid: Option<u32>,
 }
 
 /// A command to run inside.

@@ -2,7 +2,8 @@
 //! [`AGENT_UID_FIRST`]..=[`AGENT_UID_LAST`], so two sandboxes' agents are never the same user on
 //! the host (a container's uids are the host's). A uid is claimed by creating the symbolic link
 //! `<home>/sandboxes/.uids/<uid>` -> `<sandbox id>` (creation is atomic: two creates cannot claim
-//! the same uid) and released when the sandbox is destroyed.
+//! the same uid) and released when the sandbox is destroyed. Replicas that share no home claim
+//! it in their database instead and hand it over (`CreateRequest::agent_uid`).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -68,7 +69,14 @@ pub(crate) fn new_host_dir(
     if !uid_split {
         return Ok((host_dir, None));
     }
-    match claim(&req.home, &req.id) {
+    let claimed = match req.agent_uid {
+        Some(uid) if (AGENT_UID_FIRST..=AGENT_UID_LAST).contains(&uid) => Ok(uid),
+        Some(uid) => Err(SandboxError::Invalid(format!(
+            "agent uid {uid} is not one of hangar's ({AGENT_UID_FIRST}-{AGENT_UID_LAST})"
+        ))),
+        None => claim(&req.home, &req.id),
+    };
+    match claimed {
         Ok(uid) => Ok((
             host_dir,
             Some(crate::AgentUser {

@@ -181,6 +181,7 @@ async fn fixture<P: Subject>(host_network: bool) -> Option<Fixture<P>> {
     let home = tempfile::tempdir().unwrap();
     let repo = make_repo();
     let req = CreateRequest {
+        agent_uid: None,
         id: format!("conf-{}", std::process::id() as u64 * 1000 + next()),
         env,
         repo: repo.path().to_owned(),

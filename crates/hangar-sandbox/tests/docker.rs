@@ -47,6 +47,7 @@ async fn make(p: &DockerProvider, home: &Path, env: EnvSpec, n: u32) -> Sandbox 
     std::fs::create_dir_all(&repo).unwrap();
     std::fs::write(repo.join("f"), "x").unwrap();
     p.create(&CreateRequest {
+        agent_uid: None,
         id: format!("docker-{}-{n}", std::process::id()),
         env,
         repo,
@@ -318,6 +319,7 @@ async fn an_image_the_registry_lacks_fails_naming_it() {
     let id = format!("docker-{}-11", std::process::id());
     let e = p
         .create(&CreateRequest {
+            agent_uid: None,
             id: id.clone(),
             env: env_of(&missing),
             repo,

@@ -209,6 +209,7 @@ fn request(id: &str, home: &Path, env: EnvSpec) -> CreateRequest {
     std::fs::create_dir_all(&repo).unwrap();
     std::fs::write(repo.join("f"), "x").unwrap();
     CreateRequest {
+        agent_uid: None,
         id: format!("{id}-{}", std::process::id()),
         env,
         repo,

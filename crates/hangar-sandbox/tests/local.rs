@@ -12,6 +12,7 @@ async fn make(home: &Path, repo: &Path, yaml: &str) -> (LocalProvider, Sandbox) 
     let env = EnvSpec::from_yaml(yaml).unwrap();
     let sb = p
         .create(&CreateRequest {
+            agent_uid: None,
             id: format!("local-{}", std::process::id()),
             env,
             repo: repo.to_owned(),
@@ -177,6 +178,7 @@ async fn an_in_place_sandbox_of_a_folder_holding_hangars_home_is_refused() {
             .unwrap();
     let err = LocalProvider::new()
         .create(&CreateRequest {
+            agent_uid: None,
             id: format!("inplace-home-{}", std::process::id()),
             env,
             repo: repo.path().to_owned(),
@@ -216,6 +218,7 @@ async fn tools_under_tmp_are_seen_read_only_and_the_agent_cannot_move_them() {
     std::fs::write(repo.path().join("f"), "x").unwrap();
     let create = async |p: &LocalProvider, id: &str| {
         p.create(&CreateRequest {
+            agent_uid: None,
             id: format!("{id}-{}", std::process::id()),
             env: EnvSpec::from_yaml("name: l\nprovider: local\n").unwrap(),
             repo: repo.path().to_owned(),
@@ -311,6 +314,7 @@ async fn a_bind_inside_or_above_hangars_home_is_refused() {
         let p = LocalProvider::new().with_ro_binds(vec![tools.clone()]);
         let sb = p
             .create(&CreateRequest {
+                agent_uid: None,
                 id: format!("home-bind-{i}-{}", std::process::id()),
                 env: EnvSpec::from_yaml("name: l\nprovider: local\n").unwrap(),
                 repo: repo.path().to_owned(),

@@ -1,5 +1,6 @@
 //! Relayed terminals (issue 24): each attach's owner, its envd PTY process, and the replica
 //! that relays it under a lease, so that another replica can take it over when that one stops.
+//! And the agent uids sandboxes hold, claimed here by replicas that share no home.
 
 use crate::Store;
 use crate::db::{read_db, write_db};
@@ -157,5 +158,60 @@ impl Store {
                 .await?
         });
         Ok(url)
+    }
+}
+
+impl Store {
+    /// Claims the lowest free agent uid in `first..=last` for sandbox `sandbox`; `None` when
+    /// every one is taken. Two claims at once never get the same uid (the uid is the key: the
+    /// one that loses tries the next).
+    pub async fn claim_agent_uid(
+        &self,
+        sandbox: &str,
+        first: u32,
+        last: u32,
+    ) -> Result<Option<u32>, StoreError> {
+        for _ in 0..64 {
+            let taken: Vec<i64> = read_db!(self, pool => {
+                sqlx::query_scalar("SELECT uid FROM agent_uids WHERE uid >= $1 AND uid <= $2 ORDER BY uid")
+                    .bind(i64::from(first))
+                    .bind(i64::from(last))
+                    .fetch_all(pool)
+                    .await?
+            });
+            let taken: std::collections::HashSet<i64> = taken.into_iter().collect();
+            let Some(uid) = (first..=last).find(|u| !taken.contains(&i64::from(*u))) else {
+                return Ok(None);
+            };
+            let n = write_db!(self, pool => {
+                sqlx::query(
+                    "INSERT INTO agent_uids (uid, sandbox, claimed_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (uid) DO NOTHING",
+                )
+                .bind(i64::from(uid))
+                .bind(sandbox)
+                .bind(crate::now_ms())
+                .execute(pool)
+                .await?
+                .rows_affected()
+            });
+            if n == 1 {
+                return Ok(Some(uid));
+            }
+        }
+        Err(StoreError::Invalid(
+            "could not claim an agent uid: others kept taking the free ones first".into(),
+        ))
+    }
+
+    /// Gives back the agent uid sandbox `sandbox` holds, if it holds one.
+    pub async fn release_agent_uid(&self, sandbox: &str) -> Result<(), StoreError> {
+        write_db!(self, pool => {
+            sqlx::query("DELETE FROM agent_uids WHERE sandbox = $1")
+                .bind(sandbox)
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
     }
 }

@@ -189,6 +189,13 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0017_attaches.sql"),
         refuse_if: &[],
     },
+    Migration {
+        version: 18,
+        name: "agent_uids",
+        sqlite: include_str!("../migrations/sqlite/0018_agent_uids.sql"),
+        postgres: include_str!("../migrations/postgres/0018_agent_uids.sql"),
+        refuse_if: &[],
+    },
 ];
 
 /// The newest schema version this build knows.

@@ -391,12 +391,38 @@ impl Sandboxes {
                 repo.display()
             )));
         }
+        // Among replicas (PostgreSQL) the agent's uid is claimed in the database, where two
+        // replicas that share no home never claim the same one; a pool kept as files in the
+        // home would be lost with it.
+        let agent_uid = if self.store.backend() == hangar_store::Backend::Postgres
+            && matches!(spec.provider, ProviderKind::Local | ProviderKind::Docker)
+        {
+            Some(
+                self.store
+                    .claim_agent_uid(
+                        id,
+                        hangar_sandbox::layout::AGENT_UID_FIRST,
+                        hangar_sandbox::layout::AGENT_UID_LAST,
+                    )
+                    .await?
+                    .ok_or_else(|| {
+                        ControlError::Unavailable(format!(
+                            "every agent uid ({}-{}) is taken by a sandbox; remove some (hangar sb rm)",
+                            hangar_sandbox::layout::AGENT_UID_FIRST,
+                            hangar_sandbox::layout::AGENT_UID_LAST
+                        ))
+                    })?,
+            )
+        } else {
+            None
+        };
         let req = CreateRequest {
             id: id.to_owned(),
             env: spec.clone(),
             repo: repo.clone(),
             person: person.to_owned(),
             home: self.tools.home.clone(),
+            agent_uid,
         };
         let creating = std::time::Instant::now();
         let sb = async {
@@ -411,6 +437,9 @@ impl Sandboxes {
         }
         .await;
         crate::metrics::sandbox_create(spec.provider.as_str(), sb.is_ok(), creating.elapsed());
+        if sb.is_err() && agent_uid.is_some() {
+            let _ = self.store.release_agent_uid(id).await;
+        }
         let sb = sb?;
         let host_workspace = sb
             .host_workspace
@@ -631,6 +660,7 @@ impl Sandboxes {
             .await
             .map_err(ControlError::from))?;
         self.store.mark_sandbox_removed(id).await?;
+        self.store.release_agent_uid(id).await?;
         let mut detail = json!({"sandbox": id, "keep_logs": keep_logs, "force": force});
         if let Err(why) = kept {
             detail["repository_not_kept"] = json!(why);

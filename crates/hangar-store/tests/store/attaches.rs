@@ -4,7 +4,10 @@
 use crate::common::*;
 use hangar_store::AttachRecord;
 
-crate::common::suite!(an_attach_is_taken_over_once_its_lease_has_run_out);
+crate::common::suite!(
+    an_attach_is_taken_over_once_its_lease_has_run_out,
+    agent_uids_are_claimed_once_and_given_back
+);
 
 async fn an_attach_is_taken_over_once_its_lease_has_run_out(kind: Kind) {
     let db = TestDb::new(kind).await;
@@ -90,6 +93,36 @@ async fn an_attach_is_taken_over_once_its_lease_has_run_out(kind: Kind) {
             .unwrap()
             .ended_at,
         Some(3_000)
+    );
+    db.cleanup().await;
+}
+
+async fn agent_uids_are_claimed_once_and_given_back(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let store = db.open().await;
+    assert_eq!(
+        store.claim_agent_uid("sb-a", 100, 102).await.unwrap(),
+        Some(100)
+    );
+    assert_eq!(
+        store.claim_agent_uid("sb-b", 100, 102).await.unwrap(),
+        Some(101)
+    );
+    // Two at once: never the same one.
+    let (c, d) = tokio::join!(
+        store.claim_agent_uid("sb-c", 100, 103),
+        store.claim_agent_uid("sb-d", 100, 103)
+    );
+    let (c, d) = (c.unwrap().unwrap(), d.unwrap().unwrap());
+    assert!(
+        c != d && [102, 103].contains(&c) && [102, 103].contains(&d),
+        "{c} {d}"
+    );
+    assert_eq!(store.claim_agent_uid("sb-e", 100, 103).await.unwrap(), None);
+    store.release_agent_uid("sb-a").await.unwrap();
+    assert_eq!(
+        store.claim_agent_uid("sb-e", 100, 103).await.unwrap(),
+        Some(100)
     );
     db.cleanup().await;
 }
