@@ -1427,6 +1427,11 @@ impl TwoReplicas {
             String::from_utf8_lossy(&out.stderr)
         );
         std::fs::write(s.work.path().join("README"), "the repo\n").unwrap();
+        // A repository with a commit: its objects are in the sandbox (and, once it is removed,
+        // in the bundle kept of it), not in the turn's pack.
+        git(s.work.path(), &["init", "-q"]);
+        git(s.work.path(), &["add", "README"]);
+        git(s.work.path(), &["commit", "-qm", "the repo"]);
         let (status, made) = s
             .call(
                 "POST",
@@ -1637,12 +1642,11 @@ async fn an_answer_through_the_other_replica_is_passed_on_to_the_one_that_watche
     };
     let repo_a = ls(home_a.join("kept").join("sandboxes").join(&sb));
     let repo_b = ls(kept_b.join("sandboxes").join(&sb));
-    // (A folder with no repository: what was kept says so, and the fork is built on the
-    // step's objects alone.)
     assert!(
-        repo_a == ["repo.plain"] && repo_b == repo_a,
+        repo_a == ["repo.bundle"] && repo_b == repo_a,
         "B did not bring the repository back: {repo_b:?}, A has {repo_a:?}; {forked}"
     );
+    assert_eq!(forked["fork"]["repository"], true, "{forked}");
     let conversations = kept_b.join("conversations").join(&session).join("home");
     assert!(
         std::fs::read_dir(conversations.join(".claude/projects"))

@@ -401,7 +401,7 @@ async fn diff(
     Query(q): Query<DiffQuery>,
 ) -> ApiResult {
     run_seen(&plane, &who, &id, "read the diffs of").await?;
-    ok(views::diff(plane.steps().diff(&id, q.from, q.to).await?)?)
+    ok(views::diff(plane.forks().diff(&id, q.from, q.to).await?)?)
 }
 
 /// The run's record: also for its environment's approvers, who need its state to answer.

@@ -230,6 +230,50 @@ impl Forks {
         })
     }
 
+    /// What changed from step `from` to step `to` of run `run_id` ([`Steps::diff`]). A run in a
+    /// sandbox whose work tree is not on this machine (mirrored: kubernetes, e2b, docker
+    /// `stream`; or removed) has its repository's objects elsewhere: when the diff needs them,
+    /// they come from where a fork's base would (the repository taken out of the live sandbox,
+    /// the one kept when it was removed, the one it was made from).
+    pub async fn diff(
+        &self,
+        run_id: &str,
+        from: usize,
+        to: usize,
+    ) -> Result<crate::TreeDiff, ControlError> {
+        let first = self.steps.diff(run_id, from, to).await;
+        let Err(first_error) = first else {
+            return first;
+        };
+        let Ok(src) = self
+            .fork_source(&ForkRequest {
+                run: run_id.to_owned(),
+                step: from,
+                dir: None,
+                prompt: None,
+                person: String::new(),
+            })
+            .await
+        else {
+            return Err(first_error);
+        };
+        let removed = src.sandbox.state != "live";
+        let elsewhere = src
+            .sandboxed
+            .as_ref()
+            .is_some_and(|sb| crate::sandboxes::is_remote(sb) || removed);
+        if !elsewhere {
+            return Err(first_error);
+        }
+        let copying = self.fork_copies(&src).await?;
+        let scratch_id = new_id("diff")?;
+        let (bases, scratches, _) = self.rebuild_bases(&src, copying, &scratch_id).await?;
+        let dirs = bases.into_iter().map(|(_, dir, _)| dir).collect();
+        let diff = self.steps.diff_on(run_id, from, to, dirs).await;
+        blocking(move || drop(scratches)).await?;
+        diff
+    }
+
     /// The run forked, its step, its session and sandbox, and the session's earlier runs.
     async fn fork_source(&self, req: &ForkRequest) -> Result<Source, ControlError> {
         let steps = self.steps.steps(&req.run).await?;

@@ -349,13 +349,27 @@ fn pack_missing(
     if list.is_empty() {
         return Ok(());
     }
-    let base = path_str(&dest.join(".git/objects/pack/pack"))?;
-    git_with_input(&["--git-dir", &dir, "pack-objects", "-q", &base], &list).map_err(|e| {
-        Failed::Store(format!(
-            "cannot copy the objects of tree {tree} into the fork: {}",
-            text(&e)
-        ))
-    })?;
+    // Written beside the scratch repository, then copied: git renames its temporary pack into
+    // place, which fails across file systems (the scratch's temporary folder and the fork's
+    // folder under $HANGAR_HOME need not share one: "Invalid cross-device link").
+    let out = scratch_git.join("hangar-fork-packs");
+    std::fs::create_dir_all(&out)
+        .map_err(|e| Failed::Internal(format!("{}: {e}", out.display())))?;
+    let base = path_str(&out.join("pack"))?;
+    let made =
+        git_with_input(&["--git-dir", &dir, "pack-objects", "-q", &base], &list).map_err(|e| {
+            Failed::Store(format!(
+                "cannot copy the objects of tree {tree} into the fork: {}",
+                text(&e)
+            ))
+        })?;
+    let hash = text(&made);
+    let packs = dest.join(".git/objects/pack");
+    for ext in ["pack", "idx"] {
+        let name = format!("pack-{hash}.{ext}");
+        std::fs::copy(out.join(&name), packs.join(&name))
+            .map_err(|e| Failed::Internal(format!("{}: {e}", packs.join(&name).display())))?;
+    }
     Ok(())
 }
 

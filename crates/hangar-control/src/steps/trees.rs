@@ -253,6 +253,18 @@ impl Steps {
         from: usize,
         to: usize,
     ) -> Result<TreeDiff, ControlError> {
+        self.diff_on(run_id, from, to, Vec::new()).await
+    }
+
+    /// [`Steps::diff`], with the objects of the repositories `bases` too (a mirrored sandbox's
+    /// repository is not on this machine: see `Forks::diff`).
+    pub(crate) async fn diff_on(
+        &self,
+        run_id: &str,
+        from: usize,
+        to: usize,
+        bases: Vec<PathBuf>,
+    ) -> Result<TreeDiff, ControlError> {
         let steps = self.steps(run_id).await?;
         let pick = |n: usize| {
             steps.get(n).cloned().ok_or_else(|| {
@@ -273,7 +285,7 @@ impl Steps {
         let workdir = PathBuf::from(&sandbox.workdir);
         let (ta, tb) = (a.tree.clone(), b.tree.clone());
         let (files, patch) =
-            tokio::task::spawn_blocking(move || git_diff(&files, &workdir, &ta, &tb))
+            tokio::task::spawn_blocking(move || git_diff(&files, &workdir, &bases, &ta, &tb))
                 .await
                 .map_err(|e| ControlError::Internal(format!("the diff's thread: {e}")))??;
         Ok(TreeDiff {
@@ -290,6 +302,7 @@ impl Steps {
 fn git_diff(
     run: &RunFiles,
     workdir: &Path,
+    bases: &[PathBuf],
     a: &str,
     b: &str,
 ) -> Result<(Vec<FileChange>, String), ControlError> {
@@ -311,8 +324,10 @@ fn git_diff(
         copy(pack, "pack-turn.pack")?;
         copy(idx, "pack-turn.idx")?;
     }
-    if let Some(repo) = hangar_treehash::RepoLayout::discover(workdir).objects_dir() {
-        alternates.push(repo);
+    for dir in std::iter::once(workdir).chain(bases.iter().map(PathBuf::as_path)) {
+        if let Some(repo) = hangar_treehash::RepoLayout::discover(dir).objects_dir() {
+            alternates.push(repo);
+        }
     }
     let list: String = alternates
         .iter()
