@@ -26,7 +26,9 @@ struct RelayLink {
 impl RelayLink {
     /// Sends a request of the attach's, again while it fails in a way that may pass (its
     /// replica stopped and another is taking the attach over), for up to [`RECONNECT_WITHIN`].
-    async fn call<F, Fut>(&self, what: &str, send: F) -> Result<(), SandboxError>
+    /// `once`: what is typed is sent again only when it surely did not arrive (no server
+    /// answered, or hangar's own 503), never twice into the terminal.
+    async fn call<F, Fut>(&self, what: &str, once: bool, send: F) -> Result<(), SandboxError>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<AttachOne, crate::api::ApiError>>,
@@ -35,7 +37,18 @@ impl RelayLink {
         loop {
             match send().await {
                 Ok(_) => return Ok(()),
-                Err(e) if e.transient() && tokio::time::Instant::now() < deadline => {
+                Err(e)
+                    if tokio::time::Instant::now() < deadline
+                        && if once {
+                            matches!(
+                                e,
+                                crate::api::ApiError::NoServer(_)
+                                    | crate::api::ApiError::Status { status: 503, .. }
+                            )
+                        } else {
+                            e.transient()
+                        } =>
+                {
                     tokio::time::sleep(Duration::from_millis(300)).await;
                 }
                 Err(e) => {
@@ -55,21 +68,30 @@ impl PtyLink for RelayLink {
         let data = base64::engine::general_purpose::STANDARD.encode(bytes);
         let path = format!("/v1/attaches/{}/input", seg(&self.attach));
         let body = hangar_api::AttachInput { data };
-        self.call("typing", || self.api.post_as(&path, &body)).await
+        // A keepalive (nothing typed) may go twice; keys may not.
+        self.call("typing", !bytes.is_empty(), || {
+            self.api.post_as(&path, &body)
+        })
+        .await
     }
 
     async fn resize(&self, cols: u16, rows: u16) -> Result<(), SandboxError> {
         let path = format!("/v1/attaches/{}/resize", seg(&self.attach));
         let body = hangar_api::AttachResize { cols, rows };
-        self.call("resizing", || self.api.post_as(&path, &body))
+        self.call("resizing", false, || self.api.post_as(&path, &body))
             .await
     }
 
     async fn kill(&self) -> Result<(), SandboxError> {
         let path = format!("/v1/attaches/{}", seg(&self.attach));
-        self.call("ending", || self.api.delete_as(&path)).await
+        self.call("ending", false, || self.api.delete_as(&path))
+            .await
     }
 }
+
+/// How long the relayed output may say nothing (the server's keepalive comes every 10 s)
+/// before it is taken for gone.
+const SILENT: Duration = Duration::from_secs(30);
 
 /// How long a client whose relayed output broke keeps asking for it again (through whichever
 /// replica answers: one takes the attach over once the lease of the one that stopped ran out).
@@ -175,16 +197,19 @@ impl PtyEvents for RelayEvents {
             if self.ended {
                 return Ok(None);
             }
-            let chunk = match idle {
-                Some(d) => tokio::time::timeout(d, self.resp.chunk())
-                    .await
-                    .map_err(|_| {
-                        self.said(format!(
-                            "hangar serve sent nothing for {} s (not even its keepalive)",
-                            d.as_secs()
-                        ))
-                    })?,
-                None => self.resp.chunk().await,
+            // The server sends a keepalive every 10 s: a stream silent for 30 s went away with
+            // its replica (a machine that vanished closes nothing), and is asked for again.
+            let quiet = idle.map_or(SILENT, |d| d.min(SILENT));
+            let chunk = match tokio::time::timeout(quiet, self.resp.chunk()).await {
+                Ok(c) => c,
+                Err(_) => {
+                    self.reconnect(format!(
+                        "hangar serve sent nothing for {} s (not even its keepalive)",
+                        quiet.as_secs()
+                    ))
+                    .await?;
+                    continue;
+                }
             };
             // A stream that stops without the attach's end: its replica went away.
             match chunk {

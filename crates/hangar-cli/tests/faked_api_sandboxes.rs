@@ -1211,6 +1211,26 @@ async fn faked_api_a_relayed_attach_outlives_the_replica_that_opened_it() {
     assert_eq!(code, 200, "{text}");
     read_until(&mut out, "before-42").await;
     assert_eq!(attach_processes(&a, &sb).len(), 1);
+    // The stream through B goes away (as if B had): the client asks A at once, before A has
+    // noticed; the newest reader takes the output over, and the attach goes on.
+    drop(out);
+    let mut out = output(a.url.clone()).await;
+    assert_eq!(
+        out.status(),
+        200,
+        "{}",
+        out.text().await.unwrap_or_default()
+    );
+    let (code, text) = a
+        .raw(
+            "POST",
+            &format!("/v1/attaches/{aid}/input"),
+            Some(typed("echo again-$((6*7))\r")),
+            &token,
+        )
+        .await;
+    assert_eq!(code, 200, "{text}");
+    read_until(&mut out, "again-42").await;
 
     // A dies.
     let mut a_child = a.child.take().unwrap();

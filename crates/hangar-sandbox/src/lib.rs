@@ -26,7 +26,7 @@ pub mod layout;
 pub mod local;
 mod procs;
 pub mod pull;
-mod uids;
+pub mod uids;
 
 pub use docker::{DockerMirror, DockerProvider};
 pub use env::{

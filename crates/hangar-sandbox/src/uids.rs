@@ -37,6 +37,17 @@ pub fn claim(home: &Path, id: &str) -> Result<u32, SandboxError> {
     )))
 }
 
+/// The uids claimed in `home`'s own pool.
+pub fn held(home: &Path) -> Vec<u32> {
+    std::fs::read_dir(dir(home))
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Gives `uid` back if `id` holds it.
 pub fn release(home: &Path, id: &str, uid: u32) {
     let link = dir(home).join(uid.to_string());

@@ -137,14 +137,23 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Marks attach `id` ended at `now`.
-    pub async fn end_attach_record(&self, id: &str, now: i64) -> Result<(), StoreError> {
+    /// Marks attach `id` ended at `now`, if `replica` holds it (a replica that lost it to
+    /// another ends nothing of the other's).
+    pub async fn end_attach_record(
+        &self,
+        id: &str,
+        replica: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
         write_db!(self, pool => {
-            sqlx::query("UPDATE attaches SET ended_at = $2 WHERE id = $1 AND ended_at IS NULL")
-                .bind(id)
-                .bind(now)
-                .execute(pool)
-                .await?;
+            sqlx::query(
+                "UPDATE attaches SET ended_at = $3 WHERE id = $1 AND replica = $2 AND ended_at IS NULL",
+            )
+            .bind(id)
+            .bind(replica)
+            .bind(now)
+            .execute(pool)
+            .await?;
         });
         Ok(())
     }
@@ -162,14 +171,15 @@ impl Store {
 }
 
 impl Store {
-    /// Claims the lowest free agent uid in `first..=last` for sandbox `sandbox`; `None` when
-    /// every one is taken. Two claims at once never get the same uid (the uid is the key: the
+    /// Claims the lowest free agent uid in `first..=last` for sandbox `sandbox`, none of
+    /// `also_taken` (held without a row here: sandboxes made before uids were claimed here);
+    /// `None` when every one is taken. Two claims at once never get the same uid (the uid is the key: the
     /// one that loses tries the next).
     pub async fn claim_agent_uid(
         &self,
         sandbox: &str,
-        first: u32,
-        last: u32,
+        (first, last): (u32, u32),
+        also_taken: &std::collections::HashSet<u32>,
     ) -> Result<Option<u32>, StoreError> {
         for _ in 0..64 {
             let taken: Vec<i64> = read_db!(self, pool => {
@@ -180,7 +190,9 @@ impl Store {
                     .await?
             });
             let taken: std::collections::HashSet<i64> = taken.into_iter().collect();
-            let Some(uid) = (first..=last).find(|u| !taken.contains(&i64::from(*u))) else {
+            let Some(uid) =
+                (first..=last).find(|u| !taken.contains(&i64::from(*u)) && !also_taken.contains(u))
+            else {
                 return Ok(None);
             };
             let n = write_db!(self, pool => {

@@ -94,7 +94,11 @@ struct Relay {
     owner: String,
     sandbox: String,
     pty: PtySession,
-    output: Mutex<Option<mpsc::Receiver<RelayEvent>>>,
+    /// Its output, read by its current reader (`reader`: the newest one's number).
+    output: tokio::sync::Mutex<mpsc::Receiver<RelayEvent>>,
+    reader: std::sync::atomic::AtomicU64,
+    /// Told when a newer reader came: the older one stops reading.
+    preempt: tokio::sync::Notify,
     /// When its client last said something.
     heard: Mutex<Instant>,
     /// Why it is to end, once it is.
@@ -176,10 +180,16 @@ impl std::fmt::Debug for Attaches {
 }
 
 /// A relayed attach's output, for one reader. Dropping it (its client went away) ends the
-/// attach.
+/// attach. Among replicas the client may ask for it again instead, through whichever replica
+/// (the one that passed the stream on may be the one that went away, before this one noticed):
+/// the newest reader takes the output over, a dropped one ends nothing, and the attach ends when
+/// its client has said nothing for the idle limit.
 pub struct RelayOutput {
-    rx: mpsc::Receiver<RelayEvent>,
     relay: Arc<Relay>,
+    /// This reader's number: once a newer one came, this one reads nothing more.
+    reader: u64,
+    /// Among replicas: readers take over from each other, and a dropped one ends nothing.
+    give_back: bool,
 }
 
 impl std::fmt::Debug for RelayOutput {
@@ -193,12 +203,27 @@ impl std::fmt::Debug for RelayOutput {
 impl RelayOutput {
     /// The next event; `None` once the attach has ended and everything was read.
     pub async fn next(&mut self) -> Option<RelayEvent> {
-        self.rx.recv().await
+        use std::sync::atomic::Ordering::SeqCst;
+        let preempted = self.relay.preempt.notified();
+        tokio::pin!(preempted);
+        preempted.as_mut().enable();
+        if self.relay.reader.load(SeqCst) != self.reader {
+            return None;
+        }
+        // Cancelled by a newer reader while waiting, nothing is taken from the output.
+        let read = async { self.relay.output.lock().await.recv().await };
+        tokio::select! {
+            ev = read => ev,
+            () = preempted => None,
+        }
     }
 }
 
 impl Drop for RelayOutput {
     fn drop(&mut self) {
+        if self.give_back {
+            return;
+        }
         self.relay.end("its client dropped the output stream");
     }
 }
@@ -339,7 +364,9 @@ impl Attaches {
             owner: owner.to_owned(),
             sandbox: sandbox.to_owned(),
             pty,
-            output: Mutex::new(Some(rx)),
+            output: tokio::sync::Mutex::new(rx),
+            reader: std::sync::atomic::AtomicU64::new(0),
+            preempt: tokio::sync::Notify::new(),
             heard: Mutex::new(Instant::now()),
             stop,
             handed_over: std::sync::atomic::AtomicBool::new(false),
@@ -357,7 +384,7 @@ impl Attaches {
             if live.lease.is_some()
                 && !relay.handed_over.load(std::sync::atomic::Ordering::SeqCst)
                 && let Err(e) = store
-                    .end_attach_record(&relay.id, hangar_store::now_ms())
+                    .end_attach_record(&relay.id, &live.replica, hangar_store::now_ms())
                     .await
             {
                 tracing::warn!(attach = %relay.id, error = %e, "cannot record the end of an attach");
@@ -378,21 +405,32 @@ impl Attaches {
         });
     }
 
-    /// The output of attach `id` (one reader at a time: a second is refused).
+    /// The output of attach `id`: one reader at a time, a second refused; among replicas the
+    /// newest reader takes it over.
     pub(crate) fn output(&self, id: &str, owner: &str) -> Result<RelayOutput, ControlError> {
+        use std::sync::atomic::Ordering::SeqCst;
         let relay = self.get(id, owner)?;
         relay.touch();
-        let rx = relay
-            .output
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .ok_or_else(|| {
-                ControlError::WrongState(format!(
-                    "the output of attach {id} is already being read (or was, and its reader went away, which ended the attach); start another with `hangar sb attach SANDBOX`"
-                ))
-            })?;
-        Ok(RelayOutput { rx, relay })
+        let give_back = self.lease.is_some();
+        let reader = if give_back {
+            relay.reader.fetch_add(1, SeqCst) + 1
+        } else {
+            relay
+                .reader
+                .compare_exchange(0, 1, SeqCst, SeqCst)
+                .map_err(|_| {
+                    ControlError::WrongState(format!(
+                        "the output of attach {id} is already being read (or was, and its reader went away, which ended the attach); start another with `hangar sb attach SANDBOX`"
+                    ))
+                })?
+                + 1
+        };
+        relay.preempt.notify_waiters();
+        Ok(RelayOutput {
+            relay,
+            reader,
+            give_back,
+        })
     }
 
     /// Types `bytes` into attach `id` (none: a keepalive).
@@ -471,7 +509,13 @@ async fn watch_idle(
     idle: Duration,
     lease: Option<(Store, String, Duration)>,
 ) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // A lease is renewed a few times over its length, however short it is set.
+    let period = lease
+        .as_ref()
+        .map_or(Duration::from_secs(1), |(_, _, ttl)| {
+            (*ttl / 3).min(Duration::from_secs(1))
+        });
+    let mut tick = tokio::time::interval(period);
     let mut renewed = Instant::now();
     loop {
         tokio::select! {
@@ -486,6 +530,14 @@ async fn watch_idle(
                         Ok(false) => {
                             relay.handed_over.store(true, std::sync::atomic::Ordering::SeqCst);
                             relay.end("another replica took it over");
+                            return;
+                        }
+                        // Not renewed for a whole lease: another replica may take it over at
+                        // any moment; this one lets it go (its process left to that one).
+                        Err(e) if renewed.elapsed() >= *ttl => {
+                            tracing::warn!(attach = %relay.id, error = %e, "the attach's lease could not be renewed: letting it go");
+                            relay.handed_over.store(true, std::sync::atomic::Ordering::SeqCst);
+                            relay.end("its lease could not be renewed");
                             return;
                         }
                         Err(e) => {
@@ -617,23 +669,43 @@ impl crate::sandboxes::Sandboxes {
         let Some(lease) = self.attaches.lease else {
             return Err(unknown(id));
         };
-        let _one = self.attaches.adopting.lock().await;
-        if self.attaches.get(id, owner).is_ok() {
-            return Ok(());
-        }
         let me = self.attaches.replica.clone();
         let Some(rec) = self.store.attach_record(id).await? else {
             return Err(unknown(id));
         };
         // Another token's attach is not told apart from none at all.
-        if rec.owner != owner || rec.ended_at.is_some() || rec.replica == me {
+        if rec.owner != owner || rec.ended_at.is_some() {
             return Err(unknown(id));
         }
         let now = hangar_store::now_ms();
-        if rec.lease_until >= now
+        // Held by a live replica: answered there, without waiting on a takeover here.
+        let held_elsewhere = rec.replica != me && rec.lease_until >= now;
+        let _one = if held_elsewhere {
+            None
+        } else {
+            // Taken over one at a time here (its output and a keystroke may both ask).
+            let one = self.attaches.adopting.lock().await;
+            if self.attaches.get(id, owner).is_ok() {
+                return Ok(());
+            }
+            if rec.replica == me {
+                return Err(unknown(id));
+            }
+            Some(one)
+        };
+        // A record whose replica went away longer ago than a client may stay silent belongs to
+        // an attach that would have ended: its pid is not joined (envd may have given it to
+        // another process since).
+        if !held_elsewhere && now - rec.lease_until > ms(self.attaches.idle) {
+            let _ = self.store.end_attach_record(id, &rec.replica, now).await;
+            return Err(unknown(id));
+        }
+        // The claim covers the time `Connect` may take, so no other replica takes it meanwhile.
+        let claim_until = now + ms(lease) + ms(hangar_cloud::e2b::terminal::ENVD_WITHIN);
+        if held_elsewhere
             || !self
                 .store
-                .take_attach_over(id, &me, now, now + ms(lease))
+                .take_attach_over(id, &me, now, claim_until)
                 .await?
         {
             let holder = self
@@ -685,7 +757,7 @@ impl crate::sandboxes::Sandboxes {
                 // Its process is gone (or its sandbox): the attach has ended.
                 let _ = self
                     .store
-                    .end_attach_record(id, hangar_store::now_ms())
+                    .end_attach_record(id, &me, hangar_store::now_ms())
                     .await;
                 let mut detail = detail;
                 detail["reason"] = json!(format!(

@@ -36,8 +36,8 @@
 //! On PostgreSQL both are kept in the database too (`kept_files`, by the session's and the
 //! sandbox's id), so a replica that shares no disk with the one that kept them forks the steps:
 //! it brings them back into its own `kept/` (a cache) first, and a conversation whose copy there
-//! has another length than the database's (a later turn's, kept by another replica) is brought
-//! back again. Retention forgets both copies of a session's conversation.
+//! is shorter than the database's (a later turn's, kept by another replica) is brought back
+//! again. Retention forgets both copies of a session's conversation.
 //!
 //! Refused, audited, saying why: a conversation file that is not there (nor kept), and a removed
 //! sandbox whose repository objects are in none of those places.
@@ -717,8 +717,8 @@ impl Sandboxes {
     }
 
     /// On PostgreSQL, brings the files of conversation `parent` kept for `session` back into
-    /// this replica's `kept/` when it lacks them or holds another length of them (another
-    /// replica kept a later turn's copy: the harnesses only append to these files).
+    /// this replica's `kept/` when it lacks them or holds a shorter copy (another replica kept
+    /// a later turn's copy: the harnesses only append to these files).
     async fn restore_conversation(&self, session: &str, harness: Harness, parent: &str) {
         if self.store.backend() != hangar_store::Backend::Postgres || !plain_id(parent) {
             return;
@@ -735,10 +735,12 @@ impl Sandboxes {
                 continue;
             }
             let here = root.join(rel);
-            let same = tokio::fs::symlink_metadata(&here)
+            // The harnesses only append: a copy here as long or longer is as new or newer (one
+            // this replica kept and could not store).
+            let current = tokio::fs::symlink_metadata(&here)
                 .await
-                .is_ok_and(|m| m.is_file() && i64::try_from(m.len()).ok() == Some(size));
-            if same {
+                .is_ok_and(|m| m.is_file() && i64::try_from(m.len()).is_ok_and(|n| n >= size));
+            if current {
                 continue;
             }
             if let Some(dir) = here.parent()

@@ -397,12 +397,30 @@ impl Sandboxes {
         let agent_uid = if self.store.backend() == hangar_store::Backend::Postgres
             && matches!(spec.provider, ProviderKind::Local | ProviderKind::Docker)
         {
+            // Sandboxes made before uids were claimed here hold theirs without a row: in their
+            // handles, and in this home's pool.
+            let mut held: std::collections::HashSet<u32> = self
+                .store
+                .sandboxes(None)
+                .await?
+                .iter()
+                .filter(|sb| sb.state == "live")
+                .filter_map(|sb| sb.handle.as_ref()?.pointer("/agent/uid")?.as_u64())
+                .filter_map(|u| u32::try_from(u).ok())
+                .collect();
+            let home = self.tools.home.clone();
+            held.extend(
+                crate::blocking::blocking(move || hangar_sandbox::uids::held(&home)).await?,
+            );
             Some(
                 self.store
                     .claim_agent_uid(
                         id,
-                        hangar_sandbox::layout::AGENT_UID_FIRST,
-                        hangar_sandbox::layout::AGENT_UID_LAST,
+                        (
+                            hangar_sandbox::layout::AGENT_UID_FIRST,
+                            hangar_sandbox::layout::AGENT_UID_LAST,
+                        ),
+                        &held,
                     )
                     .await?
                     .ok_or_else(|| {
@@ -466,6 +484,9 @@ impl Sandboxes {
                     .destroy(&sb, false)
                     .await
                     .map_err(ControlError::from));
+                if agent_uid.is_some() {
+                    let _ = self.store.release_agent_uid(id).await;
+                }
                 return Err(e.into());
             }
         };
