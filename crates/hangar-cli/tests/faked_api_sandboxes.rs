@@ -1144,46 +1144,15 @@ async fn faked_api_a_relayed_attach_outlives_the_replica_that_opened_it() {
     if skip() {
         return;
     }
-    let db = PgSchema::new();
-    let fake = FakeCloud::start(E2B_KEY).unwrap();
-    let vars = vec![
-        ("HANGAR_E2B_API_KEY".to_owned(), E2B_KEY.to_owned()),
-        ("HANGAR_E2B_URL".to_owned(), fake.url()),
-        ("HANGAR_E2B_ENVD_URL".to_owned(), fake.envd_url()),
-        ("HANGAR_DATABASE_URL".to_owned(), db.url()),
-        ("HANGAR_RUN_LEASE_MS".to_owned(), "1500".to_owned()),
-    ];
-    let mut a = Server::start(vars.clone());
-    a.apply(&format!("name: cloud\nprovider: e2b\nimage: {}\n", image()));
-    let repo = repo();
-    let sb = create_sandbox(&a, &repo);
-    a.ok(&[
-        "sb", "exec", &sb, "--as", "hangar", "--", "sh", "-c",
-        "mkdir -p /run/hangar-tmux && tmux -S /run/hangar-tmux/default new-session -d -s run-relayed -x 80 -y 24 sh",
-    ]);
-    // B: a home of its own, the same master key (the vault's credentials are shared).
-    let b_home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(b_home.path().join("hangar")).unwrap();
-    std::fs::copy(
-        a.home.path().join("hangar/master.key"),
-        b_home.path().join("hangar/master.key"),
-    )
-    .unwrap();
-    let b = Server::start_in(b_home, vars);
-    let token = a.token();
-    let (code, body) = a
-        .raw(
-            "POST",
-            &format!("/v1/sandboxes/{sb}/attach"),
-            Some(json!({"run": "run-relayed", "cols": 90, "rows": 20})),
-            &token,
-        )
-        .await;
-    assert_eq!(code, 200, "{body}");
-    let aid = serde_json::from_str::<Value>(&body).unwrap()["attach"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let Replicas {
+        _db,
+        fake,
+        mut a,
+        b,
+        sb,
+        aid,
+        token,
+    } = Replicas::start(&[]).await;
     let client = reqwest::Client::new();
     let output = |url: String| {
         let (client, token, aid) = (client.clone(), token.clone(), aid.clone());
@@ -1407,6 +1376,114 @@ async fn faked_api_hangar_sb_attach_carries_on_through_another_replica() {
     );
     drop(term);
     drop(b);
+    a.url.clear();
+    drop(a);
+}
+
+/// Two `hangar serve` replicas with homes of their own on one PostgreSQL and the fake e2b API
+/// (`extra` variables for both), an e2b sandbox made through A with a run's tmux session in it,
+/// and an attach to it opened through A.
+struct Replicas {
+    _db: PgSchema,
+    fake: FakeCloud,
+    a: Server,
+    b: Server,
+    sb: String,
+    aid: String,
+    token: String,
+}
+
+impl Replicas {
+    async fn start(extra: &[(&str, &str)]) -> Replicas {
+        let db = PgSchema::new();
+        let fake = FakeCloud::start(E2B_KEY).unwrap();
+        let mut vars = vec![
+            ("HANGAR_E2B_API_KEY".to_owned(), E2B_KEY.to_owned()),
+            ("HANGAR_E2B_URL".to_owned(), fake.url()),
+            ("HANGAR_E2B_ENVD_URL".to_owned(), fake.envd_url()),
+            ("HANGAR_DATABASE_URL".to_owned(), db.url()),
+            ("HANGAR_RUN_LEASE_MS".to_owned(), "1500".to_owned()),
+        ];
+        vars.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let a = Server::start(vars.clone());
+        a.apply(&format!("name: cloud\nprovider: e2b\nimage: {}\n", image()));
+        let repo = repo();
+        let sb = create_sandbox(&a, &repo);
+        a.ok(&[
+            "sb", "exec", &sb, "--as", "hangar", "--", "sh", "-c",
+            "mkdir -p /run/hangar-tmux && tmux -S /run/hangar-tmux/default new-session -d -s run-relayed -x 80 -y 24 sh",
+        ]);
+        // B: a home of its own, the same master key (the vault's credentials are shared).
+        let b_home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(b_home.path().join("hangar")).unwrap();
+        std::fs::copy(
+            a.home.path().join("hangar/master.key"),
+            b_home.path().join("hangar/master.key"),
+        )
+        .unwrap();
+        let b = Server::start_in(b_home, vars);
+        let token = a.token();
+        let (code, body) = a
+            .raw(
+                "POST",
+                &format!("/v1/sandboxes/{sb}/attach"),
+                Some(json!({"run": "run-relayed", "cols": 90, "rows": 20})),
+                &token,
+            )
+            .await;
+        assert_eq!(code, 200, "{body}");
+        let aid = serde_json::from_str::<Value>(&body).unwrap()["attach"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        Replicas {
+            _db: db,
+            fake,
+            a,
+            b,
+            sb,
+            aid,
+            token,
+        }
+    }
+}
+
+/// A relayed attach whose replica stopped and whose client never came back is ended by another
+/// replica once the idle limit has passed (here 3 s): its PTY process killed, so no root `tmux
+/// attach` stays in the sandbox, and its end audited saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_api_an_attach_nobody_comes_back_for_is_ended_by_another_replica() {
+    if skip() {
+        return;
+    }
+    let Replicas {
+        _db,
+        fake: _fake,
+        mut a,
+        b,
+        sb,
+        aid,
+        token: _,
+    } = Replicas::start(&[("HANGAR_ATTACH_IDLE_SECS", "3")]).await;
+    assert_eq!(attach_processes(&a, &sb).len(), 1);
+    let mut a_child = a.child.take().unwrap();
+    a_child.kill().unwrap();
+    a_child.wait().unwrap();
+    wait_until("the end of the attach nobody came back for", 60, || {
+        let left = attach_processes(&b, &sb);
+        (!left.is_empty()).then(|| format!("left running: {left:?}"))
+    });
+    let audit = b.ok(&["audit", "--json"]);
+    assert!(
+        audit.lines().any(|l| l.contains("sandbox.attach.ended")
+            && l.contains(&aid)
+            && l.contains("did not come back")),
+        "{audit}"
+    );
     a.url.clear();
     drop(a);
 }

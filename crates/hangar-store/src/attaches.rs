@@ -90,6 +90,20 @@ impl Store {
         ))
     }
 
+    /// The attaches not ended whose lease ran out before `before`: no replica relays them and
+    /// their client has not asked for them since.
+    pub async fn stale_attaches(&self, before: i64) -> Result<Vec<String>, StoreError> {
+        let ids = read_db!(self, pool => {
+            sqlx::query_scalar::<_, String>(
+                "SELECT id FROM attaches WHERE ended_at IS NULL AND lease_until < $1 ORDER BY id",
+            )
+            .bind(before)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(ids)
+    }
+
     /// Renews `replica`'s lease on live attach `id` until `until`; false if it is not the
     /// replica's (any more) or has ended.
     pub async fn renew_attach(

@@ -388,6 +388,16 @@ impl PtySession {
         ))
     }
 
+    /// PTY process `pid` of `target`'s sandbox, to signal without reading it (what ends a
+    /// terminal nobody relays any more).
+    pub fn for_pid(target: &PtyTarget, pid: u64) -> Result<PtySession, SandboxError> {
+        Ok(PtySession {
+            http: http()?,
+            target: target.clone(),
+            pid,
+        })
+    }
+
     /// envd's pid of the PTY process.
     pub fn pid(&self) -> u64 {
         self.pid

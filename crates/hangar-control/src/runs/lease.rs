@@ -138,6 +138,8 @@ pub(crate) fn take_over_orphans(plane: &Arc<Runs>) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(ttl / 2).await;
+            // Relayed terminals whose replica stopped and whose client never came back.
+            me.sandboxes.sweep_attaches().await;
             let Ok(runs) = me.store.unclaimed_live_runs(now_ms()).await else {
                 continue;
             };

@@ -657,6 +657,62 @@ impl crate::sandboxes::Sandboxes {
         self.attaches.resize(id, owner, cols, rows).await
     }
 
+    /// Ends the attaches no replica relays and no client came back for within the idle limit
+    /// (their replica stopped): each is claimed first (one replica does it), its PTY process
+    /// killed, so no root `tmux attach` stays in the sandbox, and its end recorded and audited.
+    pub(crate) async fn sweep_attaches(&self) {
+        let Some(lease) = self.attaches.lease else {
+            return;
+        };
+        let me = self.attaches.replica.clone();
+        let now = hangar_store::now_ms();
+        let Ok(stale) = self
+            .store
+            .stale_attaches(now - ms(self.attaches.idle))
+            .await
+        else {
+            return;
+        };
+        for id in stale {
+            let claim_until = now + ms(lease) + ms(hangar_cloud::e2b::terminal::ENVD_WITHIN);
+            if !self
+                .store
+                .take_attach_over(&id, &me, now, claim_until)
+                .await
+                .unwrap_or(false)
+            {
+                continue;
+            }
+            let Ok(Some(rec)) = self.store.attach_record(&id).await else {
+                continue;
+            };
+            let killed = async {
+                let sb = self.provider_sandbox(&rec.sandbox).await?;
+                let target = self.providers.e2b().await?.pty_target(&sb, &rec.run)?;
+                let pty = PtySession::for_pid(&target, u64::try_from(rec.pid).unwrap_or(0))?;
+                pty.kill().await.map_err(ControlError::from)
+            }
+            .await;
+            let _ = self
+                .store
+                .end_attach_record(&id, &me, hangar_store::now_ms())
+                .await;
+            let detail = json!({
+                "sandbox": rec.sandbox, "run": rec.run, "attach": id,
+                "reason": format!(
+                    "the hangar serve replica that relayed it stopped, and its client did not come back for it within {} s",
+                    self.attaches.idle.as_secs()
+                ),
+                "status": null, "killed": killed.is_ok(),
+            });
+            let _ = self
+                .store
+                .audit()
+                .append(&rec.person, "sandbox.attach.ended", &detail)
+                .await;
+        }
+    }
+
     /// Makes sure attach `id` of API token `owner` is relayed here (issue 24): one this
     /// replica relays already is; one another live replica relays is answered there
     /// ([`ControlError::Elsewhere`]: the server passes the request on); one whose replica

@@ -40,6 +40,8 @@ async fn an_attach_is_taken_over_once_its_lease_has_run_out(kind: Kind) {
             .await
             .unwrap()
     );
+    assert!(store.stale_attaches(2_000).await.unwrap().is_empty());
+    assert_eq!(store.stale_attaches(2_001).await.unwrap(), ["att-1"]);
     // Not while the lease holds.
     assert!(
         !store
