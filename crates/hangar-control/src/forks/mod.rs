@@ -265,6 +265,12 @@ impl Forks {
         if !elsewhere {
             return Err(first_error);
         }
+        // Taking a repository out of a sandbox is heavy work for a read: a few at a time.
+        static TAKING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+        let _turn = TAKING
+            .acquire()
+            .await
+            .map_err(|e| ControlError::Internal(e.to_string()))?;
         let copying = self.fork_copies(&src).await?;
         let scratch_id = new_id("diff")?;
         let (bases, scratches, _) = self.rebuild_bases(&src, copying, &scratch_id).await?;
