@@ -78,6 +78,10 @@ pub async fn prune(
             blocking(move || remove(&dir)).await;
         }
     }
+    if !dry_run {
+        // The records of relayed terminals that ended that long ago.
+        store.prune_attaches(cutoff).await?;
+    }
     if !dry_run && (out.runs > 0 || out.conversations > 0) {
         store
             .audit()

@@ -172,6 +172,17 @@ impl Store {
         Ok(())
     }
 
+    /// Forgets the attaches that ended before `before`; how many.
+    pub async fn prune_attaches(&self, before: i64) -> Result<u64, StoreError> {
+        Ok(write_db!(self, pool => {
+            sqlx::query("DELETE FROM attaches WHERE ended_at IS NOT NULL AND ended_at < $1")
+                .bind(before)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        }))
+    }
+
     /// The address replica `id` gave (`HANGAR_ADVERTISE_URL`), if it gave one.
     pub async fn replica_url(&self, id: &str) -> Result<Option<String>, StoreError> {
         let url = read_db!(self, pool => {

@@ -113,6 +113,10 @@ async fn an_attach_is_taken_over_once_its_lease_has_run_out(kind: Kind) {
             .ended_at,
         Some(3_000)
     );
+    // Forgotten once it ended before the cutoff.
+    assert_eq!(store.prune_attaches(3_000).await.unwrap(), 0);
+    assert_eq!(store.prune_attaches(3_001).await.unwrap(), 1);
+    assert_eq!(store.attach_record("att-1").await.unwrap(), None);
     db.cleanup().await;
 }
 
