@@ -43,7 +43,12 @@ impl ControlPlane {
         let tools = Arc::new(tools);
         let replica = hangar_store::new_id("replica")
             .unwrap_or_else(|_| format!("replica-{}", std::process::id()));
-        let sandboxes = Arc::new(Sandboxes::new(store.clone(), Arc::clone(&tools), replica));
+        let sandboxes = Arc::new(Sandboxes::new(
+            store.clone(),
+            Arc::clone(&tools),
+            replica,
+            crate::runs::lease::configured(&store),
+        ));
         let governance = Arc::new(Governance::new(
             store.clone(),
             Arc::clone(&tools),

@@ -50,9 +50,14 @@ pub struct Sandboxes {
 }
 
 impl Sandboxes {
-    /// `replica`: this process among replicas sharing the database (the holder of its leases).
-    pub(crate) fn new(store: Store, tools: Arc<Tools>, replica: String) -> Sandboxes {
-        let lease = crate::runs::lease::configured(&store);
+    /// `replica`: this process among replicas sharing the database (the holder of its leases);
+    /// `lease`: how long a relayed attach's record is held without renewal (none on SQLite).
+    pub(crate) fn new(
+        store: Store,
+        tools: Arc<Tools>,
+        replica: String,
+        lease: Option<std::time::Duration>,
+    ) -> Sandboxes {
         Sandboxes {
             providers: Providers::for_tools(&tools),
             attaches: attaches::Attaches::new(replica, lease),
