@@ -868,12 +868,24 @@ impl Provider for LocalProvider {
             }
             need("nsenter", "util-linux")?;
         }
-        let out = Command::new(&bwrap)
-            .args(BWRAP_PROBE)
-            .stdin(Stdio::null())
-            .output()
-            .await
-            .map_err(|e| failed("cannot run bwrap", e))?;
+        // The probe binds `/` with every mount below it: one that goes away meanwhile (dockerd
+        // removing a container's overlay) fails its read-only remount, which says nothing about
+        // this machine (CI failed a session's start on it). Asked again, as commands are.
+        let mut out;
+        let mut tries = 0;
+        loop {
+            out = Command::new(&bwrap)
+                .args(BWRAP_PROBE)
+                .stdin(Stdio::null())
+                .output()
+                .await
+                .map_err(|e| failed("cannot run bwrap", e))?;
+            tries += 1;
+            if out.status.success() || tries == 4 || !bwrap_mount_race(&out.stderr) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20 * tries)).await;
+        }
         if !out.status.success() {
             return Err(SandboxError::Unavailable(format!(
                 "bubblewrap cannot make a sandbox here ({}); without root it needs user namespaces (sysctl kernel.unprivileged_userns_clone=1)",
