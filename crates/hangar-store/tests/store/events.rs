@@ -50,8 +50,9 @@ async fn floats_read_back_exactly(kind: Kind) {
     );
 }
 
-/// One commit of more events than one multi-row INSERT holds: ids ascend in the slice's order
-/// and every payload (NUL characters made U+FFFD) reads back where it was.
+/// One commit of more events than one multi-row INSERT holds (on PostgreSQL, a `COPY`): ids
+/// ascend in the slice's order and every payload (NUL characters made U+FFFD, escapes and
+/// characters beyond ASCII kept) reads back where it was, under its run and its session.
 async fn a_large_slice_keeps_its_order(kind: Kind) {
     let db = TestDb::new(kind).await;
     let store = db.open_with_vault().await;
@@ -65,7 +66,7 @@ async fn a_large_slice_keeps_its_order(kind: Kind) {
                 "assistant_text"
             }
             .into(),
-            payload: json!({"i": i, "text": format!("line {i}\u{0}"), "nested": {"a": [i, "x"]}}),
+            payload: json!({"i": i, "text": format!("line {i}\u{0}\t\\ \"q\"\n\u{e9}\u{1F600}"), "nested": {"a": [i, "x"]}}),
         })
         .collect();
     let ids = store.commit_events("run-1", 0, 99, &events).await.unwrap();
@@ -83,10 +84,21 @@ async fn a_large_slice_keeps_its_order(kind: Kind) {
         back.extend(page);
     }
     assert_eq!(back.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
+    let session = store
+        .events_after(EventScope::Session(&turn.session_id), 0, MAX_PAGE)
+        .await
+        .unwrap();
+    assert_eq!(
+        session.iter().map(|e| e.id).collect::<Vec<_>>(),
+        ids[..MAX_PAGE as usize]
+    );
     for (i, (e, want)) in back.iter().zip(&events).enumerate() {
         assert_eq!(e.kind, want.kind);
         assert_eq!(e.payload["i"], json!(i));
-        assert_eq!(e.payload["text"], json!(format!("line {i}\u{FFFD}")));
+        assert_eq!(
+            e.payload["text"],
+            json!(format!("line {i}\u{FFFD}\t\\ \"q\"\n\u{e9}\u{1F600}"))
+        );
         assert_eq!(e.payload["nested"]["a"][0], json!(i));
     }
 }
