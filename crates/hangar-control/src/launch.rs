@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
-use hangar_events::{Manifest, file_digest};
+use hangar_events::{CoreError, Manifest, file_digest};
 use hangar_protocol::env::{HARNESS_ENV_FIXED, harness_env_names};
 use hangar_store::{Harness, Policy};
 
@@ -255,6 +255,54 @@ fn version_from_package(bin: &Path) -> Option<String> {
     })
 }
 
+/// The SHA-256 of an executable hangar hands to sandboxes (the driver, the Tower hook), for
+/// every turn's manifest: hashed again only when the file may have changed. Each turn hashed the
+/// driver whole (20 MB unoptimized in a debug build: most of a session's start with 16 starting
+/// at once, measured by `scripts/load`'s `starts` phase). The digest is kept with the file's
+/// device, inode, size, modification and change times; a file changed within the last two
+/// seconds is hashed every time and not kept (the times' granularity could hide a change made
+/// in the same tick, as git's "racy" entries).
+pub(crate) fn digest_of(path: &Path) -> Result<String, CoreError> {
+    use std::os::unix::fs::MetadataExt;
+    type Stamp = (u64, u64, u64, i64, i64, i64, i64);
+    static CACHE: Mutex<Option<HashMap<PathBuf, (Stamp, String)>>> = Mutex::new(None);
+    let Ok(m) = std::fs::metadata(path) else {
+        return file_digest(path);
+    };
+    let stamp: Stamp = (
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    );
+    let lock = || {
+        CACHE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    if let Some((kept, digest)) = lock().as_ref().and_then(|c| c.get(path))
+        && *kept == stamp
+    {
+        return Ok(digest.clone());
+    }
+    let digest = file_digest(path)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let settled = m.mtime().max(m.ctime()) < now - 2;
+    // The file as hashed is the one stamped only if nothing changed it meanwhile.
+    let again = std::fs::metadata(path).ok();
+    if settled && again.is_some_and(|a| a.ino() == m.ino() && a.ctime_nsec() == m.ctime_nsec()) {
+        lock()
+            .get_or_insert_with(HashMap::new)
+            .insert(path.to_owned(), (stamp, digest.clone()));
+    }
+    Ok(digest)
+}
+
 /// The turn's manifest at launch: harness and version, the driver's argv (the watcher replaces
 /// it with the harness's argv and hooks once the driver reports them in `hangar.started`), the names (never the values) of
 /// the variables passed to the harness, the policies, the driver's digest and the rules, sealed with its
@@ -289,7 +337,7 @@ pub fn manifest(
         policy_requested: policy.clone(),
         policy_effective: policy,
         hooks: Vec::new(),
-        driver_digest: file_digest(&tools.driver).unwrap_or_else(|_| "unreadable".into()),
+        driver_digest: digest_of(&tools.driver).unwrap_or_else(|_| "unreadable".into()),
         harness_check: String::new(),
         rules: Some(rules),
         harness_digest: String::new(),
@@ -338,6 +386,30 @@ pub(crate) fn hidden_from_agent(tools: &Tools) -> Vec<PathBuf> {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    /// The kept digest of an executable never outlives a change to it: rewritten in place with
+    /// the same size (a new change time), replaced by another file (a new inode), or changed
+    /// while settled digests are kept.
+    #[test]
+    fn a_kept_digest_follows_every_change_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hangar-driver");
+        std::fs::write(&path, b"first driver").unwrap();
+        let fresh = digest_of(&path).unwrap();
+        assert_eq!(fresh, file_digest(&path).unwrap());
+        // Settled: kept, and given back while the file stays as it is.
+        std::thread::sleep(std::time::Duration::from_millis(3100));
+        assert_eq!(digest_of(&path).unwrap(), fresh);
+        std::fs::write(&path, b"other driver").unwrap();
+        let rewritten = digest_of(&path).unwrap();
+        assert_ne!(rewritten, fresh, "a rewrite of the same size is seen");
+        assert_eq!(rewritten, file_digest(&path).unwrap());
+        // Replaced by a rename over it, the same bytes as the first.
+        let new = dir.path().join("new");
+        std::fs::write(&new, b"first driver").unwrap();
+        std::fs::rename(&new, &path).unwrap();
+        assert_eq!(digest_of(&path).unwrap(), fresh);
+    }
 
     fn tools(env: &[(&str, &str)]) -> Tools {
         Tools {

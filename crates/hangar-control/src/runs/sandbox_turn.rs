@@ -462,7 +462,7 @@ impl Runs {
             .hook_credential(row, run_id, person, &key_inside)
             .await?;
         let inside = crate::tower::path_inside();
-        let want = hangar_events::file_digest(&bin).map_err(|e| {
+        let want = crate::launch::digest_of(&bin).map_err(|e| {
             ControlError::Internal(format!("the Tower hook {}: {e}", bin.display()))
         })?;
         let record = sb.host_dir.join("tower_hook.sha256");
