@@ -1,5 +1,6 @@
-//! `hangar-load [--runs N] [--rounds R] [--think-ms T] [--only sqlite|postgres|replicas|apart]
-//! [--quick]`: N concurrent runs (default 200) of the real driver with a stub harness
+//! `hangar-load [--runs N] [--rounds R] [--think-ms T] [--starts S]
+//! [--only sqlite|postgres|replicas|apart|starts] [--quick]`: N concurrent runs (default 200) of
+//! the real driver with a stub harness
 //! (`hangar-stub-claude`, R approvals each, default 5, its model thinking T ms before each tool
 //! call, default 1000; 0 is a stress test) on a real `hangar serve`: on SQLite, on PostgreSQL
 //! (`HANGAR_TEST_DATABASE_URL`), and on two `hangar serve` replicas sharing that PostgreSQL and
@@ -22,6 +23,19 @@
 //! every turn ended with status 0, every run's stored events equal a rebuild of its log (each
 //! line stored exactly once), and every permission request was answered exactly once (one
 //! `approval_answered` in the log, no refused command); any violation exits 1.
+//!
+//! Then `starts` (issue 22: "session start under load: local sandbox, 16 starting at once, p50 <
+//! 500 ms and p99 < 1.5 s to the harness started; Docker p50 < 1.5 s"): S sessions (default 64,
+//! 16 with `--quick`) started 16 at once on one `hangar serve` on SQLite, in the local sandbox a
+//! session with a folder gets by default (in place), then in docker sandboxes of the image the
+//! tests use (`HANGAR_TEST_IMAGE`, default hangar-base:bookworm; skipped, and said so, with
+//! `HANGAR_TEST_DOCKER=0` or without that image). Each is timed from the moment its
+//! `POST /v1/sessions` is sent to the moment its harness began inside the sandbox: the stub reads
+//! the wall clock as its first instruction and carries it (`started_ms`) in its tool call, which
+//! reaches the run's stored events from wherever it ran (the same kernel's clock on both sides).
+//! Each wave's turns (one tool call, policy auto) end and its sandboxes are removed before the
+//! next wave; one session alone is timed first. It checks that every start succeeded, every turn
+//! ended with status 0, every sandbox was removed, and no process or container of them is left.
 #![expect(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -39,7 +53,7 @@ use hangar_chaos::{Api, Env, PgSchema, Res, Serve, check_events, err, exe, mono_
 use serde_json::json;
 use tokio::sync::Mutex;
 
-const USAGE: &str = "usage: hangar-load [--runs N] [--rounds R] [--think-ms T] [--only sqlite|postgres|replicas|apart] [--quick] [--kill-replica]";
+const USAGE: &str = "usage: hangar-load [--runs N] [--rounds R] [--think-ms T] [--starts S] [--only sqlite|postgres|replicas|apart|starts] [--quick] [--kill-replica]";
 
 /// How long the stub's model thinks before each tool call unless `--think-ms` says otherwise:
 /// a fast model's step (Claude Code's real steps take seconds). With 0, 200 runs call tools as
@@ -54,6 +68,8 @@ struct Opts {
     think_ms: u64,
     only: Option<String>,
     kill_replica: bool,
+    /// Sessions the starts phase starts in each kind of sandbox (16 at a time).
+    starts: usize,
 }
 
 fn main() -> ExitCode {
@@ -63,7 +79,9 @@ fn main() -> ExitCode {
         think_ms: DEFAULT_THINK_MS,
         only: None,
         kill_replica: false,
+        starts: 64,
     };
+    let mut starts = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let num = |v: Option<String>| v.and_then(|v| v.parse::<u64>().ok());
@@ -80,14 +98,22 @@ fn main() -> ExitCode {
                 Some(n) => o.think_ms = n,
                 _ => return usage(),
             },
+            "--starts" => match num(args.next()) {
+                Some(n) if n > 0 => starts = Some(n as usize),
+                _ => return usage(),
+            },
             "--only" => o.only = args.next(),
             "--kill-replica" => o.kill_replica = true,
             "--quick" => {
                 o.runs = 20;
                 o.rounds = 2;
+                o.starts = STARTS_AT_ONCE;
             }
             _ => return usage(),
         }
+    }
+    if let Some(n) = starts {
+        o.starts = n;
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -151,6 +177,9 @@ async fn run(o: &Opts) -> Res<usize> {
         };
         let schema = PgSchema::new(base, "load")?;
         violations += phase(o, &driver, &stub, name, Some(&schema), replicas).await?;
+    }
+    if want("starts") {
+        violations += starts(o, &driver, &stub).await?;
     }
     Ok(violations)
 }
@@ -811,4 +840,406 @@ async fn check_run(api: &Api, l: &Live, rounds: usize, f: &mut Figures) -> Res<(
     f.rtt_ms.sort_by(f64::total_cmp);
     f.lag_ms.sort_by(f64::total_cmp);
     Ok(())
+}
+
+/// How many sessions the starts phase starts at once (issue 22: "16 starting at once").
+const STARTS_AT_ONCE: usize = 16;
+
+/// How long one session of the starts phase may take, from its start to its turn's end.
+const START_PATIENCE: Duration = Duration::from_secs(180);
+
+/// What the starts phase measured in one kind of sandbox.
+#[derive(Default)]
+struct StartFigures {
+    /// POST /v1/sessions sent -> the harness began in the sandbox (ms), sorted.
+    start_ms: Vec<f64>,
+    /// POST /v1/sessions sent -> its answer (ms), sorted.
+    post_ms: Vec<f64>,
+    /// The same for the one session started alone first.
+    alone_ms: Option<f64>,
+    /// Sessions whose harness started and whose turn ended with status 0.
+    ok: usize,
+    /// Sandboxes made (and removed).
+    sandboxes: Vec<String>,
+    violations: Vec<String>,
+}
+
+/// One session of the starts phase.
+struct OneStart {
+    sandbox: Option<String>,
+    start_ms: Option<f64>,
+    post_ms: f64,
+    error: Option<String>,
+}
+
+/// The starts phase: sessions started 16 at once on one `hangar serve` on SQLite, in the local
+/// sandbox (in place, a session's default) and then in docker sandboxes, each timed to its
+/// harness's start; see the module's page.
+async fn starts(o: &Opts, driver: &Path, stub: &Path) -> Res<usize> {
+    let mut vars = vec![
+        ("HANGAR_DRIVER_BIN".to_owned(), driver.display().to_string()),
+        ("HANGAR_CLAUDE_BIN".to_owned(), stub.display().to_string()),
+        ("HANGAR_LOG".to_owned(), "warn".to_owned()),
+    ];
+    // The docker provider speaks to the dockerd `scripts/start-docker` named.
+    if let Some(h) = std::env::var("DOCKER_HOST").ok().filter(|v| !v.is_empty()) {
+        vars.push(("DOCKER_HOST".to_owned(), h));
+    }
+    let env = Env::new(vars)?;
+    let token = env.admin_token("load@example.com")?;
+    let mut server = Serve::start(&env, &[], &env.root.path().join("serve-starts.log"))?;
+    let api = Api::new(&server.url, &token)?;
+    println!(
+        "== starts: sessions started {STARTS_AT_ONCE} at a time on one hangar serve on SQLite, each timed from sending its POST /v1/sessions to its harness started in the sandbox (the stub's wall clock as it began, carried by its tool call into the run's stored events); each wave's turns end and its sandboxes are removed before the next"
+    );
+    let mut all = Vec::new();
+    let mut summary = Vec::new();
+    let local = provider_starts(o, &env, &api, "local", None).await;
+    print_starts("local sandbox", &local, o.starts);
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    let p = |v: &[f64], q: f64| percentile(v, q);
+    println!(
+        "  targets: session start in the local sandbox p50 < 500 ms and p99 < 1500 ms: {}; load average {}",
+        met(p(&local.start_ms, 50.0) < 500.0 && p(&local.start_ms, 99.0) < 1500.0),
+        loadavg()
+    );
+    summary.push(format!(
+        "{} of {} sessions in the local sandbox",
+        local.ok,
+        o.starts + 1
+    ));
+    let mut made = local.sandboxes.clone();
+    all.extend(local.violations);
+    let mut docker_made = Vec::new();
+    match docker_image() {
+        Err(why) => println!("  {:<30} skipped: {why}", "session start (docker)"),
+        Ok(image) => {
+            let spec = json!({"name": "load-docker", "provider": "docker", "image": image});
+            match api.call("POST", "/v1/environments", Some(&spec)).await {
+                Ok((200 | 201, _)) => {
+                    let docker =
+                        provider_starts(o, &env, &api, "docker", Some("load-docker")).await;
+                    print_starts("docker", &docker, o.starts);
+                    println!(
+                        "  targets: session start in docker ({image}) p50 < 1500 ms: {}; load average {}",
+                        met(p(&docker.start_ms, 50.0) < 1500.0),
+                        loadavg()
+                    );
+                    summary.push(format!("{} of {} in docker", docker.ok, o.starts + 1));
+                    docker_made = docker.sandboxes.clone();
+                    made.extend(docker.sandboxes);
+                    all.extend(docker.violations);
+                }
+                other => all.push(format!(
+                    "the docker environment ({image}) was refused: {other:?}"
+                )),
+            }
+        }
+    }
+    let left = leftovers(&api, &env, server.pid, &docker_made).await;
+    let n_left = left.len();
+    all.extend(left);
+    println!(
+        "  checked: {} started their harness and ended with status 0; {} sandboxes removed, {} left behind (processes, containers, sandboxes); violations {}",
+        summary.join(", "),
+        made.len(),
+        n_left,
+        all.len()
+    );
+    for v in all.iter().take(20) {
+        println!("  VIOLATION {v}");
+    }
+    server.stop();
+    Ok(all.len())
+}
+
+/// `  session start (LABEL)  p50 X ms  p99 Y ms  (...)`.
+fn print_starts(label: &str, f: &StartFigures, n: usize) {
+    let p = |v: &[f64], q: f64| percentile(v, q);
+    println!(
+        "  {:<30} p50 {:7.2} ms  p99 {:7.2} ms  ({STARTS_AT_ONCE} at a time, {n} sessions{}, to the harness started; one alone: {:.2} ms; POST /v1/sessions answered p50 {:.2} ms, p99 {:.2} ms)",
+        format!("session start ({label})"),
+        p(&f.start_ms, 50.0),
+        p(&f.start_ms, 99.0),
+        if f.start_ms.len() == n {
+            String::new()
+        } else {
+            format!(" of which {} timed", f.start_ms.len())
+        },
+        f.alone_ms.unwrap_or(f64::NAN),
+        p(&f.post_ms, 50.0),
+        p(&f.post_ms, 99.0),
+    );
+}
+
+/// The image docker sandboxes use (the tests' `HANGAR_TEST_IMAGE`, default hangar-base:bookworm),
+/// or why docker cannot be measured here.
+fn docker_image() -> Result<String, String> {
+    if std::env::var("HANGAR_TEST_DOCKER").is_ok_and(|v| v == "0") {
+        return Err("HANGAR_TEST_DOCKER=0".into());
+    }
+    let image = std::env::var("HANGAR_TEST_IMAGE")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "hangar-base:bookworm".into());
+    let out = std::process::Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", &image])
+        .output()
+        .map_err(|e| format!("no docker command ({e})"))?;
+    if out.status.success() {
+        Ok(image)
+    } else {
+        let why = String::from_utf8_lossy(&out.stderr);
+        Err(format!(
+            "image {image} is not there ({}; scripts/start-docker starts dockerd, scripts/build-image makes the image)",
+            why.lines()
+                .next()
+                .unwrap_or("docker image inspect failed")
+                .trim()
+        ))
+    }
+}
+
+/// The one session alone, then `o.starts` sessions 16 at once (each wave's turns ended and its
+/// sandboxes removed before the next), in environment `env_name` (None: the local sandbox in
+/// place, a session's default).
+async fn provider_starts(
+    o: &Opts,
+    env: &Env,
+    api: &Api,
+    tag: &str,
+    env_name: Option<&str>,
+) -> StartFigures {
+    let mut f = StartFigures::default();
+    let mut dirs = Vec::new();
+    for i in 0..=o.starts {
+        let dir = env.root.path().join(format!("starts-{tag}-{i}"));
+        let made = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join("README"), "a work folder\n"))
+            .and_then(|()| {
+                std::fs::write(
+                    dir.join(".hangar-stub.json"),
+                    json!({"rounds": 1, "think_ms": 0}).to_string(),
+                )
+            });
+        if let Err(e) = made {
+            f.violations
+                .push(format!("{tag} session {i}: its work folder: {e}"));
+            return f;
+        }
+        dirs.push(dir);
+    }
+    // The first alone, then waves of 16.
+    let (alone, rest) = dirs.split_at(1);
+    for (w, wave) in std::iter::once(alone)
+        .chain(rest.chunks(STARTS_AT_ONCE))
+        .enumerate()
+    {
+        let mut set = tokio::task::JoinSet::new();
+        for (j, dir) in wave.iter().enumerate() {
+            let i = if w == 0 {
+                0
+            } else {
+                1 + (w - 1) * STARTS_AT_ONCE + j
+            };
+            let (api, dir, env_name) = (api.clone(), dir.clone(), env_name.map(str::to_owned));
+            set.spawn(async move { (i, one_start(&api, i, &dir, env_name.as_deref()).await) });
+        }
+        let mut ended = Vec::new();
+        while let Some(j) = set.join_next().await {
+            match j {
+                Ok(r) => ended.push(r),
+                Err(e) => f.violations.push(format!("{tag}: a start's task: {e}")),
+            }
+        }
+        ended.sort_by_key(|(i, _)| *i);
+        for (i, r) in ended {
+            match (&r.error, r.start_ms) {
+                (None, Some(ms)) => {
+                    f.ok += 1;
+                    if w == 0 {
+                        f.alone_ms = Some(ms);
+                    } else {
+                        f.start_ms.push(ms);
+                        f.post_ms.push(r.post_ms);
+                    }
+                }
+                (Some(e), _) => f.violations.push(format!("{tag} session {i}: {e}")),
+                (None, None) => f
+                    .violations
+                    .push(format!("{tag} session {i}: no harness start recorded")),
+            }
+            // Its sandbox goes before the next wave starts.
+            if let Some(sb) = r.sandbox {
+                match api
+                    .call("DELETE", &format!("/v1/sandboxes/{sb}"), None)
+                    .await
+                {
+                    Ok((200, _)) => f.sandboxes.push(sb),
+                    other => f.violations.push(format!(
+                        "{tag} session {i}: removing sandbox {sb}: {other:?}"
+                    )),
+                }
+            }
+        }
+    }
+    f.start_ms.sort_by(f64::total_cmp);
+    f.post_ms.sort_by(f64::total_cmp);
+    f
+}
+
+/// Starts one session in `dir` (policy auto, the stub making one tool call), waits for its
+/// turn's end, and reads when its harness began from the run's stored events.
+async fn one_start(api: &Api, i: usize, dir: &Path, env_name: Option<&str>) -> OneStart {
+    let mut body =
+        json!({"dir": dir, "policy": "auto", "harness": "claude", "prompt": format!("start {i}")});
+    if let Some(e) = env_name {
+        body["env"] = json!(e);
+    }
+    let t0 = wall_ms();
+    let answer = api.call("POST", "/v1/sessions", Some(&body)).await;
+    let post_ms = wall_ms() - t0;
+    let mut r = OneStart {
+        sandbox: None,
+        start_ms: None,
+        post_ms,
+        error: None,
+    };
+    let v = match answer {
+        Ok((201, v)) => v,
+        Ok((s, v)) => {
+            r.error = Some(format!("POST /v1/sessions: {s} {v}"));
+            return r;
+        }
+        Err(e) => {
+            r.error = Some(e);
+            return r;
+        }
+    };
+    let s = |x: &serde_json::Value| x.as_str().unwrap_or_default().to_owned();
+    let (run, turn) = (s(&v["run"]["id"]), s(&v["turn"]["id"]));
+    r.sandbox = Some(s(&v["session"]["sandbox_id"])).filter(|x| !x.is_empty());
+    match started_at(api, &run, &turn).await {
+        Ok(at) if at >= t0 => r.start_ms = Some(at - t0),
+        Ok(at) => {
+            r.error = Some(format!(
+                "run {run}: its harness began {:.2} ms before the session was asked for",
+                t0 - at
+            ));
+        }
+        Err(e) => r.error = Some(format!("run {run}: {e}")),
+    }
+    r
+}
+
+/// Waits for the turn's end (on the run's live stream, so waiting adds no polling to the starts
+/// it measures), checks it ended with status 0, and returns the wall clock at which the harness
+/// began (`started_ms` of its first tool call in the run's stored events).
+async fn started_at(api: &Api, run: &str, turn: &str) -> Res<f64> {
+    use futures_util::StreamExt;
+    let deadline = Instant::now() + START_PATIENCE;
+    let path = format!("/v1/runs/{run}/events/stream");
+    let mut cursor = 0i64;
+    'open: while Instant::now() < deadline {
+        let Ok(events) = api.stream(&path, cursor).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let mut events = Box::pin(events);
+        loop {
+            if Instant::now() > deadline {
+                break 'open;
+            }
+            match tokio::time::timeout(Duration::from_secs(5), events.next()).await {
+                Ok(Some(Ok(e))) => {
+                    cursor = cursor.max(e.id);
+                    if e.kind == "turn_end" {
+                        break 'open;
+                    }
+                }
+                Ok(Some(Err(_)) | None) => continue 'open,
+                // Quiet for a while: the turn may have ended without its end reaching us.
+                Err(_) => {
+                    if let Ok(t) = api.get(&format!("/v1/turns/{turn}")).await
+                        && t["state"] == "ended"
+                    {
+                        break 'open;
+                    }
+                }
+            }
+        }
+    }
+    let dead = AtomicBool::new(false);
+    turn_ended(std::slice::from_ref(api), api, turn, &dead, deadline).await?;
+    let t = api.get(&format!("/v1/turns/{turn}")).await?;
+    if t["status"] != 0 {
+        return Err(format!(
+            "the turn ended with status {} ({})",
+            t["status"], t["reason"]
+        ));
+    }
+    api.events(run)
+        .await?
+        .iter()
+        .find_map(|e| {
+            let p = &e["payload"];
+            (p["kind"] == "tool_call")
+                .then(|| p["input"]["started_ms"].as_f64())
+                .flatten()
+        })
+        .ok_or_else(|| "no tool call of the harness carries its start".to_owned())
+}
+
+/// What the starts phase left behind: a sandbox not removed (removed now, with `force`), a
+/// process that names the phase's folder, a container of a docker sandbox.
+async fn leftovers(api: &Api, env: &Env, server_pid: u32, docker: &[String]) -> Vec<String> {
+    let mut left = Vec::new();
+    match api.get("/v1/sandboxes").await {
+        Ok(v) => {
+            for sb in v["sandboxes"].as_array().into_iter().flatten() {
+                if sb["state"] == "removed" || !sb["removed_at"].is_null() {
+                    continue;
+                }
+                let id = sb["id"].as_str().unwrap_or_default();
+                left.push(format!("sandbox {id} was not removed ({})", sb["state"]));
+                let _ = api
+                    .call("DELETE", &format!("/v1/sandboxes/{id}?force=true"), None)
+                    .await;
+            }
+        }
+        Err(e) => left.push(format!("the sandboxes could not be listed: {e}")),
+    }
+    // Drivers and harnesses name the run's control folder or work folder, both under the root.
+    let root = env.root.path().display().to_string();
+    let me = std::process::id();
+    if let Ok(d) = std::fs::read_dir("/proc") {
+        for e in d.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid == server_pid || pid == me || !hangar_chaos::alive(pid) {
+                continue;
+            }
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+                .unwrap_or_default();
+            if cmd.contains(&root) {
+                left.push(format!("process {pid} is left: {}", cmd.trim()));
+            }
+        }
+    }
+    if !docker.is_empty()
+        && let Ok(out) = std::process::Command::new("docker")
+            .args(["ps", "-a", "--format", "{{.Names}}"])
+            .output()
+    {
+        let names = String::from_utf8_lossy(&out.stdout);
+        for id in docker {
+            let name = format!("hangar-{id}");
+            if names.lines().any(|n| n.trim() == name) {
+                left.push(format!("container {name} is left"));
+            }
+        }
+    }
+    left
 }

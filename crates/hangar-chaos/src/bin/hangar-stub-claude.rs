@@ -15,7 +15,9 @@
 //! answer's arrival is appended to `.hangar-stub.receipts` there as `REQUEST_ID MONO_NS ALLOW`
 //! (CLOCK_MONOTONIC, the clock the load run reads too), and each `tool_use` input carries
 //! `sent_ms` (the wall clock when the line was written: the event ingest lag is the stored
-//! event's `created_at` minus it).
+//! event's `created_at` minus it) and `started_ms` (the wall clock when this process began, read
+//! before anything else: the load run's session start is measured to it, from wherever the
+//! harness runs, a local or a docker sandbox, since the line reaches the run's stored events).
 #![expect(
     clippy::print_stderr,
     reason = "a command-line tool reports its failure on stderr"
@@ -29,7 +31,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 fn main() -> ExitCode {
-    match run() {
+    // The harness has started: its first instruction, before the settings or stdin are read.
+    let started_ms = wall_ms();
+    match run(started_ms) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("hangar-stub-claude: {e}");
@@ -81,7 +85,7 @@ impl Out {
     }
 }
 
-fn run() -> Result<(), String> {
+fn run(started_ms: f64) -> Result<(), String> {
     let settings = std::fs::read_to_string(".hangar-stub.json")
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
@@ -145,7 +149,8 @@ fn run() -> Result<(), String> {
             std::thread::sleep(think.mul_f64(0.5 + rng.next()));
             tool += 1;
             let id = format!("toolu_stub_{tool:05}");
-            let input = json!({"command": format!("echo {tool}"), "description": "say it", "sent_ms": wall_ms()});
+            let input = json!({"command": format!("echo {tool}"), "description": "say it", "sent_ms": wall_ms(),
+                "started_ms": started_ms});
             out.line(&json!({"type": "assistant", "message": {"id": format!("msg_stub_{tool}"), "type": "message",
                 "role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "Bash", "input": input}]},
                 "parent_tool_use_id": null, "session_id": session}))?;
